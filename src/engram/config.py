@@ -1,0 +1,85 @@
+"""Settings: built once from the environment (prefix ``ENGRAM_``) and passed down.
+
+Well-known variables keep their own names: ``MEMORY_ENCRYPTION_KEY``, ``XAI_API_KEY``,
+``XAI_GROK_MODEL``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from engram.errors import ConfigurationError
+
+
+def default_home() -> Path:
+    """The embedded data folder: ``~/.engram`` unless ``ENGRAM_HOME`` says otherwise."""
+    return Path("~/.engram").expanduser()
+
+
+class Settings(BaseSettings):
+    """Engram's configuration. Every field can be set by an ``ENGRAM_<NAME>`` variable."""
+
+    model_config = SettingsConfigDict(env_prefix="ENGRAM_", extra="ignore", frozen=True)
+
+    home: Path = Field(default_factory=default_home)
+    storage_url: str | None = Field(
+        default=None,
+        description="sqlite:///path/to/file.db or postgresql://...; default: SQLite in home",
+    )
+    encryption_key: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("MEMORY_ENCRYPTION_KEY", "ENGRAM_ENCRYPTION_KEY"),
+    )
+    old_encryption_keys: SecretStr | None = Field(
+        default=None,
+        description="comma-separated former key-encryption keys, readable during a rotation",
+    )
+    soft_delete_retention_days: float = Field(default=30.0, ge=0)
+    thread_header_bullets: int = Field(default=3, ge=1, le=20)
+    user_key_cache_size: int = Field(default=4096, ge=1)
+    embedder: str = Field(default="none", description="'local:all-MiniLM-L6-v2', 'none', ...")
+    postgres_pool_min: int = Field(default=1, ge=1)
+    postgres_pool_max: int = Field(default=8, ge=1)
+
+    xai_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("XAI_API_KEY")
+    )
+    xai_grok_model: str = Field(
+        default="grok-3-fast", validation_alias=AliasChoices("XAI_GROK_MODEL")
+    )
+    llm_base_url: str | None = None
+    llm_api_key: SecretStr | None = None
+    llm_model: str | None = None
+    min_session_seconds: float = Field(default=30.0, ge=0)
+
+    @field_validator("home", mode="after")
+    @classmethod
+    def _expand_home(cls, value: Path) -> Path:
+        return value.expanduser()
+
+    @field_validator("encryption_key", mode="after")
+    @classmethod
+    def _check_key(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            parse_hex_key(value.get_secret_value(), name="MEMORY_ENCRYPTION_KEY")
+        return value
+
+    def resolved_storage_url(self) -> str:
+        """The storage URL, defaulting to ``sqlite:///<home>/engram.db``."""
+        return self.storage_url or f"sqlite:///{self.home / 'engram.db'}"
+
+
+def parse_hex_key(text: str, *, name: str) -> bytes:
+    """Decode a 256-bit key given as 64 hex characters, or refuse it with a clear message."""
+    cleaned = text.strip()
+    if len(cleaned) != 64:
+        raise ConfigurationError(
+            f"{name} must be 64 hex characters (a 256-bit key); got {len(cleaned)} characters"
+        )
+    try:
+        return bytes.fromhex(cleaned)
+    except ValueError:
+        raise ConfigurationError(f"{name} must contain only hex characters 0-9a-f") from None

@@ -1,0 +1,71 @@
+"""Engram's exception tree.
+
+Every error Engram raises on purpose derives from :class:`EngramError`; driver and vendor
+errors are translated at the boundary where they occur. The HTTP service maps this tree
+to status codes in one place (``engram.server.errors``)::
+
+    EngramError
+    ├── ValidationError          400  bad input: a field out of range, a malformed id
+    ├── NotFoundError            404  no such memory / session / key in the caller's scope
+    ├── PermissionDeniedError    403  wrong account, category outside an agent's allowlist
+    ├── ConflictError            409  the operation does not fit the memory's state
+    ├── ConfigurationError       ---  refused at start-up: malformed key, missing extra
+    │   └── MissingDependencyError    an optional extra is not installed
+    ├── EmbedderMismatchError    409  the store was indexed with another embedder
+    ├── IntegrityError           500  ciphertext, AAD or wrapped key failed authentication
+    ├── StorageError             503  the database failed (never carries memory text)
+    └── ProviderError            502  an LLM or embedding endpoint failed
+"""
+
+from __future__ import annotations
+
+
+class EngramError(Exception):
+    """Base class of every error Engram raises on purpose."""
+
+
+class ValidationError(EngramError, ValueError):
+    """Input failed validation; the message says which field and why."""
+
+
+class NotFoundError(EngramError, LookupError):
+    """The requested object does not exist in the caller's scope."""
+
+
+class PermissionDeniedError(EngramError):
+    """The caller may not read or change the requested object."""
+
+
+class ConflictError(EngramError):
+    """The operation does not fit the current state (e.g. restoring an active memory)."""
+
+
+class ConfigurationError(EngramError):
+    """Engram cannot start with the given configuration."""
+
+
+class MissingDependencyError(ConfigurationError, ImportError):
+    """An optional extra is required for the requested feature."""
+
+    def __init__(self, package: str, extra: str) -> None:
+        super().__init__(
+            f"{package} is not installed; install it with: pip install 'engram[{extra}]'"
+        )
+        self.package = package
+        self.extra = extra
+
+
+class EmbedderMismatchError(EngramError):
+    """The store's vectors were made by a different embedder than the configured one."""
+
+
+class IntegrityError(EngramError):
+    """Encrypted data failed authentication: tampered ciphertext, AAD or wrapped key."""
+
+
+class StorageError(EngramError):
+    """The storage backend failed; the message never contains memory text."""
+
+
+class ProviderError(EngramError):
+    """An LLM or embedding provider failed (timeout, HTTP error, malformed answer)."""
