@@ -1,1 +1,22 @@
-"""llm."""
+"""LLM providers: the ``LLM`` protocol, an OpenAI-compatible client, a provider registry
+and the offline (model-free) memory extractor."""
+
+from engram.llm.base import LLM, Message, Role
+from engram.llm.openai_compat import OpenAICompatibleLLM
+from engram.llm.registry import (
+    llm_from_settings,
+    provider_names,
+    register_provider,
+    resolve_provider,
+)
+
+__all__ = [
+    "LLM",
+    "Message",
+    "OpenAICompatibleLLM",
+    "Role",
+    "llm_from_settings",
+    "provider_names",
+    "register_provider",
+    "resolve_provider",
+]
