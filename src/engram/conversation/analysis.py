@@ -14,10 +14,15 @@ MAX_NAMES = 5
 
 _REQUEST = re.compile(r"\b(can you|could you|would you|please)\b", re.IGNORECASE)
 
-_DAYS = "monday tuesday wednesday thursday friday saturday sunday".split()
-_MONTHS = (
+
+def _words(text: str) -> list[str]:
+    return text.split()
+
+
+_DAYS = _words("monday tuesday wednesday thursday friday saturday sunday")
+_MONTHS = _words(
     "january february march april may june july august september october november december"
-).split()
+)
 _TIME_WORDS = re.compile(
     r"\b(?:(?:next|this|last|every)\s+(?:week|weekend|month|year|"
     + "|".join(_DAYS)
@@ -33,14 +38,116 @@ _CAPITALISED = re.compile(r"\b[A-Z][a-z]+(?:[-'][A-Z]?[a-z]+)?\b")
 # Capitalised words that start sentences far more often than they name anyone.
 _NOT_NAMES = (
     frozenset(
-        """
-    i i'm i've i'd i'll a an the my our your his her their its we you he she they it this that
-    these those there here what when where why how who which whose can could would should will
-    shall may might must do does did is are was were be been am have has had please yes no not
-    yeah okay ok oh well so but and or if then also just hi hello hey thanks thank good great
-    sure maybe sometimes today tonight tomorrow yesterday morning afternoon evening night
-    let let's dear mr mrs ms dr after before since until because although though while once
-    """.split()
+        [
+            "i",
+            "i'm",
+            "i've",
+            "i'd",
+            "i'll",
+            "a",
+            "an",
+            "the",
+            "my",
+            "our",
+            "your",
+            "his",
+            "her",
+            "their",
+            "its",
+            "we",
+            "you",
+            "he",
+            "she",
+            "they",
+            "it",
+            "this",
+            "that",
+            "these",
+            "those",
+            "there",
+            "here",
+            "what",
+            "when",
+            "where",
+            "why",
+            "how",
+            "who",
+            "which",
+            "whose",
+            "can",
+            "could",
+            "would",
+            "should",
+            "will",
+            "shall",
+            "may",
+            "might",
+            "must",
+            "do",
+            "does",
+            "did",
+            "is",
+            "are",
+            "was",
+            "were",
+            "be",
+            "been",
+            "am",
+            "have",
+            "has",
+            "had",
+            "please",
+            "yes",
+            "no",
+            "not",
+            "yeah",
+            "okay",
+            "ok",
+            "oh",
+            "well",
+            "so",
+            "but",
+            "and",
+            "or",
+            "if",
+            "then",
+            "also",
+            "just",
+            "hi",
+            "hello",
+            "hey",
+            "thanks",
+            "thank",
+            "good",
+            "great",
+            "sure",
+            "maybe",
+            "sometimes",
+            "today",
+            "tonight",
+            "tomorrow",
+            "yesterday",
+            "morning",
+            "afternoon",
+            "evening",
+            "night",
+            "let",
+            "let's",
+            "dear",
+            "mr",
+            "mrs",
+            "ms",
+            "dr",
+            "after",
+            "before",
+            "since",
+            "until",
+            "because",
+            "although",
+            "though",
+            "while",
+            "once",
+        ]
     )
     | frozenset(_DAYS)
     | frozenset(_MONTHS)
