@@ -7,11 +7,15 @@ Models are frozen; build a changed copy with ``model_copy(update=...)``.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ValidationError as PydanticValidationError
+
+from engram.errors import ValidationError
 
 __all__ = [
     "ChangeEvent",
@@ -30,10 +34,31 @@ __all__ = [
     "Source",
     "Visibility",
     "utcnow",
+    "validated",
 ]
 
 KEY_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
 MAX_VALUE_CHARS = 16_000
+
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+def validated(model: type[ModelT], data: ModelT | Mapping[str, Any]) -> ModelT:
+    """Build ``model`` from ``data``, turning pydantic's error into Engram's ValidationError.
+
+    The message names each offending field and why, without echoing the submitted values.
+    """
+    if isinstance(data, model):
+        return data
+    try:
+        return model.model_validate(dict(data))
+    except PydanticValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'input'}: {err['msg']}"
+            for err in exc.errors(include_input=False, include_url=False)
+        )
+        raise ValidationError(f"invalid {model.__name__}: {problems}") from None
 
 
 def utcnow() -> datetime:

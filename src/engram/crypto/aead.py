@@ -1,0 +1,51 @@
+"""Authenticated encryption with associated data."""
+
+from __future__ import annotations
+
+import os
+from typing import Protocol
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from engram.errors import IntegrityError
+
+NONCE_BYTES = 12
+KEY_BYTES = 32
+
+
+class Cipher(Protocol):
+    """An AEAD cipher: ``open`` raises :class:`IntegrityError` unless key, blob and AAD match."""
+
+    def seal(self, key: bytes, plaintext: bytes, aad: bytes) -> bytes:
+        """Encrypt and authenticate ``plaintext``; the result carries its nonce."""
+        ...
+
+    def open(self, key: bytes, blob: bytes, aad: bytes) -> bytes:
+        """Decrypt ``blob`` made by :meth:`seal` with the same key and AAD."""
+        ...
+
+
+class AesGcmCipher:
+    """AES-256-GCM with a random 96-bit nonce prepended to the ciphertext."""
+
+    def seal(self, key: bytes, plaintext: bytes, aad: bytes) -> bytes:
+        """Encrypt and authenticate ``plaintext``; the result carries its nonce."""
+        nonce = os.urandom(NONCE_BYTES)
+        return nonce + AESGCM(key).encrypt(nonce, plaintext, aad)
+
+    def open(self, key: bytes, blob: bytes, aad: bytes) -> bytes:
+        """Decrypt ``blob``; raise :class:`IntegrityError` if anything was tampered with."""
+        if len(blob) < NONCE_BYTES + 16:
+            raise IntegrityError("ciphertext is truncated")
+        try:
+            return AESGCM(key).decrypt(blob[:NONCE_BYTES], blob[NONCE_BYTES:], aad)
+        except InvalidTag:
+            raise IntegrityError(
+                "ciphertext failed authentication (tampered or wrong owner)"
+            ) from None
+
+
+def new_key() -> bytes:
+    """A fresh random 256-bit key."""
+    return os.urandom(KEY_BYTES)

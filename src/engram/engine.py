@@ -1,0 +1,717 @@
+"""The memory engine: store, update, forget, restore, list, history, export and erasure.
+
+The engine depends only on protocols (``Storage``, ``Indexer``) and the envelope; it owns
+validation, versioning, encryption and the audit trail, so every backend gets them alike.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from engram.codec import MemoryCodec, from_ts
+from engram.config import Settings
+from engram.crypto.aead import AesGcmCipher
+from engram.crypto.envelope import Envelope
+from engram.crypto.keyring import KeyRing, load_keyring
+from engram.crypto.owner_keys import OwnerKeys
+from engram.crypto.rotation import rotate_kek
+from engram.errors import ConflictError, NotFoundError, ValidationError
+from engram.indexing import Indexer, LexicalIndexer
+from engram.storage import open_storage
+from engram.storage.base import ChangeRow, HistoryRow, MemoryRow, OpRow, Page, Storage, Transaction
+from engram.types import (
+    ChangeEvent,
+    ErasureReceipt,
+    HistoryEvent,
+    HistoryEventType,
+    ImportReport,
+    Memory,
+    MemoryFilter,
+    MemoryPatch,
+    MemoryState,
+    MemoryType,
+    NewMemory,
+    OpEvent,
+    PurgeReport,
+    Source,
+    Visibility,
+    utcnow,
+    validated,
+)
+
+log = logging.getLogger(__name__)
+
+EXPORT_FORMAT = "engram.export/1"
+DELTA_SYMBOLS = {
+    HistoryEventType.ADD: "+created",
+    HistoryEventType.UPDATE: "↑updated",
+    HistoryEventType.MERGE: "↔merged",
+    HistoryEventType.DELETE: "−deleted",
+    HistoryEventType.RESTORE: "⤺restored",
+}
+_LIVE = (MemoryState.ACTIVE.value, MemoryState.SOFT_DELETED.value)
+
+
+def default_thread(account_id: str, user_id: str) -> str:
+    """The change-log thread of a user's memory when the caller names none."""
+    return f"{account_id}/{user_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class _Write:
+    """One memory version to write, with the audit facts that go with it."""
+
+    memory: Memory
+    event: HistoryEventType
+    old_ref: str | None
+    thread_id: str
+    actor: str | None
+    meta: dict[str, Any]
+
+
+class MemoryEngine:
+    """Encrypted, versioned memory over any :class:`~engram.storage.base.Storage`.
+
+    Every write is one transaction holding the memory row, its index entries, its history
+    event and its change-log entry. Id-based operations act on the newest version of the
+    memory the id belongs to, within the given account.
+    """
+
+    def __init__(
+        self,
+        storage: Storage,
+        keyring: KeyRing,
+        *,
+        settings: Settings | None = None,
+        indexers: Sequence[Indexer] = (),
+    ) -> None:
+        self.settings = settings or Settings()
+        self.storage = storage
+        self.keyring = keyring
+        self.envelope = Envelope(AesGcmCipher(), keyring)
+        self.keys = OwnerKeys(storage, self.envelope, cache_size=self.settings.user_key_cache_size)
+        self.codec = MemoryCodec(self.envelope)
+        self.lexical = LexicalIndexer(self.keys)
+        self.indexers: list[Indexer] = [self.lexical, *indexers]
+
+    @classmethod
+    def open(cls, settings: Settings | None = None, **kwargs: Any) -> MemoryEngine:
+        """Open the configured storage (migrating it) and key ring."""
+        settings = settings or Settings()
+        storage = open_storage(settings.resolved_storage_url())
+        return cls(storage, load_keyring(settings), settings=settings, **kwargs)
+
+    def close(self) -> None:
+        """Release the storage's connections."""
+        self.storage.close()
+
+    def __enter__(self) -> MemoryEngine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def add_indexer(self, indexer: Indexer) -> None:
+        """Write ``indexer``'s rows with every future memory version."""
+        self.indexers.append(indexer)
+
+    # ---- writes ----------------------------------------------------------------------------
+    def store(
+        self,
+        new: NewMemory | Mapping[str, Any],
+        *,
+        actor: str | None = None,
+        thread_id: str | None = None,
+    ) -> Memory:
+        """Store a new memory (version 1) and return it.
+
+        Raises :class:`ValidationError` when a field is missing or out of range.
+        """
+        return self.store_many([new], actor=actor, thread_id=thread_id)[0]
+
+    def store_many(
+        self,
+        items: Sequence[NewMemory | Mapping[str, Any]],
+        *,
+        actor: str | None = None,
+        thread_id: str | None = None,
+    ) -> list[Memory]:
+        """Store several memories in one transaction (batch ingestion)."""
+        now = utcnow()
+        writes = []
+        for item in items:
+            new = validated(NewMemory, item)
+            memory_id = str(uuid.uuid4())
+            memory = Memory(
+                **new.model_dump(),
+                id=memory_id,
+                lineage_id=memory_id,
+                version=1,
+                state=MemoryState.ACTIVE,
+                created_at=now,
+                updated_at=now,
+            )
+            writes.append(
+                _Write(
+                    memory,
+                    HistoryEventType.ADD,
+                    None,
+                    thread_id or default_thread(new.account_id, new.user_id),
+                    actor or new.actor_id,
+                    {"key": new.key, "type": new.type.value},
+                )
+            )
+        self._commit_versions(writes)
+        return [w.memory for w in writes]
+
+    def update(
+        self,
+        memory_id: str,
+        patch: MemoryPatch | Mapping[str, Any],
+        *,
+        account_id: str,
+        actor: str | None = None,
+        thread_id: str | None = None,
+        event: HistoryEventType = HistoryEventType.UPDATE,
+    ) -> Memory:
+        """Write a new version of the memory with ``patch`` applied; the old one is superseded.
+
+        Raises :class:`NotFoundError` for an unknown id and :class:`ConflictError` when the
+        memory is forgotten (restore it first).
+        """
+        head = self._head(account_id, memory_id)
+        if head.state != MemoryState.ACTIVE:
+            raise ConflictError(f"memory {memory_id} is {head.state.value}; restore it first")
+        changes = validated(MemoryPatch, patch).model_dump(exclude_none=True)
+        now = utcnow()
+        new_id = str(uuid.uuid4())
+        memory = head.model_copy(
+            update={
+                **changes,
+                "id": new_id,
+                "version": head.version + 1,
+                "supersedes_id": head.id,
+                "updated_at": now,
+                "actor_id": actor or head.actor_id,
+            }
+        )
+        memory = validated(Memory, memory.model_dump())
+        write = _Write(
+            memory,
+            event,
+            head.id,
+            thread_id or default_thread(head.account_id, head.user_id),
+            actor,
+            {"key": head.key, "fields": sorted(changes)},
+        )
+        self._commit_versions([write], expected_head=head)
+        return memory
+
+    def update_by_key(
+        self,
+        *,
+        account_id: str,
+        user_id: str,
+        key: str,
+        value: str,
+        type: MemoryType | None = None,
+        confidence: float | None = None,
+        source: Source = Source.API,
+        actor: str | None = None,
+        thread_id: str | None = None,
+        **fields: Any,
+    ) -> tuple[Memory, str]:
+        """Update the active memory with this key (case-insensitive), or create it.
+
+        Returns the memory and ``"updated"`` or ``"created"``.
+        """
+        row = self.storage.find_by_key(account_id, user_id, key, (MemoryState.ACTIVE.value,))
+        if row is None:
+            new = validated(
+                NewMemory,
+                {
+                    "account_id": account_id,
+                    "user_id": user_id,
+                    "key": key,
+                    "value": value,
+                    "type": type or MemoryType.FACT,
+                    "confidence": 1.0 if confidence is None else confidence,
+                    "source": source,
+                    **fields,
+                },
+            )
+            return self.store(new, actor=actor, thread_id=thread_id), "created"
+        patch = validated(
+            MemoryPatch,
+            {"value": value, "type": type, "confidence": confidence, "source": source},
+        )
+        updated = self.update(
+            row.id, patch, account_id=account_id, actor=actor, thread_id=thread_id
+        )
+        return updated, "updated"
+
+    def forget(
+        self,
+        memory_id: str,
+        *,
+        account_id: str,
+        actor: str | None = None,
+        thread_id: str | None = None,
+    ) -> Memory:
+        """Soft-delete a memory; it stays restorable until its ``purge_at``."""
+        retention = timedelta(days=self.settings.soft_delete_retention_days)
+        now = utcnow()
+        return self._transition(
+            memory_id,
+            account_id=account_id,
+            require=MemoryState.ACTIVE,
+            fields={
+                "state": MemoryState.SOFT_DELETED,
+                "purge_at": now + retention,
+                "updated_at": now,
+            },
+            event=HistoryEventType.DELETE,
+            actor=actor,
+            thread_id=thread_id,
+        )
+
+    def restore(
+        self,
+        memory_id: str,
+        *,
+        account_id: str,
+        actor: str | None = None,
+        thread_id: str | None = None,
+    ) -> Memory:
+        """Bring a forgotten memory back."""
+        return self._transition(
+            memory_id,
+            account_id=account_id,
+            require=MemoryState.SOFT_DELETED,
+            fields={"state": MemoryState.ACTIVE, "purge_at": None, "updated_at": utcnow()},
+            event=HistoryEventType.RESTORE,
+            actor=actor,
+            thread_id=thread_id,
+        )
+
+    def set_visibility(
+        self,
+        memory_id: str,
+        visibility: Visibility,
+        *,
+        account_id: str,
+        actor: str | None = None,
+    ) -> Memory:
+        """Mark a memory private or shared (in place: visibility is not a new version)."""
+        return self._transition(
+            memory_id,
+            account_id=account_id,
+            require=None,
+            fields={"visibility": Visibility(visibility), "updated_at": utcnow()},
+            event=HistoryEventType.PRIVACY,
+            actor=actor,
+            thread_id=None,
+            log_change=False,
+        )
+
+    def mark_private(self, memory_id: str, *, account_id: str, actor: str | None = None) -> Memory:
+        """Make a memory visible to its owner only."""
+        return self.set_visibility(
+            memory_id, Visibility.PRIVATE, account_id=account_id, actor=actor
+        )
+
+    def mark_shared(self, memory_id: str, *, account_id: str, actor: str | None = None) -> Memory:
+        """Share a memory with everyone who reads its subject."""
+        return self.set_visibility(
+            memory_id, Visibility.SHARED, account_id=account_id, actor=actor
+        )
+
+    # ---- reads -----------------------------------------------------------------------------
+    def get(self, memory_id: str, *, account_id: str) -> Memory:
+        """One memory version by id; :class:`NotFoundError` if not in this account."""
+        row = self.storage.get_memory(account_id, memory_id)
+        if row is None:
+            raise NotFoundError(f"memory {memory_id} not found")
+        return self._open(row)
+
+    def get_by_key(
+        self, *, account_id: str, user_id: str, key: str, include_forgotten: bool = False
+    ) -> Memory | None:
+        """The active memory with this key (case-insensitive), if any."""
+        states = _LIVE if include_forgotten else (MemoryState.ACTIVE.value,)
+        row = self.storage.find_by_key(account_id, user_id, key, states)
+        return None if row is None else self._open(row)
+
+    def list_memories(
+        self, flt: MemoryFilter, *, limit: int = 100, offset: int = 0
+    ) -> list[Memory]:
+        """Memories matching every filter, newest first."""
+        if not 1 <= limit <= 10_000 or offset < 0:
+            raise ValidationError("limit must be 1..10000 and offset >= 0")
+        rows = self.storage.list_memories(flt, Page(limit=limit, offset=offset))
+        return [self._open(r) for r in rows]
+
+    def versions(self, memory_id: str, *, account_id: str) -> list[Memory]:
+        """Every version of the memory ``memory_id`` belongs to, oldest first."""
+        row = self._row(account_id, memory_id)
+        return [self._open(r) for r in self.storage.lineage(account_id, row.lineage_id)]
+
+    def history(self, memory_id: str, *, account_id: str) -> list[HistoryEvent]:
+        """Audit events of every version of the memory, newest first."""
+        row = self._row(account_id, memory_id)
+        return [
+            HistoryEvent(
+                id=h.id,
+                memory_id=h.memory_id,
+                lineage_id=h.lineage_id,
+                event=HistoryEventType(h.event),
+                old_ref=h.old_ref,
+                new_ref=h.new_ref,
+                actor=h.actor,
+                meta=json.loads(h.meta),
+                ts=from_ts(h.ts) or utcnow(),
+            )
+            for h in self.storage.history(account_id, row.lineage_id)
+        ]
+
+    def current_rev(self, thread_id: str) -> int:
+        """The thread's revision counter."""
+        return self.storage.current_rev(thread_id)
+
+    def changes_since(self, thread_id: str, rev: int, *, limit: int = 100) -> list[ChangeEvent]:
+        """Change-log entries after ``rev``, newest first."""
+        return [
+            ChangeEvent(
+                thread_id=c.thread_id,
+                rev=c.rev,
+                memory_id=c.memory_id,
+                event=HistoryEventType(c.event),
+                meta=json.loads(c.meta),
+                ts=from_ts(c.ts) or utcnow(),
+            )
+            for c in self.storage.changes_since(thread_id, rev, limit)
+        ]
+
+    def delta_since(self, thread_id: str, rev: int) -> str:
+        """The header an agent sees atop its memory context, or ``""`` if nothing changed.
+
+        ``Memory updates since rev {rev}:`` followed by at most three bullets, newest first.
+        """
+        changes = self.changes_since(thread_id, rev, limit=self.settings.thread_header_bullets)
+        if not changes:
+            return ""
+        lines = [f"Memory updates since rev {rev}:"]
+        for change in changes:
+            symbol = DELTA_SYMBOLS.get(change.event, change.event.value.lower())
+            lines.append(f"- {symbol} {change.meta.get('key', change.memory_id)}")
+        return "\n".join(lines)
+
+    # ---- lifecycle -------------------------------------------------------------------------
+    def purge_expired(self, *, now: float | None = None, batch: int = 500) -> PurgeReport:
+        """Hard-delete soft-deleted memories whose ``purge_at`` has passed.
+
+        All versions of such a memory are deleted, with their index rows; a ``purged``
+        tombstone (no ciphertext) remains so the audit history still resolves.
+        """
+        moment = time.time() if now is None else now
+        purged = 0
+        for head in self.storage.due_for_purge(moment, batch):
+            with self.storage.transaction() as tx:
+                locked = tx.lock_lineage(head.account_id, head.lineage_id)
+                if locked is None or locked.state != MemoryState.SOFT_DELETED.value:
+                    continue
+                versions = self.storage.lineage(head.account_id, head.lineage_id)
+                older = [v.id for v in versions if v.id != locked.id]
+                purged += tx.delete_memories(older) + 1
+                tx.delete_index([locked.id])
+                tx.update_memory(
+                    locked.id,
+                    {"state": MemoryState.PURGED.value, "ciphertext": b"", "wrapped_key": b""},
+                )
+                self._history(tx, locked, HistoryEventType.PURGE, locked.id, None, None, {})
+        return PurgeReport(purged=purged)
+
+    def purge_scope(
+        self, *, account_id: str, user_id: str | None = None, agent_id: str | None = None
+    ) -> PurgeReport:
+        """Admin purge: hard-delete every memory version in a scope and report the count."""
+        ids = self.storage.scope_memory_ids(account_id, user_id, agent_id)
+        with self.storage.transaction() as tx:
+            count = tx.delete_memories(ids)
+            tx.record_op(
+                OpRow(
+                    account_id,
+                    user_id,
+                    None,
+                    "admin",
+                    "purge_scope",
+                    "ok",
+                    None,
+                    None,
+                    None,
+                    time.time(),
+                )
+            )
+        log.info("admin purge removed %d memory versions", count)
+        return PurgeReport(purged=count)
+
+    def erase_user(self, *, account_id: str, user_id: str) -> ErasureReceipt:
+        """Crypto-shred a user: destroy their key and delete every row derived from them."""
+        key_row = self.storage.get_data_key(account_id, user_id, "user")
+        with self.storage.transaction() as tx:
+            counts = tx.delete_owner(account_id, user_id)
+        self.keys.forget(account_id, user_id)
+        return ErasureReceipt(
+            account_id=account_id,
+            user_id=user_id,
+            key_id_destroyed=None if key_row is None else key_row.key_id,
+            deleted=counts,
+            erased_at=utcnow(),
+        )
+
+    def rotate_kek(self, new_ring: KeyRing) -> int:
+        """Re-wrap every stored key under ``new_ring``'s primary KEK and switch to it.
+
+        Values are not re-encrypted. Safe to re-run after an interruption; ``new_ring`` must
+        still hold the former KEK(s) until every key is re-wrapped.
+        """
+        count = rotate_kek(self.storage, self.envelope, new_ring)
+        self.keyring = new_ring
+        self.envelope = Envelope(self.envelope.cipher, new_ring)
+        self.keys = OwnerKeys(
+            self.storage, self.envelope, cache_size=self.settings.user_key_cache_size
+        )
+        self.codec = MemoryCodec(self.envelope)
+        self.lexical.rebind(self.keys)
+        return count
+
+    # ---- export / import -------------------------------------------------------------------
+    def export_user(self, *, account_id: str, user_id: str) -> dict[str, Any]:
+        """Everything one user owns, decrypted, as a JSON-ready document."""
+        memories = [
+            self._open(r).model_dump(mode="json")
+            for r in self.storage.iter_owner(account_id, user_id)
+            if r.state != MemoryState.PURGED.value
+        ]
+        return {
+            "format": EXPORT_FORMAT,
+            "account_id": account_id,
+            "user_id": user_id,
+            "exported_at": utcnow().isoformat(),
+            "memories": memories,
+        }
+
+    def import_user(
+        self,
+        document: dict[str, Any],
+        *,
+        account_id: str | None = None,
+        user_id: str | None = None,
+        actor: str | None = "import",
+    ) -> ImportReport:
+        """Import an :meth:`export_user` document, optionally into another owner.
+
+        Versions keep their ids, order and states; ids that already exist are skipped.
+        """
+        if not isinstance(document, dict) or document.get("format") != EXPORT_FORMAT:
+            raise ValidationError(f"not an Engram export (expected format {EXPORT_FORMAT})")
+        items = document.get("memories")
+        if not isinstance(items, list):
+            raise ValidationError("export document has no 'memories' list")
+        target_account = account_id or str(document.get("account_id"))
+        target_user = user_id or str(document.get("user_id"))
+        memories = [
+            validated(Memory, {**m, "account_id": target_account, "user_id": target_user})
+            for m in items
+        ]
+        existing = {
+            r.id for r in self.storage.get_memories(target_account, [m.id for m in memories])
+        }
+        fresh = [m for m in memories if m.id not in existing]
+        writes = [
+            _Write(
+                m,
+                HistoryEventType.ADD,
+                None,
+                default_thread(m.account_id, m.user_id),
+                actor,
+                {"key": m.key, "import": True},
+            )
+            for m in fresh
+        ]
+        self._commit_versions(writes, log_changes=False)
+        return ImportReport(imported=len(fresh), skipped=len(memories) - len(fresh))
+
+    # ---- operational events ----------------------------------------------------------------
+    def record_op(self, event: OpEvent, *, account_id: str | None = None) -> None:
+        """Record what a node of the system did."""
+        with self.storage.transaction() as tx:
+            tx.record_op(
+                OpRow(
+                    account_id,
+                    event.user_id,
+                    event.thread_id,
+                    event.node,
+                    event.op,
+                    event.status,
+                    event.memory_id,
+                    event.category,
+                    event.sim,
+                    (event.ts or utcnow()).timestamp(),
+                )
+            )
+
+    def op_counts(
+        self, *, by: str = "op", since: float | None = None, until: float | None = None
+    ) -> dict[str, int]:
+        """Operational events counted by ``op``, ``node`` or ``status``."""
+        return self.storage.op_counts(by=by, since=since, until=until)
+
+    # ---- internals -------------------------------------------------------------------------
+    def _row(self, account_id: str, memory_id: str) -> MemoryRow:
+        row = self.storage.get_memory(account_id, memory_id)
+        if row is None:
+            raise NotFoundError(f"memory {memory_id} not found")
+        return row
+
+    def _head(self, account_id: str, memory_id: str) -> Memory:
+        row = self._row(account_id, memory_id)
+        versions = self.storage.lineage(account_id, row.lineage_id)
+        return self._open(versions[-1])
+
+    def _open(self, row: MemoryRow) -> Memory:
+        if row.state == MemoryState.PURGED.value:
+            return self.codec.open(row, b"")
+        _, key = self.keys.user_key(row.account_id, row.user_id, create=False)
+        return self.codec.open(row, key)
+
+    def _prepare(self, memories: Sequence[Memory]) -> list[list[Any]]:
+        return [indexer.prepare(memories) for indexer in self.indexers]
+
+    def _commit_versions(
+        self,
+        writes: Sequence[_Write],
+        *,
+        expected_head: Memory | None = None,
+        log_changes: bool = True,
+    ) -> None:
+        if not writes:
+            return
+        memories = [w.memory for w in writes]
+        prepared = self._prepare(memories)
+        rows = []
+        for memory in memories:
+            key_id, key = self.keys.user_key(memory.account_id, memory.user_id)
+            rows.append(self.codec.to_row(memory, key_id, key))
+        with self.storage.transaction() as tx:
+            if expected_head is not None:
+                locked = tx.lock_lineage(expected_head.account_id, expected_head.lineage_id)
+                if locked is None or locked.id != expected_head.id:
+                    raise ConflictError("the memory changed concurrently; read it and retry")
+                tx.update_memory(expected_head.id, {"state": MemoryState.SUPERSEDED.value})
+                tx.delete_index([expected_head.id])
+            for index, (write, row) in enumerate(zip(writes, rows, strict=True)):
+                tx.insert_memory(row)
+                for indexer, data in zip(self.indexers, prepared, strict=True):
+                    indexer.write(tx, write.memory, data[index])
+                self._history(
+                    tx, row, write.event, write.old_ref, write.memory.id, write.actor, write.meta
+                )
+                if log_changes and write.memory.state == MemoryState.ACTIVE:
+                    self._change(tx, row, write.thread_id, write.event, write.meta)
+
+    def _transition(
+        self,
+        memory_id: str,
+        *,
+        account_id: str,
+        require: MemoryState | None,
+        fields: dict[str, Any],
+        event: HistoryEventType,
+        actor: str | None,
+        thread_id: str | None,
+        log_change: bool = True,
+    ) -> Memory:
+        row = self._row(account_id, memory_id)
+        with self.storage.transaction() as tx:
+            head = tx.lock_lineage(account_id, row.lineage_id)
+            if head is None:
+                raise NotFoundError(f"memory {memory_id} not found")
+            if require is not None and head.state != require.value:
+                raise ConflictError(f"memory {memory_id} is {head.state}, not {require.value}")
+            if head.state == MemoryState.PURGED.value:
+                raise ConflictError(f"memory {memory_id} is purged")
+            stored = {
+                name: (
+                    value.timestamp()
+                    if hasattr(value, "timestamp")
+                    else value.value
+                    if hasattr(value, "value")
+                    else value
+                )
+                for name, value in fields.items()
+            }
+            tx.update_memory(head.id, stored)
+            meta = {
+                "key": head.key,
+                **({"visibility": stored["visibility"]} if "visibility" in stored else {}),
+            }
+            self._history(tx, head, event, head.id, head.id, actor, meta)
+            if log_change:
+                thread = thread_id or default_thread(head.account_id, head.user_id)
+                self._change(tx, head, thread, event, meta)
+        updated = self.storage.get_memory(account_id, head.id)
+        assert updated is not None
+        return self._open(updated)
+
+    @staticmethod
+    def _history(
+        tx: Transaction,
+        row: MemoryRow,
+        event: HistoryEventType,
+        old_ref: str | None,
+        new_ref: str | None,
+        actor: str | None,
+        meta: dict[str, Any],
+    ) -> None:
+        tx.add_history(
+            HistoryRow(
+                0,
+                row.account_id,
+                row.user_id,
+                row.id,
+                row.lineage_id,
+                event.value,
+                old_ref,
+                new_ref,
+                actor,
+                json.dumps(meta),
+                time.time(),
+            )
+        )
+
+    @staticmethod
+    def _change(
+        tx: Transaction,
+        row: MemoryRow,
+        thread_id: str,
+        event: HistoryEventType,
+        meta: dict[str, Any],
+    ) -> None:
+        rev = tx.next_rev(row.account_id, thread_id)
+        tx.add_change(
+            row.account_id,
+            ChangeRow(thread_id, rev, row.id, event.value, json.dumps(meta), time.time()),
+        )
+
+
+def ids_of(memories: Iterable[Memory]) -> list[str]:
+    """The ids of ``memories`` (a convenience for callers and tests)."""
+    return [m.id for m in memories]

@@ -1,0 +1,69 @@
+"""Indexers: what gets written beside a memory version inside its write transaction.
+
+An indexer does its slow work (tokenising, embedding) in :meth:`Indexer.prepare`, outside the
+transaction, then writes its rows in :meth:`Indexer.write`, inside it, so a memory and its
+index entries commit together or not at all.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from engram.crypto.envelope import blind_token
+from engram.crypto.owner_keys import OwnerKeys
+from engram.storage.base import Transaction
+from engram.types import Memory
+
+
+class Indexer(Protocol):
+    """Derives index rows from decrypted memories."""
+
+    def prepare(self, memories: Sequence[Memory]) -> list[Any]:
+        """Compute index data for each memory (outside any transaction)."""
+        ...
+
+    def write(self, tx: Transaction, memory: Memory, prepared: Any) -> None:
+        """Write one memory's prepared index data inside the write transaction."""
+        ...
+
+
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def simple_terms(text: str) -> list[str]:
+    """Lower-cased alphanumeric words: the fallback tokenizer."""
+    return _WORD.findall(text.lower())
+
+
+def searchable_text(memory: Memory) -> str:
+    """The text a memory is found by: its key (as words) and its value."""
+    return f"{memory.key.replace('_', ' ')} {memory.value}"
+
+
+class LexicalIndexer:
+    """Writes blind search tokens: keyed hashes of terms, never the terms themselves."""
+
+    def __init__(self, keys: OwnerKeys, tokenize: Callable[[str], list[str]] = simple_terms):
+        self._keys = keys
+        self._tokenize = tokenize
+
+    def rebind(self, keys: OwnerKeys) -> None:
+        """Use another key source (after a KEK rotation)."""
+        self._keys = keys
+
+    def hashed_terms(self, account_id: str, text: str) -> dict[int, int]:
+        """Keyed-hash term frequencies of ``text`` for one account."""
+        key = self._keys.index_key(account_id)
+        counts = Counter(self._tokenize(text))
+        return {blind_token(key, term): tf for term, tf in counts.items()}
+
+    def prepare(self, memories: Sequence[Memory]) -> list[Any]:
+        """Hash each memory's terms."""
+        return [self.hashed_terms(m.account_id, searchable_text(m)) for m in memories]
+
+    def write(self, tx: Transaction, memory: Memory, prepared: Any) -> None:
+        """Store the memory's blind tokens."""
+        tx.put_tokens(memory.id, memory.account_id, prepared)

@@ -1,0 +1,279 @@
+"""The storage interface the engine is built on.
+
+A backend stores rows; it never sees plaintext memory text. Validation, encryption,
+versioning and history live once, in the engine, above this protocol. Every write goes
+through :meth:`Storage.transaction`, so a memory row, its history event and its change-log
+entry commit together or not at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol
+
+from engram.types import MemoryFilter
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryRow:
+    """One stored memory version, as the backend holds it (value encrypted)."""
+
+    id: str
+    account_id: str
+    user_id: str
+    agent_id: str | None
+    run_id: str | None
+    actor_id: str | None
+    role: str | None
+    subject_id: str | None
+    type: str
+    category: str | None
+    key: str
+    confidence: float
+    importance: int
+    source: str
+    visibility: str
+    pinned: bool
+    state: str
+    version: int
+    supersedes_id: str | None
+    lineage_id: str
+    created_at: float
+    updated_at: float
+    last_accessed_at: float | None
+    purge_at: float | None
+    expires_at: float | None
+    key_id: str
+    ciphertext: bytes
+    wrapped_key: bytes
+
+
+MEMORY_COLUMNS: tuple[str, ...] = tuple(MemoryRow.__dataclass_fields__)
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryRow:
+    """An audit-history event; refers to versions by id, never carries memory text."""
+
+    id: int
+    account_id: str
+    user_id: str
+    memory_id: str
+    lineage_id: str
+    event: str
+    old_ref: str | None
+    new_ref: str | None
+    actor: str | None
+    meta: str
+    ts: float
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeRow:
+    """A change-log entry of one thread."""
+
+    thread_id: str
+    rev: int
+    memory_id: str
+    event: str
+    meta: str
+    ts: float
+
+
+@dataclass(frozen=True, slots=True)
+class DataKeyRow:
+    """A user (or account index) key wrapped by a KEK."""
+
+    account_id: str
+    user_id: str
+    purpose: str
+    key_id: str
+    wrapped: bytes
+    kek_id: str
+    created_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class OpRow:
+    """An operational event."""
+
+    account_id: str | None
+    user_id: str | None
+    thread_id: str | None
+    node: str
+    op: str
+    status: str
+    memory_id: str | None
+    category: str | None
+    sim: float | None
+    ts: float
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """Ordering and paging of a listing."""
+
+    limit: int = 100
+    offset: int = 0
+    newest_first: bool = True
+
+
+class Transaction(Protocol):
+    """Writes inside one database transaction; see :meth:`Storage.transaction`."""
+
+    def insert_memory(self, row: MemoryRow) -> None:
+        """Insert a memory version."""
+        ...
+
+    def update_memory(self, memory_id: str, fields: Mapping[str, Any]) -> None:
+        """Set columns of one memory version (never its id or owner)."""
+        ...
+
+    def lock_lineage(self, account_id: str, lineage_id: str) -> MemoryRow | None:
+        """The current head of a lineage, locked against concurrent writers."""
+        ...
+
+    def add_history(self, row: HistoryRow) -> None:
+        """Append an audit event (its ``id`` is assigned by the database)."""
+        ...
+
+    def next_rev(self, account_id: str, thread_id: str) -> int:
+        """Increment and return the thread's revision counter (exactly +1, serialised)."""
+        ...
+
+    def add_change(self, account_id: str, row: ChangeRow) -> None:
+        """Append a change-log entry."""
+        ...
+
+    def put_tokens(self, memory_id: str, account_id: str, tokens: Mapping[int, int]) -> None:
+        """Replace a memory's blind lexical tokens (keyed hash -> term frequency)."""
+        ...
+
+    def delete_index(self, memory_ids: Sequence[str]) -> None:
+        """Drop tokens, vectors and relation edges of these memory versions."""
+        ...
+
+    def insert_data_key(self, row: DataKeyRow) -> bool:
+        """Insert a wrapped key unless one exists for its owner and purpose; True if inserted."""
+        ...
+
+    def rewrap_data_key(self, row: DataKeyRow, expected_kek_id: str) -> bool:
+        """Replace a wrapped key if it is still under ``expected_kek_id``; True if replaced."""
+        ...
+
+    def delete_owner(self, account_id: str, user_id: str) -> dict[str, int]:
+        """Delete every row of one user in every table; counts per table."""
+        ...
+
+    def delete_memories(self, memory_ids: Sequence[str]) -> int:
+        """Hard-delete memory versions (history and change log stay: they hold no text)."""
+        ...
+
+    def record_op(self, row: OpRow) -> None:
+        """Append an operational event."""
+        ...
+
+
+class Storage(Protocol):
+    """A storage backend. Implementations: ``SqliteStorage``, ``PostgresStorage``."""
+
+    name: ClassVar[str]
+    capabilities: frozenset[str]
+
+    def migrate(self) -> None:
+        """Apply pending schema migrations (idempotent)."""
+        ...
+
+    def close(self) -> None:
+        """Release connections."""
+        ...
+
+    def transaction(self) -> AbstractContextManager[Transaction]:
+        """A write transaction: commits on normal exit, rolls back on any exception."""
+        ...
+
+    def get_memory(self, account_id: str, memory_id: str) -> MemoryRow | None:
+        """One version by id, within an account."""
+        ...
+
+    def get_memories(self, account_id: str, memory_ids: Sequence[str]) -> list[MemoryRow]:
+        """Several versions by id, within an account (order not guaranteed)."""
+        ...
+
+    def find_by_key(
+        self, account_id: str, user_id: str, key: str, states: Sequence[str]
+    ) -> MemoryRow | None:
+        """The newest head version with this key (case-insensitive) in the given states."""
+        ...
+
+    def count_memories(self, flt: MemoryFilter) -> int:
+        """How many versions match the filter."""
+        ...
+
+    def list_memories(self, flt: MemoryFilter, page: Page) -> list[MemoryRow]:
+        """Memory versions matching every filter, applied in the database."""
+        ...
+
+    def iter_owner(self, account_id: str, user_id: str) -> Iterator[MemoryRow]:
+        """Every version one user owns, oldest first."""
+        ...
+
+    def lineage(self, account_id: str, lineage_id: str) -> list[MemoryRow]:
+        """All versions of one memory, oldest first."""
+        ...
+
+    def history(self, account_id: str, lineage_id: str) -> list[HistoryRow]:
+        """Audit events of every version of a memory, newest first."""
+        ...
+
+    def changes_since(self, thread_id: str, rev: int, limit: int) -> list[ChangeRow]:
+        """Change-log entries after ``rev``, newest first."""
+        ...
+
+    def current_rev(self, thread_id: str) -> int:
+        """The thread's revision (0 when nothing was written)."""
+        ...
+
+    def get_data_key(self, account_id: str, user_id: str, purpose: str) -> DataKeyRow | None:
+        """The wrapped key of an owner, if any."""
+        ...
+
+    def data_keys(self, *, not_kek_id: str | None = None, limit: int = 1000) -> list[DataKeyRow]:
+        """Wrapped keys, optionally only those not under the given KEK."""
+        ...
+
+    def due_for_purge(self, now: float, limit: int) -> list[MemoryRow]:
+        """Soft-deleted heads whose ``purge_at`` has passed."""
+        ...
+
+    def scope_memory_ids(
+        self, account_id: str, user_id: str | None, agent_id: str | None
+    ) -> list[str]:
+        """Ids of every version in a scope (for an admin purge)."""
+        ...
+
+    def op_counts(self, *, by: str, since: float | None, until: float | None) -> dict[str, int]:
+        """Operational events counted by ``op`` or ``node`` in a time window."""
+        ...
+
+    def bind_embedder(self, model_id: str, dims: int) -> None:
+        """Record the embedder and create its vector index; refuse a different embedder."""
+        ...
+
+    def embedder_spec(self) -> str | None:
+        """The bound embedder as ``model_id:dims``, if any."""
+        ...
+
+    def unbind_embedder(self) -> None:
+        """Forget the bound embedder and drop all vectors (before a reindex)."""
+        ...
+
+    def schema_version(self) -> int:
+        """The newest applied migration."""
+        ...
+
+    def count_rows(self, table: str, account_id: str, user_id: str) -> int:
+        """Rows of one user in a table (for tests and receipts)."""
+        ...

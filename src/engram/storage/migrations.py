@@ -1,0 +1,135 @@
+"""Versioned schema migrations, one ordered list per dialect.
+
+Each migration is applied once, inside a transaction, and recorded in ``schema_migrations``.
+Statements use ``IF NOT EXISTS`` so a half-recorded run can be repeated safely.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """One named schema step with its statements for each dialect."""
+
+    version: int
+    name: str
+    sqlite: tuple[str, ...]
+    postgres: tuple[str, ...]
+
+
+def _memories(blob: str, real: str, boolean: str) -> str:
+    return f"""
+CREATE TABLE IF NOT EXISTS memories (
+    id TEXT PRIMARY KEY,
+    account_id TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    agent_id TEXT, run_id TEXT, actor_id TEXT, role TEXT, subject_id TEXT,
+    type TEXT NOT NULL,
+    category TEXT,
+    key TEXT NOT NULL,
+    key_lc TEXT NOT NULL,
+    confidence {real} NOT NULL,
+    importance INTEGER NOT NULL,
+    source TEXT NOT NULL,
+    visibility TEXT NOT NULL,
+    pinned {boolean} NOT NULL,
+    state TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    supersedes_id TEXT,
+    lineage_id TEXT NOT NULL,
+    created_at {real} NOT NULL,
+    updated_at {real} NOT NULL,
+    last_accessed_at {real},
+    purge_at {real},
+    expires_at {real},
+    key_id TEXT NOT NULL,
+    ciphertext {blob} NOT NULL,
+    wrapped_key {blob} NOT NULL
+)"""
+
+
+_COMMON_INDEXES = (
+    "CREATE INDEX IF NOT EXISTS memories_owner "
+    "ON memories (account_id, user_id, state, updated_at)",
+    "CREATE INDEX IF NOT EXISTS memories_key ON memories (account_id, user_id, key_lc, state)",
+    "CREATE INDEX IF NOT EXISTS memories_lineage ON memories (account_id, lineage_id, version)",
+    "CREATE INDEX IF NOT EXISTS memories_subject ON memories (account_id, subject_id, visibility)",
+    "CREATE INDEX IF NOT EXISTS memories_purge ON memories (state, purge_at)",
+    "CREATE INDEX IF NOT EXISTS history_lineage ON history (account_id, lineage_id)",
+    "CREATE INDEX IF NOT EXISTS history_owner ON history (account_id, user_id)",
+    "CREATE INDEX IF NOT EXISTS changes_memory ON changes (memory_id)",
+    "CREATE INDEX IF NOT EXISTS tokens_lookup ON memory_tokens (account_id, token)",
+    "CREATE INDEX IF NOT EXISTS tokens_owner ON memory_tokens (account_id, user_id)",
+    "CREATE INDEX IF NOT EXISTS relations_to ON relations (to_id)",
+    "CREATE INDEX IF NOT EXISTS ops_ts ON ops_events (ts)",
+    "CREATE INDEX IF NOT EXISTS ops_owner ON ops_events (account_id, user_id)",
+)
+
+
+def _core(blob: str, real: str, boolean: str, serial: str, bigint: str) -> tuple[str, ...]:
+    return (
+        _memories(blob, real, boolean),
+        f"""CREATE TABLE IF NOT EXISTS history (
+            id {serial},
+            account_id TEXT NOT NULL, user_id TEXT NOT NULL,
+            memory_id TEXT NOT NULL, lineage_id TEXT NOT NULL,
+            event TEXT NOT NULL, old_ref TEXT, new_ref TEXT, actor TEXT,
+            meta TEXT NOT NULL, ts {real} NOT NULL)""",
+        """CREATE TABLE IF NOT EXISTS threads (
+            thread_id TEXT PRIMARY KEY, account_id TEXT NOT NULL, rev INTEGER NOT NULL)""",
+        f"""CREATE TABLE IF NOT EXISTS changes (
+            thread_id TEXT NOT NULL, rev INTEGER NOT NULL, account_id TEXT NOT NULL,
+            memory_id TEXT NOT NULL, event TEXT NOT NULL, meta TEXT NOT NULL,
+            ts {real} NOT NULL, PRIMARY KEY (thread_id, rev))""",
+        f"""CREATE TABLE IF NOT EXISTS data_keys (
+            account_id TEXT NOT NULL, user_id TEXT NOT NULL, purpose TEXT NOT NULL,
+            key_id TEXT NOT NULL, wrapped {blob} NOT NULL, kek_id TEXT NOT NULL,
+            created_at {real} NOT NULL, PRIMARY KEY (account_id, user_id, purpose))""",
+        f"""CREATE TABLE IF NOT EXISTS memory_tokens (
+            memory_id TEXT NOT NULL REFERENCES memories (id) ON DELETE CASCADE,
+            account_id TEXT NOT NULL, user_id TEXT NOT NULL,
+            token {bigint} NOT NULL, tf INTEGER NOT NULL,
+            PRIMARY KEY (memory_id, token))""",
+        f"""CREATE TABLE IF NOT EXISTS relations (
+            from_id TEXT NOT NULL REFERENCES memories (id) ON DELETE CASCADE,
+            to_id TEXT NOT NULL REFERENCES memories (id) ON DELETE CASCADE,
+            account_id TEXT NOT NULL, user_id TEXT NOT NULL,
+            relation_type TEXT NOT NULL, strength {real} NOT NULL, created_at {real} NOT NULL,
+            PRIMARY KEY (from_id, to_id))""",
+        f"""CREATE TABLE IF NOT EXISTS ops_events (
+            id {serial}, account_id TEXT, user_id TEXT, thread_id TEXT,
+            node TEXT NOT NULL, op TEXT NOT NULL, status TEXT NOT NULL,
+            memory_id TEXT, category TEXT, sim {real}, ts {real} NOT NULL)""",
+        """CREATE TABLE IF NOT EXISTS store_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)""",
+        *_COMMON_INDEXES,
+    )
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        version=1,
+        name="core",
+        sqlite=_core("BLOB", "REAL", "INTEGER", "INTEGER PRIMARY KEY AUTOINCREMENT", "INTEGER"),
+        postgres=_core(
+            "BYTEA",
+            "DOUBLE PRECISION",
+            "BOOLEAN",
+            "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
+            "BIGINT",
+        ),
+    ),
+    Migration(
+        version=2,
+        name="embeddings",
+        sqlite=(
+            """CREATE TABLE IF NOT EXISTS embeddings (
+                memory_id TEXT PRIMARY KEY REFERENCES memories (id) ON DELETE CASCADE,
+                account_id TEXT NOT NULL, user_id TEXT NOT NULL,
+                model_id TEXT NOT NULL, vector BLOB NOT NULL)""",
+            "CREATE INDEX IF NOT EXISTS embeddings_owner ON embeddings (account_id, user_id)",
+        ),
+        postgres=("CREATE EXTENSION IF NOT EXISTS vector",),
+    ),
+)

@@ -1,0 +1,116 @@
+"""PostgreSQL + pgvector backend: many stateless workers on one database."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, ClassVar
+
+from engram.errors import MissingDependencyError, StorageError
+from engram.storage.sql import SqlExecutor, SqlStorage, SqlTransaction
+
+try:  # psycopg is the optional "postgres" extra
+    import psycopg
+    from psycopg_pool import ConnectionPool
+except ImportError:  # pragma: no cover - exercised only without the extra
+    psycopg = None  # type: ignore[assignment]
+    ConnectionPool = None  # type: ignore[assignment,misc]
+
+HNSW_M = 16
+HNSW_EF_CONSTRUCTION = 64
+
+
+def _has_table(db: SqlExecutor, name: str) -> bool:
+    row = db.run("SELECT to_regclass(?) IS NOT NULL", [name]).fetchone()
+    return bool(row[0])
+
+
+class PostgresExecutor(SqlExecutor):
+    """Executes with psycopg's ``%s`` placeholders."""
+
+    placeholder: ClassVar[str] = "%s"
+
+
+class PostgresTransaction(SqlTransaction):
+    """A transaction on one pooled connection; head rows are locked ``FOR UPDATE``."""
+
+    placeholder: ClassVar[str] = "%s"
+    lock_suffix: ClassVar[str] = " FOR UPDATE"
+
+    def has_table(self, name: str) -> bool:
+        """Whether a table exists."""
+        return _has_table(self, name)
+
+    def insert_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Insert many rows with ``executemany`` (pipelined by psycopg)."""
+        if rows:
+            with self.conn.cursor() as cur:  # type: ignore[attr-defined]
+                cur.executemany(sql.replace("?", "%s"), rows)
+
+
+class PostgresStorage(SqlStorage):
+    """Memories in PostgreSQL with pgvector, through a psycopg 3 connection pool."""
+
+    name: ClassVar[str] = "postgres"
+    dialect: ClassVar[str] = "postgres"
+    capabilities: frozenset[str] = frozenset(
+        {"transactions", "lexical", "vectors", "hnsw", "multi_process"}
+    )
+
+    def __init__(self, conninfo: str, *, min_size: int = 1, max_size: int = 8) -> None:
+        if psycopg is None or ConnectionPool is None:
+            raise MissingDependencyError("psycopg", "postgres")
+        self.conninfo = conninfo
+        try:
+            self._pool = ConnectionPool(
+                conninfo,
+                min_size=min_size,
+                max_size=max_size,
+                kwargs={"autocommit": True},
+                open=True,
+            )
+            self._pool.wait(timeout=30)
+        except (psycopg.Error, Exception) as exc:
+            raise StorageError(f"cannot connect to PostgreSQL: {type(exc).__name__}") from exc
+
+    @contextmanager
+    def _reader(self) -> Iterator[SqlExecutor]:
+        try:
+            with self._pool.connection() as conn:
+                yield PostgresExecutor(conn)
+        except psycopg.Error as exc:
+            raise StorageError(f"PostgreSQL read failed: {type(exc).__name__}") from exc
+
+    @contextmanager
+    def transaction(self) -> Iterator[PostgresTransaction]:
+        """A write transaction: commits on normal exit, rolls back on any exception."""
+        try:
+            with self._pool.connection() as conn, conn.transaction():
+                yield PostgresTransaction(conn)
+        except psycopg.Error as exc:
+            raise StorageError(f"PostgreSQL write failed: {type(exc).__name__}") from exc
+
+    def _has_table(self, db: SqlExecutor, name: str) -> bool:
+        return _has_table(db, name)
+
+    def migrate(self) -> None:
+        """Apply pending migrations under an advisory lock (safe with many workers)."""
+        with self.transaction() as tx:
+            tx.run("SELECT pg_advisory_xact_lock(hashtext('engram-migrations'))")
+            self._apply_migrations(tx)
+
+    def _vector_space_ddl(self, dims: int) -> Sequence[str]:
+        return (
+            f"""CREATE TABLE IF NOT EXISTS embeddings (
+                memory_id TEXT PRIMARY KEY REFERENCES memories (id) ON DELETE CASCADE,
+                account_id TEXT NOT NULL, user_id TEXT NOT NULL,
+                model_id TEXT NOT NULL, embedding vector({int(dims)}) NOT NULL)""",
+            "CREATE INDEX IF NOT EXISTS embeddings_owner ON embeddings (account_id, user_id)",
+            "CREATE INDEX IF NOT EXISTS embeddings_hnsw ON embeddings USING hnsw "
+            f"(embedding vector_cosine_ops) WITH (m = {HNSW_M}, "
+            f"ef_construction = {HNSW_EF_CONSTRUCTION})",
+        )
+
+    def close(self) -> None:
+        """Close the pool."""
+        self._pool.close()

@@ -1,0 +1,557 @@
+"""SQL shared by the SQLite and PostgreSQL backends.
+
+The backends differ in connection handling, DDL types and a few dialect details, which a
+subclass supplies; the queries themselves are written once here with ``?`` placeholders.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, ClassVar, Protocol
+
+from engram.errors import EmbedderMismatchError
+from engram.storage.base import (
+    MEMORY_COLUMNS,
+    ChangeRow,
+    DataKeyRow,
+    HistoryRow,
+    MemoryRow,
+    OpRow,
+    Page,
+)
+from engram.storage.filters import compile_filter
+from engram.storage.migrations import MIGRATIONS, Migration
+from engram.types import MemoryFilter
+
+_MEMORY_SELECT = ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
+_UPDATABLE = frozenset(MEMORY_COLUMNS) - {"id", "account_id", "user_id", "lineage_id"}
+_OWNED_TABLES = ("memory_tokens", "relations", "embeddings")
+
+
+class Cursor(Protocol):
+    """The part of a DB-API cursor we use."""
+
+    def fetchone(self) -> Any: ...
+    def fetchall(self) -> list[Any]: ...
+    @property
+    def rowcount(self) -> int: ...
+
+
+class Connection(Protocol):
+    """The part of a DB-API connection we use (sqlite3 and psycopg both have ``execute``)."""
+
+    def execute(self, sql: Any, params: Any = ...) -> Any: ...
+
+
+def memory_row(values: Sequence[Any]) -> MemoryRow:
+    """Build a :class:`MemoryRow` from a row selected in ``MEMORY_COLUMNS`` order."""
+    row = dict(zip(MEMORY_COLUMNS, values, strict=True))
+    row["pinned"] = bool(row["pinned"])
+    row["ciphertext"] = bytes(row["ciphertext"])
+    row["wrapped_key"] = bytes(row["wrapped_key"])
+    return MemoryRow(**row)
+
+
+def _data_key(values: Sequence[Any]) -> DataKeyRow:
+    account_id, user_id, purpose, key_id, wrapped, kek_id, created_at = values
+    return DataKeyRow(account_id, user_id, purpose, key_id, bytes(wrapped), kek_id, created_at)
+
+
+class SqlExecutor:
+    """Runs ``?``-style SQL on a connection, translating placeholders for the dialect."""
+
+    placeholder: ClassVar[str] = "?"
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
+    def run(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
+        if self.placeholder != "?":
+            sql = sql.replace("?", self.placeholder)
+        cursor: Cursor = self.conn.execute(sql, tuple(params))
+        return cursor
+
+
+class SqlTransaction(SqlExecutor):
+    """Implements :class:`engram.storage.base.Transaction` on one open transaction."""
+
+    lock_suffix: ClassVar[str] = ""
+
+    def insert_memory(self, row: MemoryRow) -> None:
+        columns = (*MEMORY_COLUMNS, "key_lc")
+        values = [getattr(row, c) for c in MEMORY_COLUMNS] + [row.key.lower()]
+        self.run(
+            f"INSERT INTO memories ({', '.join(columns)}) "
+            f"VALUES ({', '.join('?' for _ in columns)})",
+            values,
+        )
+
+    def update_memory(self, memory_id: str, fields: Mapping[str, Any]) -> None:
+        unknown = set(fields) - _UPDATABLE
+        if unknown:
+            raise ValueError(f"cannot update columns {sorted(unknown)}")
+        assignments = [f"{name} = ?" for name in fields]
+        params = list(fields.values())
+        if "key" in fields:
+            assignments.append("key_lc = ?")
+            params.append(str(fields["key"]).lower())
+        self.run(f"UPDATE memories SET {', '.join(assignments)} WHERE id = ?", [*params, memory_id])
+
+    def lock_lineage(self, account_id: str, lineage_id: str) -> MemoryRow | None:
+        row = self.run(
+            f"SELECT {_MEMORY_SELECT} FROM memories m WHERE m.account_id = ? "
+            "AND m.lineage_id = ? ORDER BY m.version DESC LIMIT 1" + self.lock_suffix,
+            [account_id, lineage_id],
+        ).fetchone()
+        return memory_row(row) if row else None
+
+    def add_history(self, row: HistoryRow) -> None:
+        self.run(
+            "INSERT INTO history (account_id, user_id, memory_id, lineage_id, event, old_ref, "
+            "new_ref, actor, meta, ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                row.account_id,
+                row.user_id,
+                row.memory_id,
+                row.lineage_id,
+                row.event,
+                row.old_ref,
+                row.new_ref,
+                row.actor,
+                row.meta,
+                row.ts,
+            ],
+        )
+
+    def next_rev(self, account_id: str, thread_id: str) -> int:
+        # The upsert takes a row lock (PostgreSQL) or runs under the single writer (SQLite),
+        # so concurrent writers of one thread get consecutive revisions.
+        row = self.run(
+            "INSERT INTO threads (thread_id, account_id, rev) VALUES (?, ?, 1) "
+            "ON CONFLICT (thread_id) DO UPDATE SET rev = threads.rev + 1 RETURNING rev",
+            [thread_id, account_id],
+        ).fetchone()
+        return int(row[0])
+
+    def add_change(self, account_id: str, row: ChangeRow) -> None:
+        self.run(
+            "INSERT INTO changes (thread_id, rev, account_id, memory_id, event, meta, ts) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [row.thread_id, row.rev, account_id, row.memory_id, row.event, row.meta, row.ts],
+        )
+
+    def put_tokens(self, memory_id: str, account_id: str, tokens: Mapping[int, int]) -> None:
+        self.run("DELETE FROM memory_tokens WHERE memory_id = ?", [memory_id])
+        if not tokens:
+            return
+        owner = self.run("SELECT user_id FROM memories WHERE id = ?", [memory_id]).fetchone()
+        user_id = owner[0]
+        self.insert_many(
+            "INSERT INTO memory_tokens (memory_id, account_id, user_id, token, tf) "
+            "VALUES (?, ?, ?, ?, ?)",
+            [(memory_id, account_id, user_id, tok, tf) for tok, tf in tokens.items()],
+        )
+
+    def insert_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Insert many rows with one statement per row (overridden where faster)."""
+        for row in rows:
+            self.run(sql, row)
+
+    def delete_index(self, memory_ids: Sequence[str]) -> None:
+        for chunk in _chunks(memory_ids):
+            marks = ", ".join("?" for _ in chunk)
+            self.run(f"DELETE FROM memory_tokens WHERE memory_id IN ({marks})", chunk)
+            self.run(
+                f"DELETE FROM relations WHERE from_id IN ({marks}) OR to_id IN ({marks})",
+                [*chunk, *chunk],
+            )
+            if self.has_table("embeddings"):
+                self.run(f"DELETE FROM embeddings WHERE memory_id IN ({marks})", chunk)
+
+    def has_table(self, name: str) -> bool:
+        """Whether a table exists (the embeddings table appears with the first embedder)."""
+        raise NotImplementedError
+
+    def insert_data_key(self, row: DataKeyRow) -> bool:
+        cursor = self.run(
+            "INSERT INTO data_keys (account_id, user_id, purpose, key_id, wrapped, kek_id, "
+            "created_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            [
+                row.account_id,
+                row.user_id,
+                row.purpose,
+                row.key_id,
+                row.wrapped,
+                row.kek_id,
+                row.created_at,
+            ],
+        )
+        return cursor.rowcount == 1
+
+    def rewrap_data_key(self, row: DataKeyRow, expected_kek_id: str) -> bool:
+        cursor = self.run(
+            "UPDATE data_keys SET wrapped = ?, kek_id = ? WHERE account_id = ? AND user_id = ? "
+            "AND purpose = ? AND key_id = ? AND kek_id = ?",
+            [
+                row.wrapped,
+                row.kek_id,
+                row.account_id,
+                row.user_id,
+                row.purpose,
+                row.key_id,
+                expected_kek_id,
+            ],
+        )
+        return cursor.rowcount == 1
+
+    def delete_owner(self, account_id: str, user_id: str) -> dict[str, int]:
+        ids = [
+            r[0]
+            for r in self.run(
+                "SELECT id FROM memories WHERE account_id = ? AND user_id = ?",
+                [account_id, user_id],
+            ).fetchall()
+        ]
+        counts: dict[str, int] = {}
+        for table in _OWNED_TABLES:
+            if not self.has_table(table):
+                continue
+            column = "from_id" if table == "relations" else "memory_id"
+            deleted = 0
+            for chunk in _chunks(ids):
+                marks = ", ".join("?" for _ in chunk)
+                where = f"{column} IN ({marks})"
+                params: list[Any] = list(chunk)
+                if table == "relations":
+                    where += f" OR to_id IN ({marks})"
+                    params += chunk
+                deleted += self.run(f"DELETE FROM {table} WHERE {where}", params).rowcount
+            counts[table] = deleted
+        changes = 0
+        for chunk in _chunks(ids):
+            marks = ", ".join("?" for _ in chunk)
+            changes += self.run(f"DELETE FROM changes WHERE memory_id IN ({marks})", chunk).rowcount
+        counts["changes"] = changes
+        owner = [account_id, user_id]
+        for table in ("history", "ops_events", "memories", "data_keys"):
+            counts[table] = self.run(
+                f"DELETE FROM {table} WHERE account_id = ? AND user_id = ?", owner
+            ).rowcount
+        return counts
+
+    def delete_memories(self, memory_ids: Sequence[str]) -> int:
+        self.delete_index(memory_ids)
+        deleted = 0
+        for chunk in _chunks(memory_ids):
+            marks = ", ".join("?" for _ in chunk)
+            deleted += self.run(f"DELETE FROM memories WHERE id IN ({marks})", chunk).rowcount
+        return deleted
+
+    def record_op(self, row: OpRow) -> None:
+        self.run(
+            "INSERT INTO ops_events (account_id, user_id, thread_id, node, op, status, "
+            "memory_id, category, sim, ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                row.account_id,
+                row.user_id,
+                row.thread_id,
+                row.node,
+                row.op,
+                row.status,
+                row.memory_id,
+                row.category,
+                row.sim,
+                row.ts,
+            ],
+        )
+
+
+def _chunks(items: Sequence[str], size: int = 500) -> Iterator[list[str]]:
+    for start in range(0, len(items), size):
+        yield list(items[start : start + size])
+
+
+class SqlStorage:
+    """Reads shared by both backends; subclasses provide connections and the dialect."""
+
+    name: ClassVar[str] = "sql"
+    dialect: ClassVar[str] = "sqlite"
+    capabilities: frozenset[str] = frozenset()
+
+    # ---- provided by the backend -----------------------------------------------------------
+    def _reader(self) -> AbstractContextManager[SqlExecutor]:
+        raise NotImplementedError
+
+    def transaction(self) -> AbstractContextManager[SqlTransaction]:
+        """A write transaction: commits on normal exit, rolls back on any exception."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release connections."""
+        raise NotImplementedError
+
+    def _vector_space_ddl(self, dims: int) -> Sequence[str]:
+        return ()
+
+    # ---- migrations --------------------------------------------------------------------------
+    def _apply_migrations(self, tx: SqlTransaction) -> None:
+        tx.run(
+            "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
+            "name TEXT NOT NULL, applied_at DOUBLE PRECISION NOT NULL)"
+        )
+        done = {int(r[0]) for r in tx.run("SELECT version FROM schema_migrations").fetchall()}
+        for migration in MIGRATIONS:
+            if migration.version in done:
+                continue
+            for statement in self._statements(migration):
+                tx.run(statement)
+            tx.run(
+                "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                [migration.version, migration.name, time.time()],
+            )
+
+    def _statements(self, migration: Migration) -> tuple[str, ...]:
+        return migration.postgres if self.dialect == "postgres" else migration.sqlite
+
+    def schema_version(self) -> int:
+        """The newest applied migration."""
+        with self._reader() as db:
+            row = db.run("SELECT MAX(version) FROM schema_migrations").fetchone()
+        return int(row[0] or 0)
+
+    def bind_embedder(self, model_id: str, dims: int) -> None:
+        """Record the embedder (``model_id:dims``) and create its vector index if needed.
+
+        Raises :class:`EmbedderMismatchError` when the store was built with another embedder.
+        """
+        spec = f"{model_id}:{dims}"
+        with self.transaction() as tx:
+            row = tx.run("SELECT value FROM store_meta WHERE key = 'embedder'").fetchone()
+            if row is not None and row[0] != spec:
+                raise EmbedderMismatchError(
+                    f"this store was indexed with embedder {row[0]}, not {spec}; "
+                    "run 'engram reindex' to re-embed every memory with the new one"
+                )
+            if row is None:
+                tx.run("INSERT INTO store_meta (key, value) VALUES ('embedder', ?)", [spec])
+            for statement in self._vector_space_ddl(dims):
+                tx.run(statement)
+
+    def embedder_spec(self) -> str | None:
+        """The bound embedder (``model_id:dims``), if any."""
+        with self._reader() as db:
+            row = db.run("SELECT value FROM store_meta WHERE key = 'embedder'").fetchone()
+        return None if row is None else str(row[0])
+
+    def unbind_embedder(self) -> None:
+        """Forget the bound embedder and drop every stored vector (before a reindex)."""
+        with self.transaction() as tx:
+            tx.run("DELETE FROM store_meta WHERE key = 'embedder'")
+            if tx.has_table("embeddings"):
+                tx.run("DELETE FROM embeddings")
+
+    # ---- reads -------------------------------------------------------------------------------
+    def get_memory(self, account_id: str, memory_id: str) -> MemoryRow | None:
+        """One version by id, within an account."""
+        with self._reader() as db:
+            row = db.run(
+                f"SELECT {_MEMORY_SELECT} FROM memories m WHERE m.id = ? AND m.account_id = ?",
+                [memory_id, account_id],
+            ).fetchone()
+        return memory_row(row) if row else None
+
+    def get_memories(self, account_id: str, memory_ids: Sequence[str]) -> list[MemoryRow]:
+        """Several versions by id, within an account (order not guaranteed)."""
+        rows: list[MemoryRow] = []
+        with self._reader() as db:
+            for chunk in _chunks(memory_ids):
+                marks = ", ".join("?" for _ in chunk)
+                rows.extend(
+                    memory_row(r)
+                    for r in db.run(
+                        f"SELECT {_MEMORY_SELECT} FROM memories m WHERE m.account_id = ? "
+                        f"AND m.id IN ({marks})",
+                        [account_id, *chunk],
+                    ).fetchall()
+                )
+        return rows
+
+    def find_by_key(
+        self, account_id: str, user_id: str, key: str, states: Sequence[str]
+    ) -> MemoryRow | None:
+        """The newest head version with this key (case-insensitive) in the given states."""
+        marks = ", ".join("?" for _ in states)
+        with self._reader() as db:
+            row = db.run(
+                f"SELECT {_MEMORY_SELECT} FROM memories m WHERE m.account_id = ? "
+                f"AND m.user_id = ? AND m.key_lc = ? AND m.state IN ({marks}) "
+                "ORDER BY m.updated_at DESC LIMIT 1",
+                [account_id, user_id, key.lower(), *states],
+            ).fetchone()
+        return memory_row(row) if row else None
+
+    def list_memories(self, flt: MemoryFilter, page: Page) -> list[MemoryRow]:
+        """Memory versions matching every filter, applied in the database."""
+        where, params = compile_filter(flt)
+        order = "DESC" if page.newest_first else "ASC"
+        with self._reader() as db:
+            rows = db.run(
+                f"SELECT {_MEMORY_SELECT} FROM memories m WHERE {where} "
+                f"ORDER BY m.updated_at {order}, m.id {order} LIMIT ? OFFSET ?",
+                [*params, page.limit, page.offset],
+            ).fetchall()
+        return [memory_row(r) for r in rows]
+
+    def count_memories(self, flt: MemoryFilter) -> int:
+        """How many versions match the filter."""
+        where, params = compile_filter(flt)
+        with self._reader() as db:
+            row = db.run(f"SELECT COUNT(*) FROM memories m WHERE {where}", params).fetchone()
+        return int(row[0])
+
+    def iter_owner(self, account_id: str, user_id: str) -> Iterator[MemoryRow]:
+        """Every version one user owns, oldest first."""
+        with self._reader() as db:
+            rows = db.run(
+                f"SELECT {_MEMORY_SELECT} FROM memories m WHERE m.account_id = ? "
+                "AND m.user_id = ? ORDER BY m.created_at, m.version",
+                [account_id, user_id],
+            ).fetchall()
+        return iter([memory_row(r) for r in rows])
+
+    def lineage(self, account_id: str, lineage_id: str) -> list[MemoryRow]:
+        """All versions of one memory, oldest first."""
+        with self._reader() as db:
+            rows = db.run(
+                f"SELECT {_MEMORY_SELECT} FROM memories m WHERE m.account_id = ? "
+                "AND m.lineage_id = ? ORDER BY m.version",
+                [account_id, lineage_id],
+            ).fetchall()
+        return [memory_row(r) for r in rows]
+
+    def history(self, account_id: str, lineage_id: str) -> list[HistoryRow]:
+        """Audit events of every version of a memory, newest first."""
+        with self._reader() as db:
+            rows = db.run(
+                "SELECT id, account_id, user_id, memory_id, lineage_id, event, old_ref, new_ref, "
+                "actor, meta, ts FROM history WHERE account_id = ? AND lineage_id = ? "
+                "ORDER BY id DESC",
+                [account_id, lineage_id],
+            ).fetchall()
+        return [HistoryRow(*r) for r in rows]
+
+    def changes_since(self, thread_id: str, rev: int, limit: int) -> list[ChangeRow]:
+        """Change-log entries after ``rev``, newest first."""
+        with self._reader() as db:
+            rows = db.run(
+                "SELECT thread_id, rev, memory_id, event, meta, ts FROM changes "
+                "WHERE thread_id = ? AND rev > ? ORDER BY rev DESC LIMIT ?",
+                [thread_id, rev, limit],
+            ).fetchall()
+        return [ChangeRow(*r) for r in rows]
+
+    def current_rev(self, thread_id: str) -> int:
+        """The thread's revision (0 when nothing was written)."""
+        with self._reader() as db:
+            row = db.run("SELECT rev FROM threads WHERE thread_id = ?", [thread_id]).fetchone()
+        return int(row[0]) if row else 0
+
+    def get_data_key(self, account_id: str, user_id: str, purpose: str) -> DataKeyRow | None:
+        """The wrapped key of an owner, if any."""
+        with self._reader() as db:
+            row = db.run(
+                "SELECT account_id, user_id, purpose, key_id, wrapped, kek_id, created_at "
+                "FROM data_keys WHERE account_id = ? AND user_id = ? AND purpose = ?",
+                [account_id, user_id, purpose],
+            ).fetchone()
+        return _data_key(row) if row else None
+
+    def data_keys(self, *, not_kek_id: str | None = None, limit: int = 1000) -> list[DataKeyRow]:
+        """Wrapped keys, optionally only those not under the given KEK."""
+        sql = (
+            "SELECT account_id, user_id, purpose, key_id, wrapped, kek_id, created_at "
+            "FROM data_keys"
+        )
+        params: list[Any] = []
+        if not_kek_id is not None:
+            sql += " WHERE kek_id <> ?"
+            params.append(not_kek_id)
+        with self._reader() as db:
+            rows = db.run(
+                sql + " ORDER BY account_id, user_id, purpose LIMIT ?", [*params, limit]
+            ).fetchall()
+        return [_data_key(r) for r in rows]
+
+    def due_for_purge(self, now: float, limit: int) -> list[MemoryRow]:
+        """Soft-deleted heads whose ``purge_at`` has passed."""
+        with self._reader() as db:
+            rows = db.run(
+                f"SELECT {_MEMORY_SELECT} FROM memories m WHERE m.state = 'soft_deleted' "
+                "AND m.purge_at IS NOT NULL AND m.purge_at <= ? ORDER BY m.purge_at LIMIT ?",
+                [now, limit],
+            ).fetchall()
+        return [memory_row(r) for r in rows]
+
+    def scope_memory_ids(
+        self, account_id: str, user_id: str | None, agent_id: str | None
+    ) -> list[str]:
+        """Ids of every version in a scope (for an admin purge)."""
+        sql = "SELECT id FROM memories WHERE account_id = ?"
+        params: list[Any] = [account_id]
+        if user_id is not None:
+            sql += " AND user_id = ?"
+            params.append(user_id)
+        if agent_id is not None:
+            sql += " AND agent_id = ?"
+            params.append(agent_id)
+        with self._reader() as db:
+            return [str(r[0]) for r in db.run(sql, params).fetchall()]
+
+    def op_counts(self, *, by: str, since: float | None, until: float | None) -> dict[str, int]:
+        """Operational events counted by ``op`` or ``node`` in a time window."""
+        if by not in ("op", "node", "status"):
+            raise ValueError("by must be 'op', 'node' or 'status'")
+        sql = f"SELECT {by}, COUNT(*) FROM ops_events WHERE 1 = 1"
+        params: list[Any] = []
+        if since is not None:
+            sql += " AND ts >= ?"
+            params.append(since)
+        if until is not None:
+            sql += " AND ts < ?"
+            params.append(until)
+        with self._reader() as db:
+            rows = db.run(sql + f" GROUP BY {by}", params).fetchall()
+        return {str(k): int(v) for k, v in rows}
+
+    def count_rows(self, table: str, account_id: str, user_id: str) -> int:
+        """Rows of one user in a table (for tests and receipts)."""
+        if table not in (
+            "memories",
+            "history",
+            "memory_tokens",
+            "relations",
+            "embeddings",
+            "data_keys",
+            "ops_events",
+        ):
+            raise ValueError(f"unknown table {table}")
+        with self._reader() as db:
+            if table == "embeddings" and not self._has_table(db, "embeddings"):
+                return 0
+            row = db.run(
+                f"SELECT COUNT(*) FROM {table} WHERE account_id = ? AND user_id = ?",
+                [account_id, user_id],
+            ).fetchone()
+        return int(row[0])
+
+    def _has_table(self, db: SqlExecutor, name: str) -> bool:
+        raise NotImplementedError
+
+    def meta_dump(self) -> dict[str, Any]:
+        """Store metadata (for diagnostics)."""
+        with self._reader() as db:
+            rows = db.run("SELECT key, value FROM store_meta").fetchall()
+        return {str(k): json.loads(v) if v.startswith("{") else v for k, v in rows}

@@ -1,0 +1,123 @@
+"""SQLite backend: the embedded default (WAL, foreign keys, one writer, parallel readers)."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, ClassVar
+
+from engram.errors import StorageError
+from engram.storage.sql import SqlExecutor, SqlStorage, SqlTransaction
+
+
+def _connect(path: str) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30.0)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("PRAGMA foreign_keys = ON")
+    conn.execute("PRAGMA busy_timeout = 30000")
+    return conn
+
+
+def _has_table(db: SqlExecutor, name: str) -> bool:
+    row = db.run("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", [name])
+    return row.fetchone() is not None
+
+
+class SqliteTransaction(SqlTransaction):
+    """A ``BEGIN IMMEDIATE`` transaction on the writer connection."""
+
+    def has_table(self, name: str) -> bool:
+        """Whether a table exists."""
+        return _has_table(self, name)
+
+    def insert_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Insert many rows in one ``executemany``."""
+        if rows:
+            self.conn.executemany(sql, rows)  # type: ignore[attr-defined]
+
+
+class SqliteStorage(SqlStorage):
+    """Memories in one SQLite file.
+
+    Each thread reads through its own connection (WAL lets readers run beside the writer);
+    writes are serialised by ``BEGIN IMMEDIATE`` and a process-local lock.
+    """
+
+    name: ClassVar[str] = "sqlite"
+    dialect: ClassVar[str] = "sqlite"
+    capabilities: frozenset[str] = frozenset({"transactions", "lexical", "vectors"})
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        self._write_lock = threading.Lock()
+        self._connections: list[sqlite3.Connection] = []
+        self._connections_lock = threading.Lock()
+        self._closed = False
+
+    def _connection(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            if self._closed:
+                raise StorageError("storage is closed")
+            try:
+                conn = _connect(self.path)
+            except sqlite3.Error as exc:
+                raise StorageError(f"cannot open SQLite database: {exc}") from exc
+            self._local.conn = conn
+            with self._connections_lock:
+                self._connections.append(conn)
+        return conn
+
+    @contextmanager
+    def _reader(self) -> Iterator[SqlExecutor]:
+        try:
+            yield SqlExecutor(self._connection())
+        except sqlite3.Error as exc:
+            raise StorageError(f"SQLite read failed: {type(exc).__name__}") from exc
+
+    @contextmanager
+    def transaction(self) -> Iterator[SqliteTransaction]:
+        """A write transaction: commits on normal exit, rolls back on any exception."""
+        conn = self._connection()
+        with self._write_lock:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise StorageError(f"SQLite could not begin a write: {exc}") from exc
+            try:
+                yield SqliteTransaction(conn)
+            except BaseException as exc:
+                conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise StorageError(f"SQLite write failed: {type(exc).__name__}") from exc
+                raise
+            else:
+                conn.execute("COMMIT")
+
+    def _has_table(self, db: SqlExecutor, name: str) -> bool:
+        return _has_table(db, name)
+
+    def migrate(self) -> None:
+        """Apply pending migrations."""
+        with self.transaction() as tx:
+            self._apply_migrations(tx)
+
+    def close(self) -> None:
+        """Close every connection this storage opened."""
+        self._closed = True
+        with self._connections_lock:
+            for conn in self._connections:
+                conn.close()
+            self._connections.clear()
+        self._local = threading.local()
+
+    def checkpoint(self) -> None:
+        """Fold the WAL into the database file."""
+        self._connection().execute("PRAGMA wal_checkpoint(TRUNCATE)")

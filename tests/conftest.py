@@ -1,0 +1,72 @@
+"""Shared fixtures: a ``storage`` parametrised over SQLite and a real embedded PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="engram-xdg-"))
+
+from engram.config import Settings
+from engram.crypto.keyring import KeyRing
+from engram.engine import MemoryEngine
+from engram.storage.base import Storage
+from engram.storage.postgres import PostgresStorage
+from engram.storage.sqlite import SqliteStorage
+from engram.testing.postgres import EmbeddedPostgres
+
+BACKENDS = ("sqlite", "postgres")
+TEST_KEK = bytes(range(32))
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[EmbeddedPostgres]:
+    """One embedded PostgreSQL for the whole run, with a migrated template database."""
+    server = EmbeddedPostgres()
+    template_uri = server.create_database("engram_template")
+    storage = PostgresStorage(template_uri)
+    storage.migrate()
+    storage.close()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def make_storage(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Storage:
+    """A fresh, migrated storage of the given kind."""
+    if kind == "sqlite":
+        sqlite = SqliteStorage(tmp_path / "engram.db")
+        sqlite.migrate()
+        return sqlite
+    server: EmbeddedPostgres = request.getfixturevalue("postgres_server")
+    uri = server.create_database(template="engram_template")
+    postgres = PostgresStorage(uri, max_size=4)
+    postgres.migrate()
+    return postgres
+
+
+@pytest.fixture(params=BACKENDS)
+def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Storage]:
+    """A fresh storage per test, once per backend."""
+    store = make_storage(request.param, request, tmp_path)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    """Settings pointing at a temporary home folder with a fixed key."""
+    return Settings(home=tmp_path / "home", encryption_key=TEST_KEK.hex())
+
+
+@pytest.fixture
+def engine(storage: Storage, settings: Settings) -> MemoryEngine:
+    """A memory engine over the parametrised storage."""
+    return MemoryEngine(storage, KeyRing(primary=TEST_KEK), settings=settings)
