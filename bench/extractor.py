@@ -1,0 +1,84 @@
+"""Precision and recall of the offline extractor on the labelled sentences.
+
+Usage: python bench/extractor.py [--labels FILE ...] [--misses]
+
+By default it scores both sets: ``extractor_labels.jsonl`` (written before the extractor and
+used while writing it: a development set, so optimistic) and ``extractor_heldout.jsonl``
+(written after the extractor and never used to change it: the honest estimate).
+
+A predicted memory matches an expected one when the types are equal and the expected value
+fragment appears in the predicted value (case-insensitive). "strict" also needs the key to
+be equal; "lenient" ignores the key (key naming is a convention, the fact is what counts).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from engram.llm.candidates import Candidate
+from engram.llm.offline import OfflineExtractor
+
+DATA = Path(__file__).parent / "data"
+DEFAULT_LABELS = [DATA / "extractor_labels.jsonl", DATA / "extractor_heldout.jsonl"]
+
+
+def _matches(pred: Candidate, exp: dict[str, str], *, strict: bool) -> bool:
+    if pred.type.value != exp["type"]:
+        return False
+    if strict and pred.key != exp["key"]:
+        return False
+    return exp["value"].lower() in pred.value.lower()
+
+
+def score(
+    rows: list[dict[str, object]], *, strict: bool, show: bool = False
+) -> tuple[float, float]:
+    """Return (precision, recall) over all rows."""
+    extractor = OfflineExtractor()
+    tp = n_pred = n_exp = 0
+    for row in rows:
+        sentence = str(row["sentence"])
+        expected = list(row["expected"])  # type: ignore[call-overload]
+        predicted = extractor.extract_text(sentence)
+        n_pred += len(predicted)
+        n_exp += len(expected)
+        unmatched = list(expected)
+        extra = []
+        for pred in predicted:
+            hit = next((e for e in unmatched if _matches(pred, e, strict=strict)), None)
+            if hit is None:
+                extra.append(pred)
+            else:
+                unmatched.remove(hit)
+                tp += 1
+        if show and (unmatched or extra):
+            print(f"- {sentence}")
+            for e in unmatched:
+                print(f"    missed   {e['type']:<11} {e['key']} ~ {e['value']}")
+            for p in extra:
+                print(f"    extra    {p.type.value:<11} {p.key} = {p.value}")
+    precision = tp / n_pred if n_pred else 1.0
+    recall = tp / n_exp if n_exp else 1.0
+    return precision, recall
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--labels", type=Path, nargs="+", default=DEFAULT_LABELS)
+    parser.add_argument("--misses", action="store_true", help="list misses and extras (strict)")
+    args = parser.parse_args()
+    for path in args.labels:
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        n_exp = sum(len(r["expected"]) for r in rows)
+        print(f"{path.name}: {len(rows)} sentences, {n_exp} expected memories")
+        for strict in (True, False):
+            p, r = score(rows, strict=strict, show=args.misses and strict)
+            f1 = 2 * p * r / (p + r) if p + r else 0.0
+            label = "strict (type+key+value)" if strict else "lenient (type+value)  "
+            print(f"  {label}  precision {p:.3f}  recall {r:.3f}  f1 {f1:.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,89 @@
+"""The offline extractor: turns plain user speech into typed memories without any model.
+
+It is the embedded default when no LLM is configured. It reads only the user's turns, one
+clause at a time, through a table of hand-written patterns (``offline_rules``) covering:
+names and preferred names, pronouns, language; family members (with names and counts) and
+pets (species, names, counts); where the user lives, grew up, was born or moved; likes,
+dislikes, favourites and preferences; current and former work, military service,
+retirement and marriage; living situation, mobility and hearing; appointments and visits
+with their time words; feelings, sleep and pain; health conditions and allergies; daily
+routines; how the user wants to be spoken to; where they are right now.
+
+Limits, by design (see docs/conversation.md):
+
+* English only, first person only ("I", "my", "we"); reported speech, questions and
+  negated hypotheticals ("if I had a dog") are not understood and may be misread.
+* Names must be capitalised; transcripts without capital letters lose them.
+* No coreference: "She visits on Sunday" does not know who "she" is.
+* No inference: insights (e.g. "seems lonelier on weekends") are never produced.
+* Keys are built from the words used, so "I love gardening" and "I enjoy working in
+  the garden" give two different keys; an LLM extractor merges these better.
+* One value per key per call: the first clause that produces a key wins.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Sequence
+
+from engram.llm.candidates import Candidate, TurnLike
+from engram.llm.offline_rules import RULES
+
+__all__ = ["OfflineExtractor", "split_clauses"]
+
+_SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
+_CLAUSE = re.compile(
+    r",?\s+(?:and|but|so)\s+(?=(?:I|I'm|I've|I'll|we|We|we're|my|My)\b)|,\s+but\s+|\s+-+\s+"
+)
+
+
+def split_clauses(text: str) -> list[str]:
+    """Split speech into sentences, then at ``and``/``but``/``so`` before a new subject."""
+    text = text.replace("’", "'").replace("‘", "'")
+    out: list[str] = []
+    for sentence in _SENTENCE.split(text):
+        out += [c.strip() for c in _CLAUSE.split(sentence) if c and c.strip()]
+    return out
+
+
+def _overlaps(span: tuple[int, int], claimed: list[tuple[int, int]]) -> bool:
+    return any(span[0] < end and start < span[1] for start, end in claimed)
+
+
+class OfflineExtractor:
+    """A rule-based :class:`~engram.conversation.extraction.Extractor` that needs no model."""
+
+    name = "offline"
+
+    def extract_text(self, text: str) -> list[Candidate]:
+        """Candidates found in one piece of user speech, first value per key."""
+        found: dict[str, Candidate] = {}
+        for clause in split_clauses(text):
+            claimed: list[tuple[int, int]] = []
+            for rule in RULES:
+                for match in rule.pattern.finditer(clause):
+                    if not rule.overlap and _overlaps(match.span(), claimed):
+                        continue
+                    candidates = rule.build(match, clause)
+                    if candidates and not rule.overlap:
+                        claimed.append(match.span())
+                    for candidate in candidates:
+                        found.setdefault(candidate.key, candidate)
+        return list(found.values())
+
+    async def extract(
+        self, turns: Sequence[TurnLike], *, skip_keys: Collection[str] = ()
+    ) -> list[Candidate]:
+        """Candidates from the user's turns, without keys in ``skip_keys`` (case-insensitive).
+
+        Never raises for unusual input; text it does not understand yields nothing.
+        """
+        skip = {k.lower() for k in skip_keys}
+        found: dict[str, Candidate] = {}
+        for turn in turns:
+            if turn.speaker != "user":
+                continue
+            for candidate in self.extract_text(turn.summary):
+                if candidate.key.lower() not in skip:
+                    found.setdefault(candidate.key, candidate)
+        return list(found.values())
