@@ -518,7 +518,8 @@ class MemoryEngine:
     ) -> ImportReport:
         """Import an :meth:`export_user` document, optionally into another owner.
 
-        Versions keep their ids, order and states; ids that already exist are skipped.
+        Into the same owner, versions keep their ids, order and states, and ids that already
+        exist are skipped; a copy into another owner gets fresh ids.
         """
         if not isinstance(document, dict) or document.get("format") != EXPORT_FORMAT:
             raise ValidationError(f"not an Engram export (expected format {EXPORT_FORMAT})")
@@ -527,10 +528,28 @@ class MemoryEngine:
             raise ValidationError("export document has no 'memories' list")
         target_account = account_id or str(document.get("account_id"))
         target_user = user_id or str(document.get("user_id"))
+        same_owner = (target_account, target_user) == (
+            document.get("account_id"),
+            document.get("user_id"),
+        )
         memories = [
             validated(Memory, {**m, "account_id": target_account, "user_id": target_user})
             for m in items
+            if isinstance(m, dict)
         ]
+        if not same_owner:
+            # A copy to another owner gets fresh ids; the AAD binds values to the new ids.
+            fresh_ids = {m.id: str(uuid.uuid4()) for m in memories}
+            memories = [
+                m.model_copy(
+                    update={
+                        "id": fresh_ids[m.id],
+                        "lineage_id": fresh_ids.get(m.lineage_id, m.lineage_id),
+                        "supersedes_id": fresh_ids.get(m.supersedes_id or "", m.supersedes_id),
+                    }
+                )
+                for m in memories
+            ]
         existing = {
             r.id for r in self.storage.get_memories(target_account, [m.id for m in memories])
         }

@@ -20,5 +20,6 @@ def add(
         "key": key,
         "value": value,
     }
+    thread_id = kw.pop("thread_id", None)
     fields.update(kw)
-    return engine.store(fields)
+    return engine.store(fields, thread_id=thread_id)

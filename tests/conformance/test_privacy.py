@@ -1,0 +1,209 @@
+"""Conformance: encryption at rest, tampering, erasure, export/import, key rotation."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from engram.crypto.keyring import KeyRing, kek_id
+from engram.engine import MemoryEngine
+from engram.errors import IntegrityError, NotFoundError, ValidationError
+from engram.storage.base import Storage
+from engram.testing.builders import ACCOUNT, add
+from engram.types import MemoryFilter, MemoryState
+
+NEW_KEK = bytes(range(100, 132))
+
+
+def _raw(storage: Storage, memory_id: str) -> tuple[bytes, bytes]:
+    row = storage.get_memory(ACCOUNT, memory_id)
+    assert row is not None
+    return row.ciphertext, row.wrapped_key
+
+
+def _corrupt(blob: bytes) -> bytes:
+    return blob[:-1] + bytes([blob[-1] ^ 0x01])
+
+
+def test_value_is_not_stored_in_clear(engine: MemoryEngine, storage: Storage) -> None:
+    memory = add(engine, value="the sentinel phrase zanzibar quokka")
+    ciphertext, wrapped = _raw(storage, memory.id)
+    assert b"zanzibar" not in ciphertext and b"zanzibar" not in wrapped
+
+
+@pytest.mark.parametrize("part", ["ciphertext", "wrapped_key"])
+def test_tampered_ciphertext_raises_integrity_error(
+    engine: MemoryEngine, storage: Storage, part: str
+) -> None:
+    memory = add(engine)
+    ciphertext, wrapped = _raw(storage, memory.id)
+    blob = ciphertext if part == "ciphertext" else wrapped
+    with storage.transaction() as tx:
+        tx.update_memory(memory.id, {part: _corrupt(blob)})
+    with pytest.raises(IntegrityError):
+        engine.get(memory.id, account_id=ACCOUNT)
+
+
+def test_row_moved_to_another_memory_fails_to_decrypt(
+    engine: MemoryEngine, storage: Storage
+) -> None:
+    """The AAD binds a value to its owner and id: copying it elsewhere is detected."""
+    victim = add(engine, value="secret of user one")
+    target = add(engine, key="other", value="harmless")
+    ciphertext, wrapped = _raw(storage, victim.id)
+    with storage.transaction() as tx:
+        tx.update_memory(target.id, {"ciphertext": ciphertext, "wrapped_key": wrapped})
+    with pytest.raises(IntegrityError):
+        engine.get(target.id, account_id=ACCOUNT)
+
+
+def test_row_moved_to_another_user_fails_to_decrypt(engine: MemoryEngine, storage: Storage) -> None:
+    add(engine, key="x", value="x", user_id="user-2")  # user-2 gets a key of its own
+    victim = add(engine, value="secret of user one")
+    row = storage.get_memory(ACCOUNT, victim.id)
+    assert row is not None
+    moved = type(row)(
+        **{
+            **{f: getattr(row, f) for f in row.__dataclass_fields__},
+            "id": str(uuid.uuid4()),
+            "user_id": "user-2",
+        }
+    )
+    with storage.transaction() as tx:
+        tx.insert_memory(moved)
+    with pytest.raises(IntegrityError):
+        engine.get(moved.id, account_id=ACCOUNT)
+
+
+def test_tampered_user_key_raises_integrity_error(engine: MemoryEngine, storage: Storage) -> None:
+    memory = add(engine)
+    fresh = MemoryEngine(storage, engine.keyring, settings=engine.settings)
+    with storage.transaction() as tx:
+        tx.run(  # type: ignore[attr-defined]
+            "UPDATE data_keys SET key_id = ? WHERE purpose = 'user'", ["forged"]
+        )
+    with pytest.raises(IntegrityError):
+        fresh.get(memory.id, account_id=ACCOUNT)
+
+
+def test_wrong_kek_cannot_read(engine: MemoryEngine, storage: Storage) -> None:
+    memory = add(engine)
+    stranger = MemoryEngine(storage, KeyRing(primary=NEW_KEK), settings=engine.settings)
+    with pytest.raises(IntegrityError):
+        stranger.get(memory.id, account_id=ACCOUNT)
+
+
+def test_erase_user_is_a_crypto_shred(engine: MemoryEngine, storage: Storage) -> None:
+    memory = add(engine, value="erase me please")
+    engine.update(memory.id, {"value": "erase me too"}, account_id=ACCOUNT)
+    other = add(engine, key="keep", user_id="user-2")
+    key_row = storage.get_data_key(ACCOUNT, "user-1", "user")
+    assert key_row is not None
+    receipt = engine.erase_user(account_id=ACCOUNT, user_id="user-1")
+    assert receipt.key_id_destroyed == key_row.key_id
+    assert receipt.deleted["memories"] == 2 and receipt.deleted["history"] == 2
+    assert receipt.deleted["data_keys"] == 1 and receipt.deleted["memory_tokens"] > 0
+    for table in ("memories", "history", "memory_tokens", "relations", "data_keys"):
+        assert storage.count_rows(table, ACCOUNT, "user-1") == 0
+    assert storage.get_data_key(ACCOUNT, "user-1", "user") is None
+    with pytest.raises(NotFoundError):
+        engine.get(memory.id, account_id=ACCOUNT)
+    assert engine.list_memories(MemoryFilter(account_id=ACCOUNT, user_id="user-1")) == []
+    hashed = engine.lexical.hashed_terms(ACCOUNT, "erase")
+    assert engine.get(other.id, account_id=ACCOUNT).state is MemoryState.ACTIVE
+    assert hashed  # the token exists as a hash; no row of user-1 holds it any more
+
+
+def test_export_and_import_round_trip(engine: MemoryEngine) -> None:
+    first = add(engine, value="v1", tags=("t",), metadata={"m": 1})
+    engine.update(first.id, {"value": "v2"}, account_id=ACCOUNT)
+    gone = add(engine, key="gone")
+    engine.forget(gone.id, account_id=ACCOUNT)
+    document = engine.export_user(account_id=ACCOUNT, user_id="user-1")
+    assert [m["value"] for m in document["memories"]] == ["v1", "v2", "blue"]
+    engine.erase_user(account_id=ACCOUNT, user_id="user-1")
+    report = engine.import_user(document)
+    assert (report.imported, report.skipped) == (3, 0)
+    again = engine.export_user(account_id=ACCOUNT, user_id="user-1")
+    strip = [{k: v for k, v in m.items() if k != "last_accessed_at"} for m in again["memories"]]
+    assert strip == [
+        {k: v for k, v in m.items() if k != "last_accessed_at"} for m in document["memories"]
+    ]
+    assert engine.import_user(document).skipped == 3
+    copied = engine.import_user(document, account_id="acct-9", user_id="someone")
+    assert copied.imported == 3
+    moved = engine.list_memories(MemoryFilter(account_id="acct-9", user_id="someone"))
+    assert [m.value for m in moved] == ["v2"]
+
+
+def test_import_rejects_malformed_documents(engine: MemoryEngine) -> None:
+    with pytest.raises(ValidationError):
+        engine.import_user({"format": "other"})
+    with pytest.raises(ValidationError):
+        engine.import_user(
+            {
+                "format": "engram.export/1",
+                "account_id": ACCOUNT,
+                "user_id": "u",
+                "memories": [{"id": "x"}],
+            }
+        )
+    assert engine.list_memories(MemoryFilter(account_id=ACCOUNT)) == []
+
+
+def test_kek_rotation_rewraps_keys_and_is_rerunnable(
+    engine: MemoryEngine, storage: Storage
+) -> None:
+    memories = [add(engine, key=f"k{i}", user_id=f"user-{i}") for i in range(3)]
+    before = {m.id: storage.get_memory(ACCOUNT, m.id) for m in memories}
+    old_ring = engine.keyring
+    new_ring = KeyRing(primary=NEW_KEK, former={old_ring.primary_id: old_ring.primary})
+    # An interrupted rotation: only one key moved so far.
+    partial = storage.data_keys(limit=1)[0]
+    with storage.transaction() as tx:
+        from engram.crypto.envelope import Envelope, WrappedUserKey
+
+        env_old, env_new = (
+            Envelope(engine.envelope.cipher, old_ring),
+            Envelope(engine.envelope.cipher, new_ring),
+        )
+        raw = env_old.unwrap_user_key(
+            WrappedUserKey(partial.key_id, partial.wrapped, partial.kek_id),
+            partial.account_id,
+            partial.user_id,
+            partial.purpose,
+        )
+        wrapped = env_new.wrap_user_key(
+            raw, partial.account_id, partial.user_id, partial.purpose, partial.key_id
+        )
+        tx.rewrap_data_key(
+            type(partial)(
+                partial.account_id,
+                partial.user_id,
+                partial.purpose,
+                partial.key_id,
+                wrapped.wrapped,
+                wrapped.kek_id,
+                partial.created_at,
+            ),
+            expected_kek_id=partial.kek_id,
+        )
+    total = len(storage.data_keys())
+    assert engine.rotate_kek(new_ring) == total - 1
+    assert engine.rotate_kek(new_ring) == 0
+    assert {k.kek_id for k in storage.data_keys()} == {kek_id(NEW_KEK)}
+    # Values were not re-encrypted, and only the new KEK is needed to read them.
+    reader = MemoryEngine(storage, KeyRing(primary=NEW_KEK), settings=engine.settings)
+    for m in memories:
+        row = storage.get_memory(ACCOUNT, m.id)
+        assert row is not None and before[m.id] is not None
+        assert row.ciphertext == before[m.id].ciphertext  # type: ignore[union-attr]
+        assert reader.get(m.id, account_id=ACCOUNT).value == "blue"
+
+
+def test_migrations_are_idempotent(storage: Storage) -> None:
+    version = storage.schema_version()
+    storage.migrate()
+    storage.migrate()
+    assert storage.schema_version() == version >= 2
