@@ -1,0 +1,18 @@
+"""Embedders: the protocol, providers (local MiniLM, OpenAI-compatible) and the registry.
+
+Providers import their heavy dependencies lazily, on first use.
+"""
+
+from engram.retrieval.embedders.base import Embedder, embedder_signature, l2_normalise
+from engram.retrieval.embedders.cache import CachedEmbedder
+from engram.retrieval.embedders.registry import PROVIDERS, EmbedderOptions, build_embedder
+
+__all__ = [
+    "PROVIDERS",
+    "CachedEmbedder",
+    "Embedder",
+    "EmbedderOptions",
+    "build_embedder",
+    "embedder_signature",
+    "l2_normalise",
+]

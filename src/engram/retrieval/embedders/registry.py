@@ -1,0 +1,78 @@
+"""Build an embedder from a config string such as ``local:all-MiniLM-L6-v2``.
+
+Spec strings: ``none`` (no embedder), ``local:all-MiniLM-L6-v2`` and
+``openai:<model>@<base_url>`` (any OpenAI-compatible endpoint). A new provider is one more
+entry in :data:`PROVIDERS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from engram.errors import ConfigurationError
+from engram.retrieval.embedders.base import Embedder
+from engram.retrieval.embedders.cache import CachedEmbedder
+
+__all__ = ["PROVIDERS", "EmbedderOptions", "build_embedder"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class EmbedderOptions:
+    """What a provider factory may need besides the model name."""
+
+    home: Path | None = None
+    api_key: str | None = None
+
+
+def _local(model: str, options: EmbedderOptions) -> Embedder:
+    from engram.retrieval.embedders.local import MINILM_ID, LocalMiniLMEmbedder
+
+    if model != MINILM_ID:
+        raise ConfigurationError(f"local embedder supports only {MINILM_ID!r}, not {model!r}")
+    cache = options.home / "models" if options.home is not None else None
+    return LocalMiniLMEmbedder(cache_dir=cache)
+
+
+def _openai(model: str, options: EmbedderOptions) -> Embedder:
+    from engram.retrieval.embedders.openai import OpenAICompatibleEmbedder
+
+    name, sep, base_url = model.partition("@")
+    if not sep or not name or not base_url.startswith(("http://", "https://")):
+        raise ConfigurationError("openai embedder spec must be 'openai:<model>@<http(s) base url>'")
+    return OpenAICompatibleEmbedder(model=name, base_url=base_url, api_key=options.api_key)
+
+
+PROVIDERS: dict[str, Callable[[str, EmbedderOptions], Embedder]] = {
+    "local": _local,
+    "openai": _openai,
+}
+"""Provider prefix → factory taking the rest of the spec string."""
+
+
+def build_embedder(
+    spec: str,
+    *,
+    home: Path | None = None,
+    api_key: str | None = None,
+    cache_size: int = 1024,
+) -> Embedder | None:
+    """Build the embedder a spec string names, wrapped in an LRU query cache.
+
+    Returns ``None`` for ``"none"``. Raises :class:`ConfigurationError` for an unknown
+    provider or a malformed spec, :class:`MissingDependencyError` (on first use for local
+    models) when the provider's extra is missing.
+    """
+    cleaned = spec.strip()
+    if cleaned.lower() in ("", "none"):
+        return None
+    prefix, sep, model = cleaned.partition(":")
+    factory = PROVIDERS.get(prefix.lower())
+    if factory is None or not sep or not model:
+        known = ", ".join(sorted(PROVIDERS))
+        raise ConfigurationError(
+            f"embedder spec {spec!r} must be 'none' or '<provider>:<model>' ({known})"
+        )
+    inner = factory(model, EmbedderOptions(home=home, api_key=api_key))
+    return CachedEmbedder(inner, max_entries=cache_size) if cache_size > 0 else inner

@@ -1,0 +1,69 @@
+"""Query and memory features the ranker uses: names, entities, time expressions.
+
+All functions are pure and work on decrypted text in memory; nothing is logged.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+__all__ = [
+    "QueryFeatures",
+    "entities",
+    "has_time_expression",
+    "mentions",
+    "query_features",
+]
+
+_MONTHS = "january|february|march|april|may|june|july|august|september|october|november|december"
+_DAYS = "monday|tuesday|wednesday|thursday|friday|saturday|sunday"
+_TIME_EXPR = re.compile(
+    rf"\b(yesterday|today|tonight|tomorrow|ago|last|next|weekend|week|month|year|since|"
+    rf"recently|soon|{_MONTHS}|{_DAYS}|(?:19|20)\d\d)\b",
+    re.IGNORECASE,
+)
+_TIME_QUESTION = re.compile(
+    r"\b(when|what (?:year|month|day|date|time)|how long|which (?:year|month|day))\b",
+    re.IGNORECASE,
+)
+_ENTITY = re.compile(r"\b[A-Z][a-zA-Z0-9'\-]+|\b[A-Z]{2,}\b")
+_COMMON = frozenset(
+    re.split(
+        r"\s+",
+        "I I'm I've I'll I'd The A An And But So Oh Hey Hi Yes No Wow Thanks Thank What When "
+        "Where Who Why How Which Did Do Does Is Are Was Were That This It My Your",
+    )
+)
+
+
+def has_time_expression(text: str) -> bool:
+    """Whether a text mentions a time: a date word, a weekday, a month, a year, "ago"..."""
+    return _TIME_EXPR.search(text) is not None
+
+
+def entities(text: str) -> frozenset[str]:
+    """Capitalised words and acronyms, lower-cased; common sentence openers are dropped."""
+    found = {m.group().rstrip("'s") for m in _ENTITY.finditer(text)}
+    return frozenset(e.lower() for e in found if e not in _COMMON and len(e) > 1)
+
+
+def mentions(text: str, name: str) -> bool:
+    """Whether ``name`` occurs in ``text`` as a whole word (case-insensitive)."""
+    return re.search(rf"\b{re.escape(name)}\b", text, re.IGNORECASE) is not None
+
+
+@dataclass(frozen=True)
+class QueryFeatures:
+    """What the ranker needs to know about a query."""
+
+    text: str
+    asks_time: bool
+    entities: frozenset[str]
+
+
+def query_features(text: str) -> QueryFeatures:
+    """Analyse a query once, before ranking."""
+    return QueryFeatures(
+        text=text, asks_time=_TIME_QUESTION.search(text) is not None, entities=entities(text)
+    )

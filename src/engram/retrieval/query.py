@@ -1,0 +1,113 @@
+"""The query path: candidates from storage, fused and re-ranked by :mod:`ranking`.
+
+:class:`CandidateSource` is the narrow interface a storage backend offers retrieval; the
+in-memory prototype in ``bench/`` and the SQL backends implement the same three methods.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from engram.retrieval.bm25 import BM25Params
+from engram.retrieval.embedders.base import Embedder, Vector
+from engram.retrieval.features import query_features
+from engram.retrieval.ranking import Candidate, Edge, RankingWeights, ScoredCandidate, rank
+from engram.retrieval.tokenize import terms
+
+__all__ = ["CandidateSource", "QueryPlan", "retrieve"]
+
+
+class CandidateSource(Protocol):
+    """What retrieval needs from storage, already restricted to the caller's filter.
+
+    Every method returns :class:`Candidate` objects with ``text``, ``speaker``,
+    ``created_at``, ``importance`` and ``pinned`` filled in from the (decrypted) memory.
+    """
+
+    def dense_candidates(self, vector: Vector, *, limit: int) -> list[Candidate]:
+        """The ``limit`` nearest memories by cosine similarity, ``dense`` filled in."""
+        ...
+
+    def lexical_candidates(
+        self, query_terms: Sequence[str], *, limit: int, params: BM25Params
+    ) -> list[Candidate]:
+        """The ``limit`` best memories by BM25 over ``query_terms``, ``bm25`` filled in.
+
+        Storage hashes the terms with its key before looking them up and may compute the
+        score with :func:`engram.retrieval.bm25.bm25_score`.
+        """
+        ...
+
+    def neighbours(
+        self, ids: Sequence[str], vector: Vector | None
+    ) -> tuple[list[Candidate], list[Edge]]:
+        """Edges touching ``ids`` and the memories at their other ends.
+
+        The returned candidates carry ``dense`` (cosine to ``vector``) when a vector is given.
+        """
+        ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class QueryPlan:
+    """How many candidates to ask storage for."""
+
+    dense_limit: int = 100
+    lexical_limit: int = 100
+    bm25: BM25Params = field(default_factory=BM25Params)
+
+
+def _merge(lists: Sequence[Sequence[Candidate]]) -> list[Candidate]:
+    merged: dict[str, Candidate] = {}
+    for candidates in lists:
+        for c in candidates:
+            prior = merged.get(c.id)
+            if prior is None:
+                merged[c.id] = c
+            else:
+                merged[c.id] = Candidate(
+                    id=c.id,
+                    text=prior.text or c.text,
+                    dense=prior.dense if prior.dense is not None else c.dense,
+                    bm25=prior.bm25 if prior.bm25 is not None else c.bm25,
+                    speaker=prior.speaker or c.speaker,
+                    created_at=prior.created_at or c.created_at,
+                    importance=prior.importance,
+                    pinned=prior.pinned,
+                )
+    return list(merged.values())
+
+
+def retrieve(
+    source: CandidateSource,
+    query: str,
+    *,
+    embedder: Embedder | None,
+    limit: int = 10,
+    weights: RankingWeights | None = None,
+    plan: QueryPlan | None = None,
+) -> list[ScoredCandidate]:
+    """Hybrid retrieval: dense + BM25 candidates, fusion, boosts and edge propagation.
+
+    Without an embedder the dense side is skipped (BM25 and boosts still rank).
+    """
+    w = weights or RankingWeights()
+    p = plan or QueryPlan()
+    features = query_features(query)
+    vector = embedder.embed_one(query) if embedder is not None else None
+    lists: list[list[Candidate]] = []
+    if vector is not None:
+        lists.append(source.dense_candidates(vector, limit=p.dense_limit))
+    query_terms = terms(query)
+    if query_terms:
+        lists.append(source.lexical_candidates(query_terms, limit=p.lexical_limit, params=p.bm25))
+    pool = _merge(lists)
+    edges: list[Edge] = []
+    if pool and w.expand_top and (w.w_adjacent or w.w_related):
+        seeds = [s.candidate.id for s in rank(features, pool, (), w)[: w.expand_top]]
+        extra, edges = source.neighbours(seeds, vector)
+        pool = _merge([pool, extra])
+    ranked = rank(features, pool, edges, w)
+    return ranked[:limit]
