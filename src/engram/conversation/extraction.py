@@ -1,0 +1,353 @@
+"""End-of-session extraction: find memories the agent did not store during the conversation.
+
+The pipeline (:class:`ExtractionPipeline`) asks an :class:`Extractor` for candidates, then
+keeps only those that pass every check: a known type and a usable key, a short value, words
+the *user* said (an assistant reciting a recalled memory does not count), and a key that is
+neither stored already nor stored during the session. Extraction only creates; it never
+updates. A sensitive key whose new value would change an existing memory becomes a
+:class:`ProposedChange` instead. Failures of the model are logged (counts only) and yield an
+empty result; nothing here ever logs a value or the transcript.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from engram.conversation.buffer import Session
+from engram.conversation.validation import is_grounded, normalize_key, validate_value
+from engram.errors import EngramError, ProviderError
+from engram.llm.base import LLM, Message
+from engram.llm.candidates import EXTRACTABLE_TYPES, Candidate, TurnLike
+from engram.types import MemoryType, NewMemory, Source
+
+__all__ = [
+    "DEFAULT_SENSITIVE_KEYS",
+    "EXTRACTION_PROMPT",
+    "ExtractionPipeline",
+    "ExtractionReport",
+    "Extractor",
+    "LLMExtractor",
+    "MemorySink",
+    "ProposalSink",
+    "ProposedChange",
+    "parse_candidates",
+    "render_transcript",
+]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SENSITIVE_KEYS: frozenset[str] = frozenset(
+    {"preferred_name", "pronouns", "city", "language"}
+)
+
+EXTRACTION_PROMPT = """\
+You read a finished conversation between a user and an assistant and list what is worth
+remembering about the user for future conversations.
+
+Return ONLY a JSON array. Each element is an object:
+{"type": ..., "key": ..., "value": ..., "confidence": ...}
+- type: one of fact, preference, follow_up, context, history, wellbeing, insight, procedural
+- key: snake_case, e.g. preferred_name, daughter_name, pet_dog_name, city, likes_gardening,
+  appointment_doctor, mood
+- value: one or two short sentences, at most 280 characters
+- confidence: 0 to 1
+
+Rules:
+- Only what the USER said about themselves. Ignore what the ASSISTANT said, including
+  anything it recalled from memory.
+- Skip everything already stored; these keys are stored already: {stored}
+- No small talk, no guesses. If there is nothing new, return [].
+"""
+
+
+class Extractor(Protocol):
+    """Anything that proposes memories from conversation turns (an LLM or the offline rules)."""
+
+    async def extract(
+        self, turns: Sequence[TurnLike], *, skip_keys: Collection[str] = ()
+    ) -> list[Candidate]:
+        """Candidate memories from ``turns``, leaving out ``skip_keys`` where it can.
+
+        Raises:
+            ProviderError: the underlying model failed or answered with no usable JSON.
+        """
+        ...
+
+
+class MemorySink(Protocol):
+    """Where extracted memories go (the engine, in production)."""
+
+    async def existing_keys(self, *, account_id: str, user_id: str) -> set[str]:
+        """Keys of the user's active memories (any case)."""
+        ...
+
+    async def current_value(self, *, account_id: str, user_id: str, key: str) -> str | None:
+        """The value of the user's active memory with ``key`` (case-insensitive), or None."""
+        ...
+
+    async def create(self, memory: NewMemory) -> None:
+        """Store a new memory."""
+        ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProposedChange:
+    """A change to a sensitive memory that a person must confirm before it applies."""
+
+    account_id: str
+    user_id: str
+    key: str
+    current_value: str = field(repr=False)
+    proposed_value: str = field(repr=False)
+    type: MemoryType
+    confidence: float
+    session_id: str
+    source: Source = Source.EXTRACTION
+
+
+class ProposalSink(Protocol):
+    """Where proposed changes to sensitive keys go (stored by the engine in stage 2)."""
+
+    async def propose(self, change: ProposedChange) -> None:
+        """Record ``change`` for review."""
+        ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExtractionReport:
+    """Counts of one extraction run; never values."""
+
+    turns_processed: int = 0
+    extracted: int = 0
+    stored: int = 0
+    proposed: int = 0
+    skipped_existing: int = 0
+    dropped_ungrounded: int = 0
+    rejected_invalid: int = 0
+    failed_writes: int = 0
+    error: str | None = None
+
+
+def render_transcript(turns: Sequence[TurnLike]) -> str:
+    """Turns as ``[USER] ...`` / ``[ASSISTANT] ...`` lines."""
+    return "\n".join(f"[{t.speaker.upper()}] {t.summary}" for t in turns)
+
+
+_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
+
+
+def _find_array(text: str) -> list[Any] | None:
+    fenced = _FENCE.findall(text)
+    for chunk in [*fenced, text]:
+        decoder = json.JSONDecoder()
+        for start in (i for i, ch in enumerate(chunk) if ch in "[{"):
+            try:
+                data, _ = decoder.raw_decode(chunk, start)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(data, dict):
+                data = data.get("memories")
+            if isinstance(data, list):
+                return data
+    return None
+
+
+def parse_candidates(text: str) -> list[Candidate]:
+    """Candidates from a model's answer: a JSON array, possibly in code fences or amid prose.
+
+    Elements that are not objects with a known ``type`` and string ``key`` and ``value``
+    are skipped; confidence defaults to 0.7 and is clamped to 0..1.
+
+    Raises:
+        ProviderError: the answer holds no JSON array at all.
+    """
+    items = _find_array(text)
+    if items is None:
+        raise ProviderError("extraction answer holds no JSON array")
+    out: list[Candidate] = []
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        key, value, kind = item.get("key"), item.get("value"), item.get("type")
+        if not (isinstance(key, str) and isinstance(value, str) and isinstance(kind, str)):
+            continue
+        try:
+            memory_type = MemoryType(kind.strip().lower())
+        except ValueError:
+            continue
+        raw = item.get("confidence", 0.7)
+        conf = float(raw) if isinstance(raw, int | float) and not isinstance(raw, bool) else 0.7
+        out.append(
+            Candidate(type=memory_type, key=key, value=value, confidence=min(max(conf, 0.0), 1.0))
+        )
+    return out
+
+
+class LLMExtractor:
+    """An :class:`Extractor` backed by a chat model: one call, no retry."""
+
+    name = "llm"
+
+    def __init__(self, llm: LLM, *, timeout: float = 30.0, temperature: float = 0.3) -> None:
+        self._llm = llm
+        self._timeout = timeout
+        self._temperature = temperature
+
+    async def extract(
+        self, turns: Sequence[TurnLike], *, skip_keys: Collection[str] = ()
+    ) -> list[Candidate]:
+        """Ask the model once (30 s timeout, temperature 0.3) and parse its JSON array.
+
+        Raises:
+            ProviderError: the call failed or the answer holds no JSON array.
+        """
+        stored = ", ".join(sorted({k.lower() for k in skip_keys})) or "(none)"
+        messages: list[Message] = [
+            {"role": "system", "content": EXTRACTION_PROMPT.replace("{stored}", stored)},
+            {"role": "user", "content": render_transcript(turns)},
+        ]
+        answer = await self._llm.complete(
+            messages, temperature=self._temperature, timeout=self._timeout
+        )
+        return parse_candidates(answer)
+
+
+def _same(a: str, b: str) -> bool:
+    return " ".join(a.lower().split()).strip(" .") == " ".join(b.lower().split()).strip(" .")
+
+
+class ExtractionPipeline:
+    """Runs an extractor over a finished session and writes what survives the checks.
+
+    Args:
+        extractor: an :class:`LLMExtractor`, the offline extractor, or any :class:`Extractor`.
+        sink: where new memories are created.
+        proposals: where changes to sensitive keys go; without it they are dropped.
+        sensitive_keys: keys never changed by extraction (compared case-insensitively).
+    """
+
+    def __init__(
+        self,
+        extractor: Extractor,
+        sink: MemorySink,
+        *,
+        proposals: ProposalSink | None = None,
+        sensitive_keys: Collection[str] = DEFAULT_SENSITIVE_KEYS,
+    ) -> None:
+        self._extractor = extractor
+        self._sink = sink
+        self._proposals = proposals
+        self._sensitive = frozenset(k.lower() for k in sensitive_keys)
+
+    async def run(self, session: Session) -> ExtractionReport:
+        """Extract from ``session`` and store new memories; never raises for model failures.
+
+        Raises:
+            EngramError: only if reading the existing keys from the sink fails.
+        """
+        turns = session.turns
+        user_text = "\n".join(t.summary for t in turns if t.speaker == "user")
+        if not user_text.strip():
+            return self._logged(ExtractionReport(turns_processed=len(turns)))
+        owner = {"account_id": session.account_id, "user_id": session.user_id}
+        existing = {k.lower() for k in await self._sink.existing_keys(**owner)}
+        in_session = set(session.stored_keys)
+        try:
+            candidates = await self._extractor.extract(turns, skip_keys=existing | in_session)
+        except ProviderError:
+            report = ExtractionReport(turns_processed=len(turns), error="provider")
+            return self._logged(report)
+
+        counts = {"stored": 0, "proposed": 0, "existing": 0, "ungrounded": 0, "invalid": 0}
+        failed = 0
+        seen: set[str] = set()
+        for candidate in candidates:
+            key = normalize_key(candidate.key)
+            value = validate_value(candidate.value)
+            if key is None or value is None or candidate.type not in EXTRACTABLE_TYPES:
+                counts["invalid"] += 1
+                continue
+            if key in seen or key in in_session:
+                counts["existing"] += 1
+                continue
+            seen.add(key)
+            if not is_grounded(value, user_text):
+                counts["ungrounded"] += 1
+                continue
+            try:
+                if key in existing:
+                    outcome = await self._maybe_propose(session, key, value, candidate)
+                    counts[outcome] += 1
+                    continue
+                await self._sink.create(
+                    NewMemory(
+                        **owner,
+                        key=key,
+                        value=value,
+                        type=candidate.type,
+                        confidence=candidate.confidence,
+                        source=Source.EXTRACTION,
+                        metadata={"session_id": session.session_id},
+                    )
+                )
+                counts["stored"] += 1
+            except (EngramError, ValueError):
+                failed += 1
+        return self._logged(
+            ExtractionReport(
+                turns_processed=len(turns),
+                extracted=len(candidates),
+                stored=counts["stored"],
+                proposed=counts["proposed"],
+                skipped_existing=counts["existing"],
+                dropped_ungrounded=counts["ungrounded"],
+                rejected_invalid=counts["invalid"],
+                failed_writes=failed,
+            )
+        )
+
+    async def _maybe_propose(
+        self, session: Session, key: str, value: str, candidate: Candidate
+    ) -> str:
+        if key not in self._sensitive or self._proposals is None:
+            return "existing"
+        current = await self._sink.current_value(
+            account_id=session.account_id, user_id=session.user_id, key=key
+        )
+        if current is None or _same(current, value):
+            return "existing"
+        await self._proposals.propose(
+            ProposedChange(
+                account_id=session.account_id,
+                user_id=session.user_id,
+                key=key,
+                current_value=current,
+                proposed_value=value,
+                type=candidate.type,
+                confidence=candidate.confidence,
+                session_id=session.session_id,
+            )
+        )
+        return "proposed"
+
+    @staticmethod
+    def _logged(report: ExtractionReport) -> ExtractionReport:
+        log.info(
+            "extraction: turns=%d extracted=%d stored=%d proposed=%d skipped=%d "
+            "ungrounded=%d invalid=%d failed_writes=%d error=%s",
+            report.turns_processed,
+            report.extracted,
+            report.stored,
+            report.proposed,
+            report.skipped_existing,
+            report.dropped_ungrounded,
+            report.rejected_invalid,
+            report.failed_writes,
+            report.error or "none",
+        )
+        return report
