@@ -47,7 +47,7 @@ class KeyRing:
 
 
 def _write_key_file(path: Path, key: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as handle:
@@ -111,6 +111,7 @@ def finish_file_rotation(ring: KeyRing) -> None:
         return
     next_path = ring.key_file.with_name(NEXT_KEY_FILE_NAME)
     if next_path.exists():
-        old = ring.key_file.with_name(KEY_FILE_NAME + ".old")
-        os.replace(ring.key_file, old)
+        # Keep the former key beside it first; the swap itself is one atomic rename, so the
+        # key file is never missing (a missing key file would make a brand-new key).
+        _write_key_file(ring.key_file.with_name(KEY_FILE_NAME + ".old"), ring.primary)
         os.replace(next_path, ring.key_file)

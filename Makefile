@@ -1,0 +1,27 @@
+# Everyday targets. `make run` and `make test` are the README's two commands.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+EXTRAS ?= test,postgres,local,server,tokens
+
+.PHONY: run test lint bench venv
+
+$(PY):
+	python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+
+venv: $(PY)
+	$(PY) -m pip install --quiet -e '.[$(EXTRAS)]'
+
+run: venv
+	$(VENV)/bin/engram demo
+
+lint: venv
+	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/ruff format --check src tests bench
+	$(VENV)/bin/mypy
+
+test: lint
+	$(PY) -m pytest -q
+
+bench: venv
+	$(PY) bench/store.py

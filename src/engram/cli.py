@@ -1,0 +1,207 @@
+"""The ``engram`` command line: demo, keys, export/import, purge and erasure."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from engram.config import Settings, parse_hex_key
+from engram.crypto.keyring import (
+    KeyRing,
+    begin_file_rotation,
+    finish_file_rotation,
+    kek_id,
+    load_keyring,
+)
+from engram.engine import MemoryEngine
+from engram.errors import EngramError
+from engram.types import MemoryFilter
+
+
+def _engine(ctx: click.Context) -> MemoryEngine:
+    settings: Settings = ctx.obj["settings"]
+    engine = MemoryEngine.open(settings)
+    ctx.call_on_close(engine.close)
+    return engine
+
+
+class _Group(click.Group):
+    """Turns Engram's errors into a one-line message and exit code 1 (no stack trace)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except EngramError as exc:
+            click.echo(f"error: {exc}", err=True)
+            ctx.exit(1)
+
+
+@click.group(cls=_Group)
+@click.option("--verbose", "-v", is_flag=True, help="Log more (never memory text).")
+@click.pass_context
+def main(ctx: click.Context, verbose: bool) -> None:
+    """Engram: long-term memory for LLM agents.
+
+    Data lives in ENGRAM_HOME (default ~/.engram); ENGRAM_STORAGE_URL selects PostgreSQL.
+    """
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    ctx.ensure_object(dict)
+    try:
+        ctx.obj["settings"] = Settings()
+    except EngramError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+@main.command()
+@click.pass_context
+def demo(ctx: click.Context) -> None:
+    """Store, update, forget, restore and list memories for two users; print their history."""
+    from engram.demo import run_demo
+
+    settings: Settings = ctx.obj["settings"]
+    click.echo(
+        f"Engram demo on {settings.resolved_storage_url().split('://')[0]} "
+        f"(data folder: {settings.home})\n"
+    )
+    run_demo(_engine(ctx), click.echo)
+
+
+@main.group()
+def keys() -> None:
+    """Manage encryption keys."""
+
+
+@keys.command("rotate")
+@click.option(
+    "--new-key",
+    envvar="ENGRAM_NEW_ENCRYPTION_KEY",
+    help="The new key-encryption key (64 hex); with a key file, one is generated.",
+)
+@click.pass_context
+def keys_rotate(ctx: click.Context, new_key: str | None) -> None:
+    """Re-wrap every data key under a new key-encryption key (values are not re-encrypted).
+
+    Safe to re-run after an interruption.
+    """
+    settings: Settings = ctx.obj["settings"]
+    ring = load_keyring(settings)
+    former = {ring.primary_id: ring.primary, **ring.former}
+    if new_key is not None:
+        target = parse_hex_key(new_key, name="--new-key")
+    elif ring.key_file is not None:
+        target = begin_file_rotation(ring)
+    else:
+        target = ring.primary  # finish a rotation whose former keys are listed as old keys
+    new_ring = KeyRing(primary=target, former=former, key_file=ring.key_file)
+    engine = _engine(ctx)
+    count = engine.rotate_kek(new_ring)
+    if ring.key_file is not None and new_key is None:
+        finish_file_rotation(ring)
+    click.echo(f"re-wrapped {count} keys under key-encryption key {kek_id(target)}")
+    if settings.encryption_key is not None and new_key is not None:
+        click.echo("now set MEMORY_ENCRYPTION_KEY to the new key", err=True)
+
+
+@main.command("erase-user")
+@click.option("--account", required=True, help="Account (tenant) id.")
+@click.option("--user", required=True, help="User id.")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.pass_context
+def erase_user(ctx: click.Context, account: str, user: str, yes: bool) -> None:
+    """Crypto-shred a user: destroy their key and delete everything derived from them."""
+    if not yes:
+        click.confirm(f"Erase every memory of user {user!r} in {account!r}?", abort=True)
+    receipt = _engine(ctx).erase_user(account_id=account, user_id=user)
+    click.echo(receipt.model_dump_json(indent=2))
+
+
+@main.command("export")
+@click.option("--account", required=True, help="Account (tenant) id.")
+@click.option("--user", required=True, help="User id.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="File to write.")
+@click.pass_context
+def export_cmd(ctx: click.Context, account: str, user: str, out: Path | None) -> None:
+    """Export everything a user owns as JSON (decrypted: keep the file safe)."""
+    document = _engine(ctx).export_user(account_id=account, user_id=user)
+    text = json.dumps(document, indent=2, ensure_ascii=False)
+    if out is None:
+        click.echo(text)
+    else:
+        out.write_text(text)
+        out.chmod(0o600)
+        click.echo(f"exported {len(document['memories'])} memory versions to {out}", err=True)
+
+
+@main.command("import")
+@click.argument("file", type=click.File("r"))
+@click.option("--account", help="Import into this account instead of the document's.")
+@click.option("--user", help="Import into this user instead of the document's.")
+@click.pass_context
+def import_cmd(ctx: click.Context, file: Any, account: str | None, user: str | None) -> None:
+    """Import a JSON export."""
+    try:
+        document = json.load(file)
+    except ValueError as exc:
+        raise click.ClickException(f"not valid JSON: {exc}") from None
+    report = _engine(ctx).import_user(document, account_id=account, user_id=user)
+    click.echo(f"imported {report.imported}, skipped {report.skipped} existing")
+
+
+@main.command("purge")
+@click.option("--account", help="Admin purge: hard-delete this account's memories.")
+@click.option("--user", help="Limit the admin purge to one user.")
+@click.option("--agent", help="Limit the admin purge to one agent.")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.pass_context
+def purge(
+    ctx: click.Context, account: str | None, user: str | None, agent: str | None, yes: bool
+) -> None:
+    """Purge forgotten memories past their purge date, or (with --account) a whole scope."""
+    engine = _engine(ctx)
+    if account is None:
+        if user or agent:
+            raise click.UsageError("--user and --agent need --account")
+        click.echo(f"purged {engine.purge_expired().purged} memory versions")
+        return
+    if not yes:
+        click.confirm(f"Hard-delete every memory in this scope of {account!r}?", abort=True)
+    report = engine.purge_scope(account_id=account, user_id=user, agent_id=agent)
+    click.echo(f"purged {report.purged} memory versions")
+
+
+@main.command("list")
+@click.option("--account", required=True, help="Account (tenant) id.")
+@click.option("--user", help="User id.")
+@click.option("--limit", default=50, show_default=True, help="How many memories.")
+@click.pass_context
+def list_cmd(ctx: click.Context, account: str, user: str | None, limit: int) -> None:
+    """List active memories, newest first."""
+    flt = MemoryFilter(account_id=account, user_id=user)
+    for memory in _engine(ctx).list_memories(flt, limit=limit):
+        click.echo(f"{memory.id}  [{memory.type.value}] {memory.key}: {memory.value}")
+
+
+@main.command("history")
+@click.argument("memory_id")
+@click.option("--account", required=True, help="Account (tenant) id.")
+@click.pass_context
+def history_cmd(ctx: click.Context, memory_id: str, account: str) -> None:
+    """Print the audit history of a memory (all versions, newest first)."""
+    for event in _engine(ctx).history(memory_id, account_id=account):
+        click.echo(
+            f"{event.ts.isoformat()} {event.event.value:<8} old={event.old_ref} "
+            f"new={event.new_ref} actor={event.actor}"
+        )
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,94 @@
+"""The command line, through click's runner, on a temporary ENGRAM_HOME."""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from engram.cli import main
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.delenv("MEMORY_ENCRYPTION_KEY", raising=False)
+    monkeypatch.delenv("ENGRAM_STORAGE_URL", raising=False)
+    monkeypatch.setenv("ENGRAM_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
+    result = CliRunner().invoke(main, list(args), env=env, catch_exceptions=False)
+    return result.exit_code, result.output
+
+
+def test_demo_uses_engram_home_and_creates_private_key_file(home: Path) -> None:
+    code, out = run("demo")
+    assert code == 0, out
+    assert "updated  preferred_name  v2" in out and "== bob ==" in out
+    assert "UPDATE" in out and "ADD" in out
+    key_file = home / "master.key"
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    assert (home / "engram.db").exists()
+    code, listing = run("list", "--account", "demo-account", "--user", "alice")
+    assert code == 0 and "dog_name" in listing and "doctor_visit" not in listing
+
+
+def test_malformed_key_is_refused_with_clear_message(home: Path) -> None:
+    result = CliRunner().invoke(main, ["demo"], env={"MEMORY_ENCRYPTION_KEY": "abc"})
+    assert result.exit_code != 0
+    assert "MEMORY_ENCRYPTION_KEY must be 64 hex characters" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_export_import_and_erase(home: Path, tmp_path: Path) -> None:
+    assert run("demo")[0] == 0
+    out = tmp_path / "alice.json"
+    code, _ = run("export", "--account", "demo-account", "--user", "alice", "--out", str(out))
+    assert code == 0
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600
+    document = json.loads(out.read_text())
+    assert any(m["key"] == "dog_name" for m in document["memories"])
+    code, receipt = run("erase-user", "--account", "demo-account", "--user", "alice", "--yes")
+    assert code == 0 and json.loads(receipt)["deleted"]["memories"] == len(document["memories"])
+    assert "dog_name" not in run("list", "--account", "demo-account", "--user", "alice")[1]
+    code, msg = run("import", str(out))
+    assert code == 0 and f"imported {len(document['memories'])}" in msg
+    assert "dog_name" in run("list", "--account", "demo-account", "--user", "alice")[1]
+
+
+def test_key_file_rotation_keeps_memories_readable(home: Path) -> None:
+    assert run("demo")[0] == 0
+    before = (home / "master.key").read_text()
+    code, out = run("keys", "rotate")
+    assert code == 0 and "re-wrapped" in out
+    assert (home / "master.key").read_text() != before
+    assert (home / "master.key.old").read_text() == before
+    assert not (home / "master.key.next").exists()
+    assert "dog_name" in run("list", "--account", "demo-account", "--user", "alice")[1]
+    assert run("keys", "rotate")[0] == 0  # re-running is harmless
+
+
+def test_errors_are_one_line_without_traceback(home: Path) -> None:
+    result = CliRunner().invoke(main, ["history", "nope", "--account", "a"])
+    assert result.exit_code == 1
+    assert result.output.strip() == "error: memory nope not found"
+
+
+def test_every_command_has_help() -> None:
+    for args in (
+        ["--help"],
+        ["demo", "--help"],
+        ["keys", "rotate", "--help"],
+        ["erase-user", "--help"],
+        ["export", "--help"],
+        ["import", "--help"],
+        ["purge", "--help"],
+        ["list", "--help"],
+        ["history", "--help"],
+    ):
+        code, out = run(*args)
+        assert code == 0 and "Usage" in out

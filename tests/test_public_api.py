@@ -1,0 +1,46 @@
+"""Meta-tests: the public API list, and no heavy vendor imports in core modules."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import engram
+
+EXPECTED = {
+    "AsyncMemoryEngine",
+    "ConflictError",
+    "EngramError",
+    "HistoryEvent",
+    "HistoryEventType",
+    "IntegrityError",
+    "Memory",
+    "MemoryEngine",
+    "MemoryFilter",
+    "MemoryPatch",
+    "MemoryState",
+    "MemoryType",
+    "NewMemory",
+    "NotFoundError",
+    "PermissionDeniedError",
+    "Settings",
+    "Source",
+    "ValidationError",
+    "Visibility",
+}
+
+
+def test_public_api_is_pinned() -> None:
+    assert set(engram.__all__) >= EXPECTED
+    for name in engram.__all__:
+        assert getattr(engram, name) is not None
+
+
+def test_core_import_stays_light() -> None:
+    code = (
+        "import sys, engram, engram.engine, engram.cli, engram.storage.sqlite;"
+        "heavy = {'torch', 'sentence_transformers', 'onnxruntime', 'fastapi', 'psycopg'};"
+        "print(sorted(heavy & set(sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
