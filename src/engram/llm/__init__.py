@@ -2,6 +2,8 @@
 and the offline (model-free) memory extractor."""
 
 from engram.llm.base import LLM, Message, Role
+from engram.llm.candidates import Candidate
+from engram.llm.offline import OfflineExtractor
 from engram.llm.openai_compat import OpenAICompatibleLLM
 from engram.llm.registry import (
     llm_from_settings,
@@ -12,7 +14,9 @@ from engram.llm.registry import (
 
 __all__ = [
     "LLM",
+    "Candidate",
     "Message",
+    "OfflineExtractor",
     "OpenAICompatibleLLM",
     "Role",
     "llm_from_settings",
