@@ -30,7 +30,7 @@ KEK = bytes(range(32))
 WORDS = (
     "garden daughter doctor coffee piano Lisbon Thursday walk dog Biscuit tea sister "
     "appointment knee physio choir birthday recipe lemon cake train station nurse"
-).split()
+).split(" ")
 
 
 class TimedCodec(MemoryCodec):
@@ -116,9 +116,7 @@ def run(kind: str, n: int, workdir: Path) -> dict[str, Any]:
         update: list[float] = []
         for memory_id in sample:
             _timed(
-                lambda m=memory_id: engine.update(
-                    m, {"value": _sentence(rng)}, account_id="bench"
-                ),
+                lambda m=memory_id: engine.update(m, {"value": _sentence(rng)}, account_id="bench"),
                 update,
             )
         get: list[float] = []

