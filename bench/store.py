@@ -27,10 +27,31 @@ from engram.storage.base import Storage
 from engram.types import MemoryFilter
 
 KEK = bytes(range(32))
-WORDS = (
-    "garden daughter doctor coffee piano Lisbon Thursday walk dog Biscuit tea sister "
-    "appointment knee physio choir birthday recipe lemon cake train station nurse"
-).split(" ")
+WORDS = [
+    "garden",
+    "daughter",
+    "doctor",
+    "coffee",
+    "piano",
+    "Lisbon",
+    "Thursday",
+    "walk",
+    "dog",
+    "Biscuit",
+    "tea",
+    "sister",
+    "appointment",
+    "knee",
+    "physio",
+    "choir",
+    "birthday",
+    "recipe",
+    "lemon",
+    "cake",
+    "train",
+    "station",
+    "nurse",
+]
 
 
 class TimedCodec(MemoryCodec):
