@@ -1,0 +1,176 @@
+"""An in-memory prototype of Engram's candidate generation, for the LoCoMo harness.
+
+It implements :class:`engram.retrieval.query.CandidateSource` with numpy (dense) and the
+retrieval package's BM25, and links memories the way the engine will at store time:
+``adjacent`` edges between consecutive turns of one session and ``similar`` edges to the
+top-K earlier memories with cosine >= ``link_min``. The harness reaches it only through
+:class:`EngramSide`, to be switched to the real ``MemoryEngine`` once storage lands.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from _locomo_data import Turn
+from engram.retrieval.bm25 import BM25Params, bm25_idf, bm25_term_weight
+from engram.retrieval.embedders import Embedder
+from engram.retrieval.indexing import index_text
+from engram.retrieval.query import QueryPlan, retrieve
+from engram.retrieval.ranking import Candidate, Edge, EdgeKind, RankingWeights
+from engram.retrieval.tokenize import terms
+
+
+def memory_value(turn: Turn) -> str:
+    """The memory's value: the turn's text, and the caption of a shared image if any."""
+    return f"{turn.text} [image: {turn.caption}]" if turn.caption else turn.text
+
+
+def memory_text(turn: Turn) -> str:
+    """What is indexed: ``(date) Speaker: value`` (see :func:`index_text`)."""
+    return index_text(memory_value(turn), speaker=turn.speaker, when=turn.date)
+
+
+@dataclass(frozen=True)
+class LinkParams:
+    """Store-time linking: ``top_k`` earlier memories with cosine >= ``link_min``."""
+
+    top_k: int = 5
+    link_min: float = 0.5
+
+
+class InMemorySource:
+    """One user's memories, held in memory; a :class:`CandidateSource`."""
+
+    def __init__(self, links: LinkParams) -> None:
+        self.links = links
+        self.turns: list[Turn] = []
+        self.values: list[str] = []
+        self.vectors = np.zeros((0, 0), dtype=np.float32)
+        self.doc_terms: list[Counter[str]] = []
+        self.doc_freq: Counter[str] = Counter()
+        self.total_len = 0
+        self.edges: dict[int, list[Edge]] = {}
+
+    def add(self, turns: Sequence[Turn], vectors: np.ndarray) -> None:
+        """Store turns with their vectors and link them (adjacency and similarity)."""
+        start = len(self.turns)
+        self.vectors = vectors if start == 0 else np.vstack([self.vectors, vectors])
+        for offset, turn in enumerate(turns):
+            i = start + offset
+            self.turns.append(turn)
+            self.values.append(memory_value(turn))
+            counts = Counter(terms(memory_text(turn)))
+            self.doc_terms.append(counts)
+            self.doc_freq.update(counts.keys())
+            self.total_len += sum(counts.values())
+            if i > 0 and self.turns[i - 1].session == turn.session:
+                self._link(i - 1, i, EdgeKind.ADJACENT, 1.0)
+            if i > 0 and self.links.top_k:
+                sims = self.vectors[:i] @ self.vectors[i]
+                for j in np.argsort(-sims)[: self.links.top_k]:
+                    if sims[j] >= self.links.link_min:
+                        self._link(int(j), i, EdgeKind.SIMILAR, float(sims[j]))
+
+    def _link(self, a: int, b: int, kind: EdgeKind, strength: float) -> None:
+        edge = Edge(a=str(a), b=str(b), kind=kind, strength=strength)
+        self.edges.setdefault(a, []).append(edge)
+        self.edges.setdefault(b, []).append(edge)
+
+    def _candidate(
+        self, i: int, *, dense: float | None = None, bm25: float | None = None
+    ) -> Candidate:
+        t = self.turns[i]
+        return Candidate(
+            id=str(i),
+            text=self.values[i],
+            dense=dense,
+            bm25=bm25,
+            speaker=t.speaker,
+            created_at=t.date,
+        )
+
+    def dense_candidates(self, vector: np.ndarray, *, limit: int) -> list[Candidate]:
+        """Exact nearest neighbours (the SQL backends use an ANN index)."""
+        sims = self.vectors @ vector
+        top = np.argsort(-sims)[:limit]
+        return [self._candidate(int(i), dense=float(sims[i])) for i in top]
+
+    def lexical_candidates(
+        self, query_terms: Sequence[str], *, limit: int, params: BM25Params
+    ) -> list[Candidate]:
+        """BM25 over the documents holding at least one query term."""
+        n = len(self.turns)
+        avg = self.total_len / n if n else 0.0
+        q = Counter(query_terms)
+        idf = {t: bm25_idf(self.doc_freq.get(t, 0), n) for t in q}
+        scored: list[tuple[float, int]] = []
+        for i, counts in enumerate(self.doc_terms):
+            length = sum(counts.values())
+            s = sum(
+                qn * bm25_term_weight(counts.get(t, 0), length, avg, idf[t], params)
+                for t, qn in q.items()
+            )
+            if s > 0:
+                scored.append((s, i))
+        scored.sort(reverse=True)
+        return [self._candidate(i, bm25=s) for s, i in scored[:limit]]
+
+    def neighbours(
+        self, ids: Sequence[str], vector: np.ndarray | None
+    ) -> tuple[list[Candidate], list[Edge]]:
+        """Edges of the seeds and the memories at their other ends."""
+        edges = [e for i in ids for e in self.edges.get(int(i), [])]
+        others = {int(e.a) for e in edges} | {int(e.b) for e in edges}
+        cands = [
+            self._candidate(
+                j, dense=float(self.vectors[j] @ vector) if vector is not None else None
+            )
+            for j in sorted(others)
+        ]
+        return cands, edges
+
+
+class EngramSide:
+    """The narrow adapter the harness talks to: ingest turns, query for turn ids.
+
+    Today it stores into :class:`InMemorySource`; later ``ingest`` becomes
+    ``engine.store_many([NewMemory(...)])`` and ``query`` the engine's memory query.
+    """
+
+    def __init__(
+        self,
+        embedder: Embedder,
+        *,
+        weights: RankingWeights | None = None,
+        links: LinkParams | None = None,
+        plan: QueryPlan | None = None,
+        ingest_embedder: Embedder | None = None,
+    ) -> None:
+        self.embedder = embedder
+        self.ingest_embedder = ingest_embedder or embedder
+        self.weights = weights or RankingWeights()
+        self.links = links or LinkParams()
+        self.plan = plan or QueryPlan()
+        self.users: dict[str, InMemorySource] = {}
+
+    def ingest(self, conv_id: str, turns: Sequence[Turn]) -> None:
+        """Store one conversation's turns as memories of the user ``conv_id``."""
+        source = self.users.setdefault(conv_id, InMemorySource(self.links))
+        source.add(turns, self.ingest_embedder.embed([memory_text(t) for t in turns]))
+
+    def query(self, conv_id: str, question: str, k: int) -> list[str]:
+        """The dialogue ids of the top ``k`` memories for a question."""
+        source = self.users[conv_id]
+        ranked = retrieve(
+            source,
+            question,
+            embedder=self.embedder,
+            limit=k,
+            weights=self.weights,
+            plan=self.plan,
+        )
+        return [source.turns[int(s.candidate.id)].dia_id for s in ranked]

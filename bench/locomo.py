@@ -1,0 +1,225 @@
+"""LoCoMo evidence-recall benchmark: Engram's retrieval (and mem0's, when installed).
+
+Every dialogue turn of each conversation is stored as one memory (speaker, text, session
+date); every question of categories 1-4 is asked, and evidence recall@5/@10/@20 is reported
+overall and per category, with query latency (p50/p95, query embedding included) and the
+ingestion rate.
+
+    python bench/locomo.py [--data FILE] [--backend sqlite|postgres] [--json OUT]
+                           [--ablation] [--no-mem0] [--cache]
+
+``--ablation`` also reports what each ranking component contributes (recall only).
+``--cache`` keeps turn embeddings under bench/results/ to iterate fast (ingestion rate is
+then not meaningful).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import statistics
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _locomo_data import DEFAULT_DATA, REPO_ROOT, SCORED_CATEGORIES, Dataset, load_conversations
+from _mem0_side import make_mem0_side
+from _prototype import EngramSide, LinkParams
+from engram.retrieval.embedders import CachedEmbedder, Embedder
+from engram.retrieval.embedders.local import LocalMiniLMEmbedder
+from engram.retrieval.ranking import RankingWeights
+
+KS = (5, 10, 20)
+RESULTS = REPO_ROOT / "bench" / "results"
+
+
+class Side(Protocol):
+    """What the harness needs from a memory system."""
+
+    def ingest(self, conv_id: str, turns: Sequence[Any]) -> None: ...
+
+    def query(self, conv_id: str, question: str, k: int) -> list[str]: ...
+
+
+class DiskCachedEmbedder:
+    """Keeps vectors on disk by text digest (bench iteration only)."""
+
+    def __init__(self, inner: Embedder, folder: Path) -> None:
+        self.inner = inner
+        self.file = folder / f"{inner.model_id}.npz"
+        self.model_id = inner.model_id
+        self.dims = inner.dims
+        self.store: dict[str, np.ndarray] = {}
+        if self.file.is_file():
+            with np.load(self.file) as data:
+                self.store = {k: data[k] for k in data.files}
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        keys = [hashlib.sha256(t.encode()).hexdigest() for t in texts]
+        todo = [i for i, k in enumerate(keys) if k not in self.store]
+        if todo:
+            fresh = self.inner.embed([texts[i] for i in todo])
+            for row, i in enumerate(todo):
+                self.store[keys[i]] = fresh[row]
+        if not texts:
+            return np.zeros((0, self.dims), dtype=np.float32)
+        return np.stack([self.store[k] for k in keys])
+
+    def embed_one(self, text: str) -> np.ndarray:
+        return self.inner.embed_one(text)
+
+    def flush(self) -> None:
+        """Write the vectors to disk."""
+        self.file.parent.mkdir(parents=True, exist_ok=True)
+        np.savez(self.file, **self.store)
+
+
+def evaluate(side: Side, data: Dataset, *, timed: bool = True) -> dict[str, Any]:
+    """Ingest every conversation, ask every question, return the metrics."""
+    turns = sum(len(c.turns) for c in data.conversations)
+    start = time.perf_counter()
+    for conv in data.conversations:
+        side.ingest(conv.conv_id, conv.turns)
+    ingest_s = time.perf_counter() - start
+    recall: dict[int, list[float]] = {k: [] for k in KS}
+    by_cat: dict[int, dict[int, list[float]]] = defaultdict(lambda: {k: [] for k in KS})
+    by_conv: dict[str, list[float]] = defaultdict(list)
+    latencies: list[float] = []
+    for q in data.questions:
+        t0 = time.perf_counter()
+        found = side.query(q.conv_id, q.text, max(KS))
+        latencies.append((time.perf_counter() - t0) * 1000)
+        for k in KS:
+            top = set(found[:k])
+            r = sum(e in top for e in q.evidence) / len(q.evidence)
+            recall[k].append(r)
+            by_cat[q.category][k].append(r)
+            if k == 10:
+                by_conv[q.conv_id].append(r)
+    q = statistics.quantiles(latencies, n=100)
+    return {
+        **{f"recall@{k}": round(statistics.fmean(recall[k]), 4) for k in KS},
+        "per_category": {
+            str(c): {f"recall@{k}": round(statistics.fmean(v[k]), 4) for k in KS}
+            | {"questions": len(v[10])}
+            for c, v in sorted(by_cat.items())
+        },
+        "p50_ms": round(q[49], 2),
+        "p95_ms": round(q[94], 2),
+        "ingest_per_s": round(turns / ingest_s, 1),
+        "_per_conversation": {c: round(statistics.fmean(v), 4) for c, v in by_conv.items()},
+    }
+
+
+def _row(name: str, m: dict[str, Any]) -> str:
+    cats = " ".join(f"{m['per_category'][str(c)]['recall@10']:.3f}" for c in SCORED_CATEGORIES)
+    return (
+        f"{name:<22} {m['recall@5']:.3f}  {m['recall@10']:.3f}  {m['recall@20']:.3f}  | {cats} |"
+        f" {m['p50_ms']:7.2f} {m['p95_ms']:7.2f} {m['ingest_per_s']:8.1f}"
+    )
+
+
+HEADER = (
+    f"{'system':<22} R@5    R@10   R@20   | R@10 cat1..4            |   p50ms   p95ms  ingest/s"
+)
+
+ABLATIONS: dict[str, dict[str, float]] = {
+    "dense only": {"w_dense": 1.0, "w_speaker": 0, "w_time": 0, "w_adjacent": 0},
+    "bm25 only": {"w_dense": 0.0, "w_speaker": 0, "w_time": 0, "w_adjacent": 0},
+    "hybrid (fusion)": {"w_speaker": 0, "w_time": 0, "w_adjacent": 0},
+    "+ speaker": {"w_time": 0, "w_adjacent": 0},
+    "+ time": {"w_adjacent": 0},
+    "+ adjacent (default)": {},
+    "+ related 0.1": {"w_related": 0.1},
+    "+ entity 0.05": {"w_entity": 0.05},
+    "- speaker": {"w_speaker": 0},
+    "- time": {"w_time": 0},
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the benchmark and print the table."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
+    parser.add_argument("--json", type=Path, default=None, dest="json_out")
+    parser.add_argument("--ablation", action="store_true")
+    parser.add_argument("--no-mem0", action="store_true")
+    parser.add_argument("--cache", action="store_true")
+    args = parser.parse_args(argv)
+    data_path = args.data if args.data.is_absolute() else REPO_ROOT / args.data
+    data = load_conversations(data_path)
+    print(
+        f"data: {data_path.name}: {len(data.conversations)} conversations, "
+        f"{sum(len(c.turns) for c in data.conversations)} turns, "
+        f"{len(data.questions)} scored questions (categories 1-4)"
+    )
+    print(
+        f"evidence ids: {data.evidence_normalised} normalised, {data.evidence_skipped} "
+        f"skipped ({', '.join(data.skipped_examples) or 'none'}); "
+        f"{data.questions_without_evidence} questions left without evidence were dropped"
+    )
+    print(
+        f"engram backend: in-memory prototype of candidate generation "
+        f"(--backend {args.backend} takes effect once the storage layer lands)"
+    )
+    local = LocalMiniLMEmbedder(cache_dir=RESULTS / "models")
+    base: Embedder = DiskCachedEmbedder(local, RESULTS / "embeddings") if args.cache else local
+    embedder = CachedEmbedder(local, max_entries=4096)
+    local.embed_one("warm up")  # model load is not part of the measurement
+    engram = evaluate(EngramSide(embedder, ingest_embedder=base), data)
+    if isinstance(base, DiskCachedEmbedder):
+        base.flush()
+    print(f"embedder: {local.model_id} via {local.active_backend}, 1 thread")
+    mem0: dict[str, Any] | None = None
+    if not args.no_mem0:
+        side = make_mem0_side()
+        if side is None:
+            print("mem0: not installed (pip install 'engram[bench]'), skipped")
+        else:
+            mem0 = evaluate(side, data)
+    print()
+    print(HEADER)
+    print(_row("engram", engram))
+    if mem0 is not None:
+        print(_row("mem0 (infer=False)", mem0))
+        ratio = {
+            k: engram[k] / mem0[k] if mem0[k] else float("nan")
+            for k in ("recall@5", "recall@10", "recall@20", "p50_ms", "p95_ms", "ingest_per_s")
+        }
+        print("engram/mem0 ratios: " + ", ".join(f"{k} {v:.2f}x" for k, v in ratio.items()))
+    print(
+        "engram recall@10 per conversation: "
+        + ", ".join(f"{c} {v:.3f}" for c, v in engram["_per_conversation"].items())
+    )
+    if args.ablation:
+        print("\nablation (engram, recall only; timings include cached embeddings)")
+        print(HEADER)
+        for name, change in ABLATIONS.items():
+            weights = RankingWeights().model_copy(update=change)
+            links = LinkParams() if weights.w_related else LinkParams(top_k=0)
+            side = EngramSide(embedder, weights=weights, links=links, ingest_embedder=base)
+            print(_row(name, evaluate(side, data)))
+    if args.json_out is not None:
+        out = {
+            "engram": {k: v for k, v in engram.items() if not k.startswith("_")},
+            "mem0": None
+            if mem0 is None
+            else {k: v for k, v in mem0.items() if not k.startswith("_")},
+        }
+        args.json_out.parent.mkdir(parents=True, exist_ok=True)
+        args.json_out.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
+        print(f"\nwrote {args.json_out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
