@@ -1,0 +1,178 @@
+"""Fusion, boosts and propagation over edges, and the retrieve() pipeline."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from engram.retrieval.bm25 import BM25Params, bm25_idf, bm25_term_weight
+from engram.retrieval.features import has_time_expression, query_features
+from engram.retrieval.query import retrieve
+from engram.retrieval.ranking import Candidate, Edge, EdgeKind, RankingWeights, rank
+from engram.retrieval.tokenize import terms
+
+from ._fakes import HashingEmbedder
+
+OFF = RankingWeights(w_speaker=0, w_time=0, w_adjacent=0, w_importance=0, w_pinned=0)
+
+
+def _ids(ranked: Sequence[object]) -> list[str]:
+    return [s.candidate.id for s in ranked]  # type: ignore[attr-defined]
+
+
+def test_fusion_combines_dense_and_bm25() -> None:
+    q = query_features("anything")
+    pool = [
+        Candidate(id="dense", dense=0.9, bm25=None),
+        Candidate(id="both", dense=0.8, bm25=5.0),
+        Candidate(id="lexical", dense=None, bm25=6.0),
+        Candidate(id="filler", dense=0.1, bm25=None),
+    ]
+    assert _ids(rank(q, pool, weights=OFF))[0] == "both"
+    dense_only = OFF.model_copy(update={"w_dense": 1.0})
+    # a candidate missing from the dense list counts as the pool's least similar
+    assert _ids(rank(q, pool, weights=dense_only)) == ["dense", "both", "lexical", "filler"]
+    lexical_only = OFF.model_copy(update={"w_dense": 0.0})
+    assert _ids(rank(q, pool, weights=lexical_only))[0] == "lexical"
+
+
+def test_speaker_named_in_query_is_boosted() -> None:
+    pool = [
+        Candidate(id="a", dense=0.50, speaker="Melanie"),
+        Candidate(id="b", dense=0.48, speaker="Caroline"),
+    ]
+    weights = OFF.model_copy(update={"w_speaker": 0.1})
+    assert _ids(rank(query_features("What did Caroline paint?"), pool, weights=weights)) == [
+        "b",
+        "a",
+    ]
+    assert _ids(rank(query_features("What was painted?"), pool, weights=weights)) == ["a", "b"]
+
+
+def test_time_questions_prefer_memories_with_time_expressions() -> None:
+    assert has_time_expression("I went there last Friday")
+    assert not has_time_expression("I like painting")
+    pool = [
+        Candidate(id="plain", dense=0.50, text="I like painting"),
+        Candidate(id="dated", dense=0.48, text="I painted it last year"),
+    ]
+    weights = OFF.model_copy(update={"w_time": 0.05})
+    assert _ids(rank(query_features("When did she paint?"), pool, weights=weights))[0] == "dated"
+    assert _ids(rank(query_features("What did she paint?"), pool, weights=weights))[0] == "plain"
+
+
+def test_adjacent_turn_of_a_strong_hit_rises() -> None:
+    pool = [
+        Candidate(id="question", dense=0.9),
+        Candidate(id="answer", dense=0.3),
+        Candidate(id="other", dense=0.4),
+    ]
+    edges = [Edge(a="question", b="answer", kind=EdgeKind.ADJACENT)]
+    q = query_features("x")
+    assert _ids(rank(q, pool, edges, weights=OFF)) == ["question", "other", "answer"]
+    weights = OFF.model_copy(update={"w_adjacent": 0.5})
+    ranked = rank(q, pool, edges, weights=weights)
+    assert _ids(ranked)[:2] == ["question", "answer"]
+    assert ranked[1].parts["adjacent"] > 0
+
+
+def test_related_edges_scale_with_strength_and_duplicates_collapse() -> None:
+    pool = [
+        Candidate(id="hit", dense=0.9),
+        Candidate(id="weak", dense=0.2),
+        Candidate(id="strong", dense=0.2),
+        Candidate(id="hit", dense=0.1),
+    ]
+    edges = [
+        Edge(a="hit", b="weak", kind=EdgeKind.SIMILAR, strength=0.2),
+        Edge(a="hit", b="strong", kind=EdgeKind.SIMILAR, strength=0.9),
+        Edge(a="hit", b="missing", kind=EdgeKind.SIMILAR, strength=1.0),
+    ]
+    weights = OFF.model_copy(update={"w_related": 0.5})
+    ranked = rank(query_features("x"), pool, edges, weights=weights)
+    assert _ids(ranked) == ["hit", "strong", "weak"]
+
+
+def test_pinned_and_important_memories_break_ties() -> None:
+    pool = [
+        Candidate(id="plain", dense=0.5),
+        Candidate(id="pinned", dense=0.5, pinned=True),
+        Candidate(id="important", dense=0.5, importance=5),
+    ]
+    ranked = rank(query_features("x"), pool)
+    assert _ids(ranked)[-1] == "plain"
+
+
+class ListSource:
+    """A tiny CandidateSource over a list of conversation turns."""
+
+    def __init__(self, turns: list[tuple[str, str]], embedder: HashingEmbedder) -> None:
+        self.turns = turns
+        self.vectors = embedder.embed([f"{s}: {t}" for s, t in turns])
+        self.terms = [terms(f"{s}: {t}") for s, t in turns]
+
+    def _cand(self, i: int, **scores: float) -> Candidate:
+        speaker, text = self.turns[i]
+        return Candidate(id=str(i), text=text, speaker=speaker, **scores)
+
+    def dense_candidates(self, vector: np.ndarray, *, limit: int) -> list[Candidate]:
+        sims = self.vectors @ vector
+        return [self._cand(int(i), dense=float(sims[i])) for i in np.argsort(-sims)[:limit]]
+
+    def lexical_candidates(
+        self, query_terms: Sequence[str], *, limit: int, params: BM25Params
+    ) -> list[Candidate]:
+        n = len(self.terms)
+        avg = sum(map(len, self.terms)) / n
+        out = []
+        for i, doc in enumerate(self.terms):
+            s = sum(
+                bm25_term_weight(
+                    doc.count(t),
+                    len(doc),
+                    avg,
+                    bm25_idf(sum(t in d for d in self.terms), n),
+                    params,
+                )
+                for t in set(query_terms)
+            )
+            if s > 0:
+                out.append(self._cand(i, bm25=s))
+        return sorted(out, key=lambda c: -(c.bm25 or 0))[:limit]
+
+    def neighbours(
+        self, ids: Sequence[str], vector: np.ndarray | None
+    ) -> tuple[list[Candidate], list[Edge]]:
+        edges = []
+        for i in map(int, ids):
+            for j in (i - 1, i + 1):
+                if 0 <= j < len(self.turns):
+                    edges.append(Edge(a=str(i), b=str(j), kind=EdgeKind.ADJACENT))
+        others = {int(e.b) for e in edges}
+        return [
+            self._cand(j, dense=None if vector is None else float(self.vectors[j] @ vector))
+            for j in others
+        ], edges
+
+
+def test_retrieve_expands_to_the_answer_next_to_the_question() -> None:
+    embedder = HashingEmbedder()
+    turns = [("Ann", f"filler remark number {i} about the weather") for i in range(30)]
+    turns[10] = ("Bob", "What breed is your new puppy?")
+    turns[11] = ("Ann", "A beagle, we named him Max.")
+    source = ListSource(turns, embedder)
+    ranked = retrieve(source, "What breed is Ann's puppy?", embedder=embedder, limit=3)
+    # the answer shares no word with the question; only its neighbour to the hit lifts it
+    assert {s.candidate.id for s in ranked} == {"9", "10", "11"}
+    no_edges = RankingWeights(w_adjacent=0)
+    plain = retrieve(
+        source, "What breed is Ann's puppy?", embedder=embedder, limit=3, weights=no_edges
+    )
+    assert "11" not in [s.candidate.id for s in plain]
+
+
+def test_retrieve_without_embedder_uses_bm25_only() -> None:
+    source = ListSource([("Ann", "I adore hiking"), ("Bob", "Chess is fun")], HashingEmbedder())
+    ranked = retrieve(source, "chess", embedder=None, limit=1)
+    assert ranked[0].candidate.id == "1"
