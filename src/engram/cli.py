@@ -1,4 +1,4 @@
-"""The ``engram`` command line: demo, keys, export/import, purge and erasure."""
+"""The ``engram`` command line: serve, demo, keys, export/import, purge and erasure."""
 
 from __future__ import annotations
 
@@ -109,6 +109,45 @@ def keys_rotate(ctx: click.Context, new_key: str | None) -> None:
     click.echo(f"re-wrapped {count} keys under key-encryption key {kek_id(target)}")
     if settings.encryption_key is not None and new_key is not None:
         click.echo("now set MEMORY_ENCRYPTION_KEY to the new key", err=True)
+
+
+@keys.command("create")
+@click.option("--account", required=True, help="The account (tenant) the key may act for.")
+@click.pass_context
+def keys_create(ctx: click.Context, account: str) -> None:
+    """Create an API key for the HTTP service and print it (alone) on standard output.
+
+    Only its SHA-256 hash is stored: keep the printed key, it cannot be shown again.
+    """
+    from engram.server.auth import ApiKeys
+
+    engine = _engine(ctx)
+    try:
+        token = ApiKeys.over(engine.storage).create(account)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    click.echo(token)
+
+
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to bind.")
+@click.option("--port", default=8000, show_default=True, type=int, help="TCP port.")
+@click.pass_context
+def serve(ctx: click.Context, host: str, port: int) -> None:
+    """Run the HTTP service (tools, call sessions, /v1/memories, /metrics) with uvicorn.
+
+    Needs the 'server' extra: pip install 'engram[server]'.
+    """
+    try:
+        import uvicorn
+
+        from engram.server import create_app
+    except ImportError:
+        raise click.ClickException(
+            "the HTTP service needs the 'server' extra: pip install 'engram[server]'"
+        ) from None
+    settings: Settings = ctx.obj["settings"]
+    uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
 
 
 @main.command("erase-user")

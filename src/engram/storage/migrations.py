@@ -61,7 +61,7 @@ _COMMON_INDEXES = (
     "CREATE INDEX IF NOT EXISTS history_owner ON history (account_id, user_id)",
     "CREATE INDEX IF NOT EXISTS changes_memory ON changes (memory_id)",
     "CREATE INDEX IF NOT EXISTS tokens_lookup ON memory_tokens (account_id, token)",
-    "CREATE INDEX IF NOT EXISTS tokens_owner ON memory_tokens (account_id, user_id)",
+    "CREATE INDEX IF NOT EXISTS tokens_owner ON memory_tokens (account_id, user_id, token)",
     "CREATE INDEX IF NOT EXISTS relations_to ON relations (to_id)",
     "CREATE INDEX IF NOT EXISTS ops_ts ON ops_events (ts)",
     "CREATE INDEX IF NOT EXISTS ops_owner ON ops_events (account_id, user_id)",
@@ -90,7 +90,7 @@ def _core(blob: str, real: str, boolean: str, serial: str, bigint: str) -> tuple
         f"""CREATE TABLE IF NOT EXISTS memory_tokens (
             memory_id TEXT NOT NULL REFERENCES memories (id) ON DELETE CASCADE,
             account_id TEXT NOT NULL, user_id TEXT NOT NULL,
-            token {bigint} NOT NULL, tf INTEGER NOT NULL,
+            token {bigint} NOT NULL, tf INTEGER NOT NULL, doc_len INTEGER NOT NULL,
             PRIMARY KEY (memory_id, token))""",
         f"""CREATE TABLE IF NOT EXISTS relations (
             from_id TEXT NOT NULL REFERENCES memories (id) ON DELETE CASCADE,
@@ -124,12 +124,71 @@ MIGRATIONS: tuple[Migration, ...] = (
         version=2,
         name="embeddings",
         sqlite=(
+            # seq orders vectors as they arrive, so an in-process index can load only the
+            # rows it has not seen; vector_owners tells it when to look (see sqlite_vectors).
             """CREATE TABLE IF NOT EXISTS embeddings (
-                memory_id TEXT PRIMARY KEY REFERENCES memories (id) ON DELETE CASCADE,
+                seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                memory_id TEXT NOT NULL UNIQUE REFERENCES memories (id) ON DELETE CASCADE,
                 account_id TEXT NOT NULL, user_id TEXT NOT NULL,
                 model_id TEXT NOT NULL, vector BLOB NOT NULL)""",
-            "CREATE INDEX IF NOT EXISTS embeddings_owner ON embeddings (account_id, user_id)",
+            "CREATE INDEX IF NOT EXISTS embeddings_owner ON embeddings (account_id, user_id, seq)",
+            """CREATE TABLE IF NOT EXISTS vector_owners (
+                account_id TEXT NOT NULL, user_id TEXT NOT NULL,
+                max_seq INTEGER NOT NULL, deletions INTEGER NOT NULL,
+                PRIMARY KEY (account_id, user_id))""",
+            """CREATE TRIGGER IF NOT EXISTS embeddings_added AFTER INSERT ON embeddings BEGIN
+                INSERT INTO vector_owners (account_id, user_id, max_seq, deletions)
+                VALUES (NEW.account_id, NEW.user_id, NEW.seq, 0)
+                ON CONFLICT (account_id, user_id) DO UPDATE SET max_seq = NEW.seq;
+            END""",
+            """CREATE TRIGGER IF NOT EXISTS embeddings_removed AFTER DELETE ON embeddings BEGIN
+                UPDATE vector_owners SET deletions = deletions + 1
+                WHERE account_id = OLD.account_id AND user_id = OLD.user_id;
+            END""",
         ),
         postgres=("CREATE EXTENSION IF NOT EXISTS vector",),
+    ),
+)
+
+
+def _service(blob: str, real: str, serial: str) -> tuple[str, ...]:
+    # Call sessions, their events, API keys and proposed changes. None holds conversation
+    # text: events carry tool names, ids, keys and types; proposal values are sealed.
+    return (
+        f"""CREATE TABLE IF NOT EXISTS call_sessions (
+            id TEXT PRIMARY KEY, account_id TEXT NOT NULL, user_id TEXT NOT NULL,
+            is_reminder INTEGER NOT NULL, created_at {real} NOT NULL,
+            connected_at {real}, ended_at {real},
+            tool_calls INTEGER NOT NULL, memories_extracted INTEGER NOT NULL,
+            summarization TEXT)""",
+        "CREATE INDEX IF NOT EXISTS call_sessions_owner ON call_sessions (account_id, user_id)",
+        f"""CREATE TABLE IF NOT EXISTS session_events (
+            id {serial}, session_id TEXT NOT NULL, account_id TEXT NOT NULL,
+            user_id TEXT NOT NULL, kind TEXT NOT NULL, tool TEXT, memory_id TEXT,
+            key TEXT, memory_type TEXT, ts {real} NOT NULL)""",
+        "CREATE INDEX IF NOT EXISTS session_events_session ON session_events (session_id)",
+        f"""CREATE TABLE IF NOT EXISTS api_keys (
+            id TEXT PRIMARY KEY, account_id TEXT NOT NULL, token_hash TEXT NOT NULL UNIQUE,
+            created_at {real} NOT NULL, revoked_at {real})""",
+        f"""CREATE TABLE IF NOT EXISTS proposals (
+            id TEXT PRIMARY KEY, account_id TEXT NOT NULL, user_id TEXT NOT NULL,
+            key TEXT NOT NULL, key_lc TEXT NOT NULL, type TEXT NOT NULL,
+            confidence {real} NOT NULL, session_id TEXT, status TEXT NOT NULL,
+            created_at {real} NOT NULL, expires_at {real} NOT NULL, decided_at {real},
+            key_id TEXT NOT NULL, ciphertext {blob} NOT NULL, wrapped_key {blob} NOT NULL)""",
+        "CREATE INDEX IF NOT EXISTS proposals_owner "
+        "ON proposals (account_id, user_id, key_lc, status)",
+    )
+
+
+MIGRATIONS = (
+    *MIGRATIONS,
+    Migration(
+        version=3,
+        name="service",
+        sqlite=_service("BLOB", "REAL", "INTEGER PRIMARY KEY AUTOINCREMENT"),
+        postgres=_service(
+            "BYTEA", "DOUBLE PRECISION", "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"
+        ),
     ),
 )

@@ -1,0 +1,266 @@
+"""The tool dispatcher: runs the agent's memory tools against the engine.
+
+:class:`EngineDispatcher` implements the Realtime adapter's :class:`Dispatcher` protocol
+(``dispatch(name, arguments_json, session)``) and offers :meth:`EngineDispatcher.call` for
+the HTTP routes, which validate their own bodies. The engine is synchronous, so each call
+runs in a worker thread. Writes pass the de-duplication policy; a live write of a sensitive
+key settles that key's pending proposals. Results use the voice bridge's camelCase
+shape: ``{success, memoryId, action?, suggestReminder?, message?}``. Nothing here logs a
+value or an argument.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from pydantic import BaseModel
+
+from engram.conversation.buffer import Session
+from engram.conversation.dedup import DedupPolicy, normalise
+from engram.conversation.extraction import DEFAULT_SENSITIVE_KEYS
+from engram.conversation.proposals import ProposalStore
+from engram.conversation.tools import (
+    ForgetMemoryArgs,
+    MarkPrivateArgs,
+    MemoryQueryArgs,
+    StoreMemoryArgs,
+    UpdateMemoryArgs,
+    parse_arguments,
+    reminder_offer,
+)
+from engram.engine import MemoryEngine
+from engram.errors import NotFoundError, ValidationError
+from engram.types import Memory, MemoryFilter, MemoryType, NewMemory, Source, validated
+
+__all__ = ["EngineDispatcher", "Owner", "QueryHandler", "ToolCallLog"]
+
+log = logging.getLogger(__name__)
+
+_MAX_DEDUP_SCAN = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Owner:
+    """Whose memory a tool call acts on, and in which call session."""
+
+    account_id: str
+    user_id: str
+    session_id: str | None = None
+
+
+class ToolCallLog(Protocol):
+    """Where tool calls are recorded as session events (``ServiceTables`` in the service)."""
+
+    def add_tool_call(
+        self,
+        session_id: str,
+        *,
+        tool: str,
+        memory_id: str | None,
+        key: str | None,
+        memory_type: str | None,
+        ts: float,
+    ) -> None:
+        """Record one tool call (ids, key and type only)."""
+        ...
+
+
+class QueryHandler(Protocol):
+    """Answers ``memory_query`` (the retrieval layer plugs in here)."""
+
+    async def __call__(self, args: MemoryQueryArgs, *, owner: Owner) -> dict[str, Any]:
+        """Run the query for ``owner`` and return a JSON-able answer."""
+        ...
+
+
+WriteHook = Callable[[str], None]
+"""Called with ``"created"`` or ``"updated"`` after each memory write (for metrics)."""
+
+
+class EngineDispatcher:
+    """Runs ``store_memory``, ``update_memory``, ``forget_memory``, ``mark_private`` and
+    ``memory_query`` for one user at a time.
+
+    Args:
+        engine: the memory engine.
+        dedup: the write-time de-duplication policy.
+        proposals: pending proposals, settled by live writes of sensitive keys.
+        sensitive_keys: keys whose live restatement settles a proposal.
+        tool_log: records each call as a session event (when the call has a session).
+        on_write: told about each memory created or updated.
+        query: the ``memory_query`` handler; without one the tool answers with an error.
+    """
+
+    def __init__(
+        self,
+        engine: MemoryEngine,
+        *,
+        dedup: DedupPolicy | None = None,
+        proposals: ProposalStore | None = None,
+        sensitive_keys: Collection[str] = DEFAULT_SENSITIVE_KEYS,
+        tool_log: ToolCallLog | None = None,
+        on_write: WriteHook | None = None,
+        query: QueryHandler | None = None,
+    ) -> None:
+        self._engine = engine
+        self._dedup = dedup or DedupPolicy()
+        self._proposals = proposals
+        self._sensitive = frozenset(k.lower() for k in sensitive_keys)
+        self._tool_log = tool_log
+        self._on_write = on_write
+        self.query = query
+
+    async def dispatch(self, name: str, arguments_json: str, session: Session) -> dict[str, Any]:
+        """Run tool ``name`` for the session's user (the Realtime :class:`Dispatcher`).
+
+        Raises:
+            ValidationError: unknown tool or invalid arguments.
+            NotFoundError: the memory to forget or mark private does not exist.
+        """
+        args = parse_arguments(name, arguments_json)
+        owner = Owner(session.account_id, session.user_id, session.session_id)
+        return await self.call(name, args, owner=owner)
+
+    async def call(self, name: str, args: BaseModel, *, owner: Owner) -> dict[str, Any]:
+        """Run a tool with validated arguments for ``owner``."""
+        if isinstance(args, MemoryQueryArgs):
+            if self.query is None:
+                raise ValidationError("memory_query is not available on this server")
+            return await self.query(args, owner=owner)
+        return await asyncio.to_thread(self._run, name, args, owner)
+
+    # ---- synchronous bodies (worker thread) -------------------------------------------------
+    def _run(self, name: str, args: BaseModel, owner: Owner) -> dict[str, Any]:
+        if name == "store_memory" and isinstance(args, StoreMemoryArgs):
+            result, memory = self._store(args, owner)
+        elif name == "update_memory" and isinstance(args, UpdateMemoryArgs):
+            result, memory = self._update(args, owner)
+        elif name == "forget_memory" and isinstance(args, ForgetMemoryArgs):
+            memory = self._target(args, owner)
+            memory = self._engine.forget(memory.id, account_id=owner.account_id, actor="agent")
+            result = {"success": True, "memoryId": memory.id, "action": "forgotten"}
+        elif name == "mark_private" and isinstance(args, MarkPrivateArgs):
+            memory = self._target(args, owner)
+            memory = self._engine.mark_private(
+                memory.id, account_id=owner.account_id, actor="agent"
+            )
+            result = {"success": True, "memoryId": memory.id, "action": "private"}
+        else:
+            raise ValidationError(f"unknown tool {name!r}")
+        if self._tool_log is not None and owner.session_id is not None:
+            self._tool_log.add_tool_call(
+                owner.session_id,
+                tool=name,
+                memory_id=memory.id,
+                key=memory.key,
+                memory_type=memory.type.value,
+                ts=time.time(),
+            )
+        return result
+
+    def _store(self, args: StoreMemoryArgs, owner: Owner) -> tuple[dict[str, Any], Memory]:
+        memory, action = self._write(
+            owner,
+            key=args.key,
+            value=args.value,
+            memory_type=args.memory_type,
+            confidence=args.confidence,
+        )
+        result: dict[str, Any] = {"success": True, "memoryId": memory.id, "action": action}
+        if args.memory_type == MemoryType.FOLLOW_UP and args.suggest_reminder:
+            result["suggestReminder"] = True
+            result["message"] = reminder_offer(args.value)
+        return result, memory
+
+    def _update(self, args: UpdateMemoryArgs, owner: Owner) -> tuple[dict[str, Any], Memory]:
+        memory, action = self._write(
+            owner,
+            key=args.existing_key,
+            value=args.new_value,
+            memory_type=args.memory_type,
+            confidence=args.confidence,
+        )
+        action = "created" if action == "created" else "updated"
+        return {"success": True, "memoryId": memory.id, "action": action}, memory
+
+    def _write(
+        self,
+        owner: Owner,
+        *,
+        key: str,
+        value: str,
+        memory_type: MemoryType | None,
+        confidence: float | None,
+    ) -> tuple[Memory, str]:
+        """Create, update or (as a duplicate) skip; return the memory and the action."""
+        if key.lower() in self._sensitive and self._proposals is not None:
+            self._proposals.settle_by_live_write(
+                account_id=owner.account_id, user_id=owner.user_id, key=key, value=value
+            )
+        current = self._engine.get_by_key(
+            account_id=owner.account_id, user_id=owner.user_id, key=key
+        )
+        if current is not None:
+            if normalise(current.value) == normalise(value) and (
+                memory_type is None or memory_type == current.type
+            ):
+                return current, "unchanged"
+            memory, _ = self._engine.update_by_key(
+                account_id=owner.account_id,
+                user_id=owner.user_id,
+                key=key,
+                value=value,
+                type=memory_type,
+                confidence=confidence,
+                source=Source.TOOL,
+                actor="agent",
+            )
+            self._notify("updated")
+            return memory, "updated"
+        kind = memory_type or MemoryType.FACT
+        existing = self._engine.list_memories(
+            MemoryFilter(account_id=owner.account_id, user_id=owner.user_id),
+            limit=_MAX_DEDUP_SCAN,
+        )
+        twin = self._dedup.duplicate_of(key=key, value=value, memory_type=kind, existing=existing)
+        if twin is not None:
+            log.info("tool write skipped as a duplicate")
+            return twin, "duplicate"
+        new = validated(
+            NewMemory,
+            {
+                "account_id": owner.account_id,
+                "user_id": owner.user_id,
+                "key": key,
+                "value": value,
+                "type": kind,
+                "confidence": 1.0 if confidence is None else confidence,
+                "source": Source.TOOL,
+                "metadata": {"session_id": owner.session_id} if owner.session_id else {},
+            },
+        )
+        memory = self._engine.store(new, actor="agent")
+        self._notify("created")
+        return memory, "created"
+
+    def _target(self, args: ForgetMemoryArgs | MarkPrivateArgs, owner: Owner) -> Memory:
+        if args.memory_id:
+            memory = self._engine.get(args.memory_id, account_id=owner.account_id)
+            if memory.user_id != owner.user_id:
+                raise NotFoundError("memory not found")
+            return memory
+        found = self._engine.get_by_key(
+            account_id=owner.account_id, user_id=owner.user_id, key=str(args.key)
+        )
+        if found is None:
+            raise NotFoundError("no active memory has this key")
+        return found
+
+    def _notify(self, action: str) -> None:
+        if self._on_write is not None:
+            self._on_write(action)

@@ -1,0 +1,217 @@
+"""Proposed changes to sensitive memories, held (sealed) until the user confirms them.
+
+Extraction never changes a sensitive key (``preferred_name``, ``pronouns``, ``city``,
+``language`` by default); when it hears a new value it files a :class:`ProposedChange`
+here. The proposal is kept for ``ttl`` (7 days by default), its values sealed under the
+user's key exactly like memory values. It is applied when the user confirms it (through the
+API, or by restating the key in a later live tool call) and the decision is recorded: a
+confirmation is an engine update whose audit actor names the proposal; a rejection or a
+superseding live write is an operational event. Neither carries a value.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from engram.codec import from_ts
+from engram.conversation.dedup import normalise
+from engram.conversation.extraction import ProposedChange
+from engram.crypto.envelope import SealedValue
+from engram.engine import MemoryEngine
+from engram.errors import ConflictError, NotFoundError
+from engram.storage.sessions import ProposalRow, ServiceTables
+from engram.types import Memory, MemoryType, OpEvent, Source
+
+__all__ = ["Proposal", "ProposalStore"]
+
+log = logging.getLogger(__name__)
+
+PENDING = "pending"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Proposal:
+    """A proposal as the API shows it to its owner (values decrypted)."""
+
+    id: str
+    account_id: str
+    user_id: str
+    key: str
+    type: MemoryType
+    current_value: str | None
+    proposed_value: str
+    status: str
+    created_at: datetime
+    expires_at: datetime
+
+
+def _actor(proposal_id: str) -> str:
+    return f"proposal:{proposal_id}"
+
+
+class ProposalStore:
+    """Seals, stores, lists and decides proposals; a :class:`ProposalSink` for extraction.
+
+    Args:
+        engine: the memory engine (its envelope and user keys seal the values).
+        tables: the service tables.
+        ttl: how long a proposal waits for a decision.
+    """
+
+    def __init__(
+        self,
+        engine: MemoryEngine,
+        tables: ServiceTables,
+        *,
+        ttl: timedelta = timedelta(days=7),
+    ) -> None:
+        self._engine = engine
+        self._tables = tables
+        self._ttl = ttl
+
+    async def propose(self, change: ProposedChange) -> None:
+        """File ``change`` (the :class:`ProposalSink` method)."""
+        await asyncio.to_thread(self.file, change)
+
+    def file(self, change: ProposedChange) -> str:
+        """Seal and store ``change``; return the proposal id."""
+        proposal_id = str(uuid.uuid4())
+        key_id, user_key = self._engine.keys.user_key(change.account_id, change.user_id)
+        payload = json.dumps(
+            {"current": change.current_value, "proposed": change.proposed_value},
+            ensure_ascii=False,
+        ).encode()
+        sealed = self._engine.envelope.seal(
+            user_key, payload, change.account_id, change.user_id, proposal_id
+        )
+        now = time.time()
+        self._tables.insert_proposal(
+            ProposalRow(
+                id=proposal_id,
+                account_id=change.account_id,
+                user_id=change.user_id,
+                key=change.key,
+                type=change.type.value,
+                confidence=change.confidence,
+                session_id=change.session_id,
+                status=PENDING,
+                created_at=now,
+                expires_at=now + self._ttl.total_seconds(),
+                decided_at=None,
+                key_id=key_id,
+                ciphertext=sealed.ciphertext,
+                wrapped_key=sealed.wrapped_key,
+            )
+        )
+        self._op(change.account_id, change.user_id, "proposal_filed", None)
+        return proposal_id
+
+    def pending(self, *, account_id: str, user_id: str) -> list[Proposal]:
+        """The user's unexpired pending proposals, newest first."""
+        rows = self._tables.pending_proposals(account_id, user_id, key=None, now=time.time())
+        return [self._open(r) for r in rows]
+
+    def get(self, proposal_id: str, *, account_id: str) -> Proposal:
+        """One proposal; :class:`NotFoundError` if not in this account."""
+        row = self._tables.get_proposal(account_id, proposal_id)
+        if row is None:
+            raise NotFoundError("proposal not found")
+        return self._open(row)
+
+    def confirm(self, proposal_id: str, *, account_id: str) -> Memory:
+        """Apply a pending proposal to its memory and return the new version.
+
+        Raises:
+            NotFoundError: no such proposal in this account.
+            ConflictError: it was already decided or has expired.
+        """
+        row = self._pending_row(account_id, proposal_id)
+        proposal = self._open(row)
+        if not self._tables.decide_proposal(proposal_id, "confirmed", time.time()):
+            raise ConflictError("proposal was already decided")
+        memory, _ = self._engine.update_by_key(
+            account_id=account_id,
+            user_id=row.user_id,
+            key=row.key,
+            value=proposal.proposed_value,
+            type=MemoryType(row.type),
+            source=Source.EXTRACTION,
+            actor=_actor(proposal_id),
+        )
+        log.info("proposal confirmed")
+        return memory
+
+    def reject(self, proposal_id: str, *, account_id: str) -> None:
+        """Discard a pending proposal (recorded as an operational event)."""
+        row = self._pending_row(account_id, proposal_id)
+        if not self._tables.decide_proposal(proposal_id, "rejected", time.time()):
+            raise ConflictError("proposal was already decided")
+        self._op(account_id, row.user_id, "proposal_rejected", None)
+
+    def settle_by_live_write(
+        self, *, account_id: str, user_id: str, key: str, value: str
+    ) -> str | None:
+        """Settle pending proposals for ``key`` after the user restated it in a live call.
+
+        A restated value equal to the proposal confirms it; another value supersedes it.
+        The live write itself is made by the caller. Returns ``"confirmed"``,
+        ``"superseded"`` or ``None`` when nothing was pending.
+        """
+        rows = self._tables.pending_proposals(account_id, user_id, key=key, now=time.time())
+        outcome: str | None = None
+        for row in rows:
+            proposal = self._open(row)
+            same = normalise(proposal.proposed_value) == normalise(value)
+            status = "confirmed" if same else "superseded"
+            if self._tables.decide_proposal(row.id, status, time.time()):
+                self._op(account_id, user_id, f"proposal_{status}", None)
+                outcome = outcome or status
+        return outcome
+
+    def _pending_row(self, account_id: str, proposal_id: str) -> ProposalRow:
+        row = self._tables.get_proposal(account_id, proposal_id)
+        if row is None:
+            raise NotFoundError("proposal not found")
+        if row.status != PENDING:
+            raise ConflictError(f"proposal is {row.status}")
+        if row.expires_at <= time.time():
+            raise ConflictError("proposal has expired")
+        return row
+
+    def _open(self, row: ProposalRow) -> Proposal:
+        _, user_key = self._engine.keys.user_key(row.account_id, row.user_id, create=False)
+        raw = self._engine.envelope.open(
+            user_key,
+            SealedValue(row.ciphertext, row.wrapped_key),
+            row.account_id,
+            row.user_id,
+            row.id,
+        )
+        payload = json.loads(raw)
+        status = row.status
+        if status == PENDING and row.expires_at <= time.time():
+            status = "expired"
+        return Proposal(
+            id=row.id,
+            account_id=row.account_id,
+            user_id=row.user_id,
+            key=row.key,
+            type=MemoryType(row.type),
+            current_value=payload.get("current"),
+            proposed_value=str(payload["proposed"]),
+            status=status,
+            created_at=from_ts(row.created_at) or datetime.now(),
+            expires_at=from_ts(row.expires_at) or datetime.now(),
+        )
+
+    def _op(self, account_id: str, user_id: str, op: str, memory_id: str | None) -> None:
+        self._engine.record_op(
+            OpEvent(user_id=user_id, node="proposals", op=op, memory_id=memory_id),
+            account_id=account_id,
+        )

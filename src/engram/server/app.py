@@ -1,0 +1,91 @@
+"""``create_app(settings)``: the FastAPI service, built on demand (no import-time globals)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from fastapi.responses import PlainTextResponse
+
+from engram.config import Settings
+from engram.conversation.dispatcher import QueryHandler
+from engram.conversation.extraction import Extractor
+from engram.engine import MemoryEngine
+from engram.server.errors import install_error_handlers
+from engram.server.routes import memories, proposals, realtime, sessions, tools
+from engram.server.services import ServiceOptions, Services
+
+__all__ = ["create_app"]
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    engine: MemoryEngine | None = None,
+    options: ServiceOptions | None = None,
+    extractor: Extractor | None = None,
+    embedder: object | None = None,
+    query: QueryHandler | None = None,
+    clock: Callable[[], float] | None = None,
+) -> FastAPI:
+    """Build the HTTP service.
+
+    Args:
+        settings: Engram settings (read from the environment when omitted).
+        engine: an open engine to serve; by default one is opened from ``settings`` and
+            closed with the app.
+        options: service knobs (de-duplication thresholds, proposal lifetime...).
+        extractor: overrides the end-of-session extractor chosen from ``settings``.
+        embedder: enables the embedding test of the de-duplication policy.
+        query: the ``memory_query`` handler, when the retrieval layer provides one.
+        clock: wall-clock seconds, for tests.
+
+    The service container is ``app.state.services``; ``await
+    app.state.services.tasks.join()`` waits for background extractions.
+    """
+    settings = settings or Settings()
+    owns = engine is None
+    engine = engine or MemoryEngine.open(settings)
+    extra = {} if clock is None else {"clock": clock}
+    services = Services(
+        engine,
+        settings,
+        options=options,
+        extractor=extractor,
+        embedder=embedder,
+        query=query,
+        owns_engine=owns,
+        **extra,
+    )
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await services.tasks.join()
+            services.close()
+
+    app = FastAPI(
+        title="Engram",
+        summary="Long-term memory for LLM agents: tools, call sessions and the memory store.",
+        version="0.1.0",
+        lifespan=lifespan,
+    )
+    app.state.services = services
+    install_error_handlers(app)
+    for module in (tools, sessions, memories, proposals, realtime):
+        app.include_router(module.router)
+
+    @app.get("/metrics", response_class=PlainTextResponse, tags=["ops"])
+    async def metrics() -> str:
+        """Prometheus text-format metrics (counts and durations, never user data)."""
+        return services.metrics.render()
+
+    @app.get("/healthz", tags=["ops"])
+    async def healthz() -> dict[str, str]:
+        """Liveness."""
+        return {"status": "ok"}
+
+    return app

@@ -1,0 +1,47 @@
+"""The Realtime adapter's :class:`MemoryLoader` over the engine."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+
+from engram.engine import MemoryEngine
+from engram.types import Memory, MemoryFilter
+
+__all__ = ["EngineMemoryLoader"]
+
+
+class EngineMemoryLoader:
+    """Loads a user's active memories for the agent's instructions, newest first.
+
+    Args:
+        engine: the memory engine.
+        limit: at most this many memories.
+        on_failure: told when loading fails (the refresh-failure metric), before re-raising.
+    """
+
+    def __init__(
+        self,
+        engine: MemoryEngine,
+        *,
+        limit: int = 200,
+        on_failure: Callable[[], None] | None = None,
+    ) -> None:
+        self._engine = engine
+        self._limit = limit
+        self._on_failure = on_failure
+
+    def load_sync(self, *, account_id: str, user_id: str) -> list[Memory]:
+        """The memories, synchronously."""
+        return self._engine.list_memories(
+            MemoryFilter(account_id=account_id, user_id=user_id), limit=self._limit
+        )
+
+    async def load(self, *, account_id: str, user_id: str) -> Sequence[Memory]:
+        """The memories (the :class:`MemoryLoader` method)."""
+        try:
+            return await asyncio.to_thread(self.load_sync, account_id=account_id, user_id=user_id)
+        except Exception:
+            if self._on_failure is not None:
+                self._on_failure()
+            raise

@@ -1,0 +1,119 @@
+"""Service metrics in the Prometheus text exposition format, written by hand (no extra)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+__all__ = ["Histogram", "Metrics"]
+
+DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+COUNT_BUCKETS = (0.0, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0)
+
+
+class Histogram:
+    """A cumulative histogram with fixed buckets."""
+
+    def __init__(self, buckets: Sequence[float]) -> None:
+        self.buckets = tuple(buckets)
+        self.counts = [0] * len(self.buckets)
+        self.total = 0
+        self.sum = 0.0
+
+    def observe(self, value: float) -> None:
+        """Add one observation."""
+        self.total += 1
+        self.sum += value
+        for index, bound in enumerate(self.buckets):
+            if value <= bound:
+                self.counts[index] += 1
+
+    def render(self, name: str, help_text: str) -> list[str]:
+        """The exposition lines of this histogram."""
+        lines = [f"# HELP {name} {help_text}", f"# TYPE {name} histogram"]
+        for bound, count in zip(self.buckets, self.counts, strict=True):
+            lines.append(f'{name}_bucket{{le="{bound:g}"}} {count}')
+        lines.append(f'{name}_bucket{{le="+Inf"}} {self.total}')
+        lines.append(f"{name}_sum {self.sum:.6f}")
+        lines.append(f"{name}_count {self.total}")
+        return lines
+
+
+class Metrics:
+    """Counters and histograms of one service process (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.memories_stored = 0
+        self.memories_updated = 0
+        self.duplicates_skipped = 0
+        self.refresh_failures = 0
+        self.sessions_summarized = 0
+        self.summarization_failures = 0
+        self.summarization_seconds = Histogram(DURATION_BUCKETS)
+        self.extracted_per_session = Histogram(COUNT_BUCKETS)
+
+    def memory_written(self, action: str) -> None:
+        """Count a tool or extraction write: ``created`` or ``updated``."""
+        with self._lock:
+            if action == "created":
+                self.memories_stored += 1
+            elif action == "updated":
+                self.memories_updated += 1
+
+    def refresh_failed(self) -> None:
+        """Count a failed instruction refresh."""
+        with self._lock:
+            self.refresh_failures += 1
+
+    def session_summarized(self, *, seconds: float, created: int, duplicates: int) -> None:
+        """Record one finished summarisation."""
+        with self._lock:
+            self.sessions_summarized += 1
+            self.memories_stored += created
+            self.duplicates_skipped += duplicates
+            self.summarization_seconds.observe(seconds)
+            self.extracted_per_session.observe(float(created))
+
+    def summarization_failed(self) -> None:
+        """Count a summarisation that raised."""
+        with self._lock:
+            self.summarization_failures += 1
+
+    def render(self) -> str:
+        """Every metric in the Prometheus text format."""
+        counters = (
+            ("engram_memories_stored_total", "Memories created.", self.memories_stored),
+            ("engram_memories_updated_total", "Memories updated.", self.memories_updated),
+            (
+                "engram_duplicates_skipped_total",
+                "Extracted memories skipped as duplicates.",
+                self.duplicates_skipped,
+            ),
+            (
+                "engram_refresh_failures_total",
+                "Failed instruction refreshes.",
+                self.refresh_failures,
+            ),
+            (
+                "engram_sessions_summarized_total",
+                "Sessions summarised.",
+                self.sessions_summarized,
+            ),
+            (
+                "engram_summarization_failures_total",
+                "Summarisations that failed.",
+                self.summarization_failures,
+            ),
+        )
+        with self._lock:
+            lines: list[str] = []
+            for name, help_text, value in counters:
+                lines += [f"# HELP {name} {help_text}", f"# TYPE {name} counter", f"{name} {value}"]
+            lines += self.summarization_seconds.render(
+                "engram_summarization_duration_seconds", "Time to summarise a session."
+            )
+            lines += self.extracted_per_session.render(
+                "engram_memories_extracted_per_session", "Memories extracted per session."
+            )
+        return "\n".join(lines) + "\n"

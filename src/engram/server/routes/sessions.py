@@ -1,0 +1,85 @@
+"""``/sessions``: call sessions of voice bridges (camelCase bodies).
+
+Session records persist; turns stay in the process's ephemeral buffer; ending a session
+answers at once while extraction runs in the background.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from fastapi import APIRouter
+
+from engram.errors import EngramError
+from engram.server.deps import Account, Svc, check_account
+from engram.server.errors import ApiError
+from engram.server.schemas import (
+    CreateSessionBody,
+    CreateSessionResponse,
+    EndSessionResponse,
+    OkResponse,
+    ToolResponse,
+    TurnBody,
+)
+
+router = APIRouter(prefix="/sessions", tags=["sessions"])
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": ToolResponse, "description": "Missing required fields"},
+    401: {"model": ToolResponse, "description": "Missing or invalid API key"},
+    403: {"model": ToolResponse, "description": "The API key belongs to another account"},
+    404: {"model": ToolResponse, "description": "Call session not found"},
+}
+
+
+@router.post("", response_model=CreateSessionResponse, responses=_ERRORS)
+async def create_session(
+    body: CreateSessionBody, services: Svc, account: Account
+) -> CreateSessionResponse:
+    """Start a call session for a line (user) of the key's account."""
+    if not body.account_id or not body.line_id:
+        raise ApiError(400, "Missing required fields")
+    check_account(account, body.account_id)
+    session_id = await asyncio.to_thread(
+        lambda: services.start_session(
+            account_id=account, user_id=str(body.line_id), is_reminder=body.is_reminder_call
+        )
+    )
+    return CreateSessionResponse(callSessionId=session_id)
+
+
+@router.post("/{call_session_id}/connected", response_model=OkResponse, responses=_ERRORS)
+async def session_connected(call_session_id: str, services: Svc, account: Account) -> OkResponse:
+    """Record that the call connected (the session's duration counts from here)."""
+    row = await asyncio.to_thread(services.session_of, call_session_id, account_id=account)
+    now = services.clock()
+    await asyncio.to_thread(services.tables.mark_connected, row.id, now)
+    await asyncio.to_thread(services.tables.add_event, row.id, "connected", now)
+    return OkResponse()
+
+
+@router.post("/{call_session_id}/turns", response_model=OkResponse, responses=_ERRORS)
+async def add_turn(
+    call_session_id: str, body: TurnBody, services: Svc, account: Account
+) -> OkResponse:
+    """Add an utterance to the session's in-memory buffer (never stored)."""
+    if body.speaker is None or body.text is None:
+        raise ApiError(400, "Missing required fields")
+    row = await asyncio.to_thread(services.session_of, call_session_id, account_id=account)
+    if row.ended_at is not None:
+        raise ApiError(409, "Call session has ended")
+    live = services.buffer_session(row)
+    try:
+        services.buffer.add_turn(live.session_id, body.speaker, body.text)
+    except EngramError as exc:
+        raise ApiError(400, str(exc)) from None
+    return OkResponse()
+
+
+@router.post("/{call_session_id}/end", response_model=EndSessionResponse, responses=_ERRORS)
+async def end_session(call_session_id: str, services: Svc, account: Account) -> EndSessionResponse:
+    """End the call; extraction (if the call qualifies) runs after this answer."""
+    row = await asyncio.to_thread(services.session_of, call_session_id, account_id=account)
+    outcome = await services.end_session(row)
+    return EndSessionResponse(summarization=outcome)

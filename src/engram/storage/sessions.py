@@ -1,0 +1,310 @@
+"""SQL of the service tables: call sessions and their events, API keys, proposed changes.
+
+Written once with ``?`` placeholders and run through :class:`~engram.storage.sql.SqlExecutor`,
+so both backends share it. None of these tables holds conversation text: events carry tool
+names, memory ids, keys and types; proposal values are sealed by the caller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from typing import Any, cast
+
+from engram.storage.base import Storage
+from engram.storage.sql import SqlExecutor
+
+__all__ = [
+    "ApiKeyRow",
+    "CallSessionRow",
+    "ProposalRow",
+    "ServiceTables",
+    "SessionEventRow",
+]
+
+_SESSION_COLUMNS = (
+    "id, account_id, user_id, is_reminder, created_at, connected_at, ended_at, "
+    "tool_calls, memories_extracted, summarization"
+)
+_PROPOSAL_COLUMNS = (
+    "id, account_id, user_id, key, type, confidence, session_id, status, created_at, "
+    "expires_at, decided_at, key_id, ciphertext, wrapped_key"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class CallSessionRow:
+    """One call session: who, when, flags and counts (never what was said)."""
+
+    id: str
+    account_id: str
+    user_id: str
+    is_reminder: bool
+    created_at: float
+    connected_at: float | None
+    ended_at: float | None
+    tool_calls: int
+    memories_extracted: int
+    summarization: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class SessionEventRow:
+    """An event of a call session (e.g. a tool call with the memory id, key and type)."""
+
+    id: int
+    session_id: str
+    kind: str
+    tool: str | None
+    memory_id: str | None
+    key: str | None
+    memory_type: str | None
+    ts: float
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKeyRow:
+    """An API key: its public id, its account and the SHA-256 of its secret token."""
+
+    id: str
+    account_id: str
+    token_hash: str
+    created_at: float
+    revoked_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class ProposalRow:
+    """A proposed change to a sensitive memory; the value is sealed under the user's key."""
+
+    id: str
+    account_id: str
+    user_id: str
+    key: str
+    type: str
+    confidence: float
+    session_id: str | None
+    status: str
+    created_at: float
+    expires_at: float
+    decided_at: float | None
+    key_id: str
+    ciphertext: bytes
+    wrapped_key: bytes
+
+
+def _session(values: Sequence[Any]) -> CallSessionRow:
+    row = list(values)
+    row[3] = bool(row[3])
+    return CallSessionRow(*row)
+
+
+def _proposal(values: Sequence[Any]) -> ProposalRow:
+    row = list(values)
+    row[12] = bytes(row[12])
+    row[13] = bytes(row[13])
+    return ProposalRow(*row)
+
+
+class ServiceTables:
+    """Reads and writes the service tables of a SQL storage (SQLite or PostgreSQL)."""
+
+    def __init__(self, storage: Storage) -> None:
+        self._storage = storage
+
+    @contextmanager
+    def _read(self) -> Iterator[SqlExecutor]:
+        # Both SQL backends read through a pooled or per-thread connection.
+        reader = cast(AbstractContextManager[SqlExecutor], self._storage._reader())  # type: ignore[attr-defined]
+        with reader as db:
+            yield db
+
+    def _write(self) -> AbstractContextManager[SqlExecutor]:
+        return cast(AbstractContextManager[SqlExecutor], self._storage.transaction())
+
+    # ---- call sessions -----------------------------------------------------------------------
+    def insert_session(self, row: CallSessionRow) -> None:
+        """Insert a new call session."""
+        with self._write() as tx:
+            tx.run(
+                f"INSERT INTO call_sessions ({_SESSION_COLUMNS}) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    row.id,
+                    row.account_id,
+                    row.user_id,
+                    int(row.is_reminder),
+                    row.created_at,
+                    row.connected_at,
+                    row.ended_at,
+                    row.tool_calls,
+                    row.memories_extracted,
+                    row.summarization,
+                ],
+            )
+
+    def get_session(self, session_id: str) -> CallSessionRow | None:
+        """One call session by id."""
+        with self._read() as db:
+            row = db.run(
+                f"SELECT {_SESSION_COLUMNS} FROM call_sessions WHERE id = ?", [session_id]
+            ).fetchone()
+        return None if row is None else _session(row)
+
+    def mark_connected(self, session_id: str, ts: float) -> None:
+        """Record when the call connected (the first time only)."""
+        with self._write() as tx:
+            tx.run(
+                "UPDATE call_sessions SET connected_at = COALESCE(connected_at, ?) WHERE id = ?",
+                [ts, session_id],
+            )
+
+    def mark_ended(self, session_id: str, ts: float, summarization: str) -> None:
+        """Record the end of the call and whether it was summarised."""
+        with self._write() as tx:
+            tx.run(
+                "UPDATE call_sessions SET ended_at = COALESCE(ended_at, ?), summarization = ? "
+                "WHERE id = ?",
+                [ts, summarization, session_id],
+            )
+            self._event(tx, session_id, "ended", None, None, None, None, ts)
+
+    def set_extracted(self, session_id: str, count: int, outcome: str) -> None:
+        """Record how many memories extraction stored for the session."""
+        with self._write() as tx:
+            tx.run(
+                "UPDATE call_sessions SET memories_extracted = ?, summarization = ? WHERE id = ?",
+                [count, outcome, session_id],
+            )
+
+    def add_tool_call(
+        self,
+        session_id: str,
+        *,
+        tool: str,
+        memory_id: str | None,
+        key: str | None,
+        memory_type: str | None,
+        ts: float,
+    ) -> None:
+        """Record a tool call as a session event and count it on the session."""
+        with self._write() as tx:
+            tx.run(
+                "UPDATE call_sessions SET tool_calls = tool_calls + 1 WHERE id = ?", [session_id]
+            )
+            self._event(tx, session_id, "tool_call", tool, memory_id, key, memory_type, ts)
+
+    def add_event(self, session_id: str, kind: str, ts: float) -> None:
+        """Record a bare event (``created``, ``connected``...)."""
+        with self._write() as tx:
+            self._event(tx, session_id, kind, None, None, None, None, ts)
+
+    @staticmethod
+    def _event(
+        tx: SqlExecutor,
+        session_id: str,
+        kind: str,
+        tool: str | None,
+        memory_id: str | None,
+        key: str | None,
+        memory_type: str | None,
+        ts: float,
+    ) -> None:
+        tx.run(
+            "INSERT INTO session_events (session_id, account_id, user_id, kind, tool, "
+            "memory_id, key, memory_type, ts) SELECT id, account_id, user_id, ?, ?, ?, ?, ?, ? "
+            "FROM call_sessions WHERE id = ?",
+            [kind, tool, memory_id, key, memory_type, ts, session_id],
+        )
+
+    def events(self, session_id: str) -> list[SessionEventRow]:
+        """The session's events, oldest first."""
+        with self._read() as db:
+            rows = db.run(
+                "SELECT id, session_id, kind, tool, memory_id, key, memory_type, ts "
+                "FROM session_events WHERE session_id = ? ORDER BY id",
+                [session_id],
+            ).fetchall()
+        return [SessionEventRow(*r) for r in rows]
+
+    # ---- API keys ----------------------------------------------------------------------------
+    def insert_api_key(self, row: ApiKeyRow) -> None:
+        """Store a new API key (its hash only)."""
+        with self._write() as tx:
+            tx.run(
+                "INSERT INTO api_keys (id, account_id, token_hash, created_at, revoked_at) "
+                "VALUES (?, ?, ?, ?, ?)",
+                [row.id, row.account_id, row.token_hash, row.created_at, row.revoked_at],
+            )
+
+    def get_api_key(self, key_id: str) -> ApiKeyRow | None:
+        """An API key by its public id."""
+        with self._read() as db:
+            row = db.run(
+                "SELECT id, account_id, token_hash, created_at, revoked_at FROM api_keys "
+                "WHERE id = ?",
+                [key_id],
+            ).fetchone()
+        return None if row is None else ApiKeyRow(*row)
+
+    # ---- proposals ---------------------------------------------------------------------------
+    def insert_proposal(self, row: ProposalRow) -> None:
+        """Store a proposed change (value already sealed)."""
+        with self._write() as tx:
+            tx.run(
+                f"INSERT INTO proposals ({_PROPOSAL_COLUMNS}, key_lc) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    row.id,
+                    row.account_id,
+                    row.user_id,
+                    row.key,
+                    row.type,
+                    row.confidence,
+                    row.session_id,
+                    row.status,
+                    row.created_at,
+                    row.expires_at,
+                    row.decided_at,
+                    row.key_id,
+                    row.ciphertext,
+                    row.wrapped_key,
+                    row.key.lower(),
+                ],
+            )
+
+    def get_proposal(self, account_id: str, proposal_id: str) -> ProposalRow | None:
+        """One proposal by id, within an account."""
+        with self._read() as db:
+            row = db.run(
+                f"SELECT {_PROPOSAL_COLUMNS} FROM proposals WHERE id = ? AND account_id = ?",
+                [proposal_id, account_id],
+            ).fetchone()
+        return None if row is None else _proposal(row)
+
+    def pending_proposals(
+        self, account_id: str, user_id: str, *, key: str | None, now: float
+    ) -> list[ProposalRow]:
+        """Unexpired pending proposals of a user, optionally for one key, newest first."""
+        sql = (
+            f"SELECT {_PROPOSAL_COLUMNS} FROM proposals WHERE account_id = ? AND user_id = ? "
+            "AND status = 'pending' AND expires_at > ?"
+        )
+        params: list[Any] = [account_id, user_id, now]
+        if key is not None:
+            sql += " AND key_lc = ?"
+            params.append(key.lower())
+        with self._read() as db:
+            rows = db.run(sql + " ORDER BY created_at DESC", params).fetchall()
+        return [_proposal(r) for r in rows]
+
+    def decide_proposal(self, proposal_id: str, status: str, ts: float) -> bool:
+        """Move a pending proposal to ``status``; False if it was no longer pending."""
+        with self._write() as tx:
+            cursor = tx.run(
+                "UPDATE proposals SET status = ?, decided_at = ? WHERE id = ? "
+                "AND status = 'pending'",
+                [status, ts, proposal_id],
+            )
+            return cursor.rowcount == 1

@@ -1,0 +1,173 @@
+"""The voice-bridge tool routes, in process, on both backends."""
+
+from __future__ import annotations
+
+import pytest
+from tests.server.conftest import ACCOUNT, Api
+
+pytestmark = pytest.mark.asyncio
+
+
+def body(session_id: str, **fields: object) -> dict[str, object]:
+    return {"callSessionId": session_id, "lineId": "line-1", "accountId": ACCOUNT, **fields}
+
+
+async def test_store_then_list_returns_the_memory(api: Api) -> None:
+    sid = await api.session()
+    response = await api.post(
+        "/tools/store_memory",
+        body(sid, memoryType="fact", key="daughter_name", value="Sarah", confidence=0.9),
+    )
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    assert answer["success"] is True and answer["memoryId"]
+    assert "error" not in answer and "suggestReminder" not in answer
+    listing = await api.client.get("/v1/memories", params={"user_id": "line-1"}, headers=api.auth)
+    memories = listing.json()["memories"]
+    assert [(m["key"], m["value"], m["version"]) for m in memories] == [
+        ("daughter_name", "Sarah", 1)
+    ]
+    assert set(memories[0]) >= {
+        "id", "type", "key", "value", "confidence", "visibility", "version",
+        "created_at", "updated_at",
+    }  # fmt: skip
+
+
+async def test_follow_up_with_reminder_offers_one(api: Api) -> None:
+    sid = await api.session()
+    answer = (
+        await api.post(
+            "/tools/store_memory",
+            body(sid, memoryType="follow_up", key="appointment_doctor",
+                 value="doctor on Tuesday at 10am", suggestReminder=True),
+        )
+    ).json()  # fmt: skip
+    assert answer["suggestReminder"] is True
+    assert "remind" in answer["message"].lower()
+
+
+async def test_update_matches_key_case_insensitively_or_creates(api: Api) -> None:
+    sid = await api.session()
+    await api.post("/tools/store_memory", body(sid, memoryType="fact", key="city", value="Boston"))
+    updated = (
+        await api.post("/tools/update_memory", body(sid, existingKey="CITY", newValue="Tucson"))
+    ).json()
+    assert updated["action"] == "updated"
+    created = (
+        await api.post(
+            "/tools/update_memory",
+            body(sid, existingKey="favorite_tea", newValue="green tea", memoryType="preference"),
+        )
+    ).json()
+    assert created["action"] == "created"
+    listing = await api.client.get("/v1/memories", params={"user_id": "line-1"}, headers=api.auth)
+    by_key = {m["key"]: m for m in listing.json()["memories"]}
+    assert by_key["city"]["value"] == "Tucson" and by_key["city"]["version"] == 2
+    assert by_key["favorite_tea"]["type"] == "preference"
+
+
+async def test_forget_and_mark_private_by_key_and_id(api: Api) -> None:
+    sid = await api.session()
+    first = (
+        await api.post(
+            "/tools/store_memory", body(sid, memoryType="fact", key="pet", value="a cat")
+        )
+    ).json()
+    await api.post("/tools/store_memory", body(sid, memoryType="fact", key="car", value="a Volvo"))
+    private = await api.post("/tools/mark_private", body(sid, memoryId=first["memoryId"]))
+    assert private.status_code == 200 and private.json()["success"] is True
+    forgotten = await api.post("/tools/forget_memory", body(sid, key="CAR"))
+    assert forgotten.status_code == 200
+    listing = await api.client.get("/v1/memories", params={"user_id": "line-1"}, headers=api.auth)
+    memories = listing.json()["memories"]
+    assert [(m["key"], m["visibility"]) for m in memories] == [("pet", "private")]
+    missing = await api.post("/tools/forget_memory", body(sid, key="car"))
+    assert missing.status_code == 404 and missing.json()["success"] is False
+
+
+async def test_near_identical_store_is_not_stored_twice(api: Api) -> None:
+    sid = await api.session()
+    one = (
+        await api.post(
+            "/tools/store_memory",
+            body(sid, memoryType="preference", key="likes_gardening", value="Loves gardening."),
+        )
+    ).json()
+    two = (
+        await api.post(
+            "/tools/store_memory",
+            body(sid, memoryType="preference", key="likes_gardening_", value="loves gardening"),
+        )
+    ).json()
+    assert two["memoryId"] == one["memoryId"] and two["action"] == "duplicate"
+    listing = await api.client.get("/v1/memories", params={"user_id": "line-1"}, headers=api.auth)
+    assert len(listing.json()["memories"]) == 1
+
+
+async def test_tool_calls_are_recorded_as_session_events_without_values(api: Api) -> None:
+    sid = await api.session()
+    await api.post(
+        "/tools/store_memory", body(sid, memoryType="fact", key="hometown", value="Dublin")
+    )
+    tables = api.app.state.services.tables
+    row = tables.get_session(sid)
+    assert row.tool_calls == 1
+    events = [e for e in tables.events(sid) if e.kind == "tool_call"]
+    assert [(e.tool, e.key, e.memory_type) for e in events] == [
+        ("store_memory", "hometown", "fact")
+    ]
+    assert events[0].memory_id
+    assert "Dublin" not in repr(tables.events(sid)) + repr(row)
+
+
+@pytest.mark.parametrize(
+    ("path", "fields"),
+    [
+        ("/tools/store_memory", {"memoryType": "fact", "key": "k"}),
+        ("/tools/update_memory", {"existingKey": "k"}),
+        ("/tools/forget_memory", {}),
+        ("/tools/mark_private", {}),
+    ],
+)
+async def test_missing_fields_are_400_with_the_contract_body(
+    api: Api, path: str, fields: dict[str, object]
+) -> None:
+    sid = await api.session()
+    response = await api.post(path, body(sid, **fields))
+    assert response.status_code == 400
+    assert response.json() == {"success": False, "error": "Missing required fields"}
+
+
+async def test_unknown_session_is_404(api: Api) -> None:
+    response = await api.post(
+        "/tools/store_memory", body("no-such-session", memoryType="fact", key="k", value="v")
+    )
+    assert response.status_code == 404
+    assert response.json() == {"success": False, "error": "Call session not found"}
+
+
+async def test_invalid_values_are_400_not_500(api: Api) -> None:
+    sid = await api.session()
+    bad_type = await api.post(
+        "/tools/store_memory", body(sid, memoryType="gossip", key="k", value="v")
+    )
+    bad_conf = await api.post(
+        "/tools/store_memory", body(sid, memoryType="fact", key="k", value="v", confidence="x")
+    )
+    bad_key = await api.post(
+        "/tools/store_memory", body(sid, memoryType="fact", key="no spaces!", value="v")
+    )
+    for response in (bad_type, bad_conf, bad_key):
+        assert response.status_code == 400, response.text
+        assert response.json()["success"] is False
+        assert "Traceback" not in response.text
+
+
+async def test_malformed_json_is_400_with_a_clear_message(api: Api) -> None:
+    response = await api.client.post(
+        "/tools/store_memory",
+        content=b'{"callSessionId": ',
+        headers={**api.auth, "Content-Type": "application/json"},
+    )
+    assert response.status_code == 400
+    assert response.json() == {"success": False, "error": "Malformed JSON body"}
