@@ -66,4 +66,4 @@ class LexicalIndexer:
 
     def write(self, tx: Transaction, memory: Memory, prepared: Any) -> None:
         """Store the memory's blind tokens."""
-        tx.put_tokens(memory.id, memory.account_id, prepared)
+        tx.put_tokens(memory.id, memory.account_id, memory.user_id, prepared)

@@ -13,7 +13,12 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
+import numpy as np
+from numpy.typing import NDArray
+
 from engram.types import MemoryFilter
+
+Vector = NDArray[np.float32]
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +117,24 @@ class OpRow:
 
 
 @dataclass(frozen=True, slots=True)
+class ScoredId:
+    """A memory id with a retrieval score (cosine similarity or BM25)."""
+
+    memory_id: str
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class EdgeRow:
+    """A relation edge between two memory versions."""
+
+    from_id: str
+    to_id: str
+    relation_type: str
+    strength: float
+
+
+@dataclass(frozen=True, slots=True)
 class Page:
     """Ordering and paging of a listing."""
 
@@ -147,8 +170,20 @@ class Transaction(Protocol):
         """Append a change-log entry."""
         ...
 
-    def put_tokens(self, memory_id: str, account_id: str, tokens: Mapping[int, int]) -> None:
+    def put_tokens(
+        self, memory_id: str, account_id: str, user_id: str, tokens: Mapping[int, int]
+    ) -> None:
         """Replace a memory's blind lexical tokens (keyed hash -> term frequency)."""
+        ...
+
+    def put_vector(
+        self, memory_id: str, account_id: str, user_id: str, model_id: str, vector: Vector
+    ) -> None:
+        """Store a memory's embedding (needs :meth:`Storage.bind_embedder` first)."""
+        ...
+
+    def put_edges(self, account_id: str, user_id: str, edges: Sequence[EdgeRow]) -> None:
+        """Add relation edges; an existing ``(from_id, to_id)`` pair is left as it is."""
         ...
 
     def delete_index(self, memory_ids: Sequence[str]) -> None:
@@ -256,6 +291,28 @@ class Storage(Protocol):
 
     def op_counts(self, *, by: str, since: float | None, until: float | None) -> dict[str, int]:
         """Operational events counted by ``op`` or ``node`` in a time window."""
+        ...
+
+    def vector_search(self, flt: MemoryFilter, vector: Vector, k: int) -> list[ScoredId]:
+        """The ``k`` most similar memories (cosine) among those matching ``flt``.
+
+        Returns the full top-k whenever at least ``k`` memories match the filter, however
+        selective it is.
+        """
+        ...
+
+    def lexical_search(
+        self, flt: MemoryFilter, tokens: Sequence[int], k: int, *, k1: float, b: float
+    ) -> list[ScoredId]:
+        """The ``k`` best memories by BM25 over blind ``tokens`` among those matching ``flt``."""
+        ...
+
+    def edges(self, account_id: str, memory_ids: Sequence[str]) -> list[EdgeRow]:
+        """Edges touching any of ``memory_ids``, in either direction."""
+        ...
+
+    def vectors(self, account_id: str, memory_ids: Sequence[str]) -> dict[str, Vector]:
+        """Stored embeddings of these memory versions."""
         ...
 
     def bind_embedder(self, model_id: str, dims: int) -> None:

@@ -6,8 +6,13 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar
 
+import numpy as np
+
 from engram.errors import MissingDependencyError, StorageError
+from engram.storage.base import ScoredId, Vector
+from engram.storage.filters import compile_filter
 from engram.storage.sql import SqlExecutor, SqlStorage, SqlTransaction
+from engram.types import MemoryFilter
 
 try:  # psycopg is the optional "postgres" extra
     import psycopg
@@ -15,6 +20,12 @@ try:  # psycopg is the optional "postgres" extra
 except ImportError:  # pragma: no cover - exercised only without the extra
     psycopg = None  # type: ignore[assignment]
     ConnectionPool = None  # type: ignore[assignment,misc]
+
+
+def json_floats(text: str) -> list[float]:
+    """Parse pgvector's ``[1,2,3]`` text form."""
+    return [float(x) for x in text.strip("[]").split(",") if x]
+
 
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 64
@@ -31,11 +42,22 @@ class PostgresExecutor(SqlExecutor):
     placeholder: ClassVar[str] = "%s"
 
 
+def _vector_literal(vector: Vector) -> str:
+    return "[" + ",".join(f"{x:.7g}" for x in np.asarray(vector, dtype=np.float32)) + "]"
+
+
 class PostgresTransaction(SqlTransaction):
     """A transaction on one pooled connection; head rows are locked ``FOR UPDATE``."""
 
     placeholder: ClassVar[str] = "%s"
     lock_suffix: ClassVar[str] = " FOR UPDATE"
+    vector_column: ClassVar[str] = "embedding"
+    vector_param: ClassVar[str] = "?::vector"
+
+    @staticmethod
+    def encode_vector(vector: Vector) -> Any:
+        """pgvector's text form."""
+        return _vector_literal(vector)
 
     def has_table(self, name: str) -> bool:
         """Whether a table exists."""
@@ -60,6 +82,7 @@ class PostgresStorage(SqlStorage):
     def __init__(self, conninfo: str, *, min_size: int = 1, max_size: int = 8) -> None:
         if psycopg is None or ConnectionPool is None:
             raise MissingDependencyError("psycopg", "postgres")
+        super().__init__()
         self.conninfo = conninfo
         try:
             self._pool = ConnectionPool(
@@ -110,6 +133,47 @@ class PostgresStorage(SqlStorage):
             f"(embedding vector_cosine_ops) WITH (m = {HNSW_M}, "
             f"ef_construction = {HNSW_EF_CONSTRUCTION})",
         )
+
+    _vector_select: ClassVar[str] = "embedding::text"
+
+    @staticmethod
+    def _decode_vector(value: Any) -> Vector:
+        return np.asarray(json_floats(str(value)), dtype=np.float32)
+
+    def vector_search(self, flt: MemoryFilter, vector: Vector, k: int) -> list[ScoredId]:
+        """Top-``k`` by cosine among memories matching ``flt``.
+
+        The HNSW index is walked with pgvector's iterative scan, so a filter does not cut the
+        result short; if it still returns fewer than ``k`` while more match, an exact scan
+        over the filtered rows answers instead.
+        """
+        where, params = compile_filter(flt)
+        literal = _vector_literal(vector)
+        try:
+            with self._pool.connection() as conn, conn.transaction():
+                db = PostgresExecutor(conn)
+                if not _has_table(db, "embeddings"):
+                    return []
+                db.run(f"SET LOCAL hnsw.ef_search = {max(40, 2 * k)}")
+                db.run("SET LOCAL hnsw.iterative_scan = relaxed_order")
+                rows = db.run(
+                    "SELECT m.id, 1 - (e.embedding <=> ?::vector) AS sim FROM embeddings e "
+                    f"JOIN memories m ON m.id = e.memory_id WHERE {where} "
+                    "ORDER BY e.embedding <=> ?::vector LIMIT ?",
+                    [literal, *params, literal, k],
+                ).fetchall()
+                if len(rows) < k:
+                    rows = db.run(
+                        "WITH f AS MATERIALIZED (SELECT m.id, e.embedding FROM embeddings e "
+                        f"JOIN memories m ON m.id = e.memory_id WHERE {where}) "
+                        "SELECT id, 1 - (embedding <=> ?::vector) AS sim FROM f "
+                        "ORDER BY sim DESC LIMIT ?",
+                        [*params, literal, k],
+                    ).fetchall()
+        except psycopg.Error as exc:
+            raise StorageError(f"PostgreSQL vector search failed: {type(exc).__name__}") from exc
+        hits = [ScoredId(str(r[0]), float(r[1])) for r in rows]
+        return sorted(hits, key=lambda h: -h.score)
 
     def close(self) -> None:
         """Close the pool."""

@@ -7,20 +7,26 @@ subclass supplies; the queries themselves are written once here with ``?`` place
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, ClassVar, Protocol
+
+import numpy as np
 
 from engram.errors import EmbedderMismatchError
 from engram.storage.base import (
     MEMORY_COLUMNS,
     ChangeRow,
     DataKeyRow,
+    EdgeRow,
     HistoryRow,
     MemoryRow,
     OpRow,
     Page,
+    ScoredId,
+    Vector,
 )
 from engram.storage.filters import compile_filter
 from engram.storage.migrations import MIGRATIONS, Migration
@@ -143,16 +149,47 @@ class SqlTransaction(SqlExecutor):
             [row.thread_id, row.rev, account_id, row.memory_id, row.event, row.meta, row.ts],
         )
 
-    def put_tokens(self, memory_id: str, account_id: str, tokens: Mapping[int, int]) -> None:
+    def put_tokens(
+        self, memory_id: str, account_id: str, user_id: str, tokens: Mapping[int, int]
+    ) -> None:
         self.run("DELETE FROM memory_tokens WHERE memory_id = ?", [memory_id])
         if not tokens:
             return
-        owner = self.run("SELECT user_id FROM memories WHERE id = ?", [memory_id]).fetchone()
-        user_id = owner[0]
+        doc_len = sum(tokens.values())
         self.insert_many(
-            "INSERT INTO memory_tokens (memory_id, account_id, user_id, token, tf) "
-            "VALUES (?, ?, ?, ?, ?)",
-            [(memory_id, account_id, user_id, tok, tf) for tok, tf in tokens.items()],
+            "INSERT INTO memory_tokens (memory_id, account_id, user_id, token, tf, doc_len) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            [(memory_id, account_id, user_id, tok, tf, doc_len) for tok, tf in tokens.items()],
+        )
+
+    def put_vector(
+        self, memory_id: str, account_id: str, user_id: str, model_id: str, vector: Vector
+    ) -> None:
+        self.run("DELETE FROM embeddings WHERE memory_id = ?", [memory_id])
+        self.run(
+            "INSERT INTO embeddings (memory_id, account_id, user_id, model_id, "
+            f"{self.vector_column}) VALUES (?, ?, ?, ?, {self.vector_param})",
+            [memory_id, account_id, user_id, model_id, self.encode_vector(vector)],
+        )
+
+    vector_column: ClassVar[str] = "vector"
+    vector_param: ClassVar[str] = "?"
+
+    @staticmethod
+    def encode_vector(vector: Vector) -> Any:
+        """The database representation of a vector."""
+        return np.asarray(vector, dtype=np.float32).tobytes()
+
+    def put_edges(self, account_id: str, user_id: str, edges: Sequence[EdgeRow]) -> None:
+        now = time.time()
+        self.insert_many(
+            "INSERT INTO relations (from_id, to_id, account_id, user_id, relation_type, "
+            "strength, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            [
+                (e.from_id, e.to_id, account_id, user_id, e.relation_type, e.strength, now)
+                for e in edges
+                if e.from_id != e.to_id
+            ],
         )
 
     def insert_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
@@ -276,6 +313,10 @@ def _chunks(items: Sequence[str], size: int = 500) -> Iterator[list[str]]:
 
 class SqlStorage:
     """Reads shared by both backends; subclasses provide connections and the dialect."""
+
+    def __init__(self) -> None:
+        self._lexical_stats: dict[tuple[str, str | None], tuple[float, int, float]] = {}
+        self._stats_lock = threading.Lock()
 
     name: ClassVar[str] = "sql"
     dialect: ClassVar[str] = "sqlite"
@@ -549,6 +590,122 @@ class SqlStorage:
 
     def _has_table(self, db: SqlExecutor, name: str) -> bool:
         raise NotImplementedError
+
+    # ---- retrieval primitives ---------------------------------------------------------------
+    LEXICAL_STATS_TTL: ClassVar[float] = 60.0
+
+    def _owner_stats(
+        self, db: SqlExecutor, account_id: str, user_id: str | None
+    ) -> tuple[int, float]:
+        """``(documents, average length)`` of an owner's token index, cached for a minute.
+
+        BM25 needs both; they move slowly, so a value a minute old ranks the same.
+        """
+        key = (account_id, user_id)
+        now = time.monotonic()
+        cached = self._lexical_stats.get(key)
+        if cached is not None and now - cached[0] < self.LEXICAL_STATS_TTL:
+            return cached[1], cached[2]
+        owner_sql = "account_id = ?" + (" AND user_id = ?" if user_id is not None else "")
+        params: list[Any] = [account_id] + ([user_id] if user_id is not None else [])
+        row = db.run(
+            "SELECT COUNT(*), COALESCE(AVG(doc_len), 0) FROM (SELECT DISTINCT memory_id, "
+            f"doc_len FROM memory_tokens WHERE {owner_sql}) d",
+            params,
+        ).fetchone()
+        docs, avg_len = int(row[0]), float(row[1] or 1.0)
+        with self._stats_lock:
+            self._lexical_stats[key] = (now, docs, avg_len)
+        return docs, avg_len
+
+    def lexical_search(
+        self, flt: MemoryFilter, tokens: Sequence[int], k: int, *, k1: float, b: float
+    ) -> list[ScoredId]:
+        """The ``k`` best memories by BM25 over blind ``tokens`` among those matching ``flt``."""
+        unique = list(dict.fromkeys(tokens))
+        if not unique or k <= 0:
+            return []
+        owner = None if flt.include_shared else flt.user_id
+        owner_sql = "t.account_id = ?" + (" AND t.user_id = ?" if owner is not None else "")
+        owner_params: list[Any] = [flt.account_id] + ([owner] if owner is not None else [])
+        marks = ", ".join("?" for _ in unique)
+        where, params = compile_filter(flt)
+        with self._reader() as db:
+            docs, avg_len = self._owner_stats(db, flt.account_id, owner)
+            if docs == 0:
+                return []
+            df = dict(
+                db.run(
+                    f"SELECT t.token, COUNT(*) FROM memory_tokens t WHERE {owner_sql} "
+                    f"AND t.token IN ({marks}) GROUP BY t.token",
+                    [*owner_params, *unique],
+                ).fetchall()
+            )
+            idf = {
+                tok: float(np.log(1.0 + (docs - n + 0.5) / (n + 0.5)))
+                for tok, n in df.items()
+                if n > 0
+            }
+            if not idf:
+                return []
+            weights = " ".join("WHEN ? THEN ?" for _ in idf)
+            weight_params = [v for tok, w in idf.items() for v in (tok, w)]
+            rows = db.run(
+                f"SELECT t.memory_id, SUM((CASE t.token {weights} ELSE 0 END) * t.tf * ? "
+                f"/ (t.tf + ? * (1 - ? + ? * t.doc_len / ?))) AS score "
+                f"FROM memory_tokens t JOIN memories m ON m.id = t.memory_id "
+                f"WHERE {owner_sql} AND t.token IN ({', '.join('?' for _ in idf)}) AND {where} "
+                "GROUP BY t.memory_id ORDER BY score DESC, t.memory_id LIMIT ?",
+                [
+                    *weight_params,
+                    k1 + 1.0,
+                    k1,
+                    b,
+                    b,
+                    avg_len,
+                    *owner_params,
+                    *idf,
+                    *params,
+                    k,
+                ],
+            ).fetchall()
+        return [ScoredId(str(r[0]), float(r[1])) for r in rows]
+
+    def edges(self, account_id: str, memory_ids: Sequence[str]) -> list[EdgeRow]:
+        """Edges touching any of ``memory_ids``, in either direction."""
+        found: dict[tuple[str, str], EdgeRow] = {}
+        with self._reader() as db:
+            for chunk in _chunks(memory_ids):
+                marks = ", ".join("?" for _ in chunk)
+                for r in db.run(
+                    "SELECT from_id, to_id, relation_type, strength FROM relations "
+                    f"WHERE account_id = ? AND (from_id IN ({marks}) OR to_id IN ({marks}))",
+                    [account_id, *chunk, *chunk],
+                ).fetchall():
+                    found[(r[0], r[1])] = EdgeRow(str(r[0]), str(r[1]), str(r[2]), float(r[3]))
+        return list(found.values())
+
+    def vectors(self, account_id: str, memory_ids: Sequence[str]) -> dict[str, Vector]:
+        """Stored embeddings of these memory versions."""
+        out: dict[str, Vector] = {}
+        with self._reader() as db:
+            if not self._has_table(db, "embeddings"):
+                return out
+            for chunk in _chunks(memory_ids):
+                marks = ", ".join("?" for _ in chunk)
+                for r in db.run(
+                    f"SELECT memory_id, {self._vector_select} FROM embeddings "
+                    f"WHERE account_id = ? AND memory_id IN ({marks})",
+                    [account_id, *chunk],
+                ).fetchall():
+                    out[str(r[0])] = self._decode_vector(r[1])
+        return out
+
+    _vector_select: ClassVar[str] = "vector"
+
+    @staticmethod
+    def _decode_vector(value: Any) -> Vector:
+        return np.frombuffer(bytes(value), dtype=np.float32)
 
     def meta_dump(self) -> dict[str, Any]:
         """Store metadata (for diagnostics)."""

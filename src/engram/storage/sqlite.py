@@ -9,8 +9,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar
 
+import numpy as np
+
 from engram.errors import StorageError
+from engram.storage.base import ScoredId, Vector
+from engram.storage.filters import compile_filter
 from engram.storage.sql import SqlExecutor, SqlStorage, SqlTransaction
+from engram.storage.sqlite_vectors import SqliteVectorIndex
+from engram.types import MemoryFilter
 
 
 def _connect(path: str) -> sqlite3.Connection:
@@ -29,6 +35,16 @@ def _has_table(db: SqlExecutor, name: str) -> bool:
 
 class SqliteTransaction(SqlTransaction):
     """A ``BEGIN IMMEDIATE`` transaction on the writer connection."""
+
+    def delete_owner(self, account_id: str, user_id: str) -> dict[str, int]:
+        """Delete the user's rows, including the vector index bookkeeping."""
+        counts = super().delete_owner(account_id, user_id)
+        if self.has_table("vector_owners"):
+            self.run(
+                "DELETE FROM vector_owners WHERE account_id = ? AND user_id = ?",
+                [account_id, user_id],
+            )
+        return counts
 
     def has_table(self, name: str) -> bool:
         """Whether a table exists."""
@@ -52,6 +68,7 @@ class SqliteStorage(SqlStorage):
     capabilities: frozenset[str] = frozenset({"transactions", "lexical", "vectors"})
 
     def __init__(self, path: str | Path) -> None:
+        super().__init__()
         self.path = str(path)
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -62,6 +79,7 @@ class SqliteStorage(SqlStorage):
         self._connections: list[sqlite3.Connection] = []
         self._connections_lock = threading.Lock()
         self._closed = False
+        self.vector_index = SqliteVectorIndex()
 
     def _connection(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -119,6 +137,68 @@ class SqliteStorage(SqlStorage):
                 conn.close()
             self._connections.clear()
         self._local = threading.local()
+
+    def vector_search(self, flt: MemoryFilter, vector: Vector, k: int) -> list[ScoredId]:
+        """Top-``k`` by cosine among memories matching ``flt`` (see :mod:`sqlite_vectors`)."""
+        where, params = compile_filter(flt)
+        with self._reader() as db:
+            if not _has_table(db, "embeddings"):
+                return []
+
+            def passes(ids: list[str]) -> set[str]:
+                found: set[str] = set()
+                for start in range(0, len(ids), 500):
+                    chunk = ids[start : start + 500]
+                    marks = ", ".join("?" for _ in chunk)
+                    found.update(
+                        str(r[0])
+                        for r in db.run(
+                            f"SELECT m.id FROM memories m WHERE m.id IN ({marks}) AND {where}",
+                            [*chunk, *params],
+                        ).fetchall()
+                    )
+                return found
+
+            def matching() -> list[str]:
+                return [
+                    str(r[0])
+                    for r in db.run(f"SELECT m.id FROM memories m WHERE {where}", params).fetchall()
+                ]
+
+            if flt.user_id is None:
+                return self._scan(db, flt, vector, k)
+            hits = self.vector_index.search(
+                db, (flt.account_id, flt.user_id), vector, k, passes, matching
+            )
+            if flt.include_shared:
+                shared = self._scan(db, flt, vector, k, exclude_user=flt.user_id)
+                hits = sorted([*hits, *shared], key=lambda h: -h.score)[:k]
+            return hits
+
+    def _scan(
+        self,
+        db: SqlExecutor,
+        flt: MemoryFilter,
+        vector: Vector,
+        k: int,
+        exclude_user: str | None = None,
+    ) -> list[ScoredId]:
+        """Exact scan over every memory matching the filter (account-wide or shared)."""
+        where, params = compile_filter(flt)
+        if exclude_user is not None:
+            where += " AND m.user_id <> ?"
+            params.append(exclude_user)
+        rows = db.run(
+            f"SELECT m.id, e.vector FROM memories m JOIN embeddings e ON e.memory_id = m.id "
+            f"WHERE {where}",
+            params,
+        ).fetchall()
+        if not rows:
+            return []
+        matrix = np.vstack([np.frombuffer(bytes(r[1]), dtype=np.float32) for r in rows])
+        sims = matrix @ np.asarray(vector, dtype=np.float32)
+        order = np.argsort(-sims, kind="stable")[:k]
+        return [ScoredId(str(rows[i][0]), float(sims[i])) for i in order]
 
     def checkpoint(self) -> None:
         """Fold the WAL into the database file."""

@@ -1,0 +1,164 @@
+"""Vector search for the SQLite backend: an in-process index over the ``embeddings`` table.
+
+SQLite has no ANN index of its own here, and a full float scan of 100k vectors costs tens of
+milliseconds, so each owner's vectors are held in memory twice: as sign bits (48 bytes for
+384 dimensions, compared by Hamming distance) and as float16 for re-scoring. A query takes
+the nearest candidates by bits, re-scores them exactly, and keeps those that pass the
+filter *in the database* (``id IN (...) AND <filter>``). When too few pass (a selective
+filter), the database returns the ids matching the filter and those are scored exactly, so
+the full top-k always comes back.
+
+The table stays the source of truth: the index loads only rows with a ``seq`` it has not
+seen, learns of new rows and deletions from ``vector_owners`` (kept by triggers, so other
+processes' writes are seen too), and reloads an owner once deleted rows pile up.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from engram.storage.base import ScoredId, Vector
+from engram.storage.sql import SqlExecutor
+
+Owner = tuple[str, str]
+
+
+@dataclass
+class _OwnerIndex:
+    ids: list[str] = field(default_factory=list)
+    bits: NDArray[np.uint64] = field(default_factory=lambda: np.zeros((0, 0), np.uint64))
+    halves: NDArray[np.float16] = field(default_factory=lambda: np.zeros((0, 0), np.float16))
+    row_of: dict[str, int] = field(default_factory=dict)
+    max_seq: int = 0
+    deletions: int = 0
+    stale: int = 0
+
+    def append(self, ids: list[str], vectors: NDArray[np.float32]) -> None:
+        bits = pack_signs(vectors)
+        if self.bits.size == 0:
+            self.bits, self.halves = bits, vectors.astype(np.float16)
+        else:
+            self.bits = np.vstack([self.bits, bits])
+            self.halves = np.vstack([self.halves, vectors.astype(np.float16)])
+        for offset, memory_id in enumerate(ids):
+            if memory_id in self.row_of:
+                self.stale += 1
+            self.row_of[memory_id] = len(self.ids) + offset
+        self.ids.extend(ids)
+
+
+def pack_signs(vectors: NDArray[np.float32]) -> NDArray[np.uint64]:
+    """Sign bits of each vector, packed into 64-bit words."""
+    bits = np.packbits(vectors > 0, axis=1)
+    pad = (-bits.shape[1]) % 8
+    if pad:
+        bits = np.pad(bits, ((0, 0), (0, pad)))
+    return np.ascontiguousarray(bits).view(np.uint64)
+
+
+class SqliteVectorIndex:
+    """Per-owner in-memory vector indexes over one SQLite database (thread-safe)."""
+
+    def __init__(self, *, max_rows: int = 2_000_000, shortlist: int = 256) -> None:
+        self._owners: OrderedDict[Owner, _OwnerIndex] = OrderedDict()
+        self._lock = threading.Lock()
+        self._max_rows = max_rows
+        self.shortlist = shortlist
+
+    def clear(self) -> None:
+        """Forget every cached owner."""
+        with self._lock:
+            self._owners.clear()
+
+    def _refresh(self, db: SqlExecutor, owner: Owner) -> _OwnerIndex:
+        state = db.run(
+            "SELECT max_seq, deletions FROM vector_owners WHERE account_id = ? AND user_id = ?",
+            list(owner),
+        ).fetchone()
+        max_seq, deletions = (int(state[0]), int(state[1])) if state else (0, 0)
+        with self._lock:
+            index = self._owners.get(owner)
+            if index is not None and (state is None or deletions < index.deletions):
+                index = None  # the owner was erased (or the counters were reset)
+            if index is not None and index.deletions != deletions:
+                index.stale += deletions - index.deletions
+                index.deletions = deletions
+                if index.stale * 5 > len(index.ids):
+                    index = None  # too many dead rows: reload
+            if index is None:
+                index = _OwnerIndex(deletions=deletions)
+                self._owners[owner] = index
+            self._owners.move_to_end(owner)
+            if index.max_seq >= max_seq:
+                return index
+            rows = db.run(
+                "SELECT seq, memory_id, vector FROM embeddings WHERE account_id = ? "
+                "AND user_id = ? AND seq > ? ORDER BY seq",
+                [*owner, index.max_seq],
+            ).fetchall()
+            if rows:
+                vectors = np.vstack([np.frombuffer(bytes(r[2]), dtype=np.float32) for r in rows])
+                index.append([str(r[1]) for r in rows], vectors)
+                index.max_seq = int(rows[-1][0])
+            self._evict()
+            return index
+
+    def _evict(self) -> None:
+        total = sum(len(i.ids) for i in self._owners.values())
+        while total > self._max_rows and len(self._owners) > 1:
+            _, dropped = self._owners.popitem(last=False)
+            total -= len(dropped.ids)
+
+    def search(
+        self,
+        db: SqlExecutor,
+        owner: Owner,
+        query: Vector,
+        k: int,
+        passes_filter: Callable[[list[str]], set[str]],
+        filter_ids: Callable[[], list[str]],
+    ) -> list[ScoredId]:
+        """Top-``k`` by cosine among the owner's memories that pass the database filter."""
+        index = self._refresh(db, owner)
+        if not index.ids or k <= 0:
+            return []
+        q = np.asarray(query, dtype=np.float32)
+        shortlist = min(len(index.ids), max(self.shortlist, 8 * k))
+        exhaustive = shortlist >= len(index.ids)
+        if exhaustive:
+            rows = np.arange(len(index.ids))
+        else:
+            distance = np.bitwise_count(index.bits ^ pack_signs(q[None, :])).sum(axis=1)
+            rows = np.argpartition(distance, shortlist - 1)[:shortlist]
+        scored = self._exact(index, q, rows)
+        allowed = passes_filter([memory_id for memory_id, _ in scored])
+        hits = [ScoredId(m, s) for m, s in scored if m in allowed]
+        if exhaustive or len(hits) >= k:
+            return hits[:k]
+        # Selective filter: score exactly every memory the database says matches it.
+        wanted = [index.row_of[m] for m in filter_ids() if m in index.row_of]
+        if not wanted:
+            return hits[:k]
+        exact = self._exact(index, q, np.asarray(wanted))
+        return [ScoredId(m, s) for m, s in exact[:k]]
+
+    @staticmethod
+    def _exact(index: _OwnerIndex, q: Vector, rows: NDArray[Any]) -> list[tuple[str, float]]:
+        sims = index.halves[rows].astype(np.float32) @ q
+        order = np.argsort(-sims, kind="stable")
+        seen: set[str] = set()
+        out: list[tuple[str, float]] = []
+        for position in order:
+            memory_id = index.ids[int(rows[position])]
+            if memory_id in seen or index.row_of.get(memory_id) != int(rows[position]):
+                continue
+            seen.add(memory_id)
+            out.append((memory_id, float(sims[position])))
+        return out

@@ -1,0 +1,155 @@
+"""Conformance: the storage search primitives (vectors, BM25 over blind tokens, edges)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engram.engine import MemoryEngine
+from engram.storage.base import EdgeRow, Storage
+from engram.testing.builders import ACCOUNT, add
+from engram.types import Memory, MemoryFilter, MemoryState
+
+DIMS = 16
+
+
+def _unit(rng: np.random.Generator) -> np.ndarray:
+    v = rng.standard_normal(DIMS).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+def _with_vectors(
+    engine: MemoryEngine, storage: Storage, memories: list[Memory], rng: np.random.Generator
+) -> dict[str, np.ndarray]:
+    vectors = {m.id: _unit(rng) for m in memories}
+    with storage.transaction() as tx:
+        for m in memories:
+            tx.put_vector(m.id, m.account_id, m.user_id, "fake", vectors[m.id])
+    return vectors
+
+
+def _exact_top(vectors: dict[str, np.ndarray], ids: set[str], q: np.ndarray, k: int) -> list[str]:
+    ranked = sorted(ids, key=lambda i: -float(vectors[i] @ q))
+    return ranked[:k]
+
+
+@pytest.fixture
+def bound(storage: Storage) -> Storage:
+    storage.bind_embedder("fake", DIMS)
+    return storage
+
+
+def test_vector_search_returns_full_top_k_under_selective_filter(
+    engine: MemoryEngine, bound: Storage
+) -> None:
+    rng = np.random.default_rng(1)
+    crowd = engine.store_many(
+        [
+            {
+                "account_id": ACCOUNT,
+                "user_id": "busy",
+                "key": f"k{i}",
+                "value": f"memory {i}",
+                "category": "rare" if i % 100 == 0 else "common",
+            }
+            for i in range(1200)
+        ]
+    )
+    lonely = engine.store_many(
+        [{"account_id": ACCOUNT, "user_id": f"u{i}", "key": "k", "value": "v"} for i in range(30)]
+    )
+    vectors = _with_vectors(engine, bound, crowd + lonely, rng)
+    q = _unit(rng)
+    rare = {m.id for m in crowd if m.category == "rare"}
+    flt = MemoryFilter(account_id=ACCOUNT, user_id="busy", categories=("rare",))
+    hits = bound.vector_search(flt, q, 10)
+    assert [h.memory_id for h in hits] == _exact_top(vectors, rare, q, 10)
+    one = MemoryFilter(account_id=ACCOUNT, user_id="u7")
+    assert [h.memory_id for h in bound.vector_search(one, q, 5)] == [lonely[7].id]
+    everything = MemoryFilter(account_id=ACCOUNT, user_id="busy")
+    top = [h.memory_id for h in bound.vector_search(everything, q, 20)]
+    assert len(top) == 20
+    exact = _exact_top(vectors, {m.id for m in crowd}, q, 20)
+    assert len(set(top) & set(exact)) >= 18  # approximate index, near-exact at the top
+    scores = [h.score for h in bound.vector_search(everything, q, 20)]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_vector_search_excludes_forgotten_and_other_users(
+    engine: MemoryEngine, bound: Storage
+) -> None:
+    rng = np.random.default_rng(2)
+    mine = [
+        engine.store({"account_id": ACCOUNT, "user_id": "me", "key": f"k{i}", "value": "v"})
+        for i in range(5)
+    ]
+    theirs = engine.store({"account_id": ACCOUNT, "user_id": "them", "key": "k", "value": "v"})
+    shared = engine.store(
+        {"account_id": ACCOUNT, "user_id": "them", "key": "s", "value": "v", "visibility": "shared"}
+    )
+    vectors = _with_vectors(engine, bound, [*mine, theirs, shared], rng)
+    engine.forget(mine[0].id, account_id=ACCOUNT)
+    q = vectors[mine[0].id]
+    flt = MemoryFilter(account_id=ACCOUNT, user_id="me")
+    ids = [h.memory_id for h in bound.vector_search(flt, q, 10)]
+    assert set(ids) == {m.id for m in mine[1:]}
+    with_shared = flt.model_copy(update={"include_shared": True})
+    ids = [h.memory_id for h in bound.vector_search(with_shared, q, 10)]
+    assert set(ids) == {m.id for m in mine[1:]} | {shared.id}
+    gone = MemoryFilter(account_id=ACCOUNT, user_id="me", states=(MemoryState.SOFT_DELETED,))
+    assert [h.memory_id for h in bound.vector_search(gone, q, 3)] == [mine[0].id]
+
+
+def test_vector_search_sees_writes_and_erasure(engine: MemoryEngine, bound: Storage) -> None:
+    rng = np.random.default_rng(3)
+    first = add(engine, key="a")
+    vectors = _with_vectors(engine, bound, [first], rng)
+    flt = MemoryFilter(account_id=ACCOUNT, user_id="user-1")
+    assert [h.memory_id for h in bound.vector_search(flt, vectors[first.id], 3)] == [first.id]
+    second = add(engine, key="b")
+    more = _with_vectors(engine, bound, [second], rng)
+    assert bound.vector_search(flt, more[second.id], 1)[0].memory_id == second.id
+    engine.erase_user(account_id=ACCOUNT, user_id="user-1")
+    assert bound.vector_search(flt, more[second.id], 3) == []
+    assert bound.count_rows("embeddings", ACCOUNT, "user-1") == 0
+
+
+def test_lexical_search_ranks_by_bm25_without_plaintext(
+    engine: MemoryEngine, storage: Storage
+) -> None:
+    texts = {
+        "cat": "my cat Tom likes fish and naps",
+        "dog": "the dog barks at the postman every morning",
+        "fish": "fish and chips on friday fish fish",
+        "piano": "she plays the piano on sunday",
+    }
+    stored = {k: add(engine, key=k, value=v) for k, v in texts.items()}
+    add(engine, key="other", value="fish everywhere", user_id="user-2")
+    tokens = list(engine.lexical.hashed_terms(ACCOUNT, "fish"))
+    flt = MemoryFilter(account_id=ACCOUNT, user_id="user-1")
+    hits = storage.lexical_search(flt, tokens, 10, k1=1.2, b=0.75)
+    assert [h.memory_id for h in hits] == [stored["fish"].id, stored["cat"].id]
+    assert hits[0].score > hits[1].score > 0
+    engine.forget(stored["fish"].id, account_id=ACCOUNT)
+    hits = storage.lexical_search(flt, tokens, 10, k1=1.2, b=0.75)
+    assert [h.memory_id for h in hits] == [stored["cat"].id]
+    piano = list(engine.lexical.hashed_terms(ACCOUNT, "piano sunday"))
+    narrowed = flt.model_copy(update={"keys": ("dog",)})
+    assert storage.lexical_search(narrowed, piano, 5, k1=1.2, b=0.75) == []
+
+
+def test_edges_are_unique_and_found_from_either_end(engine: MemoryEngine, storage: Storage) -> None:
+    a, b, c = (add(engine, key=k) for k in "abc")
+    with storage.transaction() as tx:
+        tx.put_edges(ACCOUNT, "user-1", [EdgeRow(a.id, b.id, "related_to", 0.8)])
+        tx.put_edges(
+            ACCOUNT,
+            "user-1",
+            [EdgeRow(a.id, b.id, "related_to", 0.1), EdgeRow(b.id, c.id, "adjacent", 1.0)],
+        )
+    edges = storage.edges(ACCOUNT, [b.id])
+    assert {(e.from_id, e.to_id, e.strength) for e in edges} == {
+        (a.id, b.id, 0.8),
+        (b.id, c.id, 1.0),
+    }
+    assert {(e.from_id, e.to_id) for e in storage.edges(ACCOUNT, [c.id])} == {(b.id, c.id)}
