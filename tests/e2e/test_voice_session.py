@@ -1,0 +1,191 @@
+"""Done-when: a whole voice session through the Realtime adapter, on both backends.
+
+Events go in and come out; a name is stored and corrected and the refreshed instructions
+show it; the session ends over HTTP and the scripted LLM's extraction is stored with the
+duplicates skipped; and the conversation leaves no trace on disk or in the logs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+
+from engram.config import Settings
+from engram.conversation.extraction import LLMExtractor
+from engram.engine import MemoryEngine
+from engram.llm.openai_compat import OpenAICompatibleLLM
+from engram.server import create_app
+from engram.storage.base import Storage
+from engram.storage.postgres import PostgresStorage
+from engram.testing.scripted_llm import ScriptedLLMServer
+
+SENTINEL = "Quixotic7731Pumpernickel"
+ACCOUNT = "acct-voice"
+LINE = "line-42"
+
+EXTRACTED = json.dumps(
+    [
+        {"type": "fact", "key": "daughter_name", "value": "Sarah", "confidence": 0.9},
+        {"type": "preference", "key": "likes_gardening", "value": "gardening"},
+        {"type": "preference", "key": "preferred_name", "value": "Margaret"},
+    ]
+)
+
+
+def transcript(text: str) -> dict[str, Any]:
+    return {"type": "conversation.item.input_audio_transcription.completed", "transcript": text}
+
+
+def tool_call(call_id: str, name: str, arguments: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "response.output_item.added",
+            "item": {"type": "function_call", "call_id": call_id, "name": name},
+        },
+        {
+            "type": "response.function_call_arguments.done",
+            "call_id": call_id,
+            "arguments": json.dumps(arguments),
+        },
+    ]
+
+
+def reply(text: str) -> dict[str, Any]:
+    return {
+        "type": "response.done",
+        "response": {
+            "output": [
+                {"type": "message", "content": [{"type": "output_audio", "transcript": text}]}
+            ]
+        },
+    }
+
+
+def instructions_of(events: list[dict[str, Any]]) -> str:
+    updates = [e for e in events if e["type"] == "session.update"]
+    assert len(updates) == 1
+    return str(updates[0]["session"]["instructions"])
+
+
+def everything_on_disk(root: Path, storage: Storage, request: pytest.FixtureRequest) -> bytes:
+    blobs = [p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()]
+    if isinstance(storage, PostgresStorage):
+        server = request.getfixturevalue("postgres_server")
+        blobs.append(server.dump(urlsplit(storage.conninfo).path.lstrip("/")).encode())
+    return b"".join(blobs)
+
+
+@pytest.mark.asyncio
+async def test_a_voice_session_end_to_end(
+    engine: MemoryEngine,
+    storage: Storage,
+    settings: Settings,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    request: pytest.FixtureRequest,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    with ScriptedLLMServer([EXTRACTED]) as llm_server:
+        llm = OpenAICompatibleLLM(base_url=llm_server.base_url, model="scripted")
+        app = create_app(
+            settings.model_copy(update={"min_session_seconds": 0.0}),
+            engine=engine,
+            extractor=LLMExtractor(llm),
+        )
+        services = app.state.services
+        token = services.keys.create(ACCOUNT)
+        auth = {"Authorization": f"Bearer {token}"}
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://engram.test") as http:
+            created = await http.post(
+                "/sessions", json={"accountId": ACCOUNT, "lineId": LINE}, headers=auth
+            )
+            sid = created.json()["callSessionId"]
+            await http.post(f"/sessions/{sid}/connected", headers=auth)
+
+            adapter = services.adapter(sid)
+            opening = await adapter.session_update()
+            assert {t["name"] for t in opening["session"]["tools"]} >= {"store_memory"}
+
+            assert await adapter.handle(transcript("Please call me Maggie.")) == []
+            await adapter.handle(tool_call("c1", "store_memory", {})[0])
+            out = await adapter.handle(
+                tool_call(
+                    "c1",
+                    "store_memory",
+                    {"memory_type": "preference", "key": "preferred_name", "value": "Maggie"},
+                )[1]
+            )
+            assert [e["type"] for e in out] == [
+                "conversation.item.create",
+                "session.update",
+                "response.create",
+            ]
+            assert json.loads(out[0]["item"]["output"])["success"] is True
+            assert "Maggie" in instructions_of(out)
+            await adapter.handle(reply("Lovely to meet you, Maggie."))
+
+            await adapter.handle(transcript("Actually, I prefer Margaret."))
+            out = []
+            for event in tool_call(
+                "c2", "update_memory", {"existing_key": "Preferred_Name", "new_value": "Margaret"}
+            ):
+                out += await adapter.handle(event)
+            assert json.loads(out[0]["item"]["output"])["action"] == "updated"
+            refreshed = instructions_of(out)
+            assert "Margaret" in refreshed and "Maggie" not in refreshed
+
+            await adapter.handle(
+                transcript(
+                    f"The password to my shed is {SENTINEL}. My daughter Sarah lives in Denver, "
+                    "and I love gardening."
+                )
+            )
+            for event in tool_call(
+                "c3",
+                "store_memory",
+                {"memory_type": "preference", "key": "like_gardening", "value": "gardening"},
+            ):
+                await adapter.handle(event)
+            await adapter.handle(reply("Gardening is wonderful."))
+
+            ended = await http.post(f"/sessions/{sid}/end", headers=auth)
+            assert ended.json() == {"summarization": "scheduled"}
+            await services.tasks.join()
+
+            listing = await http.get("/v1/memories", params={"user_id": LINE}, headers=auth)
+            stored = {m["key"]: m for m in listing.json()["memories"]}
+            metrics = (await http.get("/metrics")).text
+
+    assert stored["preferred_name"]["value"] == "Margaret"
+    assert stored["preferred_name"]["version"] == 2
+    assert stored["daughter_name"]["value"] == "Sarah"  # extracted
+    assert "likes_gardening" in EXTRACTED and "likes_gardening" not in stored  # a duplicate
+    assert set(stored) == {"preferred_name", "daughter_name", "like_gardening"}
+    assert "engram_duplicates_skipped_total 1" in metrics
+    sent = llm_server.requests[0].messages[1]["content"]
+    assert SENTINEL in sent  # the model did see the conversation...
+
+    row = services.tables.get_session(sid)
+    assert row.tool_calls == 3 and row.memories_extracted == 1
+    events = services.tables.events(sid)
+    assert [e.tool for e in events if e.kind == "tool_call"] == [
+        "store_memory",
+        "update_memory",
+        "store_memory",
+    ]
+    assert services.buffer.get(sid) is None
+
+    # ...and nothing of it is anywhere else: files under the test's home and database
+    # (SQLite with its WAL, or a pg_dump), and every log record at DEBUG.
+    disk = everything_on_disk(tmp_path, storage, request)
+    assert len(disk) > 1000
+    for secret in (SENTINEL, "Denver", "Margaret", "Maggie", "shed is"):
+        assert secret.encode() not in disk, secret
+        assert secret not in caplog.text, secret

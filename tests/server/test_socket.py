@@ -1,0 +1,56 @@
+"""The service over a real socket: uvicorn on 127.0.0.1, httpx as the client."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+
+import httpx
+import pytest
+import uvicorn
+
+from engram.config import Settings
+from engram.engine import MemoryEngine
+from engram.server import create_app
+
+
+@pytest.fixture
+def served(engine: MemoryEngine, settings: Settings) -> Iterator[tuple[str, str]]:
+    app = create_app(settings, engine=engine)
+    token = app.state.services.keys.create("acct-1")
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)  # connections queue here until uvicorn accepts them: no start-up race
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    host, port = sock.getsockname()
+    try:
+        yield f"http://{host}:{port}", token
+    finally:
+        server.should_exit = True
+        thread.join()
+        sock.close()
+
+
+def test_tool_call_round_trip_over_a_real_socket(served: tuple[str, str]) -> None:
+    base, token = served
+    auth = {"Authorization": f"Bearer {token}"}
+    with httpx.Client(base_url=base, timeout=30) as client:
+        sid = client.post(
+            "/sessions", json={"accountId": "acct-1", "lineId": "l1"}, headers=auth
+        ).json()["callSessionId"]
+        stored = client.post(
+            "/tools/store_memory",
+            json={"callSessionId": sid, "lineId": "l1", "accountId": "acct-1",
+                  "memoryType": "fact", "key": "city", "value": "Lisbon"},
+            headers=auth,
+        )  # fmt: skip
+        assert stored.status_code == 200 and stored.json()["success"] is True
+        assert client.post(f"/sessions/{sid}/end", headers=auth).json() == {
+            "summarization": "skipped"
+        }
+        listing = client.get("/v1/memories", params={"user_id": "l1"}, headers=auth).json()
+        assert [m["value"] for m in listing["memories"]] == ["Lisbon"]
+        assert client.get("/v1/memories", params={"user_id": "l1"}).status_code == 401

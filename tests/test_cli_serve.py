@@ -1,0 +1,49 @@
+"""``engram keys create`` and ``engram serve``, through click's runner."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from engram.cli import main
+from engram.config import Settings
+from engram.server.auth import ApiKeys
+from engram.storage import open_storage
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.delenv("MEMORY_ENCRYPTION_KEY", raising=False)
+    monkeypatch.delenv("ENGRAM_STORAGE_URL", raising=False)
+    monkeypatch.setenv("ENGRAM_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+def test_keys_create_prints_only_the_key_and_stores_its_hash(home: Path) -> None:
+    result = CliRunner().invoke(main, ["keys", "create", "--account", "acct-9"])
+    assert result.exit_code == 0, result.output
+    token = result.stdout.strip()
+    assert result.stdout == token + "\n" and token.startswith("egk_")
+    storage = open_storage(Settings().resolved_storage_url())
+    try:
+        assert ApiKeys.over(storage).account_of(token) == "acct-9"
+        assert ApiKeys.over(storage).account_of(token + "x") is None
+    finally:
+        storage.close()
+    assert token.encode() not in (home / "engram.db").read_bytes()
+
+
+def test_every_new_command_has_help(home: Path) -> None:
+    for args in (["serve", "--help"], ["keys", "create", "--help"], ["keys", "--help"]):
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 0 and len(result.output) > 80, args
+    serve_help = CliRunner().invoke(main, ["serve", "--help"]).output
+    assert "--host" in serve_help and "--port" in serve_help
+    assert "create" in CliRunner().invoke(main, ["keys", "--help"]).output
+
+
+def test_keys_create_requires_an_account(home: Path) -> None:
+    result = CliRunner().invoke(main, ["keys", "create"])
+    assert result.exit_code == 2 and "--account" in result.output
