@@ -12,6 +12,7 @@ from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from engram.errors import ConfigurationError
+from engram.retrieval.ranking import RankingWeights
 
 
 def default_home() -> Path:
@@ -22,7 +23,13 @@ def default_home() -> Path:
 class Settings(BaseSettings):
     """Engram's configuration. Every field can be set by an ``ENGRAM_<NAME>`` variable."""
 
-    model_config = SettingsConfigDict(env_prefix="ENGRAM_", extra="ignore", frozen=True)
+    model_config = SettingsConfigDict(
+        env_prefix="ENGRAM_",
+        extra="ignore",
+        frozen=True,
+        env_nested_delimiter="__",
+        populate_by_name=True,
+    )
 
     home: Path = Field(default_factory=default_home)
     storage_url: str | None = Field(
@@ -40,7 +47,19 @@ class Settings(BaseSettings):
     soft_delete_retention_days: float = Field(default=30.0, ge=0)
     thread_header_bullets: int = Field(default=3, ge=1, le=20)
     user_key_cache_size: int = Field(default=4096, ge=1)
-    embedder: str = Field(default="none", description="'local:all-MiniLM-L6-v2', 'none', ...")
+    embedder: str = Field(
+        default="local:all-MiniLM-L6-v2",
+        description="'local:all-MiniLM-L6-v2', 'openai:<model>@<base_url>' or 'none'",
+    )
+    embedder_api_key: SecretStr | None = None
+    categories_file: Path | None = Field(
+        default=None, description="categories and allowlists YAML; default: the shipped one"
+    )
+    ranking: RankingWeights = Field(
+        default_factory=RankingWeights, description="ENGRAM_RANKING__W_DENSE=0.5 and so on"
+    )
+    link_top_k: int = Field(default=5, ge=0, le=50)
+    link_min: float = Field(default=0.5, ge=-1.0, le=1.0)
     postgres_pool_min: int = Field(default=1, ge=1)
     postgres_pool_max: int = Field(default=8, ge=1)
 

@@ -149,8 +149,10 @@ class MemoryEngine:
         for item in items:
             new = validated(NewMemory, item)
             memory_id = str(uuid.uuid4())
+            fields = new.model_dump()
+            fields["category"] = new.category or new.type.value
             memory = Memory(
-                **new.model_dump(),
+                **fields,
                 id=memory_id,
                 lineage_id=memory_id,
                 version=1,
@@ -602,6 +604,10 @@ class MemoryEngine:
         row = self._row(account_id, memory_id)
         versions = self.storage.lineage(account_id, row.lineage_id)
         return self._open(versions[-1])
+
+    def open_row(self, row: MemoryRow) -> Memory:
+        """Decrypt a storage row (for layers that query storage directly, like retrieval)."""
+        return self._open(row)
 
     def _open(self, row: MemoryRow) -> Memory:
         if row.state == MemoryState.PURGED.value:

@@ -7,13 +7,14 @@ index entries commit together or not at all.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from engram.crypto.envelope import blind_token
 from engram.crypto.owner_keys import OwnerKeys
+from engram.retrieval.memory_text import lexical_text
+from engram.retrieval.tokenize import terms
 from engram.storage.base import Transaction
 from engram.types import Memory
 
@@ -30,23 +31,11 @@ class Indexer(Protocol):
         ...
 
 
-_WORD = re.compile(r"[a-z0-9]+")
-
-
-def simple_terms(text: str) -> list[str]:
-    """Lower-cased alphanumeric words: the fallback tokenizer."""
-    return _WORD.findall(text.lower())
-
-
-def searchable_text(memory: Memory) -> str:
-    """The text a memory is found by: its key (as words) and its value."""
-    return f"{memory.key.replace('_', ' ')} {memory.value}"
-
 
 class LexicalIndexer:
     """Writes blind search tokens: keyed hashes of terms, never the terms themselves."""
 
-    def __init__(self, keys: OwnerKeys, tokenize: Callable[[str], list[str]] = simple_terms):
+    def __init__(self, keys: OwnerKeys, tokenize: Callable[[str], list[str]] = terms):
         self._keys = keys
         self._tokenize = tokenize
 
@@ -60,9 +49,14 @@ class LexicalIndexer:
         counts = Counter(self._tokenize(text))
         return {blind_token(key, term): tf for term, tf in counts.items()}
 
+    def hash_terms(self, account_id: str, query_terms: Sequence[str]) -> list[int]:
+        """Blind tokens of already tokenized terms (for queries)."""
+        key = self._keys.index_key(account_id)
+        return [blind_token(key, term) for term in query_terms]
+
     def prepare(self, memories: Sequence[Memory]) -> list[Any]:
         """Hash each memory's terms."""
-        return [self.hashed_terms(m.account_id, searchable_text(m)) for m in memories]
+        return [self.hashed_terms(m.account_id, lexical_text(m)) for m in memories]
 
     def write(self, tx: Transaction, memory: Memory, prepared: Any) -> None:
         """Store the memory's blind tokens."""

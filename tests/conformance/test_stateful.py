@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -19,7 +21,7 @@ def run_machine(engine: MemoryEngine) -> None:
     class Memories(RuleBasedStateMachine):
         def __init__(self) -> None:
             super().__init__()
-            self.account = f"acct-{id(self)}"
+            self.account = f"acct-{uuid.uuid4().hex}"
             # lineage id -> (user, value, state, version)
             self.model: dict[str, tuple[str, str, str, int]] = {}
 
@@ -30,10 +32,15 @@ def run_machine(engine: MemoryEngine) -> None:
             )
             self.model[m.lineage_id] = (user, value, "active", 1)
 
+        def pick(self, index: int) -> str:
+            # Ids are random per run, so draw a position, not an id (replays stay stable).
+            lineages = list(self.model)
+            return lineages[index % len(lineages)]
+
         @precondition(lambda self: self.model)
-        @rule(data=st.data(), value=VALUES)
-        def update(self, data: st.DataObject, value: str) -> None:
-            lineage = data.draw(st.sampled_from(sorted(self.model)))
+        @rule(index=st.integers(min_value=0, max_value=1000), value=VALUES)
+        def update(self, index: int, value: str) -> None:
+            lineage = self.pick(index)
             user, _, state, version = self.model[lineage]
             if state != "active":
                 with pytest.raises(ConflictError):
@@ -44,9 +51,9 @@ def run_machine(engine: MemoryEngine) -> None:
             self.model[lineage] = (user, value, "active", version + 1)
 
         @precondition(lambda self: self.model)
-        @rule(data=st.data())
-        def forget_or_restore(self, data: st.DataObject) -> None:
-            lineage = data.draw(st.sampled_from(sorted(self.model)))
+        @rule(index=st.integers(min_value=0, max_value=1000))
+        def forget_or_restore(self, index: int) -> None:
+            lineage = self.pick(index)
             user, value, state, version = self.model[lineage]
             if state == "active":
                 engine.forget(lineage, account_id=self.account)

@@ -243,6 +243,14 @@ class Storage(Protocol):
         """The newest head version with this key (case-insensitive) in the given states."""
         ...
 
+    def filter_memories(self, flt: MemoryFilter, memory_ids: Sequence[str]) -> list[MemoryRow]:
+        """Those of ``memory_ids`` that match ``flt`` (the filter runs in the database)."""
+        ...
+
+    def touch(self, account_id: str, memory_ids: Sequence[str], when: float) -> None:
+        """Set ``last_accessed_at`` of these versions (no audit event)."""
+        ...
+
     def count_memories(self, flt: MemoryFilter) -> int:
         """How many versions match the filter."""
         ...

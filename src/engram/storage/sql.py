@@ -35,6 +35,9 @@ from engram.types import MemoryFilter
 _MEMORY_SELECT = ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
 _UPDATABLE = frozenset(MEMORY_COLUMNS) - {"id", "account_id", "user_id", "lineage_id"}
 _OWNED_TABLES = ("memory_tokens", "relations", "embeddings")
+# Tables with an owner, emptied by erasure; the service tables exist once it has migrated.
+_OPTIONAL_OWNER_TABLES = ("session_events", "call_sessions", "proposals")
+_OWNER_TABLES = ("history", "ops_events", *_OPTIONAL_OWNER_TABLES, "memories", "data_keys")
 
 
 class Cursor(Protocol):
@@ -273,7 +276,9 @@ class SqlTransaction(SqlExecutor):
             changes += self.run(f"DELETE FROM changes WHERE memory_id IN ({marks})", chunk).rowcount
         counts["changes"] = changes
         owner = [account_id, user_id]
-        for table in ("history", "ops_events", "memories", "data_keys"):
+        for table in _OWNER_TABLES:
+            if table in _OPTIONAL_OWNER_TABLES and not self.has_table(table):
+                continue
             counts[table] = self.run(
                 f"DELETE FROM {table} WHERE account_id = ? AND user_id = ?", owner
             ).rowcount
@@ -419,6 +424,34 @@ class SqlStorage:
                     ).fetchall()
                 )
         return rows
+
+    def filter_memories(self, flt: MemoryFilter, memory_ids: Sequence[str]) -> list[MemoryRow]:
+        """Those of ``memory_ids`` that match ``flt`` (the filter runs in the database)."""
+        where, params = compile_filter(flt)
+        rows: list[MemoryRow] = []
+        with self._reader() as db:
+            for chunk in _chunks(memory_ids):
+                marks = ", ".join("?" for _ in chunk)
+                rows.extend(
+                    memory_row(r)
+                    for r in db.run(
+                        f"SELECT {_MEMORY_SELECT} FROM memories m WHERE m.id IN ({marks}) "
+                        f"AND {where}",
+                        [*chunk, *params],
+                    ).fetchall()
+                )
+        return rows
+
+    def touch(self, account_id: str, memory_ids: Sequence[str], when: float) -> None:
+        """Set ``last_accessed_at`` (bookkeeping: no history, no change log)."""
+        with self.transaction() as tx:
+            for chunk in _chunks(memory_ids):
+                marks = ", ".join("?" for _ in chunk)
+                tx.run(
+                    f"UPDATE memories SET last_accessed_at = ? WHERE account_id = ? "
+                    f"AND id IN ({marks})",
+                    [when, account_id, *chunk],
+                )
 
     def find_by_key(
         self, account_id: str, user_id: str, key: str, states: Sequence[str]

@@ -1,0 +1,228 @@
+"""``memory_query``: what an agent gets back when it asks its memory.
+
+Server-side rules, whatever the request says: an unknown agent or a category outside the
+agent's allowlist is a :class:`PermissionDeniedError`; every filter runs in the database;
+``context: all`` categories are always included for the agent, ``rag`` categories only by
+retrieval (at most ``rag_length`` each); results below ``threshold`` similarity are dropped;
+the answer never exceeds ``budget_tokens``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from engram.engine import MemoryEngine
+from engram.retrieval.access import AccessTracker
+from engram.retrieval.budget import count_tokens
+from engram.retrieval.categories import CategoriesConfig, ContextMode
+from engram.retrieval.embedders.base import Embedder
+from engram.retrieval.query import QueryPlan, retrieve
+from engram.retrieval.ranking import RankingWeights, ScoredCandidate
+from engram.retrieval.source import StorageCandidateSource
+from engram.types import (
+    Identifier,
+    Memory,
+    MemoryFilter,
+    MemoryType,
+    Visibility,
+    validated,
+)
+
+_STRICT = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+class QueryFilters(BaseModel):
+    """Filters a caller may add; ownership (account, user) comes from the request itself."""
+
+    model_config = _STRICT
+
+    agent_id: Identifier | None = None
+    run_id: Identifier | None = None
+    actor_id: Identifier | None = None
+    role: str | None = None
+    subject_id: Identifier | None = None
+    category: str | None = None
+    type: MemoryType | None = None
+    visibility: Visibility | None = None
+    pinned: bool | None = None
+    importance_min: Annotated[int, Field(ge=1, le=5)] | None = None
+    importance_max: Annotated[int, Field(ge=1, le=5)] | None = None
+    updated_after: datetime | None = None
+    updated_before: datetime | None = None
+
+
+class MemoryQueryRequest(BaseModel):
+    """One ``memory_query`` call."""
+
+    model_config = _STRICT
+
+    agent: Annotated[str, Field(min_length=1, max_length=64)]
+    account_id: Identifier
+    user_id: Identifier
+    query: Annotated[str, Field(min_length=1, max_length=4000)]
+    categories: tuple[str, ...] | None = None
+    filters: QueryFilters = Field(default_factory=QueryFilters)
+    top_k: Annotated[int, Field(ge=1, le=100)] = 3
+    return_: Literal["bullets", "full"] = Field(default="bullets", alias="return")
+    budget_tokens: Annotated[int, Field(ge=1, le=100_000)] | None = None
+    threshold: Annotated[float, Field(ge=-1.0, le=1.0)] | None = None
+
+
+class MemoryQueryResult(BaseModel):
+    """The answer: ``results`` as bullets or full memories, and the tokens they take."""
+
+    model_config = ConfigDict(frozen=True)
+
+    results: list[dict[str, Any]]
+    tokens: int
+
+
+def bullet(memory: Memory) -> dict[str, Any]:
+    """``{"id", "category", "text": "[category] value"}``."""
+    category = memory.category or memory.type.value
+    return {"id": memory.id, "category": category, "text": f"[{category}] {memory.value}"}
+
+
+class MemoryQueryService:
+    """Runs ``memory_query`` against one engine with one categories configuration."""
+
+    def __init__(
+        self,
+        engine: MemoryEngine,
+        categories: CategoriesConfig,
+        *,
+        embedder: Embedder | None,
+        weights: RankingWeights | None = None,
+        plan: QueryPlan | None = None,
+        access: AccessTracker | None = None,
+        context_all_limit: int = 50,
+    ) -> None:
+        self.engine = engine
+        self.categories = categories
+        self.embedder = embedder
+        self.weights = weights or RankingWeights()
+        self.plan = plan or QueryPlan()
+        self.access = access
+        self.context_all_limit = context_all_limit
+
+    def query(self, request: MemoryQueryRequest | dict[str, Any]) -> MemoryQueryResult:
+        """Answer one request; see the module docstring for the rules."""
+        req = validated(MemoryQueryRequest, request)
+        allowed = self.categories.resolve(req.agent, req.categories)
+        f = req.filters
+        if f.category is not None:
+            allowed = self.categories.resolve(req.agent, (f.category,))
+        base = MemoryFilter(
+            account_id=req.account_id,
+            user_id=req.user_id,
+            include_shared=True,
+            agent_id=f.agent_id,
+            run_id=f.run_id,
+            actor_id=f.actor_id,
+            role=f.role,
+            subject_id=f.subject_id,
+            types=None if f.type is None else (f.type,),
+            visibility=f.visibility,
+            pinned=f.pinned,
+            importance_min=f.importance_min,
+            importance_max=f.importance_max,
+            updated_after=f.updated_after,
+            updated_before=f.updated_before,
+        )
+        always = [c for c in allowed if self.categories.spec(c).context is ContextMode.ALL]
+        rag = [c for c in allowed if c not in always]
+        picked: list[tuple[Memory, dict[str, Any]]] = []
+        if always:
+            for memory in self.engine.list_memories(
+                base.model_copy(update={"categories": tuple(always)}),
+                limit=self.context_all_limit,
+            ):
+                picked.append((memory, {"context": "all"}))
+        if rag:
+            picked.extend(self._retrieve(req, base.model_copy(update={"categories": tuple(rag)})))
+        results, tokens = self._render(req, picked)
+        if self.access is not None and results:
+            self.access.record(req.account_id, [r["id"] for r in results])
+        return MemoryQueryResult(results=results, tokens=tokens)
+
+    def _retrieve(
+        self, req: MemoryQueryRequest, flt: MemoryFilter
+    ) -> list[tuple[Memory, dict[str, Any]]]:
+        source = StorageCandidateSource(self.engine, flt)
+        ranked: list[ScoredCandidate] = retrieve(
+            source,
+            req.query,
+            embedder=self.embedder,
+            limit=max(req.top_k * 3, 10),
+            weights=self.weights,
+            plan=self.plan,
+        )
+        per_category: dict[str, int] = {}
+        out: list[tuple[Memory, dict[str, Any]]] = []
+        for scored in ranked:
+            memory = source.memories.get(scored.candidate.id)
+            if memory is None:
+                continue
+            similarity = scored.candidate.dense
+            if req.threshold is not None and (similarity is None or similarity < req.threshold):
+                continue
+            category = memory.category or memory.type.value
+            cap = (
+                self.categories.spec(category).rag_length
+                if category in (self.categories.all_categories())
+                else None
+            )
+            if cap is not None and per_category.get(category, 0) >= cap:
+                continue
+            per_category[category] = per_category.get(category, 0) + 1
+            out.append(
+                (
+                    memory,
+                    {
+                        "score": round(scored.score, 4),
+                        "similarity": similarity,
+                        "related": self._related(source, memory.id),
+                    },
+                )
+            )
+            if len(out) >= req.top_k:
+                break
+        return out
+
+    def _related(self, source: StorageCandidateSource, memory_id: str) -> list[dict[str, Any]]:
+        edges = sorted(
+            (
+                e
+                for e in self.engine.storage.edges(source.flt.account_id, [memory_id])
+                if e.relation_type == "related_to"
+            ),
+            key=lambda e: -e.strength,
+        )
+        others = [e.to_id if e.from_id == memory_id else e.from_id for e in edges][:2]
+        return [bullet(m) for m in source.load(others).values()]
+
+    def _render(
+        self, req: MemoryQueryRequest, picked: list[tuple[Memory, dict[str, Any]]]
+    ) -> tuple[list[dict[str, Any]], int]:
+        results: list[dict[str, Any]] = []
+        used = 0
+        seen: set[str] = set()
+        for memory, extra in picked:
+            if memory.id in seen:
+                continue
+            seen.add(memory.id)
+            if req.return_ == "bullets":
+                item = bullet(memory)
+                text = item["text"]
+            else:
+                item = {**memory.model_dump(mode="json"), **extra}
+                text = memory.value + "".join(r["text"] for r in extra.get("related", []))
+            cost = count_tokens(text) + 1
+            if req.budget_tokens is not None and used + cost > req.budget_tokens:
+                continue  # a shorter item further down may still fit
+            used += cost
+            results.append(item)
+        return results, used

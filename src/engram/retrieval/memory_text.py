@@ -1,0 +1,58 @@
+"""What a memory is found by, and how it looks to the ranker.
+
+One function decides the indexed text so the embedder, the blind lexical index and the
+ranker all see the same thing: ``(8 May 2023) Caroline: value``. The date is when the
+memory's event happened (``metadata["occurred_at"]``, ISO 8601) or else when it was stored;
+the speaker is ``metadata["speaker"]`` when the memory records one.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from engram.retrieval.indexing import index_text
+from engram.retrieval.ranking import Candidate
+from engram.types import Memory
+
+
+def occurred_at(memory: Memory) -> datetime:
+    """When the remembered event happened, falling back to when it was stored."""
+    raw = memory.metadata.get("occurred_at")
+    if isinstance(raw, str):
+        try:
+            return datetime.fromisoformat(raw)
+        except ValueError:
+            pass
+    return memory.created_at
+
+
+def speaker(memory: Memory) -> str | None:
+    """Who said it, when the memory records a speaker."""
+    raw = memory.metadata.get("speaker")
+    return raw if isinstance(raw, str) and raw else None
+
+
+def indexed_text(memory: Memory) -> str:
+    """The text the embedder and the lexical index see."""
+    return index_text(memory.value, speaker=speaker(memory), when=occurred_at(memory))
+
+
+def lexical_text(memory: Memory) -> str:
+    """The indexed text plus the memory's key as words (``daughter_name`` → ``daughter name``)."""
+    return f"{memory.key.replace('_', ' ')} {indexed_text(memory)}"
+
+
+def as_candidate(
+    memory: Memory, *, dense: float | None = None, bm25: float | None = None
+) -> Candidate:
+    """A ranking candidate for a decrypted memory."""
+    return Candidate(
+        id=memory.id,
+        text=memory.value,
+        dense=dense,
+        bm25=bm25,
+        speaker=speaker(memory),
+        created_at=occurred_at(memory),
+        importance=memory.importance,
+        pinned=memory.pinned,
+    )
