@@ -14,6 +14,7 @@ from engram.conversation.extraction import Extractor
 from engram.engine import MemoryEngine
 from engram.server.errors import install_error_handlers
 from engram.server.routes import memories, proposals, realtime, sessions, tools
+from engram.server.routes import query as query_routes
 from engram.server.services import ServiceOptions, Services
 
 __all__ = ["create_app"]
@@ -46,7 +47,18 @@ def create_app(
     """
     settings = settings or Settings()
     owns = engine is None
-    engine = engine or MemoryEngine.open(settings)
+    closers: list[Callable[[], None]] = []
+    query_handler = query
+    if engine is None:
+        # The embedded default: the engine with retrieval wired in, as configured.
+        from engram.client import Engram
+        from engram.retrieval.handler import RetrievalQueryHandler
+
+        engram = Engram.open(settings)
+        engine = engram.engine
+        embedder = embedder if embedder is not None else engram.embedder
+        query_handler = query or RetrievalQueryHandler(engram.memory_query)
+        closers.append(engram.access.close)
     extra = {} if clock is None else {"clock": clock}
     services = Services(
         engine,
@@ -54,7 +66,7 @@ def create_app(
         options=options,
         extractor=extractor,
         embedder=embedder,
-        query=query,
+        query=query_handler,
         owns_engine=owns,
         **extra,
     )
@@ -65,6 +77,8 @@ def create_app(
             yield
         finally:
             await services.tasks.join()
+            for close in closers:
+                close()
             services.close()
 
     app = FastAPI(
@@ -75,7 +89,7 @@ def create_app(
     )
     app.state.services = services
     install_error_handlers(app)
-    for module in (tools, sessions, memories, proposals, realtime):
+    for module in (tools, sessions, memories, query_routes, proposals, realtime):
         app.include_router(module.router)
 
     @app.get("/metrics", response_class=PlainTextResponse, tags=["ops"])

@@ -1,0 +1,53 @@
+"""``POST /v1/memory_query``: retrieval for agents and programs that call over REST."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from pydantic import BaseModel, ConfigDict, Field
+
+from engram.conversation.dispatcher import Owner
+from engram.conversation.tools import MemoryQueryArgs
+from engram.errors import ValidationError
+from engram.server.deps import Account, Svc
+from engram.types import validated
+
+router = APIRouter(prefix="/v1", tags=["retrieval"])
+
+
+class MemoryQueryBody(BaseModel):
+    """A ``memory_query`` for one user of the API key's account."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    user_id: str = Field(min_length=1, max_length=256)
+    agent: str | None = None
+    query: str = Field(min_length=1, max_length=4000)
+    categories: list[str] | None = None
+    filters: dict[str, Any] = Field(default_factory=dict)
+    top_k: int = Field(default=3, ge=1, le=50)
+    return_: str = Field(default="bullets", alias="return")
+    budget_tokens: int | None = Field(default=None, ge=1)
+    threshold: float | None = None
+
+
+class MemoryQueryResponse(BaseModel):
+    """Results as bullets (``{id, category, text}``) or full memories, and their tokens."""
+
+    success: bool
+    results: list[dict[str, Any]]
+    tokens: int
+
+
+@router.post("/memory_query", response_model=MemoryQueryResponse)
+async def memory_query(body: MemoryQueryBody, account: Account, services: Svc) -> dict[str, Any]:
+    """Hybrid retrieval under the agent's category allowlist, filters and token budget."""
+    handler = services.dispatcher.query
+    if handler is None:
+        raise ValidationError("memory_query is not available on this server")
+    args = validated(
+        MemoryQueryArgs,
+        body.model_dump(by_alias=True, exclude={"user_id"}, exclude_none=True),
+    )
+    return await handler(args, owner=Owner(account, body.user_id))
