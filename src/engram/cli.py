@@ -1,4 +1,4 @@
-"""The ``engram`` command line: serve, demo, keys, export/import, purge and erasure."""
+"""The ``engram`` command line: serve, demo, keys, export/import, purge, erasure, reindex."""
 
 from __future__ import annotations
 
@@ -227,6 +227,57 @@ def list_cmd(ctx: click.Context, account: str, user: str | None, limit: int) -> 
     flt = MemoryFilter(account_id=account, user_id=user)
     for memory in _engine(ctx).list_memories(flt, limit=limit):
         click.echo(f"{memory.id}  [{memory.type.value}] {memory.key}: {memory.value}")
+
+
+@main.command("reindex")
+@click.option(
+    "--batch-size",
+    default=64,
+    show_default=True,
+    type=click.IntRange(1, 4096),
+    help="Memories embedded per batch (one transaction each).",
+)
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.pass_context
+def reindex_cmd(ctx: click.Context, batch_size: int, yes: bool) -> None:
+    """Re-embed every memory with the configured embedder (ENGRAM_EMBEDDER).
+
+    Drops every stored vector and the recorded embedder, binds the configured one and embeds
+    every active and soft-deleted memory version again, with its relation edges. Run it after
+    changing the embedder; queries find nothing by similarity until it has finished.
+    """
+    from engram.retrieval.embedders import build_embedder
+    from engram.retrieval.reindex import count_live, reindex
+
+    settings: Settings = ctx.obj["settings"]
+    api_key = settings.embedder_api_key
+    embedder = build_embedder(
+        settings.embedder,
+        home=settings.home,
+        api_key=None if api_key is None else api_key.get_secret_value(),
+        cache_size=0,
+    )
+    if embedder is None:
+        raise click.UsageError("no embedder is configured (ENGRAM_EMBEDDER=none)")
+    engine = _engine(ctx)
+    previous = engine.storage.embedder_spec()
+    if not yes:
+        click.confirm(
+            f"Replace the vectors of embedder {previous or 'none'} with "
+            f"{embedder.model_id}:{embedder.dims}?",
+            abort=True,
+        )
+    total = count_live(engine)
+    with click.progressbar(length=total, label="re-embedding", file=sys.stderr) as bar:
+        done = reindex(
+            engine,
+            embedder,
+            batch_size=batch_size,
+            link_top_k=settings.link_top_k,
+            link_min=settings.link_min,
+            progress=bar.update,
+        )
+    click.echo(f"re-embedded {done} memory versions with {embedder.model_id}:{embedder.dims}")
 
 
 @main.command("history")

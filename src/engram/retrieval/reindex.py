@@ -1,0 +1,83 @@
+"""Re-embed every live memory version with a (new) embedder: ``engram reindex``.
+
+The store forgets its bound embedder and every stored vector, binds the new one, then
+embeds every active and soft-deleted memory version owner by owner, in batches, writing
+each batch's vectors and relation edges in one transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+
+from engram.engine import MemoryEngine
+from engram.retrieval.embedders.base import Embedder
+from engram.retrieval.indexer import VectorIndexer
+from engram.types import Memory, MemoryState
+
+__all__ = ["count_live", "live_owners", "reindex"]
+
+_LIVE = frozenset({MemoryState.ACTIVE.value, MemoryState.SOFT_DELETED.value})
+
+
+def live_owners(engine: MemoryEngine) -> list[tuple[str, str]]:
+    """Every ``(account_id, user_id)`` that holds a user key (and so may own memories)."""
+    rows = engine.storage.data_keys(limit=2**31 - 1)
+    return sorted({(r.account_id, r.user_id) for r in rows if r.purpose == "user"})
+
+
+def _batches(engine: MemoryEngine, size: int) -> Iterator[list[Memory]]:
+    for account_id, user_id in live_owners(engine):
+        batch: list[Memory] = []
+        for row in engine.storage.iter_owner(account_id, user_id):
+            if row.state not in _LIVE:
+                continue
+            batch.append(engine.open_row(row))
+            if len(batch) >= size:
+                yield batch
+                batch = []
+        if batch:
+            yield batch
+
+
+def count_live(engine: MemoryEngine) -> int:
+    """How many memory versions :func:`reindex` will embed."""
+    return sum(
+        1
+        for account_id, user_id in live_owners(engine)
+        for row in engine.storage.iter_owner(account_id, user_id)
+        if row.state in _LIVE
+    )
+
+
+def reindex(
+    engine: MemoryEngine,
+    embedder: Embedder,
+    *,
+    batch_size: int = 64,
+    link_top_k: int = 5,
+    link_min: float = 0.5,
+    progress: Callable[[int], None] | None = None,
+) -> int:
+    """Drop every vector, bind ``embedder`` and re-embed all live versions; returns the count.
+
+    ``progress`` is called with the size of each batch once it is written. Interrupted, the
+    command can simply be run again.
+    """
+    if batch_size < 1:
+        raise ValueError("batch_size must be at least 1")
+    engine.storage.unbind_embedder()
+    indexer = VectorIndexer(engine.storage, embedder, link_top_k=link_top_k, link_min=link_min)
+    done = 0
+    for batch in _batches(engine, batch_size):
+        _write(engine, indexer, batch)
+        done += len(batch)
+        if progress is not None:
+            progress(len(batch))
+    return done
+
+
+def _write(engine: MemoryEngine, indexer: VectorIndexer, batch: Sequence[Memory]) -> None:
+    prepared = indexer.prepare(batch)
+    with engine.storage.transaction() as tx:
+        for memory, entry in zip(batch, prepared, strict=True):
+            indexer.write(tx, memory, entry)

@@ -1,0 +1,89 @@
+"""``engram reindex`` through click's runner: re-embeds live versions with the new embedder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from engram.cli import main
+from engram.client import Engram
+from engram.config import Settings
+from engram.engine import MemoryEngine
+from engram.errors import EmbedderMismatchError
+from engram.retrieval.embedders import build_embedder
+from engram.retrieval.memory_text import indexed_text
+from engram.types import MemoryFilter, MemoryState
+
+from ._fakes import HashingEmbedder
+
+ACCOUNT = "acct-r"
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.delenv("MEMORY_ENCRYPTION_KEY", raising=False)
+    monkeypatch.delenv("ENGRAM_STORAGE_URL", raising=False)
+    monkeypatch.delenv("ENGRAM_EMBEDDER", raising=False)
+    monkeypatch.setenv("ENGRAM_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+def test_reindex_has_help_text() -> None:
+    result = CliRunner().invoke(main, ["reindex", "--help"])
+    assert result.exit_code == 0
+    assert "Re-embed every memory with the configured embedder" in result.output
+    assert "--batch-size" in result.output
+
+
+def test_reindex_without_an_embedder_is_a_usage_error(home: Path) -> None:
+    result = CliRunner().invoke(main, ["reindex", "--yes"], env={"ENGRAM_EMBEDDER": "none"})
+    assert result.exit_code == 2
+    assert "no embedder is configured" in result.output
+
+
+@pytest.mark.slow
+def test_reindex_re_embeds_live_versions_with_the_configured_embedder(home: Path) -> None:
+    settings = Settings()
+    with Engram(MemoryEngine.open(settings), embedder=HashingEmbedder()) as app:
+        kept, forgotten, changed = app.engine.store_many(
+            [
+                {"account_id": ACCOUNT, "user_id": "u1", "key": "dog", "value": "Our dog is Rex."},
+                {"account_id": ACCOUNT, "user_id": "u1", "key": "tax", "value": "Taxes due."},
+                {"account_id": ACCOUNT, "user_id": "u2", "key": "car", "value": "A red car."},
+            ]
+        )
+        app.engine.forget(forgotten.id, account_id=ACCOUNT)
+        newer = app.engine.update(changed.id, {"value": "A blue car."}, account_id=ACCOUNT)
+        assert app.engine.storage.embedder_spec() == "hashing:64"
+
+    result = CliRunner().invoke(
+        main,
+        ["reindex", "--yes", "--batch-size", "2"],
+        env={"ENGRAM_EMBEDDER": "local:all-MiniLM-L6-v2"},
+        catch_exceptions=False,
+    )
+    assert result.exit_code == 0, result.output
+    assert "re-embedded 3 memory versions with all-MiniLM-L6-v2:384" in result.output
+
+    embedder = build_embedder("local:all-MiniLM-L6-v2", home=settings.home)
+    assert embedder is not None
+    with Engram(MemoryEngine.open(settings), embedder=embedder) as app:
+        storage = app.engine.storage
+        assert storage.embedder_spec() == "all-MiniLM-L6-v2:384"
+        vectors = storage.vectors(ACCOUNT, [kept.id, forgotten.id, changed.id, newer.id])
+        assert set(vectors) == {kept.id, forgotten.id, newer.id}  # not the superseded one
+        assert all(v.shape == (384,) for v in vectors.values())
+        expected = embedder.embed_one(indexed_text(kept))
+        assert float(np.dot(vectors[kept.id], expected)) > 0.999
+        flt = MemoryFilter(account_id=ACCOUNT, user_id="u1", states=(MemoryState.ACTIVE,))
+        hits = storage.vector_search(flt, embedder.embed_one("pet"), 5)
+        assert [h.memory_id for h in hits] == [kept.id]
+        found = app.query(
+            {"agent": "default", "account_id": ACCOUNT, "user_id": "u1", "query": "pet puppy"}
+        )
+        assert [r["id"] for r in found.results][:1] == [kept.id]
+    with pytest.raises(EmbedderMismatchError):
+        Engram(MemoryEngine.open(settings), embedder=HashingEmbedder())
