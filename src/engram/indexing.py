@@ -31,7 +31,6 @@ class Indexer(Protocol):
         ...
 
 
-
 class LexicalIndexer:
     """Writes blind search tokens: keyed hashes of terms, never the terms themselves."""
 
