@@ -37,11 +37,51 @@ _CLAUSE = re.compile(
 )
 
 
+# A request about how to talk to the user is kept even when phrased as a question.
+_REQUEST = re.compile(
+    r"(?i)^(?:please\s+)?(?:could|can|would|will)\s+you\s+(?:please\s+)?"
+    r"(?:speak|talk)\b"
+)
+_QUESTION = re.compile(
+    r"(?i)^(?:(?:oh|well|so|and|hey|hmm|um)\s*,?\s+)?(?:what|who|whom|whose|where|when|why|how|"
+    r"which|do|does|did|is|are|was|were|can|could|would|will|should|shall|have|has|had|"
+    r"may|might|am)\b(?!')"
+)
+# Hypotheticals, wishes and wondering: nothing in them is a fact about the user.
+_HYPOTHETICAL = re.compile(
+    r"(?i)\b(?:if|unless|suppose|supposing|imagine|pretend|wonder|wondering|wish|whether)\b|"
+    r"\b(?:i|we)\s+(?:might|may|should|could|would|ought to)\s+(?!rather\b|prefer\b)|"
+    r"\b(?:i|we)'d\s+(?!rather\b|prefer\b|much\b|far\b|really\b|like to be called\b)|"
+    r"\bmaybe\s+(?:i|we)\b|\bthinking (?:about|of)\b"
+)
+# Someone else's words or opinions: "my friend says she hates the cold".
+_REPORTED = re.compile(
+    r"(?i)\b(?!i\b)(?:[a-z']+)\s+(?:says|said|told me|tells me|thinks|thought|believes|"
+    r"reckons|claims|mentioned|keeps saying|wants me to|asked me|told him|told her|told us)\b"
+)
+
+
+def _asserts(sentence: str) -> bool:
+    """Whether a sentence states something, rather than asks, supposes or reports it."""
+    s = sentence.strip()
+    if _REQUEST.match(s):
+        return True
+    if s.endswith("?") or _QUESTION.match(s):
+        return False
+    return not (_HYPOTHETICAL.search(s) or _REPORTED.search(s))
+
+
 def split_clauses(text: str) -> list[str]:
-    """Split speech into sentences, then at ``and``/``but``/``so`` before a new subject."""
+    """Split speech into sentences, then at ``and``/``but``/``so`` before a new subject.
+
+    Questions, hypotheticals ("if I had a dog") and reported speech ("my friend says...")
+    are dropped: they yield no clauses.
+    """
     text = text.replace("’", "'").replace("‘", "'")
     out: list[str] = []
     for sentence in _SENTENCE.split(text):
+        if not _asserts(sentence):
+            continue
         out += [c.strip() for c in _CLAUSE.split(sentence) if c and c.strip()]
     return out
 
