@@ -72,3 +72,55 @@ def test_never_raises_and_keys_are_snake_case(text: str) -> None:
     for candidate in OfflineExtractor().extract_text(text):
         assert candidate.key and candidate.key == candidate.key.lower()
         assert candidate.value.strip()
+
+
+def test_names_and_family_phrasings() -> None:
+    assert keys("I go by Liz these days.") == {"preferred_name": "Liz"}
+    assert keys("Hi, it's Eleanor here.") == {"name": "Eleanor"}
+    assert keys("It's Tuesday today.") == {}
+    assert keys("My oldest boy, Richard, is a lawyer.")["son_name"] == "Richard"
+    assert keys("I've got four grandkids.") == {"grandchildren_count": "4 grandkids"}
+    assert keys("Our cat is named Pepper.") == {"pet_cat_name": "Pepper"}
+    assert keys("We have an old golden retriever, Duke.") == {"pet_dog_name": "Duke"}
+    lost = keys("I lost my husband, Bill, two years ago.")
+    assert lost["husband_passed_away"] == "husband Bill passed away two years ago"
+
+
+def test_we_contractions_and_adverbs() -> None:
+    assert keys("My wife and I have lived in Reno for years.") == {"city": "Reno"}
+    assert keys("We really love dancing.") == {"likes_dancing": "dancing"}
+    assert keys("I'd much rather have tea than coffee.") == {"prefers_tea": "tea over coffee"}
+    assert keys("I just can't stomach fish.") == {"dislikes_fish": "fish"}
+    assert keys("I'm still working part time as a bookkeeper.") == {"occupation": "bookkeeper"}
+
+
+def test_home_mobility_and_visits() -> None:
+    assert keys("It's just me and the dog in this big house.") == {
+        "living_situation": "lives alone with the dog"
+    }
+    assert keys("My son lives with me now.") == {"living_situation": "lives with son"}
+    assert keys("I gave up my license last year.")["mobility"].startswith("gave up my license")
+    assert keys("The kids are all coming home for Thanksgiving.") == {
+        "visit_children": "The kids are all coming home for Thanksgiving"
+    }
+    assert "appointment_cataract_surgery" in keys("I'm getting my cataract surgery on the 14th.")
+    assert keys("My son is coming over.") == {}  # a visit needs a time word
+
+
+def test_negated_moods_keep_the_negation() -> None:
+    assert keys("I'm not feeling great today.") == {"mood": "does not feel great today"}
+    assert keys("I don't live in Portland anymore.") == {}
+
+
+def test_questions_hypotheticals_and_reported_speech_give_nothing() -> None:
+    for text in (
+        "Do you have any kids?",
+        "Is my daughter coming tomorrow?",
+        "If I had a dog I would call him Rex.",
+        "I wonder if I should move to Florida.",
+        "My friend told me that she hates the cold.",
+        "Tom said he is coming tomorrow.",
+        "I'd like to visit Rome someday.",
+    ):
+        assert keys(text) == {}, text
+    assert keys("Could you talk a little louder?") == {"communication_style": "speak louder"}

@@ -74,9 +74,12 @@ LIFE_RULES: tuple[Rule, ...] = (
         lambda m, _: cand(F, "living_situation", "lives " + m["how"].lower()),
     ),
     rule(
-        r"(?i:^(?:well,?\s+)?(?:it's|it is)\s+just\s+(?:me|myself)(?P<with>\s+and\s+(?:the|my)\s+"
-        r"[a-z]+)?(?=\s+(?:here|now|these days|at home|in (?:this|the|my)\b)|\s*[,.;!?]|$))",
-        lambda m, _: cand(F, "living_situation", "lives alone" + (m["with"] or "")),
+        r"(?i:^(?:well,?\s+)?(?:it's|it is)\s+just\s+(?:me|myself)"
+        r"(?:\s+and\s+(?P<with>(?:the|my)\s+[a-z]+))?"
+        r"(?=\s+(?:here|now|these days|at home|in (?:this|the|my)\b)|\s*[,.;!?]|$))",
+        lambda m, _: cand(
+            F, "living_situation", "lives alone" + (f" with {m['with']}" if m["with"] else "")
+        ),
     ),
     rule(
         rf"{_WE}{SEP}{ADV}(?i:live with|'m living with|am living with|stay with|live together with)"
