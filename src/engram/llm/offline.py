@@ -1,7 +1,8 @@
 """The offline extractor: turns plain user speech into typed memories without any model.
 
 It is the embedded default when no LLM is configured. It reads only the user's turns, one
-clause at a time, through a table of hand-written patterns (``offline_rules``) covering:
+clause at a time, through a table of hand-written patterns (``offline_rules`` and its topic
+modules) covering:
 names and preferred names, pronouns, language; family members (with names and counts) and
 pets (species, names, counts); where the user lives, grew up, was born or moved; likes,
 dislikes, favourites and preferences; current and former work, military service,
@@ -11,8 +12,9 @@ routines; how the user wants to be spoken to; where they are right now.
 
 Limits, by design (see docs/conversation.md):
 
-* English only, first person only ("I", "my", "we"); reported speech, questions and
-  negated hypotheticals ("if I had a dog") are not understood and may be misread.
+* English only, first person only ("I", "my", "we"). Sentences that ask, suppose or report
+  ("Do you have kids?", "If I had a dog...", "My friend says...") are skipped whole, by
+  word-based tests that also skip some real statements.
 * Names must be capitalised; transcripts without capital letters lose them.
 * No coreference: "She visits on Sunday" does not know who "she" is.
 * No inference: insights (e.g. "seems lonelier on weekends") are never produced.
