@@ -61,6 +61,15 @@ class VectorIndexer:
             if self.link_adjacent and memory.run_id is not None:
                 previous = self._previous_in_run(memory, memories[:position])
                 if previous is not None:
+                    # One edge per (from, to) pair is stored; edges are undirected for
+                    # ranking, so a similarity link to the previous turn goes the other way
+                    # rather than silently dropping the adjacency.
+                    edges = [
+                        EdgeRow(e.to_id, e.from_id, e.relation_type, e.strength)
+                        if e.to_id == previous
+                        else e
+                        for e in edges
+                    ]
                     edges.append(EdgeRow(memory.id, previous, ADJACENT, 1.0))
             entries.append(VectorEntry(vector=vector, edges=edges))
         return entries

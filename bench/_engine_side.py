@@ -1,0 +1,121 @@
+"""Engram's side of the LoCoMo harness on the real engine (SQLite or embedded PostgreSQL).
+
+Each conversation is one user; each dialogue turn one memory (``episodic``), with the
+speaker and session date in its metadata and the session as its ``run_id``, stored through
+``MemoryEngine.store_many`` (one batch per session) with the vector indexer wired in by
+:class:`engram.client.Engram`. Questions go through :func:`engram.retrieval.query.retrieve`
+over :class:`StorageCandidateSource`, exactly as ``memory_query`` does, minus the
+per-category ``rag_length`` cap (the benchmark asks for 20 results).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from _locomo_data import Turn
+from _prototype import memory_value
+from engram.client import Engram
+from engram.config import Settings
+from engram.crypto.keyring import KeyRing
+from engram.engine import MemoryEngine
+from engram.retrieval.embedders import Embedder
+from engram.retrieval.query import QueryPlan, retrieve
+from engram.retrieval.ranking import RankingWeights
+from engram.retrieval.source import StorageCandidateSource
+from engram.storage.base import Storage
+from engram.types import MemoryFilter
+
+ACCOUNT = "locomo"
+
+
+def open_storage(backend: str, folder: Path) -> tuple[Storage, Any]:
+    """A fresh migrated storage under ``folder`` and whatever must be stopped afterwards."""
+    if backend == "sqlite":
+        from engram.storage.sqlite import SqliteStorage
+
+        sqlite = SqliteStorage(folder / "engram.db")
+        sqlite.migrate()
+        return sqlite, None
+    from engram.storage.postgres import PostgresStorage
+    from engram.testing.postgres import EmbeddedPostgres
+
+    server = EmbeddedPostgres(folder / "pg")
+    postgres = PostgresStorage(server.create_database("bench"), max_size=4)
+    postgres.migrate()
+    return postgres, server
+
+
+class EngineSide:
+    """Ingest turns with ``store_many``; answer questions with hybrid retrieval."""
+
+    def __init__(
+        self,
+        backend: str,
+        embedder: Embedder,
+        *,
+        weights: RankingWeights | None = None,
+        plan: QueryPlan | None = None,
+        link_top_k: int = 5,
+    ) -> None:
+        self._tmp = tempfile.TemporaryDirectory(prefix=f"engram-locomo-{backend}-")
+        folder = Path(self._tmp.name)
+        self.storage, self._server = open_storage(backend, folder)
+        settings = Settings(
+            home=folder / "home", encryption_key=os.urandom(32).hex(), link_top_k=link_top_k
+        )
+        engine = MemoryEngine(self.storage, KeyRing(primary=os.urandom(32)), settings=settings)
+        self.app = Engram(engine, embedder=embedder, settings=settings)
+        self.embedder = embedder
+        self.weights = weights or RankingWeights()
+        self.plan = plan or QueryPlan()
+
+    def ingest(self, conv_id: str, turns: Sequence[Turn]) -> None:
+        """One ``store_many`` per session, turns in order."""
+        sessions: dict[int, list[Turn]] = {}
+        for turn in turns:
+            sessions.setdefault(turn.session, []).append(turn)
+        for number, session in sessions.items():
+            self.app.engine.store_many(
+                [
+                    {
+                        "account_id": ACCOUNT,
+                        "user_id": conv_id,
+                        "key": f"turn_{turn.dia_id.replace(':', '_').lower()}",
+                        "value": memory_value(turn),
+                        "type": "episodic",
+                        "run_id": f"{conv_id}-s{number}",
+                        "metadata": {
+                            "speaker": turn.speaker,
+                            "occurred_at": turn.date.isoformat(),
+                            "dia_id": turn.dia_id,
+                        },
+                    }
+                    for turn in session
+                ]
+            )
+
+    def query(self, conv_id: str, question: str, k: int) -> list[str]:
+        """Dialogue ids of the top ``k`` memories."""
+        source = StorageCandidateSource(
+            self.app.engine, MemoryFilter(account_id=ACCOUNT, user_id=conv_id)
+        )
+        ranked = retrieve(
+            source,
+            question,
+            embedder=self.embedder,
+            limit=k,
+            weights=self.weights,
+            plan=self.plan,
+        )
+        return [str(source.memories[s.candidate.id].metadata["dia_id"]) for s in ranked]
+
+    def close(self) -> None:
+        """Stop the database and remove its files."""
+        self.app.close()
+        if self._server is not None:
+            self._server.stop()
+        self._tmp.cleanup()
