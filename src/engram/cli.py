@@ -24,10 +24,13 @@ from engram.types import MemoryFilter
 
 
 def _engine(ctx: click.Context) -> MemoryEngine:
+    """The engine with retrieval wired in, so what a command writes is indexed as usual."""
+    from engram.client import Engram
+
     settings: Settings = ctx.obj["settings"]
-    engine = MemoryEngine.open(settings)
-    ctx.call_on_close(engine.close)
-    return engine
+    engram = Engram.open(settings)
+    ctx.call_on_close(engram.close)
+    return engram.engine
 
 
 class _Group(click.Group):
