@@ -78,6 +78,23 @@ def test_errors_are_one_line_without_traceback(home: Path) -> None:
     assert result.output.strip() == "error: memory nope not found"
 
 
+def test_tools_prints_both_schema_forms() -> None:
+    code, chat = run("tools")
+    assert code == 0
+    names = {t["function"]["name"] for t in json.loads(chat)}
+    assert names == {
+        "store_memory",
+        "update_memory",
+        "forget_memory",
+        "mark_private",
+        "memory_query",
+    }
+    code, realtime = run("tools", "--form", "realtime")
+    assert code == 0
+    assert {t["type"] for t in json.loads(realtime)} == {"function"}
+    assert {t["name"] for t in json.loads(realtime)} == names
+
+
 def test_every_command_has_help() -> None:
     for args in (
         ["--help"],

@@ -283,6 +283,21 @@ def reindex_cmd(ctx: click.Context, batch_size: int, yes: bool) -> None:
     click.echo(f"re-embedded {done} memory versions with {embedder.model_id}:{embedder.dims}")
 
 
+@main.command("tools")
+@click.option(
+    "--form",
+    type=click.Choice(["chat", "realtime"]),
+    default="chat",
+    show_default=True,
+    help="Chat-completions function tools, or the Realtime API's session tools.",
+)
+def tools_cmd(form: str) -> None:
+    """Print the agent tools' JSON schemas (store_memory, update_memory, ...)."""
+    from engram.conversation.tools import tools_json
+
+    click.echo(tools_json("realtime" if form == "realtime" else "chat"))
+
+
 @main.command("history")
 @click.argument("memory_id")
 @click.option("--account", required=True, help="Account (tenant) id.")
