@@ -1,0 +1,313 @@
+"""``memory_query`` latency at 10k and 100k memories for one user among many, both backends.
+
+    python bench/scale.py [--sizes 10000,100000] [--backends sqlite,postgres]
+                          [--queries 200] [--pool 5000] [--json OUT]
+
+Memory text is synthetic but realistic (sentences from templates and a vocabulary). A pool
+of ``--pool`` distinct sentences is embedded once with the local MiniLM and cached under
+bench/results/; every further row reuses a pool vector with small noise, renormalised (its
+text stays a fresh template sentence, so the lexical index sees realistic variety).
+
+Rows go through the engine's normal write path (``MemoryEngine.store_many`` with the vector
+indexer, batches of 1000, a session ``run_id`` every 20 rows so adjacency edges exist) with
+``link_top_k=0``: the store-time similarity search per row would only slow the set-up, and
+``related_to`` edges carry no weight in the default ranking. The queried user owns ``size``
+memories; 20 other users own ``size/10`` more between them.
+
+Each query is a fresh question through ``Engram.query`` (agent ``default``, top_k 10), so
+its embedding is included; the bare query embedding is timed separately on the same
+questions, and the retrieval overhead is p95(total) - p95(embedding).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _engine_side import open_storage
+from _locomo_data import REPO_ROOT
+from engram.client import Engram
+from engram.config import Settings
+from engram.crypto.keyring import KeyRing
+from engram.engine import MemoryEngine
+from engram.retrieval.embedders import Embedder, l2_normalise
+from engram.retrieval.embedders.local import LocalMiniLMEmbedder
+
+RESULTS = REPO_ROOT / "bench" / "results"
+ACCOUNT = "scale"
+USER = "target"
+
+PEOPLE = [
+    "Anna",
+    "Ben",
+    "Carla",
+    "David",
+    "Emma",
+    "Farid",
+    "Grace",
+    "Hugo",
+    "Ines",
+    "Jonas",
+    "Keiko",
+    "Liam",
+    "Maya",
+    "Noah",
+    "Olga",
+]
+PLACES = [
+    "the lake",
+    "Lisbon",
+    "the farmers market",
+    "grandma's house",
+    "the gym",
+    "the office",
+    "the dentist",
+    "the library",
+    "Kyoto",
+    "the beach",
+    "the mountains",
+    "the new cafe",
+]
+ACTIVITIES = [
+    "went hiking",
+    "started a pottery class",
+    "ran a half marathon",
+    "adopted a puppy",
+    "painted the kitchen",
+    "read a novel about sailing",
+    "cooked a Thai curry",
+    "fixed the bicycle",
+    "planted tomatoes",
+    "visited an old friend",
+    "learned to knit",
+    "signed up for a choir",
+    "booked a flight",
+    "finished a puzzle",
+    "baked sourdough",
+]
+FEELINGS = ["happy", "tired", "proud", "anxious", "relaxed", "excited", "a bit lonely"]
+TIMES = ["last weekend", "on Tuesday", "in March", "yesterday", "two weeks ago", "this morning"]
+PREFS = ["coffee", "green tea", "jazz", "early mornings", "spicy food", "quiet evenings"]
+TEMPLATES = [
+    "{p} {a} at {pl} {t}.",
+    "{t} {p} {a} and felt {f}.",
+    "{p} prefers {pr} and {a} {t}.",
+    "I {a} with {p} at {pl}; it was {f}.",
+    "{p} said they {a} near {pl} {t}.",
+    "Reminder: {p} wants to talk about {pr} after visiting {pl}.",
+]
+QUESTIONS = [
+    "What did {p} do at {pl}?",
+    "When did {p} {a2}?",
+    "How did I feel after {a}?",
+    "Does {p} like {pr}?",
+    "Who went to {pl} {t}?",
+]
+
+
+def sentences(n: int, seed: int) -> list[str]:
+    """``n`` template sentences (deterministic for a seed)."""
+    rng = np.random.default_rng(seed)
+
+    def pick(items: Sequence[str]) -> str:
+        return str(items[int(rng.integers(len(items)))])
+
+    return [
+        pick(TEMPLATES).format(
+            p=pick(PEOPLE),
+            a=pick(ACTIVITIES),
+            pl=pick(PLACES),
+            t=pick(TIMES),
+            f=pick(FEELINGS),
+            pr=pick(PREFS),
+        )
+        for _ in range(n)
+    ]
+
+
+def questions(n: int) -> list[str]:
+    """``n`` distinct questions."""
+    rng = np.random.default_rng(99)
+    out: dict[str, None] = {}
+
+    def pick(items: Sequence[str]) -> str:
+        return str(items[int(rng.integers(len(items)))])
+
+    while len(out) < n:
+        act = pick(ACTIVITIES)
+        text = pick(QUESTIONS).format(
+            p=pick(PEOPLE),
+            pl=pick(PLACES),
+            pr=pick(PREFS),
+            t=pick(TIMES),
+            a=act,
+            a2=act.replace("went", "go").replace("ran", "run"),
+        )
+        out[text] = None
+    return list(out)
+
+
+def pool_vectors(local: Embedder, pool: list[str]) -> np.ndarray:
+    """Embeddings of the pool, cached under bench/results/ by content digest."""
+    digest = hashlib.sha256("\n".join(pool).encode()).hexdigest()[:16]
+    cache = RESULTS / f"scale_pool_{local.model_id}_{len(pool)}_{digest}.npy"
+    if cache.is_file():
+        return np.load(cache)
+    print(f"embedding a pool of {len(pool)} sentences once (cached in {cache.name})")
+    vectors = np.vstack([local.embed(pool[i : i + 256]) for i in range(0, len(pool), 256)])
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    np.save(cache, vectors)
+    return vectors
+
+
+class PoolEmbedder:
+    """Stored rows: pool vectors plus small noise; queries: the real embedder."""
+
+    def __init__(self, local: Embedder, texts: list[str], pool: np.ndarray) -> None:
+        self.model_id = local.model_id
+        self.dims = local.dims
+        self._local = local
+        self._pool = pool
+        self._row = {t: i for i, t in enumerate(texts)}
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        rows = [self._row.get(_bare(t), 0) for t in texts]
+        out = self._pool[[r % len(self._pool) for r in rows]].copy()
+        for k, r in enumerate(rows):
+            if r >= len(self._pool):
+                noise = np.random.default_rng(r).standard_normal(self.dims).astype(np.float32)
+                out[k] += 0.03 * noise
+        return l2_normalise(out)
+
+    def embed_one(self, text: str) -> np.ndarray:
+        return self._local.embed_one(text)
+
+
+def _bare(indexed: str) -> str:
+    """The value inside the indexed text ``(date) value``."""
+    return indexed.split(") ", 1)[1] if indexed.startswith("(") else indexed
+
+
+def _pcts(values: list[float]) -> tuple[float, float]:
+    q = statistics.quantiles(values, n=100)
+    return round(q[49], 2), round(q[94], 2)
+
+
+def run(backend: str, size: int, local: Embedder, args: argparse.Namespace) -> dict[str, Any]:
+    """Fill one fresh store and time ``memory_query`` on it."""
+    others = size // 10
+    texts = sentences(size + others, seed=size)
+    pool = pool_vectors(local, sentences(args.pool, seed=1))
+    # Rows below the pool size get the pool's exact vectors *and* its texts.
+    texts[: min(args.pool, len(texts))] = sentences(args.pool, seed=1)[: len(texts)]
+    embedder = PoolEmbedder(local, texts, pool)
+    with tempfile.TemporaryDirectory(prefix=f"engram-scale-{backend}-") as tmp:
+        storage, server = open_storage(backend, Path(tmp))
+        key = os.urandom(32)
+        settings = Settings(home=Path(tmp) / "home", encryption_key=key.hex(), link_top_k=0)
+        engine = MemoryEngine(storage, KeyRing(primary=key), settings=settings)
+        app = Engram(engine, embedder=embedder, settings=settings)
+        try:
+            start = time.perf_counter()
+            for lo in range(0, len(texts), 1000):
+                app.engine.store_many(
+                    [
+                        {
+                            "account_id": ACCOUNT,
+                            "user_id": USER if i < size else f"other{i % 20}",
+                            "key": "note",
+                            "value": texts[i],
+                            "run_id": f"s{i // 20}",
+                        }
+                        for i in range(lo, min(lo + 1000, len(texts)))
+                    ]
+                )
+            fill_s = time.perf_counter() - start
+            if backend == "postgres":
+                with storage.transaction() as tx:
+                    tx.run("ANALYZE")  # type: ignore[attr-defined]
+            asked = questions(args.queries + 20)
+            warm, timed = asked[:20], asked[20:]
+            for q in warm:
+                app.query({"agent": "default", "account_id": ACCOUNT, "user_id": USER, "query": q})
+            totals: list[float] = []
+            for q in timed:
+                t0 = time.perf_counter()
+                found = app.query(
+                    {
+                        "agent": "default",
+                        "account_id": ACCOUNT,
+                        "user_id": USER,
+                        "query": q,
+                        "top_k": 10,
+                    }
+                )
+                totals.append((time.perf_counter() - t0) * 1000)
+                assert found.results, "a query found nothing"
+            embeds: list[float] = []
+            for q in timed:
+                t0 = time.perf_counter()
+                local.embed_one(q)
+                embeds.append((time.perf_counter() - t0) * 1000)
+        finally:
+            app.close()
+            if server is not None:
+                server.stop()
+    p50, p95 = _pcts(totals)
+    e50, e95 = _pcts(embeds)
+    return {
+        "p50_ms": p50,
+        "p95_ms": p95,
+        "embed_p50_ms": e50,
+        "embed_p95_ms": e95,
+        "overhead_p95_ms": round(p95 - e95, 2),
+        "rows_total": len(texts),
+        "rows_user": size,
+        "fill_rows_per_s": round(len(texts) / fill_s, 1),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run and print the table (and write ``--json``)."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", default="10000,100000")
+    parser.add_argument("--backends", default="sqlite,postgres")
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--pool", type=int, default=5000)
+    parser.add_argument("--json", type=Path, default=None, dest="json_out")
+    args = parser.parse_args(argv)
+    local = LocalMiniLMEmbedder(cache_dir=RESULTS / "models")
+    local.embed_one("warm up")
+    out: dict[str, dict[str, Any]] = {}
+    print(f"{'backend':<9} {'size':>7} {'p50':>7} {'p95':>7} {'emb p95':>8} {'overhead':>8} fill/s")
+    for backend in args.backends.split(","):
+        for size in (int(s) for s in args.sizes.split(",")):
+            m = run(backend, size, local, args)
+            out.setdefault(backend, {})[str(size)] = m
+            print(
+                f"{backend:<9} {size:>7} {m['p50_ms']:>7.2f} {m['p95_ms']:>7.2f} "
+                f"{m['embed_p95_ms']:>8.2f} {m['overhead_p95_ms']:>8.2f} {m['fill_rows_per_s']}",
+                flush=True,
+            )
+    if args.json_out is not None:
+        args.json_out.parent.mkdir(parents=True, exist_ok=True)
+        args.json_out.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
+        print(f"wrote {args.json_out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
