@@ -1,6 +1,7 @@
 """Engram: long-term memory for LLM agents — private, fast and correct."""
 
 from engram.async_engine import AsyncMemoryEngine
+from engram.client import Engram
 from engram.config import Settings
 from engram.engine import MemoryEngine
 from engram.errors import (
@@ -27,6 +28,7 @@ from engram.types import (
 __all__ = [
     "AsyncMemoryEngine",
     "ConflictError",
+    "Engram",
     "EngramError",
     "HistoryEvent",
     "HistoryEventType",
