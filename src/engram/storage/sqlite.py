@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
@@ -25,7 +26,60 @@ def _connect(path: str) -> sqlite3.Connection:
     conn.execute("PRAGMA synchronous = NORMAL")
     conn.execute("PRAGMA foreign_keys = ON")
     conn.execute("PRAGMA busy_timeout = 30000")
+    # Checkpoints run in a background thread (see Checkpointer), not inside a writer's commit.
+    conn.execute("PRAGMA wal_autocheckpoint = 0")
     return conn
+
+
+class Checkpointer:
+    """Folds the WAL into the database from a background thread.
+
+    SQLite's automatic checkpoint runs inside whichever commit crosses the threshold, adding
+    milliseconds to that write; here commits only count, and a PASSIVE checkpoint (which
+    never blocks writers) runs on its own connection once enough have accumulated.
+    """
+
+    def __init__(self, path: str, *, every: int = 200) -> None:
+        self._path = path
+        self._every = every
+        self._count = 0
+        self._wake = threading.Event()
+        self._stopped = False
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def committed(self) -> None:
+        """Count one commit; wake the checkpointer when enough have piled up."""
+        with self._lock:
+            self._count += 1
+            if self._count < self._every:
+                return
+            self._count = 0
+            if self._thread is None and not self._stopped:
+                self._thread = threading.Thread(
+                    target=self._run, name="engram-sqlite-checkpoint", daemon=True
+                )
+                self._thread.start()
+        self._wake.set()
+
+    def _run(self) -> None:
+        conn = _connect(self._path)
+        try:
+            while True:
+                self._wake.wait()
+                self._wake.clear()
+                if self._stopped:
+                    return
+                conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        finally:
+            conn.close()
+
+    def stop(self) -> None:
+        """Stop the thread (a final checkpoint is the caller's)."""
+        self._stopped = True
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
 
 
 def _has_table(db: SqlExecutor, name: str) -> bool:
@@ -80,6 +134,7 @@ class SqliteStorage(SqlStorage):
         self._connections_lock = threading.Lock()
         self._closed = False
         self.vector_index = SqliteVectorIndex()
+        self._checkpointer = Checkpointer(self.path)
 
     def _connection(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -120,6 +175,7 @@ class SqliteStorage(SqlStorage):
                 raise
             else:
                 conn.execute("COMMIT")
+                self._checkpointer.committed()
 
     def _has_table(self, db: SqlExecutor, name: str) -> bool:
         return _has_table(db, name)
@@ -130,7 +186,12 @@ class SqliteStorage(SqlStorage):
             self._apply_migrations(tx)
 
     def close(self) -> None:
-        """Close every connection this storage opened."""
+        """Checkpoint, then close every connection this storage opened."""
+        self._checkpointer.stop()
+        if not self._closed and self.path != ":memory:":
+            # If another process holds the database, its own close folds the WAL.
+            with contextlib.suppress(sqlite3.Error):
+                self._connection().execute("PRAGMA wal_checkpoint(TRUNCATE)")
         self._closed = True
         with self._connections_lock:
             for conn in self._connections:
