@@ -262,7 +262,8 @@ def reindex_cmd(ctx: click.Context, batch_size: int, yes: bool) -> None:
     )
     if embedder is None:
         raise click.UsageError("no embedder is configured (ENGRAM_EMBEDDER=none)")
-    engine = _engine(ctx)
+    engine = MemoryEngine.open(settings)  # bare: the configured embedder is not bound yet
+    ctx.call_on_close(engine.close)
     previous = engine.storage.embedder_spec()
     if not yes:
         click.confirm(
