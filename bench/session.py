@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import random
 import socket
 import sys
 import tempfile
@@ -40,7 +41,6 @@ from engram.conversation.extraction import LLMExtractor
 from engram.conversation.summarizer import SessionSummarizer
 from engram.engine import MemoryEngine
 from engram.llm.openai_compat import OpenAICompatibleLLM
-from engram.retrieval import build_embedder
 from engram.server import create_app
 from engram.testing.scripted_llm import ScriptedLLMServer
 
@@ -79,6 +79,25 @@ def serve(settings: Settings, embedder: Any) -> Iterator[tuple[str, str]]:
         sock.close()
 
 
+_PEOPLE = ("my daughter", "my neighbour Rosa", "the nurse", "my grandson", "my brother Tom")
+_DOINGS = ("visits", "phones", "cooks for", "drives", "writes to", "walks with", "reads to")
+_WHEN = ("on Mondays", "every other Friday", "after lunch", "before church", "in the evening")
+_EXTRAS = ("and brings soup", "when it is sunny", "since last spring", "if the knee allows",
+           "with the dog", "and stays for tea", "unless it rains")  # fmt: skip
+
+
+def distinct_sentences(n: int) -> list[str]:
+    """``n`` different, realistic facts (so de-duplication never short-cuts a write)."""
+    rng = random.Random(11)
+    seen: set[str] = set()
+    while len(seen) < n:
+        seen.add(
+            f"{rng.choice(_PEOPLE).capitalize()} {rng.choice(_DOINGS)} me "
+            f"{rng.choice(_WHEN)} {rng.choice(_EXTRAS)}, {rng.randint(2, 9999)} times so far."
+        )
+    return sorted(seen)
+
+
 def timed(client: httpx.Client, path: str, body: dict[str, Any]) -> float:
     start = time.perf_counter()
     response = client.post(path, json=body)
@@ -90,9 +109,12 @@ def timed(client: httpx.Client, path: str, body: dict[str, Any]) -> float:
 def http_figures(calls: int, embedder_spec: str) -> dict[str, Any]:
     """Round trips of the tool routes and of session end."""
     with tempfile.TemporaryDirectory(prefix="engram-bench-") as home:
-        settings = Settings(home=Path(home), encryption_key=KEY, min_session_seconds=0.0)
-        embedder = None if embedder_spec == "none" else build_embedder(embedder_spec)
-        with serve(settings, embedder) as (base, token):
+        # The app opens the embedded default itself: the same embedder indexes every write
+        # (vector + relation edges) and backs the de-duplication check.
+        settings = Settings(
+            home=Path(home), encryption_key=KEY, min_session_seconds=0.0, embedder=embedder_spec
+        )
+        with serve(settings, None) as (base, token):
             headers = {"Authorization": f"Bearer {token}"}
             # Without TCP_NODELAY, a request written in two packets waits out the delayed ACK.
             nodelay = httpx.HTTPTransport(
@@ -114,19 +136,17 @@ def http_figures(calls: int, embedder_spec: str) -> dict[str, Any]:
                 for i in range(10):  # warm-up: connections, caches, the model
                     timed(client, "/tools/store_memory", {**owner, "memoryType": "fact",
                           "key": f"warm_{i}", "value": f"warm-up value {i}"})  # fmt: skip
+                values = distinct_sentences(calls)
                 stores = [
                     timed(
                         client,
                         "/tools/store_memory",
-                        {
-                            **owner,
-                            "memoryType": "fact",
-                            "key": f"fact_{i}",
-                            "value": f"The user mentioned item number {i} of {calls}",
-                        },
+                        {**owner, "memoryType": "fact", "key": f"fact_{i}", "value": value},
                     )
-                    for i in range(calls)
+                    for i, value in enumerate(values)
                 ]
+                listed = client.get("/v1/memories", params={"user_id": "line-1"}).json()
+                stored = sum(1 for m in listed["memories"] if m["key"].startswith("fact_"))
                 updates = [
                     timed(
                         client,
@@ -146,6 +166,7 @@ def http_figures(calls: int, embedder_spec: str) -> dict[str, Any]:
     return {
         "embedder": embedder_spec,
         "store_memory_ms": {"p50": pct(stores, 0.5), "p95": pct(stores, 0.95), "n": calls},
+        "store_memory_written": stored,
         "update_memory_ms": {
             "p50": pct(updates, 0.5),
             "p95": pct(updates, 0.95),
@@ -222,6 +243,7 @@ def main() -> None:
     }
     http = figures["http"]
     print(f"HTTP service on SQLite, embedder={http['embedder']}")
+    print(f"  store_memory wrote {http['store_memory_written']} of {http['store_memory_ms']['n']}")
     for name in ("store_memory_ms", "update_memory_ms", "session_end_ms"):
         row = http[name]
         print(

@@ -153,3 +153,14 @@ def test_edges_are_unique_and_found_from_either_end(engine: MemoryEngine, storag
         (b.id, c.id, 1.0),
     }
     assert {(e.from_id, e.to_id) for e in storage.edges(ACCOUNT, [c.id])} == {(b.id, c.id)}
+
+
+def test_lexical_search_sees_memories_added_after_an_empty_search(
+    engine: MemoryEngine, storage: Storage
+) -> None:
+    flt = MemoryFilter(account_id=ACCOUNT, user_id="user-1")
+    tokens = list(engine.lexical.hashed_terms(ACCOUNT, "gardening"))
+    assert storage.lexical_search(flt, tokens, 5, k1=1.2, b=0.75) == []
+    memory = add(engine, key="hobby", value="She loves gardening")
+    hits = storage.lexical_search(flt, tokens, 5, k1=1.2, b=0.75)
+    assert [h.memory_id for h in hits] == [memory.id]

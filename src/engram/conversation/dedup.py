@@ -8,6 +8,10 @@ Two tests, either is enough:
   must reach ``cosine_threshold``.
 
 A memory of another type never counts as a duplicate unless the keys match too.
+
+:meth:`DedupPolicy.find_duplicate` asks the indexes for the few nearest active memories
+(blind BM25 and, with an embedder, the vector index) instead of scanning the user's whole
+memory, so the check costs the same at 10 memories as at 100,000.
 """
 
 from __future__ import annotations
@@ -20,7 +24,10 @@ from typing import Protocol
 
 import numpy as np
 
-from engram.types import Memory, MemoryType
+from engram.engine import MemoryEngine
+from engram.retrieval.indexing import index_text
+from engram.retrieval.tokenize import terms
+from engram.types import Memory, MemoryFilter, MemoryType, utcnow
 
 __all__ = ["DedupPolicy", "TextEmbedder", "normalise"]
 
@@ -58,10 +65,56 @@ class DedupPolicy:
     cosine_threshold: float = 0.95
     embedder: TextEmbedder | None = None
 
-    def duplicate_of(
-        self, *, key: str, value: str, memory_type: MemoryType, existing: Sequence[Memory]
+    neighbours: int = 8
+
+    def find_duplicate(
+        self,
+        engine: MemoryEngine,
+        *,
+        account_id: str,
+        user_id: str,
+        key: str,
+        value: str,
+        memory_type: MemoryType,
     ) -> Memory | None:
-        """The active memory the new one duplicates, or ``None``."""
+        """The user's active memory that the new one duplicates, found through the indexes."""
+        flt = MemoryFilter(account_id=account_id, user_id=user_id)
+        storage = engine.storage
+        ids: dict[str, float | None] = {}
+        tokens = engine.lexical.hash_terms(account_id, terms(f"{key.replace('_', ' ')} {value}"))
+        for hit in storage.lexical_search(flt, tokens, self.neighbours, k1=1.2, b=0.75):
+            ids[hit.memory_id] = None
+        if self.embedder is not None:
+            # The indexer embeds this same text when the memory is stored: one embedding.
+            vector = self.embedder.embed([index_text(value, when=utcnow())])[0]
+            for hit in storage.vector_search(flt, vector, self.neighbours):
+                ids[hit.memory_id] = hit.score
+        if not ids:
+            return None
+        nearby = [engine.open_row(r) for r in storage.filter_memories(flt, list(ids))]
+        twin = self.duplicate_of(
+            key=key, value=value, memory_type=memory_type, existing=nearby, use_embedder=False
+        )
+        if twin is not None or self.embedder is None:
+            return twin
+        close = [
+            m
+            for m in nearby
+            if (ids.get(m.id) or 0.0) >= self.cosine_threshold
+            and (m.type == memory_type or m.key.lower() == key.lower())
+        ]
+        return max(close, key=lambda m: ids.get(m.id) or 0.0, default=None)
+
+    def duplicate_of(
+        self,
+        *,
+        key: str,
+        value: str,
+        memory_type: MemoryType,
+        existing: Sequence[Memory],
+        use_embedder: bool = True,
+    ) -> Memory | None:
+        """The memory among ``existing`` that the new one duplicates, or ``None``."""
         candidates = [m for m in existing if m.type == memory_type or m.key.lower() == key.lower()]
         if not candidates:
             return None
@@ -72,7 +125,7 @@ class DedupPolicy:
                 return memory
             if SequenceMatcher(None, new_text, old_text).ratio() >= self.text_threshold:
                 return memory
-        if self.embedder is None:
+        if self.embedder is None or not use_embedder:
             return None
         vectors = self.embedder.embed([new_text, *(_text(m.key, m.value) for m in candidates)])
         scores = np.asarray(vectors[1:]) @ np.asarray(vectors[0])

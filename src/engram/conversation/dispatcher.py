@@ -35,13 +35,11 @@ from engram.conversation.tools import (
 )
 from engram.engine import MemoryEngine
 from engram.errors import NotFoundError, ValidationError
-from engram.types import Memory, MemoryFilter, MemoryType, NewMemory, Source, validated
+from engram.types import Memory, MemoryType, NewMemory, Source, validated
 
 __all__ = ["EngineDispatcher", "Owner", "QueryHandler", "ToolCallLog"]
 
 log = logging.getLogger(__name__)
-
-_MAX_DEDUP_SCAN = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,11 +221,14 @@ class EngineDispatcher:
             self._notify("updated")
             return memory, "updated"
         kind = memory_type or MemoryType.FACT
-        existing = self._engine.list_memories(
-            MemoryFilter(account_id=owner.account_id, user_id=owner.user_id),
-            limit=_MAX_DEDUP_SCAN,
+        twin = self._dedup.find_duplicate(
+            self._engine,
+            account_id=owner.account_id,
+            user_id=owner.user_id,
+            key=key,
+            value=value,
+            memory_type=kind,
         )
-        twin = self._dedup.duplicate_of(key=key, value=value, memory_type=kind, existing=existing)
         if twin is not None:
             log.info("tool write skipped as a duplicate")
             return twin, "duplicate"

@@ -70,11 +70,13 @@ class EngineMemorySink:
         await asyncio.to_thread(self._create, memory)
 
     def _create(self, memory: NewMemory) -> None:
-        existing = self._engine.list_memories(
-            MemoryFilter(account_id=memory.account_id, user_id=memory.user_id), limit=_MAX_KEYS
-        )
-        twin = self._dedup.duplicate_of(
-            key=memory.key, value=memory.value, memory_type=memory.type, existing=existing
+        twin = self._dedup.find_duplicate(
+            self._engine,
+            account_id=memory.account_id,
+            user_id=memory.user_id,
+            key=memory.key,
+            value=memory.value,
+            memory_type=memory.type,
         )
         if twin is not None:
             self.duplicates += 1

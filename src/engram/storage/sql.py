@@ -626,13 +626,15 @@ class SqlStorage:
 
     # ---- retrieval primitives ---------------------------------------------------------------
     LEXICAL_STATS_TTL: ClassVar[float] = 60.0
+    LEXICAL_STATS_MIN_CACHED: ClassVar[int] = 1000
 
     def _owner_stats(
         self, db: SqlExecutor, account_id: str, user_id: str | None
     ) -> tuple[int, float]:
-        """``(documents, average length)`` of an owner's token index, cached for a minute.
+        """``(documents, average length)`` of an owner's token index.
 
-        BM25 needs both; they move slowly, so a value a minute old ranks the same.
+        BM25 needs both; for a large owner they move slowly, so a value up to a minute old
+        ranks the same and saves a scan of the owner's tokens on every query.
         """
         key = (account_id, user_id)
         now = time.monotonic()
@@ -647,8 +649,9 @@ class SqlStorage:
             params,
         ).fetchone()
         docs, avg_len = int(row[0]), float(row[1] or 1.0)
-        with self._stats_lock:
-            self._lexical_stats[key] = (now, docs, avg_len)
+        if docs >= self.LEXICAL_STATS_MIN_CACHED:  # small owners are cheap to recount
+            with self._stats_lock:
+                self._lexical_stats[key] = (now, docs, avg_len)
         return docs, avg_len
 
     def lexical_search(

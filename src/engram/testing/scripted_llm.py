@@ -22,6 +22,12 @@ from typing import Any
 __all__ = ["RecordedRequest", "ScriptedLLMServer", "ScriptedReply", "completion_body"]
 
 
+class _Server(ThreadingHTTPServer):
+    # The default backlog of 5 resets connections when many extractions start at once.
+    request_queue_size = 128
+    daemon_threads = True
+
+
 @dataclass(frozen=True, kw_only=True)
 class ScriptedReply:
     """One scripted answer.
@@ -101,7 +107,7 @@ class ScriptedLLMServer:
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._requests: list[RecordedRequest] = []
-        self._httpd: ThreadingHTTPServer | None = None
+        self._httpd: _Server | None = None
         self._thread: threading.Thread | None = None
 
     @property
@@ -139,7 +145,7 @@ class ScriptedLLMServer:
             def log_message(self, format: str, *args: Any) -> None:
                 return  # keep test output clean; never print prompts
 
-        self._httpd = ThreadingHTTPServer((self._host, 0), Handler)
+        self._httpd = _Server((self._host, 0), Handler)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(
             target=self._httpd.serve_forever,
