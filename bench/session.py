@@ -145,7 +145,9 @@ def http_figures(calls: int, embedder_spec: str) -> dict[str, Any]:
                     )
                     for i, value in enumerate(values)
                 ]
-                listed = client.get("/v1/memories", params={"user_id": "line-1"}).json()
+                listed = client.get(
+                    "/v1/memories", params={"user_id": "line-1", "limit": 1000}
+                ).json()
                 stored = sum(1 for m in listed["memories"] if m["key"].startswith("fact_"))
                 updates = [
                     timed(
