@@ -119,6 +119,10 @@ class InMemorySource:
         scored.sort(reverse=True)
         return [self._candidate(i, bm25=s) for s, i in scored[:limit]]
 
+    def hydrate(self, candidates: Sequence[Candidate]) -> list[Candidate]:
+        """Candidates here always carry their text already."""
+        return list(candidates)
+
     def neighbours(
         self, ids: Sequence[str], vector: np.ndarray | None
     ) -> tuple[list[Candidate], list[Edge]]:

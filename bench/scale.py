@@ -38,7 +38,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _engine_side import open_storage
-from _locomo_data import REPO_ROOT
+from _locomo_data import DEFAULT_DATA, REPO_ROOT, load_conversations
 from engram.client import Engram
 from engram.config import Settings
 from engram.crypto.keyring import KeyRing
@@ -118,8 +118,26 @@ QUESTIONS = [
 ]
 
 
+_CORPUS: list[list[str]] = []
+
+
+def use_locomo_text(path: Path) -> None:
+    """Draw memories and questions from real conversation text (LoCoMo turns and questions).
+
+    Template sentences use ~70 distinct words, so every term sits in several percent of the
+    memories — far from how people talk, and a worst case for any lexical index.
+    """
+    data = load_conversations(path)
+    turns = [t.text for c in data.conversations for t in c.turns if t.text.strip()]
+    _CORPUS[:] = [turns, [q.text for q in data.questions]]
+
+
 def sentences(n: int, seed: int) -> list[str]:
-    """``n`` template sentences (deterministic for a seed)."""
+    """``n`` memory texts (deterministic for a seed): LoCoMo turns, or templates."""
+    if _CORPUS:
+        turns = _CORPUS[0]
+        order = np.random.default_rng(seed).permutation(len(turns))
+        return [turns[int(order[i % len(turns)])] for i in range(n)]
     rng = np.random.default_rng(seed)
 
     def pick(items: Sequence[str]) -> str:
@@ -139,7 +157,10 @@ def sentences(n: int, seed: int) -> list[str]:
 
 
 def questions(n: int) -> list[str]:
-    """``n`` distinct questions."""
+    """``n`` distinct questions (LoCoMo's, or from templates)."""
+    if _CORPUS:
+        asked = list(dict.fromkeys(_CORPUS[1]))
+        return [asked[i % len(asked)] for i in range(n)]
     rng = np.random.default_rng(99)
     out: dict[str, None] = {}
 
@@ -288,7 +309,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--pool", type=int, default=5000)
     parser.add_argument("--json", type=Path, default=None, dest="json_out")
+    parser.add_argument(
+        "--text",
+        choices=("locomo", "templates"),
+        default="locomo",
+        help="memory texts: real conversation turns (default) or template sentences",
+    )
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="LoCoMo-format file")
     args = parser.parse_args(argv)
+    if args.text == "locomo":
+        use_locomo_text(args.data)
     local = LocalMiniLMEmbedder(cache_dir=RESULTS / "models")
     local.embed_one("warm up")
     out: dict[str, dict[str, Any]] = {}

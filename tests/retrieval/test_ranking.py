@@ -141,6 +141,9 @@ class ListSource:
                 out.append(self._cand(i, bm25=s))
         return sorted(out, key=lambda c: -(c.bm25 or 0))[:limit]
 
+    def hydrate(self, candidates: Sequence[Candidate]) -> list[Candidate]:
+        return list(candidates)  # these candidates carry their text from the start
+
     def neighbours(
         self, ids: Sequence[str], vector: np.ndarray | None
     ) -> tuple[list[Candidate], list[Edge]]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 __all__ = [
     "QueryFeatures",
@@ -37,17 +38,20 @@ _COMMON = frozenset(
 )
 
 
+@lru_cache(maxsize=65536)
 def has_time_expression(text: str) -> bool:
     """Whether a text mentions a time: a date word, a weekday, a month, a year, "ago"..."""
     return _TIME_EXPR.search(text) is not None
 
 
+@lru_cache(maxsize=65536)
 def entities(text: str) -> frozenset[str]:
     """Capitalised words and acronyms, lower-cased; common sentence openers are dropped."""
     found = {m.group().rstrip("'s") for m in _ENTITY.finditer(text)}
     return frozenset(e.lower() for e in found if e not in _COMMON and len(e) > 1)
 
 
+@lru_cache(maxsize=65536)
 def mentions(text: str, name: str) -> bool:
     """Whether ``name`` occurs in ``text`` as a whole word (case-insensitive)."""
     return re.search(rf"\b{re.escape(name)}\b", text, re.IGNORECASE) is not None

@@ -178,31 +178,30 @@ class MemoryQueryService:
             if cap is not None and per_category.get(category, 0) >= cap:
                 continue
             per_category[category] = per_category.get(category, 0) + 1
-            out.append(
-                (
-                    memory,
-                    {
-                        "score": round(scored.score, 4),
-                        "similarity": similarity,
-                        "related": self._related(source, memory.id),
-                    },
-                )
-            )
+            out.append((memory, {"score": round(scored.score, 4), "similarity": similarity}))
             if len(out) >= req.top_k:
                 break
+        if req.return_ == "full" and out:
+            related = self._related(source, [m.id for m, _ in out])
+            for memory, extra in out:
+                extra["related"] = related.get(memory.id, [])
         return out
 
-    def _related(self, source: StorageCandidateSource, memory_id: str) -> list[dict[str, Any]]:
-        edges = sorted(
-            (
-                e
-                for e in self.engine.storage.edges(source.flt.account_id, [memory_id])
-                if e.relation_type == "related_to"
-            ),
-            key=lambda e: -e.strength,
-        )
-        others = [e.to_id if e.from_id == memory_id else e.from_id for e in edges][:2]
-        return [bullet(m) for m in source.load(others).values()]
+    def _related(
+        self, source: StorageCandidateSource, memory_ids: list[str]
+    ) -> dict[str, list[dict[str, Any]]]:
+        """Up to two ``related_to`` bullets per result (one edges query for all of them)."""
+        wanted = set(memory_ids)
+        others: dict[str, list[tuple[float, str]]] = {m: [] for m in memory_ids}
+        for e in self.engine.storage.edges(source.flt.account_id, memory_ids):
+            if e.relation_type != "related_to":
+                continue
+            for here, there in ((e.from_id, e.to_id), (e.to_id, e.from_id)):
+                if here in wanted and there not in wanted:
+                    others[here].append((e.strength, there))
+        best = {m: [i for _, i in sorted(o, reverse=True)[:2]] for m, o in others.items()}
+        found = source.load(sorted({i for ids in best.values() for i in ids}))
+        return {m: [bullet(found[i]) for i in ids if i in found] for m, ids in best.items()}
 
     def _render(
         self, req: MemoryQueryRequest, picked: list[tuple[Memory, dict[str, Any]]]

@@ -49,6 +49,14 @@ class CandidateSource(Protocol):
         """
         ...
 
+    def hydrate(self, candidates: Sequence[Candidate]) -> list[Candidate]:
+        """The same candidates with the memory's fields (text, speaker, date...) filled in.
+
+        Sources may return candidates with scores only and fill them in here, so only the
+        few that can reach the top are read (decrypted).
+        """
+        ...
+
 
 @dataclass(frozen=True, kw_only=True)
 class QueryPlan:
@@ -57,6 +65,8 @@ class QueryPlan:
     dense_limit: int = 100
     lexical_limit: int = 100
     bm25: BM25Params = field(default_factory=BM25Params)
+    hydrate_top: int = 80
+    """Candidates read in full (for text features) before the edges are followed."""
 
 
 def _merge(lists: Sequence[Sequence[Candidate]]) -> list[Candidate]:
@@ -80,6 +90,14 @@ def _merge(lists: Sequence[Sequence[Candidate]]) -> list[Candidate]:
     return list(merged.values())
 
 
+def _hydrated(
+    source: CandidateSource, pool: list[Candidate], ids: Sequence[str]
+) -> list[Candidate]:
+    wanted = set(ids)
+    filled = {c.id: c for c in source.hydrate([c for c in pool if c.id in wanted])}
+    return [filled.get(c.id, c) for c in pool]
+
+
 def retrieve(
     source: CandidateSource,
     query: str,
@@ -91,7 +109,10 @@ def retrieve(
 ) -> list[ScoredCandidate]:
     """Hybrid retrieval: dense + BM25 candidates, fusion, boosts and edge propagation.
 
-    Without an embedder the dense side is skipped (BM25 and boosts still rank).
+    Candidates arrive with scores only; the best ``plan.hydrate_top`` by fused score are read
+    in full for the text boosts, the edges of the best seeds are followed, and the final
+    top ``limit`` are read in full before the last ordering. Without an embedder the dense
+    side is skipped (BM25 and boosts still rank).
     """
     w = weights or RankingWeights()
     p = plan or QueryPlan()
@@ -104,10 +125,15 @@ def retrieve(
     if query_terms:
         lists.append(source.lexical_candidates(query_terms, limit=p.lexical_limit, params=p.bm25))
     pool = _merge(lists)
+    if not pool:
+        return []
+    first = [s.candidate.id for s in rank(features, pool, (), w)[: max(p.hydrate_top, limit)]]
+    pool = _hydrated(source, pool, first)
     edges: list[Edge] = []
-    if pool and w.expand_top and (w.w_adjacent or w.w_related):
+    if w.expand_top and (w.w_adjacent or w.w_related):
         seeds = [s.candidate.id for s in rank(features, pool, (), w)[: w.expand_top]]
         extra, edges = source.neighbours(seeds, vector)
         pool = _merge([pool, extra])
-    ranked = rank(features, pool, edges, w)
-    return ranked[:limit]
+    top = [s.candidate.id for s in rank(features, pool, edges, w)[: 3 * limit]]
+    pool = _hydrated(source, pool, top)
+    return rank(features, pool, edges, w)[:limit]

@@ -1,4 +1,9 @@
-"""Retrieval candidates from storage, restricted to one filter, decrypted for the ranker."""
+"""Retrieval candidates from storage, restricted to one filter.
+
+Candidates come back with scores only; :meth:`StorageCandidateSource.hydrate` reads (and
+decrypts) just the memories the ranker asks for, so a query decrypts tens of memories, not
+hundreds.
+"""
 
 from __future__ import annotations
 
@@ -29,6 +34,7 @@ class StorageCandidateSource:
         self.memories: dict[str, Memory] = {}
 
     def load(self, ids: Sequence[str]) -> dict[str, Memory]:
+        """Decrypt the memories among ``ids`` that match the filter (cached per query)."""
         missing = [i for i in ids if i not in self.memories]
         if missing:
             for row in self.engine.storage.filter_memories(self.flt, missing):
@@ -36,31 +42,36 @@ class StorageCandidateSource:
         return {i: self.memories[i] for i in ids if i in self.memories}
 
     def dense_candidates(self, vector: Vector, *, limit: int) -> list[Candidate]:
-        """Nearest memories by cosine similarity."""
-        hits = self.engine.storage.vector_search(self.flt, vector, limit)
-        found = self.load([h.memory_id for h in hits])
+        """Nearest memories by cosine similarity (scores only)."""
         return [
-            as_candidate(found[h.memory_id], dense=h.score) for h in hits if h.memory_id in found
+            Candidate(id=h.memory_id, dense=h.score)
+            for h in self.engine.storage.vector_search(self.flt, vector, limit)
         ]
 
     def lexical_candidates(
         self, query_terms: Sequence[str], *, limit: int, params: BM25Params
     ) -> list[Candidate]:
-        """Best memories by BM25 over the blind tokens of ``query_terms``."""
+        """Best memories by BM25 over the blind tokens of ``query_terms`` (scores only)."""
         tokens = self.engine.lexical.hash_terms(self.flt.account_id, query_terms)
         hits = self.engine.storage.lexical_search(self.flt, tokens, limit, k1=params.k1, b=params.b)
-        found = self.load([h.memory_id for h in hits])
+        return [Candidate(id=h.memory_id, bm25=h.score) for h in hits]
+
+    def hydrate(self, candidates: Sequence[Candidate]) -> list[Candidate]:
+        """The candidates with text, speaker, date, importance and pinning filled in."""
+        found = self.load([c.id for c in candidates])
         return [
-            as_candidate(found[h.memory_id], bm25=h.score) for h in hits if h.memory_id in found
+            as_candidate(found[c.id], dense=c.dense, bm25=c.bm25) if c.id in found else c
+            for c in candidates
         ]
 
     def neighbours(
         self, ids: Sequence[str], vector: Vector | None
     ) -> tuple[list[Candidate], list[Edge]]:
         """Edges of ``ids`` and the memories at their other ends (within the filter)."""
-        rows = self.engine.storage.edges(self.flt.account_id, ids)
-        others = list({r.to_id for r in rows} | {r.from_id for r in rows})
-        found = self.load(others)
+        storage = self.engine.storage
+        rows = storage.edges(self.flt.account_id, ids)
+        ends = {r.to_id for r in rows} | {r.from_id for r in rows}
+        allowed = storage.filter_ids(self.flt, sorted(ends))
         edges = [
             Edge(
                 a=r.from_id,
@@ -69,11 +80,11 @@ class StorageCandidateSource:
                 strength=r.strength,
             )
             for r in rows
-            if r.from_id in found and r.to_id in found
+            if r.from_id in allowed and r.to_id in allowed
         ]
         dense: dict[str, float] = {}
-        if vector is not None and found:
-            stored = self.engine.storage.vectors(self.flt.account_id, list(found))
+        if vector is not None and allowed:
             q = np.asarray(vector, dtype=np.float32)
+            stored = storage.vectors(self.flt.account_id, sorted(allowed))
             dense = {i: float(v @ q) for i, v in stored.items()}
-        return [as_candidate(m, dense=dense.get(i)) for i, m in found.items()], edges
+        return [Candidate(id=i, dense=dense.get(i)) for i in sorted(allowed)], edges

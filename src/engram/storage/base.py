@@ -247,6 +247,10 @@ class Storage(Protocol):
         """Those of ``memory_ids`` that match ``flt`` (the filter runs in the database)."""
         ...
 
+    def filter_ids(self, flt: MemoryFilter, memory_ids: Sequence[str]) -> set[str]:
+        """Those of ``memory_ids`` that match ``flt`` (ids only)."""
+        ...
+
     def touch(self, account_id: str, memory_ids: Sequence[str], when: float) -> None:
         """Set ``last_accessed_at`` of these versions (no audit event)."""
         ...

@@ -26,8 +26,13 @@ def compile_filter(flt: MemoryFilter, alias: str = "m") -> tuple[str, list[Any]]
             subject_clause = (
                 f"{p}subject_id = ?" if flt.subject_id is not None else f"{p}subject_id IS NULL"
             )
-            clauses.append(f"({p}user_id = ? OR ({p}visibility = 'shared' AND {subject_clause}))")
-            params.append(flt.user_id)
+            # The account is repeated inside each branch so that each can use its own index
+            # (the owner index, the partial index of shared memories).
+            clauses.append(
+                f"(({p}account_id = ? AND {p}user_id = ?) OR ({p}account_id = ? AND "
+                f"{p}visibility = 'shared' AND {subject_clause}))"
+            )
+            params.extend([flt.account_id, flt.user_id, flt.account_id])
             if flt.subject_id is not None:
                 params.append(flt.subject_id)
         else:
@@ -55,8 +60,8 @@ def compile_filter(flt: MemoryFilter, alias: str = "m") -> tuple[str, list[Any]]
     if flt.keys is not None:
         any_of("key_lc", tuple(k.lower() for k in flt.keys))
     if flt.visibility is not None:
-        clauses.append(f"{p}visibility = ?")
-        params.append(Visibility(flt.visibility).value)
+        # A literal (from the enum, never user text) lets the planner use partial indexes.
+        clauses.append(f"{p}visibility = '{Visibility(flt.visibility).value}'")
     if flt.pinned is not None:
         clauses.append(f"{p}pinned = ?")
         params.append(flt.pinned)
@@ -81,3 +86,21 @@ def compile_filter(flt: MemoryFilter, alias: str = "m") -> tuple[str, list[Any]]
             clauses.append(f"{p}{column} {op} ?")
             params.append(_ts(when))
     return " AND ".join(clauses), params
+
+
+def compile_others_shared(flt: MemoryFilter, alias: str = "m") -> tuple[str, list[Any]]:
+    """The part of an ``include_shared`` filter that reaches *other* users' memories.
+
+    Queries split ``include_shared`` into the user's own memories and this, so each half is
+    answered by its own index instead of one disjunction that walks the whole account.
+    """
+    p = f"{alias}." if alias else ""
+    others = flt.model_copy(
+        update={"user_id": None, "include_shared": False, "visibility": Visibility.SHARED}
+    )
+    where, params = compile_filter(others, alias)
+    where += f" AND {p}user_id <> ?"
+    params.append(flt.user_id)
+    if flt.subject_id is None:
+        where += f" AND {p}subject_id IS NULL"
+    return where, params

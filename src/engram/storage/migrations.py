@@ -54,21 +54,46 @@ _COMMON_INDEXES = (
     "CREATE INDEX IF NOT EXISTS memories_owner "
     "ON memories (account_id, user_id, state, updated_at)",
     "CREATE INDEX IF NOT EXISTS memories_key ON memories (account_id, user_id, key_lc, state)",
+    "CREATE INDEX IF NOT EXISTS memories_category "
+    "ON memories (account_id, user_id, category, state, updated_at)",
     "CREATE INDEX IF NOT EXISTS memories_lineage ON memories (account_id, lineage_id, version)",
-    "CREATE INDEX IF NOT EXISTS memories_subject ON memories (account_id, subject_id, visibility)",
+    # Shared memories are few: a partial index finds them without walking private ones.
+    "CREATE INDEX IF NOT EXISTS memories_shared ON memories (account_id, subject_id, state) "
+    "WHERE visibility = 'shared'",
     "CREATE INDEX IF NOT EXISTS memories_purge ON memories (state, purge_at)",
     "CREATE INDEX IF NOT EXISTS history_lineage ON history (account_id, lineage_id)",
     "CREATE INDEX IF NOT EXISTS history_owner ON history (account_id, user_id)",
     "CREATE INDEX IF NOT EXISTS changes_memory ON changes (memory_id)",
-    "CREATE INDEX IF NOT EXISTS tokens_lookup ON memory_tokens (account_id, token)",
-    "CREATE INDEX IF NOT EXISTS tokens_owner ON memory_tokens (account_id, user_id, token)",
     "CREATE INDEX IF NOT EXISTS relations_to ON relations (to_id)",
     "CREATE INDEX IF NOT EXISTS ops_ts ON ops_events (ts)",
     "CREATE INDEX IF NOT EXISTS ops_owner ON ops_events (account_id, user_id)",
 )
 
 
-def _core(blob: str, real: str, boolean: str, serial: str, bigint: str) -> tuple[str, ...]:
+# Posting lists: an owner's rows for one term must be read without touching the table, so
+# SQLite clusters them (WITHOUT ROWID) and PostgreSQL covers them with an INCLUDE index.
+_SQLITE_TOKENS = (
+    """CREATE TABLE IF NOT EXISTS memory_tokens (
+    account_id TEXT NOT NULL, user_id TEXT NOT NULL, token INTEGER NOT NULL,
+    memory_id TEXT NOT NULL REFERENCES memories (id) ON DELETE CASCADE,
+    tf INTEGER NOT NULL, doc_len INTEGER NOT NULL,
+    PRIMARY KEY (account_id, user_id, token, memory_id)) WITHOUT ROWID""",
+    "CREATE INDEX IF NOT EXISTS tokens_memory ON memory_tokens (memory_id)",
+)
+_POSTGRES_TOKENS = (
+    """CREATE TABLE IF NOT EXISTS memory_tokens (
+    memory_id TEXT NOT NULL REFERENCES memories (id) ON DELETE CASCADE,
+    account_id TEXT NOT NULL, user_id TEXT NOT NULL,
+    token BIGINT NOT NULL, tf INTEGER NOT NULL, doc_len INTEGER NOT NULL,
+    PRIMARY KEY (memory_id, token))""",
+    "CREATE INDEX IF NOT EXISTS tokens_owner ON memory_tokens (account_id, user_id, token) "
+    "INCLUDE (memory_id, tf, doc_len)",
+)
+
+
+def _core(
+    blob: str, real: str, boolean: str, serial: str, tokens_ddl: tuple[str, ...]
+) -> tuple[str, ...]:
     return (
         _memories(blob, real, boolean),
         f"""CREATE TABLE IF NOT EXISTS history (
@@ -87,11 +112,7 @@ def _core(blob: str, real: str, boolean: str, serial: str, bigint: str) -> tuple
             account_id TEXT NOT NULL, user_id TEXT NOT NULL, purpose TEXT NOT NULL,
             key_id TEXT NOT NULL, wrapped {blob} NOT NULL, kek_id TEXT NOT NULL,
             created_at {real} NOT NULL, PRIMARY KEY (account_id, user_id, purpose))""",
-        f"""CREATE TABLE IF NOT EXISTS memory_tokens (
-            memory_id TEXT NOT NULL REFERENCES memories (id) ON DELETE CASCADE,
-            account_id TEXT NOT NULL, user_id TEXT NOT NULL,
-            token {bigint} NOT NULL, tf INTEGER NOT NULL, doc_len INTEGER NOT NULL,
-            PRIMARY KEY (memory_id, token))""",
+        *tokens_ddl,
         f"""CREATE TABLE IF NOT EXISTS relations (
             from_id TEXT NOT NULL REFERENCES memories (id) ON DELETE CASCADE,
             to_id TEXT NOT NULL REFERENCES memories (id) ON DELETE CASCADE,
@@ -111,13 +132,15 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         version=1,
         name="core",
-        sqlite=_core("BLOB", "REAL", "INTEGER", "INTEGER PRIMARY KEY AUTOINCREMENT", "INTEGER"),
+        sqlite=_core(
+            "BLOB", "REAL", "INTEGER", "INTEGER PRIMARY KEY AUTOINCREMENT", _SQLITE_TOKENS
+        ),
         postgres=_core(
             "BYTEA",
             "DOUBLE PRECISION",
             "BOOLEAN",
             "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
-            "BIGINT",
+            _POSTGRES_TOKENS,
         ),
     ),
     Migration(

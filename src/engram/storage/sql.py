@@ -28,7 +28,7 @@ from engram.storage.base import (
     ScoredId,
     Vector,
 )
-from engram.storage.filters import compile_filter
+from engram.storage.filters import compile_filter, compile_others_shared
 from engram.storage.migrations import MIGRATIONS, Migration
 from engram.types import MemoryFilter
 
@@ -442,6 +442,22 @@ class SqlStorage:
                 )
         return rows
 
+    def filter_ids(self, flt: MemoryFilter, memory_ids: Sequence[str]) -> set[str]:
+        """Those of ``memory_ids`` that match ``flt`` (ids only; nothing is decrypted)."""
+        where, params = compile_filter(flt)
+        found: set[str] = set()
+        with self._reader() as db:
+            for chunk in _chunks(memory_ids):
+                marks = ", ".join("?" for _ in chunk)
+                found.update(
+                    str(r[0])
+                    for r in db.run(
+                        f"SELECT m.id FROM memories m WHERE m.id IN ({marks}) AND {where}",
+                        [*chunk, *params],
+                    ).fetchall()
+                )
+        return found
+
     def touch(self, account_id: str, memory_ids: Sequence[str], when: float) -> None:
         """Set ``last_accessed_at`` (bookkeeping: no history, no change log)."""
         with self.transaction() as tx:
@@ -469,15 +485,27 @@ class SqlStorage:
 
     def list_memories(self, flt: MemoryFilter, page: Page) -> list[MemoryRow]:
         """Memory versions matching every filter, applied in the database."""
-        where, params = compile_filter(flt)
+        parts = [compile_filter(flt)]
+        if flt.include_shared and flt.user_id is not None:
+            parts = [
+                compile_filter(flt.model_copy(update={"include_shared": False})),
+                compile_others_shared(flt),
+            ]
         order = "DESC" if page.newest_first else "ASC"
+        window = page.limit + page.offset
+        rows: list[MemoryRow] = []
         with self._reader() as db:
-            rows = db.run(
-                f"SELECT {_MEMORY_SELECT} FROM memories m WHERE {where} "
-                f"ORDER BY m.updated_at {order}, m.id {order} LIMIT ? OFFSET ?",
-                [*params, page.limit, page.offset],
-            ).fetchall()
-        return [memory_row(r) for r in rows]
+            for where, params in parts:
+                rows.extend(
+                    memory_row(r)
+                    for r in db.run(
+                        f"SELECT {_MEMORY_SELECT} FROM memories m WHERE {where} "
+                        f"ORDER BY m.updated_at {order}, m.id {order} LIMIT ?",
+                        [*params, window],
+                    ).fetchall()
+                )
+        rows.sort(key=lambda r: (r.updated_at, r.id), reverse=page.newest_first)
+        return rows[page.offset : page.offset + page.limit]
 
     def count_memories(self, flt: MemoryFilter) -> int:
         """How many versions match the filter."""
@@ -643,11 +671,17 @@ class SqlStorage:
             return cached[1], cached[2]
         owner_sql = "account_id = ?" + (" AND user_id = ?" if user_id is not None else "")
         params: list[Any] = [account_id] + ([user_id] if user_id is not None else [])
-        row = db.run(
-            "SELECT COUNT(*), COALESCE(AVG(doc_len), 0) FROM (SELECT DISTINCT memory_id, "
-            f"doc_len FROM memory_tokens WHERE {owner_sql}) d",
+        # Documents: the owner's indexed memories (an index-only count); average length: a
+        # sample of postings, which is all BM25's length normalisation needs.
+        docs_row = db.run(
+            f"SELECT COUNT(*) FROM memories WHERE {owner_sql} AND state = 'active'", params
+        ).fetchone()
+        len_row = db.run(
+            "SELECT AVG(doc_len) FROM (SELECT doc_len FROM memory_tokens "
+            f"WHERE {owner_sql} LIMIT 5000) sample",
             params,
         ).fetchone()
+        row = (docs_row[0], len_row[0])
         docs, avg_len = int(row[0]), float(row[1] or 1.0)
         if docs >= self.LEXICAL_STATS_MIN_CACHED:  # small owners are cheap to recount
             with self._stats_lock:
@@ -657,54 +691,128 @@ class SqlStorage:
     def lexical_search(
         self, flt: MemoryFilter, tokens: Sequence[int], k: int, *, k1: float, b: float
     ) -> list[ScoredId]:
-        """The ``k`` best memories by BM25 over blind ``tokens`` among those matching ``flt``."""
+        """The ``k`` best memories by BM25 over blind ``tokens`` among those matching ``flt``.
+
+        For one user, the user's posting lists are scored on their own (an index-only read)
+        and the best ids are checked against the filter a chunk at a time; when a selective
+        filter leaves too few, the filter joins the postings instead. Shared memories of
+        other users and account-wide queries always take the joined path.
+        """
         unique = list(dict.fromkeys(tokens))
         if not unique or k <= 0:
             return []
-        owner = None if flt.include_shared else flt.user_id
-        owner_sql = "t.account_id = ?" + (" AND t.user_id = ?" if owner is not None else "")
-        owner_params: list[Any] = [flt.account_id] + ([owner] if owner is not None else [])
-        marks = ", ".join("?" for _ in unique)
-        where, params = compile_filter(flt)
+        owner = flt.user_id
         with self._reader() as db:
             docs, avg_len = self._owner_stats(db, flt.account_id, owner)
-            if docs == 0:
+            if docs == 0 and not flt.include_shared:
                 return []
-            df = dict(
-                db.run(
-                    f"SELECT t.token, COUNT(*) FROM memory_tokens t WHERE {owner_sql} "
-                    f"AND t.token IN ({marks}) GROUP BY t.token",
-                    [*owner_params, *unique],
-                ).fetchall()
-            )
-            idf = {
-                tok: float(np.log(1.0 + (docs - n + 0.5) / (n + 0.5)))
-                for tok, n in df.items()
-                if n > 0
-            }
+            idf = self._idf(db, flt.account_id, owner, unique, docs)
             if not idf:
                 return []
-            weights = " ".join("WHEN ? THEN ?" for _ in idf)
-            weight_params = [v for tok, w in idf.items() for v in (tok, w)]
-            rows = db.run(
-                f"SELECT t.memory_id, SUM((CASE t.token {weights} ELSE 0 END) * t.tf * ? "
-                f"/ (t.tf + ? * (1 - ? + ? * t.doc_len / ?))) AS score "
-                f"FROM memory_tokens t JOIN memories m ON m.id = t.memory_id "
-                f"WHERE {owner_sql} AND t.token IN ({', '.join('?' for _ in idf)}) AND {where} "
-                "GROUP BY t.memory_id ORDER BY score DESC, t.memory_id LIMIT ?",
-                [
-                    *weight_params,
-                    k1 + 1.0,
-                    k1,
-                    b,
-                    b,
-                    avg_len,
-                    *owner_params,
-                    *idf,
-                    *params,
-                    k,
-                ],
+            score = self._bm25_expression(idf, k1=k1, b=b, avg_len=avg_len)
+            if owner is None:
+                return self._joined(db, compile_filter(flt), flt.account_id, score, idf, k)
+            hits = self._owner_postings(db, flt, score, idf, k)
+            if flt.include_shared:
+                hits += self._joined(db, compile_others_shared(flt), flt.account_id, score, idf, k)
+                hits.sort(key=lambda h: (-h.score, h.memory_id))
+        return hits[:k]
+
+    def _idf(
+        self,
+        db: SqlExecutor,
+        account_id: str,
+        owner: str | None,
+        tokens: list[int],
+        docs: int,
+    ) -> dict[int, float]:
+        owner_sql = "account_id = ?" + (" AND user_id = ?" if owner is not None else "")
+        owner_params: list[Any] = [account_id] + ([owner] if owner is not None else [])
+        marks = ", ".join("?" for _ in tokens)
+        df = dict(
+            db.run(
+                f"SELECT token, COUNT(*) FROM memory_tokens WHERE {owner_sql} "
+                f"AND token IN ({marks}) GROUP BY token",
+                [*owner_params, *tokens],
             ).fetchall()
+        )
+        docs = max(docs, 1)
+        # Terms in more than a twentieth of the owner's memories add little to BM25 but
+        # dominate its cost (long posting lists); leave them out when rarer ones exist.
+        common = max(1000, docs // 20)
+        rare = {tok: n for tok, n in df.items() if 0 < n <= common}
+        kept = rare or {tok: n for tok, n in df.items() if n > 0}
+        return {tok: float(np.log(1.0 + (docs - n + 0.5) / (n + 0.5))) for tok, n in kept.items()}
+
+    @staticmethod
+    def _bm25_expression(
+        idf: dict[int, float], *, k1: float, b: float, avg_len: float
+    ) -> tuple[str, list[Any]]:
+        weights = " ".join("WHEN ? THEN ?" for _ in idf)
+        params: list[Any] = [v for tok, w in idf.items() for v in (tok, w)]
+        sql = (
+            f"SUM((CASE t.token {weights} ELSE 0 END) * t.tf * ? "
+            "/ (t.tf + ? * (1 - ? + ? * t.doc_len / ?)))"
+        )
+        return sql, [*params, k1 + 1.0, k1, b, b, max(avg_len, 1.0)]
+
+    def _owner_postings(
+        self,
+        db: SqlExecutor,
+        flt: MemoryFilter,
+        score: tuple[str, list[Any]],
+        idf: dict[int, float],
+        k: int,
+    ) -> list[ScoredId]:
+        marks = ", ".join("?" for _ in idf)
+        limit = 4 * k + 16
+        rows = db.run(
+            f"SELECT t.memory_id, {score[0]} AS score FROM memory_tokens t "
+            f"WHERE t.account_id = ? AND t.user_id = ? AND t.token IN ({marks}) "
+            "GROUP BY t.memory_id ORDER BY score DESC, t.memory_id LIMIT ?",
+            [*score[1], flt.account_id, flt.user_id, *idf, limit],
+        ).fetchall()
+        where, params = compile_filter(flt.model_copy(update={"include_shared": False}))
+        hits: list[ScoredId] = []
+        chunk = max(16, k + k // 4)
+        for start in range(0, len(rows), chunk):
+            part = rows[start : start + chunk]
+            marks_ids = ", ".join("?" for _ in part)
+            allowed = {
+                str(r[0])
+                for r in db.run(
+                    f"SELECT m.id FROM memories m WHERE m.id IN ({marks_ids}) AND {where}",
+                    [*(r[0] for r in part), *params],
+                ).fetchall()
+            }
+            hits.extend(ScoredId(str(r[0]), float(r[1])) for r in part if str(r[0]) in allowed)
+            if len(hits) >= k:
+                return hits[:k]
+        if len(rows) < limit:
+            return hits  # every posting was considered
+        own = compile_filter(flt.model_copy(update={"include_shared": False}))
+        return self._joined(db, own, flt.account_id, score, idf, k)
+
+    @staticmethod
+    def _joined(
+        db: SqlExecutor,
+        compiled: tuple[str, list[Any]],
+        account_id: str,
+        score: tuple[str, list[Any]],
+        idf: dict[int, float],
+        k: int,
+    ) -> list[ScoredId]:
+        where, params = compiled
+        marks = ", ".join("?" for _ in idf)
+        rows = db.run(
+            # Memories first (CROSS JOIN fixes SQLite's join order): this path serves
+            # selective filters and other users' shared memories, both narrow on that side.
+            f"SELECT t.memory_id, {score[0]} AS score FROM memories m "
+            f"CROSS JOIN memory_tokens t WHERE t.memory_id = m.id "
+            f"AND t.account_id = ? AND t.token IN ({marks}) AND {where} "
+            "GROUP BY t.memory_id ORDER BY score DESC, t.memory_id LIMIT ?",
+            [*score[1], account_id, *idf, *params, k],
+        ).fetchall()
         return [ScoredId(str(r[0]), float(r[1])) for r in rows]
 
     def edges(self, account_id: str, memory_ids: Sequence[str]) -> list[EdgeRow]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -13,9 +12,16 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+try:
+    # A current SQLite with STAT4 histograms: the planner then knows that a category or a
+    # visibility is rare and picks the index that says so (the system library lacks both).
+    import pysqlite3.dbapi2 as sqlite3
+except ImportError:  # pragma: no cover - platforms without the wheel
+    import sqlite3
+
 from engram.errors import StorageError
 from engram.storage.base import ScoredId, Vector
-from engram.storage.filters import compile_filter
+from engram.storage.filters import compile_filter, compile_others_shared
 from engram.storage.sql import SqlExecutor, SqlStorage, SqlTransaction
 from engram.storage.sqlite_vectors import SqliteVectorIndex
 from engram.types import MemoryFilter
@@ -81,12 +87,11 @@ class Checkpointer:
 
     def _refresh_statistics(self, conn: sqlite3.Connection) -> None:
         # Without statistics SQLite may walk an owner index instead of looking rows up by id
-        # (10x slower at 10k memories), so re-analyse each time the table doubles. A sampled
-        # ANALYZE (analysis_limit) keeps the brief write lock it takes short.
+        # (10x slower at 10k memories), so re-analyse each time the table doubles. (A sampled
+        # ANALYZE misjudged the state column and walked every active row instead.)
         row = conn.execute("SELECT MAX(rowid) FROM memories").fetchone()
         rows = int(row[0] or 0)
         if rows >= max(1000, 2 * self._analysed_rows):
-            conn.execute("PRAGMA analysis_limit = 1000")
             conn.execute("ANALYZE")
             self._analysed_rows = rows
 
@@ -223,18 +228,7 @@ class SqliteStorage(SqlStorage):
                 return []
 
             def passes(ids: list[str]) -> set[str]:
-                found: set[str] = set()
-                for start in range(0, len(ids), 500):
-                    chunk = ids[start : start + 500]
-                    marks = ", ".join("?" for _ in chunk)
-                    found.update(
-                        str(r[0])
-                        for r in db.run(
-                            f"SELECT m.id FROM memories m WHERE m.id IN ({marks}) AND {where}",
-                            [*chunk, *params],
-                        ).fetchall()
-                    )
-                return found
+                return self._filter_ids(db, where, params, ids)
 
             def matching() -> list[str]:
                 return [
@@ -248,9 +242,32 @@ class SqliteStorage(SqlStorage):
                 db, (flt.account_id, flt.user_id), vector, k, passes, matching
             )
             if flt.include_shared:
-                shared = self._scan(db, flt, vector, k, exclude_user=flt.user_id)
+                shared = self._scan(db, flt, vector, k, others_shared=True)
                 hits = sorted([*hits, *shared], key=lambda h: -h.score)[:k]
             return hits
+
+    @staticmethod
+    def _filter_ids(db: SqlExecutor, where: str, params: list[Any], ids: list[str]) -> set[str]:
+        found: set[str] = set()
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            marks = ", ".join("?" for _ in chunk)
+            found.update(
+                str(r[0])
+                for r in db.run(
+                    f"SELECT m.id FROM memories m WHERE m.id IN ({marks}) AND {where}",
+                    [*chunk, *params],
+                ).fetchall()
+            )
+        return found
+
+    def vectors(self, account_id: str, memory_ids: Sequence[str]) -> dict[str, Vector]:
+        """Stored embeddings, from the in-process index where it holds them."""
+        found = self.vector_index.lookup(account_id, memory_ids)
+        missing = [m for m in memory_ids if m not in found]
+        if missing:
+            found.update(super().vectors(account_id, missing))
+        return found
 
     def _scan(
         self,
@@ -258,13 +275,10 @@ class SqliteStorage(SqlStorage):
         flt: MemoryFilter,
         vector: Vector,
         k: int,
-        exclude_user: str | None = None,
+        others_shared: bool = False,
     ) -> list[ScoredId]:
         """Exact scan over every memory matching the filter (account-wide or shared)."""
-        where, params = compile_filter(flt)
-        if exclude_user is not None:
-            where += " AND m.user_id <> ?"
-            params.append(exclude_user)
+        where, params = compile_others_shared(flt) if others_shared else compile_filter(flt)
         rows = db.run(
             f"SELECT m.id, e.vector FROM memories m JOIN embeddings e ON e.memory_id = m.id "
             f"WHERE {where}",

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,6 +76,18 @@ class SqliteVectorIndex:
         """Forget every cached owner."""
         with self._lock:
             self._owners.clear()
+
+    def lookup(self, account_id: str, memory_ids: Sequence[str]) -> dict[str, Vector]:
+        """Vectors of these ids that a cached owner of the account holds (float16 → float32)."""
+        out: dict[str, Vector] = {}
+        with self._lock:
+            indexes = [i for (acct, _), i in self._owners.items() if acct == account_id]
+            for index in indexes:
+                for memory_id in memory_ids:
+                    row = index.row_of.get(memory_id)
+                    if row is not None and memory_id not in out:
+                        out[memory_id] = index.halves[row].astype(np.float32)
+        return out
 
     def _refresh(self, db: SqlExecutor, owner: Owner) -> _OwnerIndex:
         state = db.run(
@@ -138,9 +150,19 @@ class SqliteVectorIndex:
             distance = np.bitwise_count(index.bits ^ pack_signs(q[None, :])).sum(axis=1)
             rows = np.argpartition(distance, shortlist - 1)[:shortlist]
         scored = self._exact(index, q, rows)
-        allowed = passes_filter([memory_id for memory_id, _ in scored])
-        hits = [ScoredId(m, s) for m, s in scored if m in allowed]
-        if exhaustive or len(hits) >= k:
+        # Ask the database about the best-scored ids first, a chunk at a time: with an
+        # ordinary filter the first chunk already holds k that pass.
+        hits: list[ScoredId] = []
+        chunk = max(16, k + k // 4)
+        for start in range(0, len(scored), chunk):
+            part = scored[start : start + chunk]
+            allowed = passes_filter([memory_id for memory_id, _ in part])
+            hits.extend(ScoredId(m, s) for m, s in part if m in allowed)
+            if len(hits) >= k:
+                return hits[:k]
+            if start == 0 and not exhaustive and len(allowed) * 4 < len(part):
+                break  # a selective filter: the exact path below is cheaper
+        if exhaustive:
             return hits[:k]
         # Selective filter: score exactly every memory the database says matches it.
         wanted = [index.row_of[m] for m in filter_ids() if m in index.row_of]
