@@ -65,7 +65,7 @@ class QueryPlan:
     dense_limit: int = 100
     lexical_limit: int = 100
     bm25: BM25Params = field(default_factory=BM25Params)
-    hydrate_top: int = 80
+    hydrate_top: int = 40
     """Candidates read in full (for text features) before the edges are followed."""
 
 
@@ -134,6 +134,6 @@ def retrieve(
         seeds = [s.candidate.id for s in rank(features, pool, (), w)[: w.expand_top]]
         extra, edges = source.neighbours(seeds, vector)
         pool = _merge([pool, extra])
-    top = [s.candidate.id for s in rank(features, pool, edges, w)[: 3 * limit]]
+    top = [s.candidate.id for s in rank(features, pool, edges, w)[: 2 * limit]]
     pool = _hydrated(source, pool, top)
     return rank(features, pool, edges, w)[:limit]
