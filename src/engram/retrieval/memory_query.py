@@ -9,6 +9,7 @@ the answer never exceeds ``budget_tokens``.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -152,13 +153,15 @@ class MemoryQueryService:
         self, req: MemoryQueryRequest, flt: MemoryFilter
     ) -> list[tuple[Memory, dict[str, Any]]]:
         source = StorageCandidateSource(self.engine, flt)
+        limit = max(req.top_k * 3, 10)
+        # Candidate lists sized to the answer: a three-bullet answer needs no hundred.
+        plan = replace(
+            self.plan,
+            dense_limit=min(self.plan.dense_limit, max(40, 3 * limit)),
+            lexical_limit=min(self.plan.lexical_limit, max(40, 3 * limit)),
+        )
         ranked: list[ScoredCandidate] = retrieve(
-            source,
-            req.query,
-            embedder=self.embedder,
-            limit=max(req.top_k * 3, 10),
-            weights=self.weights,
-            plan=self.plan,
+            source, req.query, embedder=self.embedder, limit=limit, weights=self.weights, plan=plan
         )
         per_category: dict[str, int] = {}
         out: list[tuple[Memory, dict[str, Any]]] = []

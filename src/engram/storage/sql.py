@@ -737,9 +737,9 @@ class SqlStorage:
             ).fetchall()
         )
         docs = max(docs, 1)
-        # Terms in more than a twentieth of the owner's memories add little to BM25 but
+        # Terms in more than a fiftieth of the owner's memories add little to BM25 but
         # dominate its cost (long posting lists); leave them out when rarer ones exist.
-        common = max(1000, docs // 20)
+        common = max(1000, docs // 50)
         rare = {tok: n for tok, n in df.items() if 0 < n <= common}
         kept = rare or {tok: n for tok, n in df.items() if n > 0}
         return {tok: float(np.log(1.0 + (docs - n + 0.5) / (n + 0.5))) for tok, n in kept.items()}
