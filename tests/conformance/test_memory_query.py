@@ -444,14 +444,13 @@ def test_postgres_takes_the_hnsw_path_and_falls_back_to_exact(
         dbname = conn.info.dbname
         conn.execute(f'ALTER DATABASE "{dbname}" SET hnsw.max_scan_tuples = 20')
         conn.execute(f'ALTER DATABASE "{dbname}" SET enable_sort = off')
-    capped = PostgresStorage(storage.conninfo, max_size=1)
+    capped = PostgresStorage(storage.conninfo, max_size=1, ef_search=10)
     try:
         flt = MemoryFilter(account_id=ACCOUNT, user_id="busy", categories=("mood",))
         sql_filter = "m.user_id = %s AND m.category = %s"
         assert "embeddings_hnsw" in _plan(capped, sql_filter, ["busy", "mood"], q)
         literal = "[" + ",".join(f"{x:.7g}" for x in q) + "]"
         with capped._pool.connection() as conn, conn.transaction():
-            conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
             bare = conn.execute(
                 "SELECT m.id FROM embeddings e JOIN memories m ON m.id = e.memory_id "
                 f"WHERE {sql_filter} ORDER BY e.embedding <=> %s::vector LIMIT 5",

@@ -133,6 +133,8 @@ class MemoryQueryService:
             updated_after=f.updated_after,
             updated_before=f.updated_before,
         )
+        if not self.engine.storage.has_others_shared(base):
+            base = base.model_copy(update={"include_shared": False})  # one check, not three
         always = [c for c in allowed if self.categories.spec(c).context is ContextMode.ALL]
         rag = [c for c in allowed if c not in always]
         picked: list[tuple[Memory, dict[str, Any]]] = []

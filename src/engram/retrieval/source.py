@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-
 from engram.engine import MemoryEngine
 from engram.retrieval.bm25 import BM25Params
 from engram.retrieval.embedders.base import Vector
@@ -84,7 +82,5 @@ class StorageCandidateSource:
         ]
         dense: dict[str, float] = {}
         if vector is not None and allowed:
-            q = np.asarray(vector, dtype=np.float32)
-            stored = storage.vectors(self.flt.account_id, sorted(allowed))
-            dense = {i: float(v @ q) for i, v in stored.items()}
+            dense = storage.similarities(self.flt.account_id, sorted(allowed), vector)
         return [Candidate(id=i, dense=dense.get(i)) for i in sorted(allowed)], edges

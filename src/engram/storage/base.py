@@ -251,6 +251,10 @@ class Storage(Protocol):
         """Those of ``memory_ids`` that match ``flt`` (ids only)."""
         ...
 
+    def has_others_shared(self, flt: MemoryFilter) -> bool:
+        """Whether ``flt`` (with ``include_shared``) reaches any other user's memory."""
+        ...
+
     def touch(self, account_id: str, memory_ids: Sequence[str], when: float) -> None:
         """Set ``last_accessed_at`` of these versions (no audit event)."""
         ...
@@ -325,6 +329,12 @@ class Storage(Protocol):
 
     def vectors(self, account_id: str, memory_ids: Sequence[str]) -> dict[str, Vector]:
         """Stored embeddings of these memory versions."""
+        ...
+
+    def similarities(
+        self, account_id: str, memory_ids: Sequence[str], vector: Vector
+    ) -> dict[str, float]:
+        """Cosine similarity of ``vector`` to each of these memory versions' embeddings."""
         ...
 
     def bind_embedder(self, model_id: str, dims: int) -> None:

@@ -79,22 +79,34 @@ class PostgresStorage(SqlStorage):
         {"transactions", "lexical", "vectors", "hnsw", "multi_process"}
     )
 
-    def __init__(self, conninfo: str, *, min_size: int = 1, max_size: int = 8) -> None:
+    def __init__(
+        self, conninfo: str, *, min_size: int = 1, max_size: int = 8, ef_search: int = 100
+    ) -> None:
         if psycopg is None or ConnectionPool is None:
             raise MissingDependencyError("psycopg", "postgres")
         super().__init__()
         self.conninfo = conninfo
+        self._vectors_ready = False
+        self._ef_search = int(ef_search)
         try:
             self._pool = ConnectionPool(
                 conninfo,
                 min_size=min_size,
                 max_size=max_size,
                 kwargs={"autocommit": True},
+                configure=self._configure,
                 open=True,
             )
             self._pool.wait(timeout=30)
         except (psycopg.Error, Exception) as exc:
             raise StorageError(f"cannot connect to PostgreSQL: {type(exc).__name__}") from exc
+
+    def _configure(self, conn: Any) -> None:
+        # Session settings for every pooled connection, so a vector search is one statement:
+        # pgvector's iterative scan keeps walking the HNSW graph until a filtered query has
+        # its k rows (without it, a selective filter silently returns fewer).
+        conn.execute("SET hnsw.iterative_scan = relaxed_order")
+        conn.execute(f"SET hnsw.ef_search = {self._ef_search}")
 
     @contextmanager
     def _reader(self) -> Iterator[SqlExecutor]:
@@ -140,6 +152,23 @@ class PostgresStorage(SqlStorage):
     def _decode_vector(value: Any) -> Vector:
         return np.asarray(json_floats(str(value)), dtype=np.float32)
 
+    def similarities(
+        self, account_id: str, memory_ids: Sequence[str], vector: Vector
+    ) -> dict[str, float]:
+        """Cosine similarities computed by pgvector (no vectors cross the wire)."""
+        if not memory_ids:
+            return {}
+        marks = ", ".join("?" for _ in memory_ids)
+        with self._reader() as db:
+            if not _has_table(db, "embeddings"):
+                return {}
+            rows = db.run(
+                "SELECT memory_id, 1 - (embedding <=> ?::vector) FROM embeddings "
+                f"WHERE account_id = ? AND memory_id IN ({marks})",
+                [_vector_literal(vector), account_id, *memory_ids],
+            ).fetchall()
+        return {str(r[0]): float(r[1]) for r in rows}
+
     def vector_search(self, flt: MemoryFilter, vector: Vector, k: int) -> list[ScoredId]:
         """Top-``k`` by cosine among memories matching ``flt``.
 
@@ -149,29 +178,25 @@ class PostgresStorage(SqlStorage):
         """
         where, params = compile_filter(flt)
         literal = _vector_literal(vector)
-        try:
-            with self._pool.connection() as conn, conn.transaction():
-                db = PostgresExecutor(conn)
+        with self._reader() as db:
+            if not self._vectors_ready:
                 if not _has_table(db, "embeddings"):
                     return []
-                db.run(f"SET LOCAL hnsw.ef_search = {max(40, 2 * k)}")
-                db.run("SET LOCAL hnsw.iterative_scan = relaxed_order")
+                self._vectors_ready = True
+            rows = db.run(
+                "SELECT m.id, 1 - (e.embedding <=> ?::vector) AS sim FROM embeddings e "
+                f"JOIN memories m ON m.id = e.memory_id WHERE {where} "
+                "ORDER BY e.embedding <=> ?::vector LIMIT ?",
+                [literal, *params, literal, k],
+            ).fetchall()
+            if len(rows) < k:
                 rows = db.run(
-                    "SELECT m.id, 1 - (e.embedding <=> ?::vector) AS sim FROM embeddings e "
-                    f"JOIN memories m ON m.id = e.memory_id WHERE {where} "
-                    "ORDER BY e.embedding <=> ?::vector LIMIT ?",
-                    [literal, *params, literal, k],
+                    "WITH f AS MATERIALIZED (SELECT m.id, e.embedding FROM embeddings e "
+                    f"JOIN memories m ON m.id = e.memory_id WHERE {where}) "
+                    "SELECT id, 1 - (embedding <=> ?::vector) AS sim FROM f "
+                    "ORDER BY sim DESC LIMIT ?",
+                    [*params, literal, k],
                 ).fetchall()
-                if len(rows) < k:
-                    rows = db.run(
-                        "WITH f AS MATERIALIZED (SELECT m.id, e.embedding FROM embeddings e "
-                        f"JOIN memories m ON m.id = e.memory_id WHERE {where}) "
-                        "SELECT id, 1 - (embedding <=> ?::vector) AS sim FROM f "
-                        "ORDER BY sim DESC LIMIT ?",
-                        [*params, literal, k],
-                    ).fetchall()
-        except psycopg.Error as exc:
-            raise StorageError(f"PostgreSQL vector search failed: {type(exc).__name__}") from exc
         hits = [ScoredId(str(r[0]), float(r[1])) for r in rows]
         return sorted(hits, key=lambda h: -h.score)
 

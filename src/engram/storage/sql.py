@@ -442,6 +442,19 @@ class SqlStorage:
                 )
         return rows
 
+    def has_others_shared(self, flt: MemoryFilter) -> bool:
+        """Whether ``include_shared`` would reach any other user's memory at all.
+
+        Callers that run several queries for one request ask once and drop the shared half
+        of every query when the answer is no (the common case).
+        """
+        if not flt.include_shared or flt.user_id is None:
+            return False
+        where, params = compile_others_shared(flt)
+        with self._reader() as db:
+            row = db.run(f"SELECT 1 FROM memories m WHERE {where} LIMIT 1", params).fetchone()
+        return row is not None
+
     def filter_ids(self, flt: MemoryFilter, memory_ids: Sequence[str]) -> set[str]:
         """Those of ``memory_ids`` that match ``flt`` (ids only; nothing is decrypted)."""
         where, params = compile_filter(flt)
@@ -844,6 +857,13 @@ class SqlStorage:
                 ).fetchall():
                     out[str(r[0])] = self._decode_vector(r[1])
         return out
+
+    def similarities(
+        self, account_id: str, memory_ids: Sequence[str], vector: Vector
+    ) -> dict[str, float]:
+        """Cosine similarity of ``vector`` to each of these versions' embeddings."""
+        q = np.asarray(vector, dtype=np.float32)
+        return {i: float(v @ q) for i, v in self.vectors(account_id, memory_ids).items()}
 
     _vector_select: ClassVar[str] = "vector"
 
