@@ -311,6 +311,22 @@ class SqlTransaction(SqlExecutor):
         )
 
 
+def select_ids_where(
+    db: SqlExecutor, columns: str, ids: Sequence[str], where: str, params: Sequence[Any]
+) -> list[Any]:
+    """``SELECT columns FROM memories m WHERE m.id IN (ids) AND where``, in chunks."""
+    rows: list[Any] = []
+    for chunk in _chunks(ids):
+        marks = ", ".join("?" for _ in chunk)
+        rows.extend(
+            db.run(
+                f"SELECT {columns} FROM memories m WHERE m.id IN ({marks}) AND {where}",
+                [*chunk, *params],
+            ).fetchall()
+        )
+    return rows
+
+
 def _chunks(items: Sequence[str], size: int = 500) -> Iterator[list[str]]:
     for start in range(0, len(items), size):
         yield list(items[start : start + size])
@@ -411,36 +427,18 @@ class SqlStorage:
 
     def get_memories(self, account_id: str, memory_ids: Sequence[str]) -> list[MemoryRow]:
         """Several versions by id, within an account (order not guaranteed)."""
-        rows: list[MemoryRow] = []
         with self._reader() as db:
-            for chunk in _chunks(memory_ids):
-                marks = ", ".join("?" for _ in chunk)
-                rows.extend(
-                    memory_row(r)
-                    for r in db.run(
-                        f"SELECT {_MEMORY_SELECT} FROM memories m WHERE m.account_id = ? "
-                        f"AND m.id IN ({marks})",
-                        [account_id, *chunk],
-                    ).fetchall()
-                )
-        return rows
+            rows = select_ids_where(
+                db, _MEMORY_SELECT, memory_ids, "m.account_id = ?", [account_id]
+            )
+        return [memory_row(r) for r in rows]
 
     def filter_memories(self, flt: MemoryFilter, memory_ids: Sequence[str]) -> list[MemoryRow]:
         """Those of ``memory_ids`` that match ``flt`` (the filter runs in the database)."""
         where, params = compile_filter(flt)
-        rows: list[MemoryRow] = []
         with self._reader() as db:
-            for chunk in _chunks(memory_ids):
-                marks = ", ".join("?" for _ in chunk)
-                rows.extend(
-                    memory_row(r)
-                    for r in db.run(
-                        f"SELECT {_MEMORY_SELECT} FROM memories m WHERE m.id IN ({marks}) "
-                        f"AND {where}",
-                        [*chunk, *params],
-                    ).fetchall()
-                )
-        return rows
+            rows = select_ids_where(db, _MEMORY_SELECT, memory_ids, where, params)
+        return [memory_row(r) for r in rows]
 
     def has_others_shared(self, flt: MemoryFilter) -> bool:
         """Whether ``include_shared`` would reach any other user's memory at all.
@@ -458,18 +456,8 @@ class SqlStorage:
     def filter_ids(self, flt: MemoryFilter, memory_ids: Sequence[str]) -> set[str]:
         """Those of ``memory_ids`` that match ``flt`` (ids only; nothing is decrypted)."""
         where, params = compile_filter(flt)
-        found: set[str] = set()
         with self._reader() as db:
-            for chunk in _chunks(memory_ids):
-                marks = ", ".join("?" for _ in chunk)
-                found.update(
-                    str(r[0])
-                    for r in db.run(
-                        f"SELECT m.id FROM memories m WHERE m.id IN ({marks}) AND {where}",
-                        [*chunk, *params],
-                    ).fetchall()
-                )
-        return found
+            return {str(r[0]) for r in select_ids_where(db, "m.id", memory_ids, where, params)}
 
     def touch(self, account_id: str, memory_ids: Sequence[str], when: float) -> None:
         """Set ``last_accessed_at`` (bookkeeping: no history, no change log)."""
@@ -790,13 +778,9 @@ class SqlStorage:
         chunk = max(16, k + k // 4)
         for start in range(0, len(rows), chunk):
             part = rows[start : start + chunk]
-            marks_ids = ", ".join("?" for _ in part)
             allowed = {
                 str(r[0])
-                for r in db.run(
-                    f"SELECT m.id FROM memories m WHERE m.id IN ({marks_ids}) AND {where}",
-                    [*(r[0] for r in part), *params],
-                ).fetchall()
+                for r in select_ids_where(db, "m.id", [str(r[0]) for r in part], where, params)
             }
             hits.extend(ScoredId(str(r[0]), float(r[1])) for r in part if str(r[0]) in allowed)
             if len(hits) >= k:

@@ -22,7 +22,7 @@ except ImportError:  # pragma: no cover - platforms without the wheel
 from engram.errors import StorageError
 from engram.storage.base import ScoredId, Vector
 from engram.storage.filters import compile_filter, compile_others_shared
-from engram.storage.sql import SqlExecutor, SqlStorage, SqlTransaction
+from engram.storage.sql import SqlExecutor, SqlStorage, SqlTransaction, select_ids_where
 from engram.storage.sqlite_vectors import SqliteVectorIndex
 from engram.types import MemoryFilter
 
@@ -228,7 +228,7 @@ class SqliteStorage(SqlStorage):
                 return []
 
             def passes(ids: list[str]) -> set[str]:
-                return self._filter_ids(db, where, params, ids)
+                return {str(r[0]) for r in select_ids_where(db, "m.id", ids, where, params)}
 
             def matching() -> list[str]:
                 return [
@@ -245,21 +245,6 @@ class SqliteStorage(SqlStorage):
                 shared = self._scan(db, flt, vector, k, others_shared=True)
                 hits = sorted([*hits, *shared], key=lambda h: -h.score)[:k]
             return hits
-
-    @staticmethod
-    def _filter_ids(db: SqlExecutor, where: str, params: list[Any], ids: list[str]) -> set[str]:
-        found: set[str] = set()
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
-            marks = ", ".join("?" for _ in chunk)
-            found.update(
-                str(r[0])
-                for r in db.run(
-                    f"SELECT m.id FROM memories m WHERE m.id IN ({marks}) AND {where}",
-                    [*chunk, *params],
-                ).fetchall()
-            )
-        return found
 
     def vectors(self, account_id: str, memory_ids: Sequence[str]) -> dict[str, Vector]:
         """Stored embeddings, from the in-process index where it holds them."""
