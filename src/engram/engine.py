@@ -333,6 +333,20 @@ class MemoryEngine:
         """Share a memory with everyone who reads its subject."""
         return self.set_visibility(memory_id, Visibility.SHARED, account_id=account_id, actor=actor)
 
+    def note(
+        self,
+        memory_id: str,
+        event: HistoryEventType,
+        *,
+        account_id: str,
+        actor: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Record an audit event about a memory without changing it (meta holds no values)."""
+        row = self._row(account_id, memory_id)
+        with self.storage.transaction() as tx:
+            self._history(tx, row, event, row.id, row.id, actor, dict(meta or {}))
+
     # ---- reads -----------------------------------------------------------------------------
     def get(self, memory_id: str, *, account_id: str) -> Memory:
         """One memory version by id; :class:`NotFoundError` if not in this account."""

@@ -131,6 +131,8 @@ class HistoryEventType(StrEnum):
     RESTORE = "RESTORE"
     PURGE = "PURGE"
     PRIVACY = "PRIVACY"
+    PROPOSAL = "PROPOSAL"
+    """A change held for confirmation, and the decision on it (meta ``decision``)."""
 
 
 Identifier = Annotated[str, Field(min_length=1, max_length=256)]

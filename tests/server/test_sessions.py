@@ -108,6 +108,9 @@ async def test_a_changed_sensitive_key_becomes_a_sealed_proposal_until_confirmed
         await api.client.get(f"/v1/memories/{confirmed.json()['id']}/history", headers=api.auth)
     ).json()["history"]
     assert history[0]["actor"] == f"proposal:{pending[0]['id']}"
+    decisions = [h["meta"].get("decision") for h in history if h["event"] == "PROPOSAL"]
+    assert decisions == ["confirmed", "held"]  # the audit history records the decision
+    assert [h["event"] for h in history][:2] == ["PROPOSAL", "UPDATE"]
     assert "Denver" not in str(history)
     again = await api.post(f"/v1/proposals/{pending[0]['id']}/confirm")
     assert again.status_code == 409

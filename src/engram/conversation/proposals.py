@@ -26,7 +26,7 @@ from engram.crypto.envelope import SealedValue
 from engram.engine import MemoryEngine
 from engram.errors import ConflictError, NotFoundError
 from engram.storage.sessions import ProposalRow, ServiceTables
-from engram.types import Memory, MemoryType, OpEvent, Source
+from engram.types import HistoryEventType, Memory, MemoryType, OpEvent, Source
 
 __all__ = ["Proposal", "ProposalStore"]
 
@@ -110,6 +110,7 @@ class ProposalStore:
             )
         )
         self._op(change.account_id, change.user_id, "proposal_filed", None)
+        self._audit(change.account_id, change.user_id, change.key, proposal_id, "held")
         return proposal_id
 
     def pending(self, *, account_id: str, user_id: str) -> list[Proposal]:
@@ -144,6 +145,7 @@ class ProposalStore:
             source=Source.EXTRACTION,
             actor=_actor(proposal_id),
         )
+        self._audit(account_id, row.user_id, row.key, proposal_id, "confirmed")
         log.info("proposal confirmed")
         return memory
 
@@ -153,6 +155,7 @@ class ProposalStore:
         if not self._tables.decide_proposal(proposal_id, "rejected", time.time()):
             raise ConflictError("proposal was already decided")
         self._op(account_id, row.user_id, "proposal_rejected", None)
+        self._audit(account_id, row.user_id, row.key, proposal_id, "rejected")
 
     def settle_by_live_write(
         self, *, account_id: str, user_id: str, key: str, value: str
@@ -171,6 +174,7 @@ class ProposalStore:
             status = "confirmed" if same else "superseded"
             if self._tables.decide_proposal(row.id, status, time.time()):
                 self._op(account_id, user_id, f"proposal_{status}", None)
+                self._audit(account_id, user_id, key, row.id, status)
                 outcome = outcome or status
         return outcome
 
@@ -209,6 +213,20 @@ class ProposalStore:
             created_at=from_ts(row.created_at) or datetime.now(),
             expires_at=from_ts(row.expires_at) or datetime.now(),
         )
+
+    def _audit(
+        self, account_id: str, user_id: str, key: str, proposal_id: str, decision: str
+    ) -> None:
+        """A PROPOSAL event in the history of the memory the proposal is about."""
+        current = self._engine.get_by_key(account_id=account_id, user_id=user_id, key=key)
+        if current is not None:
+            self._engine.note(
+                current.id,
+                HistoryEventType.PROPOSAL,
+                account_id=account_id,
+                actor=_actor(proposal_id),
+                meta={"key": key, "proposal_id": proposal_id, "decision": decision},
+            )
 
     def _op(self, account_id: str, user_id: str, op: str, memory_id: str | None) -> None:
         self._engine.record_op(
