@@ -10,7 +10,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -747,8 +747,3 @@ class MemoryEngine:
             row.account_id,
             ChangeRow(thread_id, rev, row.id, event.value, json.dumps(meta), time.time()),
         )
-
-
-def ids_of(memories: Iterable[Memory]) -> list[str]:
-    """The ids of ``memories`` (a convenience for callers and tests)."""
-    return [m.id for m in memories]

@@ -6,7 +6,6 @@ subclass supplies; the queries themselves are written once here with ``?`` place
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -416,14 +415,16 @@ class SqlStorage:
                 tx.run("DELETE FROM embeddings")
 
     # ---- reads -------------------------------------------------------------------------------
+    def _select_memories(self, tail: str, params: Sequence[Any]) -> list[MemoryRow]:
+        """``SELECT <memory columns> FROM memories m <tail>``."""
+        with self._reader() as db:
+            rows = db.run(f"SELECT {_MEMORY_SELECT} FROM memories m {tail}", params).fetchall()
+        return [memory_row(r) for r in rows]
+
     def get_memory(self, account_id: str, memory_id: str) -> MemoryRow | None:
         """One version by id, within an account."""
-        with self._reader() as db:
-            row = db.run(
-                f"SELECT {_MEMORY_SELECT} FROM memories m WHERE m.id = ? AND m.account_id = ?",
-                [memory_id, account_id],
-            ).fetchone()
-        return memory_row(row) if row else None
+        rows = self._select_memories("WHERE m.id = ? AND m.account_id = ?", [memory_id, account_id])
+        return rows[0] if rows else None
 
     def get_memories(self, account_id: str, memory_ids: Sequence[str]) -> list[MemoryRow]:
         """Several versions by id, within an account (order not guaranteed)."""
@@ -517,23 +518,19 @@ class SqlStorage:
 
     def iter_owner(self, account_id: str, user_id: str) -> Iterator[MemoryRow]:
         """Every version one user owns, oldest first."""
-        with self._reader() as db:
-            rows = db.run(
-                f"SELECT {_MEMORY_SELECT} FROM memories m WHERE m.account_id = ? "
-                "AND m.user_id = ? ORDER BY m.created_at, m.version",
+        return iter(
+            self._select_memories(
+                "WHERE m.account_id = ? AND m.user_id = ? ORDER BY m.created_at, m.version",
                 [account_id, user_id],
-            ).fetchall()
-        return iter([memory_row(r) for r in rows])
+            )
+        )
 
     def lineage(self, account_id: str, lineage_id: str) -> list[MemoryRow]:
         """All versions of one memory, oldest first."""
-        with self._reader() as db:
-            rows = db.run(
-                f"SELECT {_MEMORY_SELECT} FROM memories m WHERE m.account_id = ? "
-                "AND m.lineage_id = ? ORDER BY m.version",
-                [account_id, lineage_id],
-            ).fetchall()
-        return [memory_row(r) for r in rows]
+        return self._select_memories(
+            "WHERE m.account_id = ? AND m.lineage_id = ? ORDER BY m.version",
+            [account_id, lineage_id],
+        )
 
     def history(self, account_id: str, lineage_id: str) -> list[HistoryRow]:
         """Audit events of every version of a memory, newest first."""
@@ -590,13 +587,11 @@ class SqlStorage:
 
     def due_for_purge(self, now: float, limit: int) -> list[MemoryRow]:
         """Soft-deleted heads whose ``purge_at`` has passed."""
-        with self._reader() as db:
-            rows = db.run(
-                f"SELECT {_MEMORY_SELECT} FROM memories m WHERE m.state = 'soft_deleted' "
-                "AND m.purge_at IS NOT NULL AND m.purge_at <= ? ORDER BY m.purge_at LIMIT ?",
-                [now, limit],
-            ).fetchall()
-        return [memory_row(r) for r in rows]
+        return self._select_memories(
+            "WHERE m.state = 'soft_deleted' AND m.purge_at IS NOT NULL AND m.purge_at <= ? "
+            "ORDER BY m.purge_at LIMIT ?",
+            [now, limit],
+        )
 
     def scope_memory_ids(
         self, account_id: str, user_id: str | None, agent_id: str | None
@@ -854,9 +849,3 @@ class SqlStorage:
     @staticmethod
     def _decode_vector(value: Any) -> Vector:
         return np.frombuffer(bytes(value), dtype=np.float32)
-
-    def meta_dump(self) -> dict[str, Any]:
-        """Store metadata (for diagnostics)."""
-        with self._reader() as db:
-            rows = db.run("SELECT key, value FROM store_meta").fetchall()
-        return {str(k): json.loads(v) if v.startswith("{") else v for k, v in rows}
