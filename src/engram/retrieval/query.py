@@ -6,7 +6,9 @@ in-memory prototype in ``bench/`` and the SQL backends implement the same three 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -90,6 +92,19 @@ def _merge(lists: Sequence[Sequence[Candidate]]) -> list[Candidate]:
     return list(merged.values())
 
 
+_executor: ThreadPoolExecutor | None = None
+_executor_lock = threading.Lock()
+
+
+def _workers() -> ThreadPoolExecutor:
+    """The shared worker threads of the query path (made on first use, not at import)."""
+    global _executor
+    with _executor_lock:
+        if _executor is None:
+            _executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="engram-query")
+        return _executor
+
+
 def _hydrated(
     source: CandidateSource, pool: list[Candidate], ids: Sequence[str]
 ) -> list[Candidate]:
@@ -117,13 +132,20 @@ def retrieve(
     w = weights or RankingWeights()
     p = plan or QueryPlan()
     features = query_features(query)
-    vector = embedder.embed_one(query) if embedder is not None else None
+    query_terms = terms(query)
+    # The lexical search needs no embedding: it runs in a worker thread while this one embeds
+    # the query (ONNX and the database drivers release the GIL) and searches the vectors.
+    lexical: Future[list[Candidate]] | None = None
+    if query_terms:
+        lexical = _workers().submit(
+            source.lexical_candidates, query_terms, limit=p.lexical_limit, params=p.bm25
+        )
     lists: list[list[Candidate]] = []
+    vector = embedder.embed_one(query) if embedder is not None else None
     if vector is not None:
         lists.append(source.dense_candidates(vector, limit=p.dense_limit))
-    query_terms = terms(query)
-    if query_terms:
-        lists.append(source.lexical_candidates(query_terms, limit=p.lexical_limit, params=p.bm25))
+    if lexical is not None:
+        lists.append(lexical.result())
     pool = _merge(lists)
     if not pool:
         return []
