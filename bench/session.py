@@ -24,7 +24,6 @@ import random
 import socket
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -33,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import uvicorn
 
 from engram.config import Settings
 from engram.conversation.buffer import SessionBuffer
@@ -42,6 +40,7 @@ from engram.conversation.summarizer import SessionSummarizer
 from engram.engine import MemoryEngine
 from engram.llm.openai_compat import OpenAICompatibleLLM
 from engram.server import create_app
+from engram.testing.loopback import serve_on_loopback
 from engram.testing.scripted_llm import ScriptedLLMServer
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -63,20 +62,8 @@ def serve(settings: Settings, embedder: Any) -> Iterator[tuple[str, str]]:
     """The service on a loopback socket; yields its base URL and an API key."""
     app = create_app(settings, embedder=embedder)
     token = app.state.services.keys.create(ACCOUNT)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # inherited by accepted sockets
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(64)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    host, port = sock.getsockname()
-    try:
-        yield f"http://{host}:{port}", token
-    finally:
-        server.should_exit = True
-        thread.join()
-        sock.close()
+    with serve_on_loopback(app) as base:
+        yield base, token
 
 
 _PEOPLE = ("my daughter", "my neighbour Rosa", "the nurse", "my grandson", "my brother Tom")
@@ -87,7 +74,11 @@ _EXTRAS = ("and brings soup", "when it is sunny", "since last spring", "if the k
 
 
 def distinct_sentences(n: int) -> list[str]:
-    """``n`` different, realistic facts (so de-duplication never short-cuts a write)."""
+    """``n`` different, realistic facts.
+
+    Some differ only in a number, so the de-duplication policy skips a share of them; the
+    bench prints how many calls really wrote a memory.
+    """
     rng = random.Random(11)
     seen: set[str] = set()
     while len(seen) < n:

@@ -44,9 +44,9 @@ class LexicalIndexer:
 
     def hashed_terms(self, account_id: str, text: str) -> dict[int, int]:
         """Keyed-hash term frequencies of ``text`` for one account."""
-        key = self._keys.index_key(account_id)
         counts = Counter(self._tokenize(text))
-        return {blind_token(key, term): tf for term, tf in counts.items()}
+        tokens = self.hash_terms(account_id, list(counts))
+        return dict(zip(tokens, counts.values(), strict=True))
 
     def hash_terms(self, account_id: str, query_terms: Sequence[str]) -> list[int]:
         """Blind tokens of already tokenized terms (for queries)."""

@@ -2,36 +2,23 @@
 
 from __future__ import annotations
 
-import socket
-import threading
 from collections.abc import Iterator
 
 import httpx
 import pytest
-import uvicorn
 
 from engram.config import Settings
 from engram.engine import MemoryEngine
 from engram.server import create_app
+from engram.testing.loopback import serve_on_loopback
 
 
 @pytest.fixture
 def served(engine: MemoryEngine, settings: Settings) -> Iterator[tuple[str, str]]:
     app = create_app(settings, engine=engine)
     token = app.state.services.keys.create("acct-1")
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(16)  # connections queue here until uvicorn accepts them: no start-up race
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    host, port = sock.getsockname()
-    try:
-        yield f"http://{host}:{port}", token
-    finally:
-        server.should_exit = True
-        thread.join()
-        sock.close()
+    with serve_on_loopback(app) as base:
+        yield base, token
 
 
 def test_tool_call_round_trip_over_a_real_socket(served: tuple[str, str]) -> None:
