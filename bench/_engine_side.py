@@ -111,7 +111,8 @@ class EngineSide:
             weights=self.weights,
             plan=self.plan,
         )
-        return [str(source.memories[s.candidate.id].metadata["dia_id"]) for s in ranked]
+        memories = source.load([s.candidate.id for s in ranked])
+        return [str(memories[s.candidate.id].metadata["dia_id"]) for s in ranked]
 
     def close(self) -> None:
         """Stop the database and remove its files."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,6 +25,15 @@ def from_ts(ts: float | None) -> datetime | None:
 
 def _required_ts(ts: float) -> datetime:
     return datetime.fromtimestamp(ts, UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class Contents:
+    """The private part of a memory, decrypted: value, tags and metadata."""
+
+    value: str
+    tags: tuple[str, ...]
+    metadata: dict[str, Any]
 
 
 class MemoryCodec:
@@ -77,20 +87,28 @@ class MemoryCodec:
 
     def open(self, row: MemoryRow, user_key: bytes) -> Memory:
         """Decrypt a row; :class:`IntegrityError` if its ciphertext was tampered with."""
+        return self.memory(row, self.contents(row, user_key))
+
+    def contents(self, row: MemoryRow, user_key: bytes) -> Contents:
+        """Decrypt only the private part of a row (what ranking reads); see :meth:`open`."""
         if row.state == MemoryState.PURGED.value:
-            payload: dict[str, Any] = {"v": "", "t": [], "m": {}}
-        else:
-            raw = self._envelope.open(
-                user_key,
-                SealedValue(row.ciphertext, row.wrapped_key),
-                row.account_id,
-                row.user_id,
-                row.id,
-            )
-            try:
-                payload = json.loads(raw)
-            except ValueError:
-                raise IntegrityError("decrypted payload is not valid") from None
+            return Contents("", (), {})
+        raw = self._envelope.open(
+            user_key,
+            SealedValue(row.ciphertext, row.wrapped_key),
+            row.account_id,
+            row.user_id,
+            row.id,
+        )
+        try:
+            payload = json.loads(raw)
+            return Contents(str(payload["v"]), tuple(payload["t"]), dict(payload["m"]))
+        except (ValueError, KeyError, TypeError):
+            raise IntegrityError("decrypted payload is not valid") from None
+
+    @staticmethod
+    def memory(row: MemoryRow, contents: Contents) -> Memory:
+        """The :class:`Memory` of a row whose contents were decrypted with :meth:`contents`."""
         return Memory.model_construct(
             id=row.id,
             account_id=row.account_id,
@@ -103,7 +121,7 @@ class MemoryCodec:
             type=MemoryType(row.type),
             category=row.category,
             key=row.key,
-            value=payload["v"],
+            value=contents.value,
             confidence=row.confidence,
             importance=row.importance,
             source=Source(row.source),
@@ -113,8 +131,8 @@ class MemoryCodec:
             version=row.version,
             supersedes_id=row.supersedes_id,
             lineage_id=row.lineage_id,
-            tags=tuple(payload["t"]),
-            metadata=payload["m"],
+            tags=contents.tags,
+            metadata=contents.metadata,
             created_at=_required_ts(row.created_at),
             updated_at=_required_ts(row.updated_at),
             last_accessed_at=from_ts(row.last_accessed_at),

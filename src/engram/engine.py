@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from engram.codec import MemoryCodec, from_ts
+from engram.codec import Contents, MemoryCodec, from_ts
 from engram.config import Settings
 from engram.crypto.aead import AesGcmCipher
 from engram.crypto.envelope import Envelope
@@ -622,6 +622,17 @@ class MemoryEngine:
     def open_row(self, row: MemoryRow) -> Memory:
         """Decrypt a storage row (for layers that query storage directly, like retrieval)."""
         return self._open(row)
+
+    def open_contents(self, row: MemoryRow) -> Contents:
+        """Decrypt only a row's value, tags and metadata (retrieval's hot path).
+
+        :meth:`MemoryCodec.memory` turns the row and its contents into a :class:`Memory`
+        when one is needed.
+        """
+        if row.state == MemoryState.PURGED.value:
+            return self.codec.contents(row, b"")
+        _, key = self.keys.user_key(row.account_id, row.user_id, create=False)
+        return self.codec.contents(row, key)
 
     def _open(self, row: MemoryRow) -> Memory:
         if row.state == MemoryState.PURGED.value:

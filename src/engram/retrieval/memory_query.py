@@ -168,7 +168,7 @@ class MemoryQueryService:
         per_category: dict[str, int] = {}
         out: list[tuple[Memory, dict[str, Any]]] = []
         for scored in ranked:
-            memory = source.memories.get(scored.candidate.id)
+            memory = source.memory(scored.candidate.id)
             if memory is None:
                 continue
             similarity = scored.candidate.dense

@@ -8,27 +8,39 @@ the speaker is ``metadata["speaker"]`` when the memory records one.
 
 from __future__ import annotations
 
-from datetime import datetime
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
 
+from engram.codec import Contents
 from engram.retrieval.indexing import index_text
 from engram.retrieval.ranking import Candidate
+from engram.storage.base import MemoryRow
 from engram.types import Memory
 
 
 def occurred_at(memory: Memory) -> datetime:
     """When the remembered event happened, falling back to when it was stored."""
-    raw = memory.metadata.get("occurred_at")
+    return _occurred_at(memory.metadata, memory.created_at)
+
+
+def speaker(memory: Memory) -> str | None:
+    """Who said it, when the memory records a speaker."""
+    return _speaker(memory.metadata)
+
+
+def _occurred_at(metadata: Mapping[str, Any], stored: datetime) -> datetime:
+    raw = metadata.get("occurred_at")
     if isinstance(raw, str):
         try:
             return datetime.fromisoformat(raw)
         except ValueError:
             pass
-    return memory.created_at
+    return stored
 
 
-def speaker(memory: Memory) -> str | None:
-    """Who said it, when the memory records a speaker."""
-    raw = memory.metadata.get("speaker")
+def _speaker(metadata: Mapping[str, Any]) -> str | None:
+    raw = metadata.get("speaker")
     return raw if isinstance(raw, str) and raw else None
 
 
@@ -55,4 +67,20 @@ def as_candidate(
         created_at=occurred_at(memory),
         importance=memory.importance,
         pinned=memory.pinned,
+    )
+
+
+def row_candidate(
+    row: MemoryRow, contents: Contents, *, dense: float | None = None, bm25: float | None = None
+) -> Candidate:
+    """A ranking candidate straight from a row and its decrypted contents (no :class:`Memory`)."""
+    return Candidate(
+        id=row.id,
+        text=contents.value,
+        dense=dense,
+        bm25=bm25,
+        speaker=_speaker(contents.metadata),
+        created_at=_occurred_at(contents.metadata, datetime.fromtimestamp(row.created_at, UTC)),
+        importance=row.importance,
+        pinned=bool(row.pinned),
     )

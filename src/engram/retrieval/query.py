@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from engram.retrieval.bm25 import BM25Params
@@ -72,23 +72,20 @@ class QueryPlan:
 
 
 def _merge(lists: Sequence[Sequence[Candidate]]) -> list[Candidate]:
+    """One candidate per id, keeping every score found and the hydrated fields if any."""
     merged: dict[str, Candidate] = {}
     for candidates in lists:
         for c in candidates:
             prior = merged.get(c.id)
             if prior is None:
                 merged[c.id] = c
-            else:
-                merged[c.id] = Candidate(
-                    id=c.id,
-                    text=prior.text or c.text,
-                    dense=prior.dense if prior.dense is not None else c.dense,
-                    bm25=prior.bm25 if prior.bm25 is not None else c.bm25,
-                    speaker=prior.speaker or c.speaker,
-                    created_at=prior.created_at or c.created_at,
-                    importance=prior.importance,
-                    pinned=prior.pinned,
-                )
+                continue
+            full = prior if prior.text or not c.text else c
+            merged[c.id] = replace(
+                full,
+                dense=prior.dense if prior.dense is not None else c.dense,
+                bm25=prior.bm25 if prior.bm25 is not None else c.bm25,
+            )
     return list(merged.values())
 
 
@@ -113,6 +110,14 @@ def _hydrated(
     return [filled.get(c.id, c) for c in pool]
 
 
+def _lexical_side(
+    source: CandidateSource, query_terms: Sequence[str], plan: QueryPlan
+) -> list[Candidate]:
+    """BM25 candidates, the best of them already hydrated (this runs during the embedding)."""
+    found = source.lexical_candidates(query_terms, limit=plan.lexical_limit, params=plan.bm25)
+    return source.hydrate(found[: plan.hydrate_top]) + found[plan.hydrate_top :]
+
+
 def retrieve(
     source: CandidateSource,
     query: str,
@@ -133,13 +138,11 @@ def retrieve(
     p = plan or QueryPlan()
     features = query_features(query)
     query_terms = terms(query)
-    # The lexical search needs no embedding: it runs in a worker thread while this one embeds
-    # the query (ONNX and the database drivers release the GIL) and searches the vectors.
+    # The lexical search needs no embedding: it runs (and decrypts its best hits) in a worker
+    # thread while this one embeds the query (ONNX and the database drivers release the GIL).
     lexical: Future[list[Candidate]] | None = None
     if query_terms:
-        lexical = _workers().submit(
-            source.lexical_candidates, query_terms, limit=p.lexical_limit, params=p.bm25
-        )
+        lexical = _workers().submit(_lexical_side, source, query_terms, p)
     lists: list[list[Candidate]] = []
     vector = embedder.embed_one(query) if embedder is not None else None
     if vector is not None:
@@ -149,13 +152,16 @@ def retrieve(
     pool = _merge(lists)
     if not pool:
         return []
-    first = [s.candidate.id for s in rank(features, pool, (), w)[: max(p.hydrate_top, limit)]]
+    memo: dict[str, dict[str, float]] = {}
+    first = [
+        s.candidate.id for s in rank(features, pool, (), w, memo=memo)[: max(p.hydrate_top, limit)]
+    ]
     pool = _hydrated(source, pool, first)
     edges: list[Edge] = []
     if w.expand_top and (w.w_adjacent or w.w_related):
-        seeds = [s.candidate.id for s in rank(features, pool, (), w)[: w.expand_top]]
+        seeds = [s.candidate.id for s in rank(features, pool, (), w, memo=memo)[: w.expand_top]]
         extra, edges = source.neighbours(seeds, vector)
         pool = _merge([pool, extra])
-    top = [s.candidate.id for s in rank(features, pool, edges, w)[: 2 * limit]]
+    top = [s.candidate.id for s in rank(features, pool, edges, w, memo=memo)[: 2 * limit]]
     pool = _hydrated(source, pool, top)
-    return rank(features, pool, edges, w)[:limit]
+    return rank(features, pool, edges, w, memo=memo)[:limit]

@@ -124,16 +124,38 @@ def _neighbours(edges: Iterable[Edge]) -> dict[EdgeKind, dict[str, list[tuple[st
     return graph
 
 
+def _boosts(query: QueryFeatures, c: Candidate, w: RankingWeights) -> dict[str, float]:
+    """Step 2 for one candidate: what its own fields add, whatever else is in the pool."""
+    p: dict[str, float] = {}
+    if w.w_speaker and c.speaker and mentions(query.text, c.speaker):
+        p["speaker"] = w.w_speaker
+    if w.w_time and query.asks_time and has_time_expression(c.text):
+        p["time"] = w.w_time
+    if w.w_entity and query.entities:
+        shared = len(query.entities & entities(c.text))
+        if shared:
+            p["entity"] = w.w_entity * shared / len(query.entities)
+    if w.w_importance:
+        p["importance"] = w.w_importance * (c.importance - 2) / 3
+    if w.w_pinned and c.pinned:
+        p["pinned"] = w.w_pinned
+    return p
+
+
 def rank(
     query: QueryFeatures,
     candidates: Sequence[Candidate],
     edges: Iterable[Edge] = (),
     weights: RankingWeights | None = None,
+    *,
+    memo: dict[str, dict[str, float]] | None = None,
 ) -> list[ScoredCandidate]:
     """Order candidates best first. Duplicated ids keep their first occurrence.
 
     Edges to memories outside ``candidates`` are ignored: the caller expands the pool with
     the neighbours of the best seeds first (see :func:`engram.retrieval.query.retrieve`).
+    ``memo`` (one dict per query, shared by repeated calls) keeps each hydrated candidate's
+    boosts, which do not change between calls.
     """
     w = weights or RankingWeights()
     unique = list({c.id: c for c in reversed(candidates)}.values())[::-1]
@@ -141,31 +163,31 @@ def rank(
     scores: dict[str, float] = {}
     parts: dict[str, dict[str, float]] = {}
     for c, b in zip(unique, base, strict=True):
-        p = {"base": b}
-        if w.w_speaker and c.speaker and mentions(query.text, c.speaker):
-            p["speaker"] = w.w_speaker
-        if w.w_time and query.asks_time and has_time_expression(c.text):
-            p["time"] = w.w_time
-        if w.w_entity and query.entities:
-            shared = len(query.entities & entities(c.text))
-            if shared:
-                p["entity"] = w.w_entity * shared / len(query.entities)
-        if w.w_importance:
-            p["importance"] = w.w_importance * (c.importance - 2) / 3
-        if w.w_pinned and c.pinned:
-            p["pinned"] = w.w_pinned
+        boosts = memo.get(c.id) if memo is not None and c.text else None
+        if boosts is None:
+            boosts = _boosts(query, c, w)
+            if memo is not None and c.text:
+                memo[c.id] = boosts
+        p = {"base": b, **boosts}
         parts[c.id] = p
-        scores[c.id] = sum(p.values())
+        scores[c.id] = b + sum(boosts.values())
     graph = _neighbours(edges)
+    adjacent_of = graph[EdgeKind.ADJACENT] if w.w_adjacent else {}
+    similar_of = graph[EdgeKind.SIMILAR] if w.w_related else {}
     final: list[ScoredCandidate] = []
     for c in unique:
         p = parts[c.id]
-        adjacent = [scores[n] for n, _ in graph[EdgeKind.ADJACENT].get(c.id, ()) if n in scores]
-        if w.w_adjacent and adjacent:
-            p["adjacent"] = w.w_adjacent * max(0.0, max(adjacent))
-        related = [s * scores[n] for n, s in graph[EdgeKind.SIMILAR].get(c.id, ()) if n in scores]
-        if w.w_related and related:
-            p["related"] = w.w_related * max(0.0, max(related))
-        final.append(ScoredCandidate(c, sum(p.values()), p))
+        total = scores[c.id]
+        if adjacent_of and c.id in adjacent_of:
+            adjacent = [scores[n] for n, _ in adjacent_of[c.id] if n in scores]
+            if adjacent:
+                p["adjacent"] = w.w_adjacent * max(0.0, max(adjacent))
+                total += p["adjacent"]
+        if similar_of and c.id in similar_of:
+            related = [s * scores[n] for n, s in similar_of[c.id] if n in scores]
+            if related:
+                p["related"] = w.w_related * max(0.0, max(related))
+                total += p["related"]
+        final.append(ScoredCandidate(c, total, p))
     final.sort(key=lambda s: -s.score)
     return final

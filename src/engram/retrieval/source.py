@@ -1,20 +1,22 @@
 """Retrieval candidates from storage, restricted to one filter.
 
-Candidates come back with scores only; :meth:`StorageCandidateSource.hydrate` reads (and
-decrypts) just the memories the ranker asks for, so a query decrypts tens of memories, not
-hundreds.
+Searches return scores together with the rows they already read to check the filter; the
+rows are kept per query and :meth:`StorageCandidateSource.hydrate` decrypts just the ones the
+ranker asks for, so a query decrypts tens of memories, not hundreds, and reads each row once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
+from engram.codec import Contents
 from engram.engine import MemoryEngine
 from engram.retrieval.bm25 import BM25Params
 from engram.retrieval.embedders.base import Vector
 from engram.retrieval.indexer import ADJACENT
-from engram.retrieval.memory_text import as_candidate
+from engram.retrieval.memory_text import row_candidate
 from engram.retrieval.ranking import Candidate, Edge, EdgeKind
+from engram.storage.base import MemoryRow, ScoredId
 from engram.types import Memory, MemoryFilter
 
 
@@ -23,28 +25,54 @@ class StorageCandidateSource:
 
     Every query goes to the database with the caller's filter, so a memory outside it
     (another user's private one, a forgotten one, a category the agent may not read) is
-    never a candidate, not even as a neighbour.
+    never a candidate, not even as a neighbour. One source serves one query; the lexical
+    search may run on a worker thread while the dense search runs on the caller's.
     """
 
     def __init__(self, engine: MemoryEngine, flt: MemoryFilter) -> None:
         self.engine = engine
         self.flt = flt
-        self.memories: dict[str, Memory] = {}
+        self._rows: dict[str, MemoryRow] = {}
+        self._contents: dict[str, Contents] = {}
+
+    def _keep(self, hits: Iterable[ScoredId]) -> None:
+        for hit in hits:
+            if hit.row is not None:
+                self._rows[hit.memory_id] = hit.row
+
+    def _opened(self, ids: Sequence[str]) -> dict[str, tuple[MemoryRow, Contents]]:
+        """Rows and decrypted contents of the ids that match the filter (read at most once)."""
+        missing = [i for i in ids if i not in self._rows]
+        if missing:
+            for fetched in self.engine.storage.filter_memories(self.flt, missing):
+                self._rows[fetched.id] = fetched
+        out: dict[str, tuple[MemoryRow, Contents]] = {}
+        for memory_id in ids:
+            row = self._rows.get(memory_id)
+            if row is None:
+                continue
+            contents = self._contents.get(memory_id)
+            if contents is None:
+                contents = self._contents[memory_id] = self.engine.open_contents(row)
+            out[memory_id] = (row, contents)
+        return out
+
+    def memory(self, memory_id: str) -> Memory | None:
+        """The decrypted memory, if this query read it (hydrated) and it matches the filter."""
+        row, contents = self._rows.get(memory_id), self._contents.get(memory_id)
+        if row is None or contents is None:
+            return None
+        return self.engine.codec.memory(row, contents)
 
     def load(self, ids: Sequence[str]) -> dict[str, Memory]:
-        """Decrypt the memories among ``ids`` that match the filter (cached per query)."""
-        missing = [i for i in ids if i not in self.memories]
-        if missing:
-            for row in self.engine.storage.filter_memories(self.flt, missing):
-                self.memories[row.id] = self.engine.open_row(row)
-        return {i: self.memories[i] for i in ids if i in self.memories}
+        """Decrypt the memories among ``ids`` that match the filter."""
+        return {i: self.engine.codec.memory(r, c) for i, (r, c) in self._opened(ids).items()}
 
     def dense_candidates(self, vector: Vector, *, limit: int) -> list[Candidate]:
         """Nearest memories by cosine similarity (scores only)."""
-        return [
-            Candidate(id=h.memory_id, dense=h.score)
-            for h in self.engine.storage.vector_search(self.flt, vector, limit)
-        ]
+        hits = self.engine.storage.vector_search(self.flt, vector, limit)
+        self._keep(hits)
+        return [Candidate(id=h.memory_id, dense=h.score) for h in hits]
 
     def lexical_candidates(
         self, query_terms: Sequence[str], *, limit: int, params: BM25Params
@@ -52,13 +80,14 @@ class StorageCandidateSource:
         """Best memories by BM25 over the blind tokens of ``query_terms`` (scores only)."""
         tokens = self.engine.lexical.hash_terms(self.flt.account_id, query_terms)
         hits = self.engine.storage.lexical_search(self.flt, tokens, limit, k1=params.k1, b=params.b)
+        self._keep(hits)
         return [Candidate(id=h.memory_id, bm25=h.score) for h in hits]
 
     def hydrate(self, candidates: Sequence[Candidate]) -> list[Candidate]:
         """The candidates with text, speaker, date, importance and pinning filled in."""
-        found = self.load([c.id for c in candidates])
+        opened = self._opened([c.id for c in candidates])
         return [
-            as_candidate(found[c.id], dense=c.dense, bm25=c.bm25) if c.id in found else c
+            row_candidate(*opened[c.id], dense=c.dense, bm25=c.bm25) if c.id in opened else c
             for c in candidates
         ]
 
@@ -66,10 +95,9 @@ class StorageCandidateSource:
         self, ids: Sequence[str], vector: Vector | None
     ) -> tuple[list[Candidate], list[Edge]]:
         """Edges of ``ids`` and the memories at their other ends (within the filter)."""
-        storage = self.engine.storage
-        rows = storage.edges(self.flt.account_id, ids)
-        ends = {r.to_id for r in rows} | {r.from_id for r in rows}
-        allowed = storage.filter_ids(self.flt, sorted(ends))
+        hood = self.engine.storage.neighbourhood(self.flt, ids, vector)
+        for row in hood.rows:
+            self._rows[row.id] = row
         edges = [
             Edge(
                 a=r.from_id,
@@ -77,10 +105,7 @@ class StorageCandidateSource:
                 kind=EdgeKind.ADJACENT if r.relation_type == ADJACENT else EdgeKind.SIMILAR,
                 strength=r.strength,
             )
-            for r in rows
-            if r.from_id in allowed and r.to_id in allowed
+            for r in hood.edges
         ]
-        dense: dict[str, float] = {}
-        if vector is not None and allowed:
-            dense = storage.similarities(self.flt.account_id, sorted(allowed), vector)
-        return [Candidate(id=i, dense=dense.get(i)) for i in sorted(allowed)], edges
+        ends = sorted(row.id for row in hood.rows)
+        return [Candidate(id=i, dense=hood.similarity.get(i)) for i in ends], edges

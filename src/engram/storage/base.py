@@ -118,10 +118,15 @@ class OpRow:
 
 @dataclass(frozen=True, slots=True)
 class ScoredId:
-    """A memory id with a retrieval score (cosine similarity or BM25)."""
+    """A memory id with a retrieval score (cosine similarity or BM25).
+
+    ``row`` is the memory's stored row when the search read it anyway (it already checked
+    the filter against it), so the caller need not read it again.
+    """
 
     memory_id: str
     score: float
+    row: MemoryRow | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +137,18 @@ class EdgeRow:
     to_id: str
     relation_type: str
     strength: float
+
+
+@dataclass(frozen=True, slots=True)
+class Neighbourhood:
+    """The edges of some memories, and the rows at their other ends, all within one filter.
+
+    ``similarity`` holds the cosine of each neighbour to the query vector, when one was given.
+    """
+
+    edges: list[EdgeRow]
+    rows: list[MemoryRow]
+    similarity: dict[str, float]
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,6 +342,16 @@ class Storage(Protocol):
 
     def edges(self, account_id: str, memory_ids: Sequence[str]) -> list[EdgeRow]:
         """Edges touching any of ``memory_ids``, in either direction."""
+        ...
+
+    def neighbourhood(
+        self, flt: MemoryFilter, memory_ids: Sequence[str], vector: Vector | None
+    ) -> Neighbourhood:
+        """Edges touching ``memory_ids`` whose other end matches ``flt``, with those rows.
+
+        One read for what retrieval's edge expansion needs: the edges, the neighbours' rows
+        and (given ``vector``) their cosine similarity to it.
+        """
         ...
 
     def vectors(self, account_id: str, memory_ids: Sequence[str]) -> dict[str, Vector]:

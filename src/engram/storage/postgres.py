@@ -9,9 +9,9 @@ from typing import Any, ClassVar
 import numpy as np
 
 from engram.errors import MissingDependencyError, StorageError
-from engram.storage.base import ScoredId, Vector
+from engram.storage.base import MEMORY_COLUMNS, ScoredId, Vector
 from engram.storage.filters import compile_filter
-from engram.storage.sql import SqlExecutor, SqlStorage, SqlTransaction
+from engram.storage.sql import MEMORY_SELECT, SqlExecutor, SqlStorage, SqlTransaction, memory_row
 from engram.types import MemoryFilter
 
 try:  # psycopg is the optional "postgres" extra
@@ -106,6 +106,10 @@ class PostgresStorage(SqlStorage):
         # pgvector's iterative scan keeps walking the HNSW graph until a filtered query has
         # its k rows (without it, a selective filter silently returns fewer).
         conn.execute("SET hnsw.iterative_scan = relaxed_order")
+        # psycopg prepares a statement after a few runs, and PostgreSQL may then switch to a
+        # generic plan that cannot see how selective ``id IN (...)`` is (a scan of the
+        # owner's rows instead of a few key lookups). Planning each run costs far less.
+        conn.execute("SET plan_cache_mode = force_custom_plan")
         conn.execute(f"SET hnsw.ef_search = {self._ef_search}")
 
     @contextmanager
@@ -169,6 +173,15 @@ class PostgresStorage(SqlStorage):
             ).fetchall()
         return {str(r[0]): float(r[1]) for r in rows}
 
+    def _neighbour_similarity(self, vector: Vector | None) -> tuple[str, str, list[Any]]:
+        if vector is None or not self._vectors_ready:
+            return "NULL", "", []
+        return (
+            "1 - (e.embedding <=> ?::vector)",
+            "LEFT JOIN embeddings e ON e.memory_id = m.id",
+            [_vector_literal(vector)],
+        )
+
     def vector_search(self, flt: MemoryFilter, vector: Vector, k: int) -> list[ScoredId]:
         """Top-``k`` by cosine among memories matching ``flt``.
 
@@ -184,20 +197,21 @@ class PostgresStorage(SqlStorage):
                     return []
                 self._vectors_ready = True
             rows = db.run(
-                "SELECT m.id, 1 - (e.embedding <=> ?::vector) AS sim FROM embeddings e "
-                f"JOIN memories m ON m.id = e.memory_id WHERE {where} "
+                f"SELECT m.id, 1 - (e.embedding <=> ?::vector) AS sim, {MEMORY_SELECT} "
+                f"FROM embeddings e JOIN memories m ON m.id = e.memory_id WHERE {where} "
                 "ORDER BY e.embedding <=> ?::vector LIMIT ?",
                 [literal, *params, literal, k],
             ).fetchall()
-            if len(rows) < k:
-                rows = db.run(
-                    "WITH f AS MATERIALIZED (SELECT m.id, e.embedding FROM embeddings e "
-                    f"JOIN memories m ON m.id = e.memory_id WHERE {where}) "
-                    "SELECT id, 1 - (embedding <=> ?::vector) AS sim FROM f "
-                    "ORDER BY sim DESC LIMIT ?",
-                    [*params, literal, k],
-                ).fetchall()
-        hits = [ScoredId(str(r[0]), float(r[1])) for r in rows]
+            if len(rows) >= k:
+                return [ScoredId(str(r[0]), float(r[1]), memory_row(r[2:])) for r in rows]
+            rows = db.run(
+                f"WITH f AS MATERIALIZED (SELECT e.embedding, {MEMORY_SELECT} FROM embeddings e "
+                f"JOIN memories m ON m.id = e.memory_id WHERE {where}) "
+                f"SELECT id, 1 - (embedding <=> ?::vector) AS sim, {', '.join(MEMORY_COLUMNS)} "
+                "FROM f ORDER BY sim DESC LIMIT ?",
+                [*params, literal, k],
+            ).fetchall()
+        hits = [ScoredId(str(r[0]), float(r[1]), memory_row(r[2:])) for r in rows]
         return sorted(hits, key=lambda h: -h.score)
 
     def close(self) -> None:

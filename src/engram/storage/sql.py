@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, ClassVar, Protocol
@@ -22,6 +23,7 @@ from engram.storage.base import (
     EdgeRow,
     HistoryRow,
     MemoryRow,
+    Neighbourhood,
     OpRow,
     Page,
     ScoredId,
@@ -31,7 +33,7 @@ from engram.storage.filters import compile_filter, compile_others_shared
 from engram.storage.migrations import MIGRATIONS, Migration
 from engram.types import MemoryFilter
 
-_MEMORY_SELECT = ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
+MEMORY_SELECT = ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
 _UPDATABLE = frozenset(MEMORY_COLUMNS) - {"id", "account_id", "user_id", "lineage_id"}
 _OWNED_TABLES = ("memory_tokens", "relations", "embeddings")
 # Tables with an owner, emptied by erasure; the service tables exist once it has migrated.
@@ -56,11 +58,18 @@ class Connection(Protocol):
 
 def memory_row(values: Sequence[Any]) -> MemoryRow:
     """Build a :class:`MemoryRow` from a row selected in ``MEMORY_COLUMNS`` order."""
-    row = dict(zip(MEMORY_COLUMNS, values, strict=True))
-    row["pinned"] = bool(row["pinned"])
-    row["ciphertext"] = bytes(row["ciphertext"])
-    row["wrapped_key"] = bytes(row["wrapped_key"])
-    return MemoryRow(**row)
+    if len(values) != len(MEMORY_COLUMNS):
+        raise ValueError(f"a memory row has {len(MEMORY_COLUMNS)} columns, not {len(values)}")
+    fields = list(values)
+    fields[_PINNED] = bool(fields[_PINNED])
+    fields[-2] = bytes(fields[-2])  # ciphertext
+    fields[-1] = bytes(fields[-1])  # wrapped_key
+    return MemoryRow(*fields)
+
+
+_PINNED = MEMORY_COLUMNS.index("pinned")
+if MEMORY_COLUMNS[-2:] != ("ciphertext", "wrapped_key"):  # memory_row relies on the order
+    raise ImportError("MemoryRow must end with ciphertext, wrapped_key")
 
 
 def _data_key(values: Sequence[Any]) -> DataKeyRow:
@@ -110,7 +119,7 @@ class SqlTransaction(SqlExecutor):
 
     def lock_lineage(self, account_id: str, lineage_id: str) -> MemoryRow | None:
         row = self.run(
-            f"SELECT {_MEMORY_SELECT} FROM memories m WHERE m.account_id = ? "
+            f"SELECT {MEMORY_SELECT} FROM memories m WHERE m.account_id = ? "
             "AND m.lineage_id = ? ORDER BY m.version DESC LIMIT 1" + self.lock_suffix,
             [account_id, lineage_id],
         ).fetchone()
@@ -336,6 +345,9 @@ class SqlStorage:
 
     def __init__(self) -> None:
         self._lexical_stats: dict[tuple[str, str | None], tuple[float, int, float]] = {}
+        self._document_frequency: OrderedDict[tuple[str, str | None, int], tuple[float, int]] = (
+            OrderedDict()
+        )
         self._stats_lock = threading.Lock()
 
     name: ClassVar[str] = "sql"
@@ -418,7 +430,7 @@ class SqlStorage:
     def _select_memories(self, tail: str, params: Sequence[Any]) -> list[MemoryRow]:
         """``SELECT <memory columns> FROM memories m <tail>``."""
         with self._reader() as db:
-            rows = db.run(f"SELECT {_MEMORY_SELECT} FROM memories m {tail}", params).fetchall()
+            rows = db.run(f"SELECT {MEMORY_SELECT} FROM memories m {tail}", params).fetchall()
         return [memory_row(r) for r in rows]
 
     def get_memory(self, account_id: str, memory_id: str) -> MemoryRow | None:
@@ -429,16 +441,14 @@ class SqlStorage:
     def get_memories(self, account_id: str, memory_ids: Sequence[str]) -> list[MemoryRow]:
         """Several versions by id, within an account (order not guaranteed)."""
         with self._reader() as db:
-            rows = select_ids_where(
-                db, _MEMORY_SELECT, memory_ids, "m.account_id = ?", [account_id]
-            )
+            rows = select_ids_where(db, MEMORY_SELECT, memory_ids, "m.account_id = ?", [account_id])
         return [memory_row(r) for r in rows]
 
     def filter_memories(self, flt: MemoryFilter, memory_ids: Sequence[str]) -> list[MemoryRow]:
         """Those of ``memory_ids`` that match ``flt`` (the filter runs in the database)."""
         where, params = compile_filter(flt)
         with self._reader() as db:
-            rows = select_ids_where(db, _MEMORY_SELECT, memory_ids, where, params)
+            rows = select_ids_where(db, MEMORY_SELECT, memory_ids, where, params)
         return [memory_row(r) for r in rows]
 
     def has_others_shared(self, flt: MemoryFilter) -> bool:
@@ -478,7 +488,7 @@ class SqlStorage:
         marks = ", ".join("?" for _ in states)
         with self._reader() as db:
             row = db.run(
-                f"SELECT {_MEMORY_SELECT} FROM memories m WHERE m.account_id = ? "
+                f"SELECT {MEMORY_SELECT} FROM memories m WHERE m.account_id = ? "
                 f"AND m.user_id = ? AND m.key_lc = ? AND m.state IN ({marks}) "
                 "ORDER BY m.updated_at DESC LIMIT 1",
                 [account_id, user_id, key.lower(), *states],
@@ -501,7 +511,7 @@ class SqlStorage:
                 rows.extend(
                     memory_row(r)
                     for r in db.run(
-                        f"SELECT {_MEMORY_SELECT} FROM memories m WHERE {where} "
+                        f"SELECT {MEMORY_SELECT} FROM memories m WHERE {where} "
                         f"ORDER BY m.updated_at {order}, m.id {order} LIMIT ?",
                         [*params, window],
                     ).fetchall()
@@ -722,16 +732,8 @@ class SqlStorage:
         tokens: list[int],
         docs: int,
     ) -> dict[int, float]:
-        owner_sql = "account_id = ?" + (" AND user_id = ?" if owner is not None else "")
-        owner_params: list[Any] = [account_id] + ([owner] if owner is not None else [])
-        marks = ", ".join("?" for _ in tokens)
-        df = dict(
-            db.run(
-                f"SELECT token, COUNT(*) FROM memory_tokens WHERE {owner_sql} "
-                f"AND token IN ({marks}) GROUP BY token",
-                [*owner_params, *tokens],
-            ).fetchall()
-        )
+        cache = docs >= self.LEXICAL_STATS_MIN_CACHED
+        df = self._document_frequencies(db, account_id, owner, tokens, cache=cache)
         docs = max(docs, 1)
         # Terms in more than a fiftieth of the owner's memories add little to BM25 but
         # dominate its cost (long posting lists); leave them out when rarer ones exist.
@@ -739,6 +741,49 @@ class SqlStorage:
         rare = {tok: n for tok, n in df.items() if 0 < n <= common}
         kept = rare or {tok: n for tok, n in df.items() if n > 0}
         return {tok: float(np.log(1.0 + (docs - n + 0.5) / (n + 0.5))) for tok, n in kept.items()}
+
+    DOCUMENT_FREQUENCIES_CACHED: ClassVar[int] = 200_000
+
+    def _document_frequencies(
+        self, db: SqlExecutor, account_id: str, owner: str | None, tokens: list[int], cache: bool
+    ) -> dict[int, int]:
+        """How many of the owner's memories hold each token.
+
+        For a large owner a count up to :attr:`LEXICAL_STATS_TTL` old ranks the same (like
+        the document count), and counting a common term's postings is the slowest part of a
+        lexical search, so those owners' counts are kept for that long.
+        """
+        now = time.monotonic()
+        df: dict[int, int] = {}
+        if cache:
+            with self._stats_lock:
+                for token in tokens:
+                    hit = self._document_frequency.get((account_id, owner, token))
+                    if hit is not None and now - hit[0] < self.LEXICAL_STATS_TTL:
+                        df[token] = hit[1]
+        missing = [t for t in tokens if t not in df]
+        if not missing:
+            return df
+        owner_sql = "account_id = ?" + (" AND user_id = ?" if owner is not None else "")
+        owner_params: list[Any] = [account_id] + ([owner] if owner is not None else [])
+        marks = ", ".join("?" for _ in missing)
+        counted = {token: 0 for token in missing}
+        counted.update(
+            db.run(
+                f"SELECT token, COUNT(*) FROM memory_tokens WHERE {owner_sql} "
+                f"AND token IN ({marks}) GROUP BY token",
+                [*owner_params, *missing],
+            ).fetchall()
+        )
+        if cache:
+            with self._stats_lock:
+                for token, n in counted.items():
+                    self._document_frequency[(account_id, owner, token)] = (now, int(n))
+                    self._document_frequency.move_to_end((account_id, owner, token))
+                while len(self._document_frequency) > self.DOCUMENT_FREQUENCIES_CACHED:
+                    self._document_frequency.popitem(last=False)
+        df.update(counted)
+        return df
 
     @staticmethod
     def _bm25_expression(
@@ -761,28 +806,29 @@ class SqlStorage:
         k: int,
     ) -> list[ScoredId]:
         marks = ", ".join("?" for _ in idf)
+        own = compile_filter(flt.model_copy(update={"include_shared": False}))
+        where, params = own
         limit = 4 * k + 16
-        rows = db.run(
+        postings = (
             f"SELECT t.memory_id, {score[0]} AS score FROM memory_tokens t "
             f"WHERE t.account_id = ? AND t.user_id = ? AND t.token IN ({marks}) "
-            "GROUP BY t.memory_id ORDER BY score DESC, t.memory_id LIMIT ?",
-            [*score[1], flt.account_id, flt.user_id, *idf, limit],
+            "GROUP BY t.memory_id ORDER BY score DESC, t.memory_id LIMIT ?"
+        )
+        postings_params = [*score[1], flt.account_id, flt.user_id, *idf, limit]
+        # The owner's best postings (an index-only read) and the filter on their rows in one
+        # statement; the rows come back for the caller to decrypt.
+        rows = db.run(
+            f"SELECT s.score, {MEMORY_SELECT} FROM ({postings}) s "
+            f"JOIN memories m ON m.id = s.memory_id WHERE {where} "
+            "ORDER BY s.score DESC, s.memory_id LIMIT ?",
+            [*postings_params, *params, k],
         ).fetchall()
-        where, params = compile_filter(flt.model_copy(update={"include_shared": False}))
-        hits: list[ScoredId] = []
-        chunk = max(16, k + k // 4)
-        for start in range(0, len(rows), chunk):
-            part = rows[start : start + chunk]
-            allowed = {
-                str(r[0])
-                for r in select_ids_where(db, "m.id", [str(r[0]) for r in part], where, params)
-            }
-            hits.extend(ScoredId(str(r[0]), float(r[1])) for r in part if str(r[0]) in allowed)
-            if len(hits) >= k:
-                return hits[:k]
-        if len(rows) < limit:
+        hits = [ScoredId(str(r[1]), float(r[0]), memory_row(r[1:])) for r in rows]
+        if len(hits) >= k:
+            return hits
+        if len(db.run(postings, postings_params).fetchall()) < limit:
             return hits  # every posting was considered
-        own = compile_filter(flt.model_copy(update={"include_shared": False}))
+        # Most of the best postings fail the filter (a selective one): join it instead.
         return self._joined(db, own, flt.account_id, score, idf, k)
 
     @staticmethod
@@ -820,6 +866,47 @@ class SqlStorage:
                 ).fetchall():
                     found[(r[0], r[1])] = EdgeRow(str(r[0]), str(r[1]), str(r[2]), float(r[3]))
         return list(found.values())
+
+    def neighbourhood(
+        self, flt: MemoryFilter, memory_ids: Sequence[str], vector: Vector | None
+    ) -> Neighbourhood:
+        """Edges touching ``memory_ids`` whose other end matches ``flt``, with those rows.
+
+        ``memory_ids`` are taken to match the filter already (they are search results); the
+        filter runs in the database on the other end of every edge.
+        """
+        where, params = compile_filter(flt)
+        select, join, select_params = self._neighbour_similarity(vector)
+        edges: dict[tuple[str, str], EdgeRow] = {}
+        rows: dict[str, MemoryRow] = {}
+        similarity: dict[str, float] = {}
+        with self._reader() as db:
+            for chunk in _chunks(memory_ids):
+                marks = ", ".join("?" for _ in chunk)
+                halves = [
+                    f"SELECT r.from_id, r.to_id, r.relation_type, r.strength, {select}, "
+                    f"{MEMORY_SELECT} FROM relations r JOIN memories m ON m.id = r.{there} "
+                    f"{join} WHERE r.account_id = ? AND r.{here} IN ({marks}) AND {where}"
+                    for here, there in (("from_id", "to_id"), ("to_id", "from_id"))
+                ]
+                half_params = [*select_params, flt.account_id, *chunk, *params]
+                for r in db.run(" UNION ALL ".join(halves), half_params * 2).fetchall():
+                    edges[(r[0], r[1])] = EdgeRow(str(r[0]), str(r[1]), str(r[2]), float(r[3]))
+                    row = memory_row(r[5:])
+                    rows[row.id] = row
+                    if r[4] is not None:
+                        similarity[row.id] = float(r[4])
+        if vector is not None and not select_params and rows:
+            similarity = self.similarities(flt.account_id, list(rows), vector)
+        return Neighbourhood(list(edges.values()), list(rows.values()), similarity)
+
+    def _neighbour_similarity(self, vector: Vector | None) -> tuple[str, str, list[Any]]:
+        """``(select expression, join, params)`` for the neighbours' cosine to ``vector``.
+
+        By default the column is NULL and :meth:`similarities` fills it in afterwards; a
+        backend that computes cosine in SQL joins its vectors here instead.
+        """
+        return "NULL", "", []
 
     def vectors(self, account_id: str, memory_ids: Sequence[str]) -> dict[str, Vector]:
         """Stored embeddings of these memory versions."""

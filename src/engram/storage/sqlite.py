@@ -20,11 +20,21 @@ except ImportError:  # pragma: no cover - platforms without the wheel
     import sqlite3
 
 from engram.errors import StorageError
-from engram.storage.base import ScoredId, Vector
+from engram.storage.base import MemoryRow, ScoredId, Vector
 from engram.storage.filters import compile_filter, compile_others_shared
-from engram.storage.sql import SqlExecutor, SqlStorage, SqlTransaction, select_ids_where
+from engram.storage.sql import (
+    MEMORY_SELECT,
+    SqlExecutor,
+    SqlStorage,
+    SqlTransaction,
+    memory_row,
+    select_ids_where,
+)
 from engram.storage.sqlite_vectors import SqliteVectorIndex
 from engram.types import MemoryFilter
+
+MMAP_BYTES = 1 << 30
+CACHE_KIB = 16 * 1024
 
 
 def _connect(path: str) -> sqlite3.Connection:
@@ -35,6 +45,10 @@ def _connect(path: str) -> sqlite3.Connection:
     conn.execute("PRAGMA busy_timeout = 30000")
     # Checkpoints run in a background thread (see Checkpointer), not inside a writer's commit.
     conn.execute("PRAGMA wal_autocheckpoint = 0")
+    # Reads map the database file instead of copying pages through read() calls: a query
+    # touches a few hundred scattered pages, and the copies were a third of its time.
+    conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
+    conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
     return conn
 
 
@@ -227,8 +241,9 @@ class SqliteStorage(SqlStorage):
             if not _has_table(db, "embeddings"):
                 return []
 
-            def passes(ids: list[str]) -> set[str]:
-                return {str(r[0]) for r in select_ids_where(db, "m.id", ids, where, params)}
+            def passes(ids: list[str]) -> dict[str, MemoryRow]:
+                found = map(memory_row, select_ids_where(db, MEMORY_SELECT, ids, where, params))
+                return {row.id: row for row in found}
 
             def matching() -> list[str]:
                 return [

@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from engram.storage.base import ScoredId, Vector
+from engram.storage.base import MemoryRow, ScoredId, Vector
 from engram.storage.sql import SqlExecutor
 
 Owner = tuple[str, str]
@@ -36,20 +36,27 @@ class _OwnerIndex:
     bits: NDArray[np.uint64] = field(default_factory=lambda: np.zeros((0, 0), np.uint64))
     halves: NDArray[np.float16] = field(default_factory=lambda: np.zeros((0, 0), np.float16))
     row_of: dict[str, int] = field(default_factory=dict)
+    live: NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, np.bool_))
+    """False where a later row holds the same memory id (its vector was replaced)."""
     max_seq: int = 0
     deletions: int = 0
     stale: int = 0
 
     def append(self, ids: list[str], vectors: NDArray[np.float32]) -> None:
-        bits = pack_signs(vectors)
+        # Bits are stored word-major (one contiguous row per 64-bit word), which is how the
+        # Hamming distance reads them.
+        bits = np.ascontiguousarray(pack_signs(vectors).T)
         if self.bits.size == 0:
             self.bits, self.halves = bits, vectors.astype(np.float16)
         else:
-            self.bits = np.vstack([self.bits, bits])
+            self.bits = np.hstack([self.bits, bits])
             self.halves = np.vstack([self.halves, vectors.astype(np.float16)])
+        self.live = np.concatenate([self.live, np.ones(len(ids), np.bool_)])
         for offset, memory_id in enumerate(ids):
-            if memory_id in self.row_of:
+            replaced = self.row_of.get(memory_id)
+            if replaced is not None:
                 self.stale += 1
+                self.live[replaced] = False
             self.row_of[memory_id] = len(self.ids) + offset
         self.ids.extend(ids)
 
@@ -68,13 +75,15 @@ def nearest_by_bits(
 ) -> NDArray[np.intp]:
     """Rows of the ``count`` smallest Hamming distances to ``query`` (ties beyond, too).
 
-    Distances are small integers, so a histogram finds the cut-off distance in one pass
-    instead of a partial sort of every row.
+    ``bits`` is word-major: ``bits[w]`` holds word ``w`` of every row. Distances are small
+    integers, so a histogram finds the cut-off distance in one pass instead of a partial
+    sort of every row.
     """
-    distance = np.zeros(len(bits), dtype=np.uint16)
-    for word in range(bits.shape[1]):  # column by column: contiguous adds, no wide temporaries
-        distance += np.bitwise_count(bits[:, word] ^ query[word])
-    histogram = np.bincount(distance, minlength=bits.shape[1] * 64 + 1)
+    words, rows = bits.shape
+    distance = np.zeros(rows, dtype=np.uint16)
+    for word in range(words):  # contiguous reads and adds, no wide temporaries
+        distance += np.bitwise_count(bits[word] ^ query[word])
+    histogram = np.bincount(distance, minlength=words * 64 + 1)
     cutoff = int(np.searchsorted(np.cumsum(histogram), count))
     return np.flatnonzero(distance <= cutoff)
 
@@ -150,10 +159,14 @@ class SqliteVectorIndex:
         owner: Owner,
         query: Vector,
         k: int,
-        passes_filter: Callable[[list[str]], set[str]],
+        passes_filter: Callable[[list[str]], Mapping[str, MemoryRow]],
         filter_ids: Callable[[], list[str]],
     ) -> list[ScoredId]:
-        """Top-``k`` by cosine among the owner's memories that pass the database filter."""
+        """Top-``k`` by cosine among the owner's memories that pass the database filter.
+
+        ``passes_filter`` returns the rows of the given ids that match the filter; the hits
+        carry them.
+        """
         index = self._refresh(db, owner)
         if not index.ids or k <= 0:
             return []
@@ -172,7 +185,7 @@ class SqliteVectorIndex:
         for start in range(0, len(scored), chunk):
             part = scored[start : start + chunk]
             allowed = passes_filter([memory_id for memory_id, _ in part])
-            hits.extend(ScoredId(m, s) for m, s in part if m in allowed)
+            hits.extend(ScoredId(m, s, allowed[m]) for m, s in part if m in allowed)
             if len(hits) >= k:
                 return hits[:k]
             if start == 0 and not exhaustive and len(allowed) * 4 < len(part):
@@ -188,14 +201,11 @@ class SqliteVectorIndex:
 
     @staticmethod
     def _exact(index: _OwnerIndex, q: Vector, rows: NDArray[Any]) -> list[tuple[str, float]]:
+        """``(memory id, cosine)`` of the live ``rows``, best first."""
+        rows = rows[index.live[rows]]
         sims = index.halves[rows].astype(np.float32) @ q
         order = np.argsort(-sims, kind="stable")
-        seen: set[str] = set()
-        out: list[tuple[str, float]] = []
-        for position in order:
-            memory_id = index.ids[int(rows[position])]
-            if memory_id in seen or index.row_of.get(memory_id) != int(rows[position]):
-                continue
-            seen.add(memory_id)
-            out.append((memory_id, float(sims[position])))
-        return out
+        ids = index.ids
+        return [
+            (ids[r], s) for r, s in zip(rows[order].tolist(), sims[order].tolist(), strict=True)
+        ]
