@@ -15,7 +15,14 @@ from typing import Protocol
 from engram.retrieval.bm25 import BM25Params
 from engram.retrieval.embedders.base import Embedder, Vector
 from engram.retrieval.features import query_features
-from engram.retrieval.ranking import Candidate, Edge, RankingWeights, ScoredCandidate, rank
+from engram.retrieval.ranking import (
+    Candidate,
+    Edge,
+    RankingWeights,
+    ScoredCandidate,
+    base_scores,
+    rank,
+)
 from engram.retrieval.tokenize import terms
 
 __all__ = ["CandidateSource", "QueryPlan", "retrieve"]
@@ -130,8 +137,9 @@ def retrieve(
     """Hybrid retrieval: dense + BM25 candidates, fusion, boosts and edge propagation.
 
     Candidates arrive with scores only; the best ``plan.hydrate_top`` by fused score are read
-    in full for the text boosts, the edges of the best seeds are followed, and the final
-    top ``limit`` are read in full before the last ordering. Without an embedder the dense
+    in full for the text boosts while the edges of the best ``weights.expand_top`` by fused
+    score are followed, and the final top ``limit`` are read in full before the last
+    ordering. Without an embedder the dense
     side is skipped (BM25 and boosts still rank).
     """
     w = weights or RankingWeights()
@@ -152,16 +160,20 @@ def retrieve(
     pool = _merge(lists)
     if not pool:
         return []
-    memo: dict[str, dict[str, float]] = {}
-    first = [
-        s.candidate.id for s in rank(features, pool, (), w, memo=memo)[: max(p.hydrate_top, limit)]
-    ]
-    pool = _hydrated(source, pool, first)
-    edges: list[Edge] = []
+    # Which memories to read in full and whose edges to follow is decided on the fused score
+    # alone, so the edge expansion (a database read) runs on a worker while this thread
+    # decrypts.
+    fused = base_scores(pool, w)
+    by_fused = [pool[i].id for i in sorted(range(len(pool)), key=lambda i: -fused[i])]
+    expansion: Future[tuple[list[Candidate], list[Edge]]] | None = None
     if w.expand_top and (w.w_adjacent or w.w_related):
-        seeds = [s.candidate.id for s in rank(features, pool, (), w, memo=memo)[: w.expand_top]]
-        extra, edges = source.neighbours(seeds, vector)
+        expansion = _workers().submit(source.neighbours, by_fused[: w.expand_top], vector)
+    pool = _hydrated(source, pool, by_fused[: max(p.hydrate_top, limit)])
+    edges: list[Edge] = []
+    if expansion is not None:
+        extra, edges = expansion.result()
         pool = _merge([pool, extra])
+    memo: dict[str, dict[str, float]] = {}
     top = [s.candidate.id for s in rank(features, pool, edges, w, memo=memo)[: 2 * limit]]
     pool = _hydrated(source, pool, top)
     return rank(features, pool, edges, w, memo=memo)[:limit]
