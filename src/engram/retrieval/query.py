@@ -76,6 +76,8 @@ class QueryPlan:
     bm25: BM25Params = field(default_factory=BM25Params)
     hydrate_top: int = 40
     """Candidates read in full (for text features) before the edges are followed."""
+    expand_top: int | None = None
+    """At most this many seeds have their edges followed (``None``: ``weights.expand_top``)."""
 
 
 def _merge(lists: Sequence[Sequence[Candidate]]) -> list[Candidate]:
@@ -166,14 +168,15 @@ def retrieve(
     fused = base_scores(pool, w)
     by_fused = [pool[i].id for i in sorted(range(len(pool)), key=lambda i: -fused[i])]
     expansion: Future[tuple[list[Candidate], list[Edge]]] | None = None
-    if w.expand_top and (w.w_adjacent or w.w_related):
-        expansion = _workers().submit(source.neighbours, by_fused[: w.expand_top], vector)
+    expand = w.expand_top if p.expand_top is None else min(w.expand_top, p.expand_top)
+    if expand and (w.w_adjacent or w.w_related):
+        expansion = _workers().submit(source.neighbours, by_fused[:expand], vector)
     pool = _hydrated(source, pool, by_fused[: max(p.hydrate_top, limit)])
     edges: list[Edge] = []
     if expansion is not None:
         extra, edges = expansion.result()
         pool = _merge([pool, extra])
     memo: dict[str, dict[str, float]] = {}
-    top = [s.candidate.id for s in rank(features, pool, edges, w, memo=memo)[: 2 * limit]]
+    top = [s.candidate.id for s in rank(features, pool, edges, w, memo=memo, top=2 * limit)]
     pool = _hydrated(source, pool, top)
-    return rank(features, pool, edges, w, memo=memo)[:limit]
+    return rank(features, pool, edges, w, memo=memo, top=limit)

@@ -149,8 +149,10 @@ def rank(
     weights: RankingWeights | None = None,
     *,
     memo: dict[str, dict[str, float]] | None = None,
+    top: int | None = None,
 ) -> list[ScoredCandidate]:
-    """Order candidates best first. Duplicated ids keep their first occurrence.
+    """Order candidates best first (the best ``top`` when given). Duplicated ids keep their
+    first occurrence.
 
     Edges to memories outside ``candidates`` are ignored: the caller expands the pool with
     the neighbours of the best seeds first (see :func:`engram.retrieval.query.retrieve`).
@@ -160,34 +162,35 @@ def rank(
     w = weights or RankingWeights()
     unique = list({c.id: c for c in reversed(candidates)}.values())[::-1]
     base = base_scores(unique, w)
-    scores: dict[str, float] = {}
-    parts: dict[str, dict[str, float]] = {}
-    for c, b in zip(unique, base, strict=True):
-        boosts = memo.get(c.id) if memo is not None and c.text else None
-        if boosts is None:
-            boosts = _boosts(query, c, w)
+    boosts: list[dict[str, float]] = []
+    for c in unique:
+        found = memo.get(c.id) if memo is not None and c.text else None
+        if found is None:
+            found = _boosts(query, c, w)
             if memo is not None and c.text:
-                memo[c.id] = boosts
-        p = {"base": b, **boosts}
-        parts[c.id] = p
-        scores[c.id] = b + sum(boosts.values())
+                memo[c.id] = found
+        boosts.append(found)
+    own = [b + sum(p.values()) for b, p in zip(base, boosts, strict=True)]
+    scores = {c.id: s for c, s in zip(unique, own, strict=True)}
     graph = _neighbours(edges)
     adjacent_of = graph[EdgeKind.ADJACENT] if w.w_adjacent else {}
     similar_of = graph[EdgeKind.SIMILAR] if w.w_related else {}
-    final: list[ScoredCandidate] = []
-    for c in unique:
-        p = parts[c.id]
-        total = scores[c.id]
-        if adjacent_of and c.id in adjacent_of:
+    spread: list[dict[str, float]] = []
+    totals: list[float] = []
+    for c, score in zip(unique, own, strict=True):
+        extra: dict[str, float] = {}
+        if c.id in adjacent_of:
             adjacent = [scores[n] for n, _ in adjacent_of[c.id] if n in scores]
             if adjacent:
-                p["adjacent"] = w.w_adjacent * max(0.0, max(adjacent))
-                total += p["adjacent"]
-        if similar_of and c.id in similar_of:
+                extra["adjacent"] = w.w_adjacent * max(0.0, max(adjacent))
+        if c.id in similar_of:
             related = [s * scores[n] for n, s in similar_of[c.id] if n in scores]
             if related:
-                p["related"] = w.w_related * max(0.0, max(related))
-                total += p["related"]
-        final.append(ScoredCandidate(c, total, p))
-    final.sort(key=lambda s: -s.score)
-    return final
+                extra["related"] = w.w_related * max(0.0, max(related))
+        spread.append(extra)
+        totals.append(score + sum(extra.values()))
+    order = sorted(range(len(unique)), key=lambda i: -totals[i])
+    return [
+        ScoredCandidate(unique[i], totals[i], {"base": base[i], **boosts[i], **spread[i]})
+        for i in (order if top is None else order[:top])
+    ]
