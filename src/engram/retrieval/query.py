@@ -141,42 +141,66 @@ def retrieve(
     Candidates arrive with scores only; the best ``plan.hydrate_top`` by fused score are read
     in full for the text boosts while the edges of the best ``weights.expand_top`` by fused
     score are followed, and the final top ``limit`` are read in full before the last
-    ordering. Without an embedder the dense
-    side is skipped (BM25 and boosts still rank).
+    ordering. Without an embedder the dense side is skipped (BM25 and boosts still rank).
     """
     w = weights or RankingWeights()
     p = plan or QueryPlan()
     features = query_features(query)
     query_terms = terms(query)
+    expand = w.expand_top if p.expand_top is None else min(w.expand_top, p.expand_top)
+    if not (w.w_adjacent or w.w_related):
+        expand = 0
     # The lexical search needs no embedding: it runs (and decrypts its best hits) in a worker
     # thread while this one embeds the query (ONNX and the database drivers release the GIL).
     lexical: Future[list[Candidate]] | None = None
     if query_terms:
         lexical = _workers().submit(_lexical_side, source, query_terms, p)
-    lists: list[list[Candidate]] = []
     vector = embedder.embed_one(query) if embedder is not None else None
+    # The best lexical hits are likely seeds: their edges are read while the vectors are
+    # searched, and only the seeds they miss are expanded afterwards.
+    early: Future[Expansion] | None = None
+    if expand and lexical is not None:
+        early = _workers().submit(_expand_best, source, lexical, expand, vector)
+    lists: list[list[Candidate]] = []
     if vector is not None:
         lists.append(source.dense_candidates(vector, limit=p.dense_limit))
-    if lexical is not None:
-        lists.append(lexical.result())
+    lexical_found = lexical.result() if lexical is not None else []
+    lists.append(lexical_found)
     pool = _merge(lists)
     if not pool:
         return []
     # Which memories to read in full and whose edges to follow is decided on the fused score
-    # alone, so the edge expansion (a database read) runs on a worker while this thread
-    # decrypts.
+    # alone, so the edge expansion runs on a worker while this thread decrypts.
     fused = base_scores(pool, w)
     by_fused = [pool[i].id for i in sorted(range(len(pool)), key=lambda i: -fused[i])]
-    expansion: Future[tuple[list[Candidate], list[Edge]]] | None = None
-    expand = w.expand_top if p.expand_top is None else min(w.expand_top, p.expand_top)
-    if expand and (w.w_adjacent or w.w_related):
-        expansion = _workers().submit(source.neighbours, by_fused[:expand], vector)
+    seeds = by_fused[:expand]
+    expanded_early = {c.id for c in lexical_found[:expand]} if early is not None else set()
+    missing = [i for i in seeds if i not in expanded_early]
+    late = _workers().submit(source.neighbours, missing, vector) if missing else None
     pool = _hydrated(source, pool, by_fused[: max(p.hydrate_top, limit)])
-    edges: list[Edge] = []
-    if expansion is not None:
-        extra, edges = expansion.result()
-        pool = _merge([pool, extra])
+    parts = [f.result() for f in (early, late) if f is not None]
+    extra, edges = _edges_touching(set(seeds), parts)
+    pool = _merge([pool, extra])
     memo: dict[str, dict[str, float]] = {}
     top = [s.candidate.id for s in rank(features, pool, edges, w, memo=memo, top=2 * limit)]
     pool = _hydrated(source, pool, top)
     return rank(features, pool, edges, w, memo=memo, top=limit)
+
+
+Expansion = tuple[list[Candidate], list[Edge]]
+
+
+def _expand_best(
+    source: CandidateSource, lexical: Future[list[Candidate]], count: int, vector: Vector | None
+) -> Expansion:
+    """Edges of the ``count`` best lexical hits (waits for the lexical search)."""
+    ids = [c.id for c in lexical.result()[:count]]
+    return source.neighbours(ids, vector) if ids else ([], [])
+
+
+def _edges_touching(seeds: set[str], parts: Sequence[Expansion]) -> Expansion:
+    """The edges with an end among ``seeds`` and the candidates at their ends."""
+    edges = {(e.a, e.b): e for _, found in parts for e in found if e.a in seeds or e.b in seeds}
+    ends = {end for e in edges.values() for end in (e.a, e.b)}
+    extra = {c.id: c for found, _ in parts for c in found if c.id in ends}
+    return list(extra.values()), list(edges.values())
