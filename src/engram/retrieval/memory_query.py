@@ -20,7 +20,7 @@ from engram.retrieval.access import AccessTracker
 from engram.retrieval.budget import count_tokens
 from engram.retrieval.categories import CategoriesConfig, ContextMode
 from engram.retrieval.embedders.base import Embedder
-from engram.retrieval.query import QueryPlan, retrieve
+from engram.retrieval.query import QueryPlan, retrieve, workers
 from engram.retrieval.ranking import RankingWeights, ScoredCandidate
 from engram.retrieval.source import StorageCandidateSource
 from engram.types import (
@@ -133,23 +133,30 @@ class MemoryQueryService:
             updated_after=f.updated_after,
             updated_before=f.updated_before,
         )
-        if not self.engine.storage.has_others_shared(base):
-            base = base.model_copy(update={"include_shared": False})  # one check, not three
         always = [c for c in allowed if self.categories.spec(c).context is ContextMode.ALL]
         rag = [c for c in allowed if c not in always]
-        picked: list[tuple[Memory, dict[str, Any]]] = []
-        if always:
-            for memory in self.engine.list_memories(
-                base.model_copy(update={"categories": tuple(always)}),
-                limit=self.context_all_limit,
-            ):
-                picked.append((memory, {"context": "all"}))
+        # ``context: all`` memories are listed on a worker while retrieval embeds the query.
+        listing = (
+            workers().submit(
+                self._context_all, base.model_copy(update={"categories": tuple(always)})
+            )
+            if always
+            else None
+        )
+        retrieved: list[tuple[Memory, dict[str, Any]]] = []
         if rag:
-            picked.extend(self._retrieve(req, base.model_copy(update={"categories": tuple(rag)})))
+            retrieved = self._retrieve(req, base.model_copy(update={"categories": tuple(rag)}))
+        picked = (listing.result() if listing is not None else []) + retrieved
         results, tokens = self._render(req, picked)
         if self.access is not None and results:
             self.access.record(req.account_id, [r["id"] for r in results])
         return MemoryQueryResult(results=results, tokens=tokens)
+
+    def _context_all(self, flt: MemoryFilter) -> list[tuple[Memory, dict[str, Any]]]:
+        if not self.engine.storage.has_others_shared(flt):
+            flt = flt.model_copy(update={"include_shared": False})
+        listed = self.engine.list_memories(flt, limit=self.context_all_limit)
+        return [(memory, {"context": "all"}) for memory in listed]
 
     def _retrieve(
         self, req: MemoryQueryRequest, flt: MemoryFilter

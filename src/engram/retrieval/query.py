@@ -25,7 +25,7 @@ from engram.retrieval.ranking import (
 )
 from engram.retrieval.tokenize import terms
 
-__all__ = ["CandidateSource", "QueryPlan", "retrieve"]
+__all__ = ["CandidateSource", "QueryPlan", "retrieve", "workers"]
 
 
 class CandidateSource(Protocol):
@@ -102,7 +102,7 @@ _executor: ThreadPoolExecutor | None = None
 _executor_lock = threading.Lock()
 
 
-def _workers() -> ThreadPoolExecutor:
+def workers() -> ThreadPoolExecutor:
     """The shared worker threads of the query path (made on first use, not at import)."""
     global _executor
     with _executor_lock:
@@ -154,18 +154,21 @@ def retrieve(
     # thread while this one embeds the query (ONNX and the database drivers release the GIL).
     lexical: Future[list[Candidate]] | None = None
     if query_terms:
-        lexical = _workers().submit(_lexical_side, source, query_terms, p)
+        lexical = workers().submit(_lexical_side, source, query_terms, p)
     vector = embedder.embed_one(query) if embedder is not None else None
-    # The best lexical hits are likely seeds: their edges are read while the vectors are
-    # searched, and only the seeds they miss are expanded afterwards.
+    # The best lexical hits are likely seeds: when the lexical search is done by now, their
+    # edges are read while the vectors are searched, and only the seeds they miss are
+    # expanded afterwards. (Worker tasks never wait on each other, so they cannot deadlock.)
     early: Future[Expansion] | None = None
-    if expand and lexical is not None:
-        early = _workers().submit(_expand_best, source, lexical, expand, vector)
+    early_ids: list[str] = []
+    if expand and lexical is not None and lexical.done():
+        early_ids = [c.id for c in lexical.result()[:expand]]
+        early = workers().submit(source.neighbours, early_ids, vector)
     lists: list[list[Candidate]] = []
     if vector is not None:
         lists.append(source.dense_candidates(vector, limit=p.dense_limit))
-    lexical_found = lexical.result() if lexical is not None else []
-    lists.append(lexical_found)
+    if lexical is not None:
+        lists.append(lexical.result())
     pool = _merge(lists)
     if not pool:
         return []
@@ -174,9 +177,9 @@ def retrieve(
     fused = base_scores(pool, w)
     by_fused = [pool[i].id for i in sorted(range(len(pool)), key=lambda i: -fused[i])]
     seeds = by_fused[:expand]
-    expanded_early = {c.id for c in lexical_found[:expand]} if early is not None else set()
-    missing = [i for i in seeds if i not in expanded_early]
-    late = _workers().submit(source.neighbours, missing, vector) if missing else None
+    expanded = set(early_ids)
+    missing = [i for i in seeds if i not in expanded]
+    late = workers().submit(source.neighbours, missing, vector) if missing else None
     pool = _hydrated(source, pool, by_fused[: max(p.hydrate_top, limit)])
     parts = [f.result() for f in (early, late) if f is not None]
     extra, edges = _edges_touching(set(seeds), parts)
@@ -188,14 +191,6 @@ def retrieve(
 
 
 Expansion = tuple[list[Candidate], list[Edge]]
-
-
-def _expand_best(
-    source: CandidateSource, lexical: Future[list[Candidate]], count: int, vector: Vector | None
-) -> Expansion:
-    """Edges of the ``count`` best lexical hits (waits for the lexical search)."""
-    ids = [c.id for c in lexical.result()[:count]]
-    return source.neighbours(ids, vector) if ids else ([], [])
 
 
 def _edges_touching(seeds: set[str], parts: Sequence[Expansion]) -> Expansion:

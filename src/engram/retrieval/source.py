@@ -7,6 +7,7 @@ ranker asks for, so a query decrypts tens of memories, not hundreds, and reads e
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Sequence
 
 from engram.codec import Contents
@@ -31,9 +32,27 @@ class StorageCandidateSource:
 
     def __init__(self, engine: MemoryEngine, flt: MemoryFilter) -> None:
         self.engine = engine
-        self.flt = flt
+        self._requested = flt
+        self._flt: MemoryFilter | None = None if flt.include_shared else flt
+        self._flt_lock = threading.Lock()
         self._rows: dict[str, MemoryRow] = {}
         self._contents: dict[str, Contents] = {}
+
+    @property
+    def flt(self) -> MemoryFilter:
+        """The filter, without its shared half when no other user's memory can match it.
+
+        Whether any can is asked once, by whichever search runs first (usually the lexical
+        one, on a worker thread while the query is embedded).
+        """
+        if self._flt is None:
+            with self._flt_lock:
+                if self._flt is None:
+                    flt = self._requested
+                    if not self.engine.storage.has_others_shared(flt):
+                        flt = flt.model_copy(update={"include_shared": False})
+                    self._flt = flt
+        return self._flt
 
     def _keep(self, hits: Iterable[ScoredId]) -> None:
         for hit in hits:
