@@ -164,3 +164,96 @@ def test_lexical_search_sees_memories_added_after_an_empty_search(
     memory = add(engine, key="hobby", value="She loves gardening")
     hits = storage.lexical_search(flt, tokens, 5, k1=1.2, b=0.75)
     assert [h.memory_id for h in hits] == [memory.id]
+
+
+def test_search_hits_carry_the_rows_they_matched(engine: MemoryEngine, bound: Storage) -> None:
+    rng = np.random.default_rng(4)
+    stored = [add(engine, key=f"k{i}", value=f"walked the dog {i}") for i in range(6)]
+    vectors = _with_vectors(engine, bound, stored, rng)
+    flt = MemoryFilter(account_id=ACCOUNT, user_id="user-1")
+    dense = bound.vector_search(flt, vectors[stored[0].id], 3)
+    tokens = list(engine.lexical.hashed_terms(ACCOUNT, "dog"))
+    lexical = bound.lexical_search(flt, tokens, 3, k1=1.2, b=0.75)
+    for hit in [*dense, *lexical]:
+        # A row, when given, is the memory the hit names, as stored (value still sealed).
+        assert hit.row is None or hit.row.id == hit.memory_id
+        if hit.row is not None:
+            assert engine.open_row(hit.row).value.startswith("walked the dog")
+    assert any(h.row is not None for h in dense)
+    assert any(h.row is not None for h in lexical)
+
+
+def test_neighbourhood_keeps_to_the_filter(engine: MemoryEngine, bound: Storage) -> None:
+    rng = np.random.default_rng(5)
+    seed, near, gone = (add(engine, key=k) for k in ("seed", "near", "gone"))
+    private = add(engine, key="private", user_id="user-2")
+    shared = engine.store(
+        {
+            "account_id": ACCOUNT,
+            "user_id": "user-2",
+            "key": "shared",
+            "value": "v",
+            "visibility": "shared",
+        }
+    )
+    vectors = _with_vectors(engine, bound, [seed, near, gone, private, shared], rng)
+    with bound.transaction() as tx:
+        tx.put_edges(
+            ACCOUNT,
+            "user-1",
+            [
+                EdgeRow(seed.id, near.id, "adjacent", 1.0),
+                EdgeRow(gone.id, seed.id, "related_to", 0.7),
+                EdgeRow(seed.id, private.id, "related_to", 0.9),
+                EdgeRow(shared.id, seed.id, "related_to", 0.6),
+            ],
+        )
+    engine.forget(gone.id, account_id=ACCOUNT)
+    flt = MemoryFilter(account_id=ACCOUNT, user_id="user-1")
+    hood = bound.neighbourhood(flt, [seed.id], vectors[seed.id])
+    assert {(e.from_id, e.to_id) for e in hood.edges} == {(seed.id, near.id)}
+    assert [r.id for r in hood.rows] == [near.id]
+    assert hood.similarity[near.id] == pytest.approx(float(vectors[near.id] @ vectors[seed.id]))
+    with_shared = flt.model_copy(update={"include_shared": True})
+    hood = bound.neighbourhood(with_shared, [seed.id], None)
+    assert {r.id for r in hood.rows} == {near.id, shared.id}
+    assert hood.similarity == {}
+    assert bound.neighbourhood(flt, [], None).edges == []
+
+
+def test_lexical_search_under_a_selective_filter_returns_every_match(
+    engine: MemoryEngine, storage: Storage
+) -> None:
+    crowd = [
+        {"account_id": ACCOUNT, "user_id": "user-1", "key": f"k{i}", "value": f"fish {i}"}
+        for i in range(120)
+    ]
+    for i in (7, 77):
+        crowd[i]["category"] = "rare"
+    stored = engine.store_many(crowd)
+    tokens = list(engine.lexical.hashed_terms(ACCOUNT, "fish"))
+    flt = MemoryFilter(account_id=ACCOUNT, user_id="user-1", categories=("rare",))
+    hits = storage.lexical_search(flt, tokens, 3, k1=1.2, b=0.75)
+    assert {h.memory_id for h in hits} == {stored[7].id, stored[77].id}
+
+
+def test_cached_term_counts_never_hide_new_memories(
+    engine: MemoryEngine, storage: Storage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Term counts of large owners are cached; make this owner "large" to exercise the cache.
+    monkeypatch.setattr(storage, "LEXICAL_STATS_MIN_CACHED", 5, raising=False)
+    monkeypatch.setattr(storage, "DOCUMENT_FREQUENCY_MIN_CACHED", 5, raising=False)
+    engine.store_many(
+        [
+            {"account_id": ACCOUNT, "user_id": "user-1", "key": f"k{i}", "value": f"fish {i}"}
+            for i in range(10)
+        ]
+    )
+    flt = MemoryFilter(account_id=ACCOUNT, user_id="user-1")
+    fish = list(engine.lexical.hashed_terms(ACCOUNT, "fish"))
+    kayak = list(engine.lexical.hashed_terms(ACCOUNT, "kayak"))
+    assert len(storage.lexical_search(flt, fish, 20, k1=1.2, b=0.75)) == 10
+    assert storage.lexical_search(flt, kayak, 5, k1=1.2, b=0.75) == []
+    new = add(engine, key="boat", value="fish from the kayak")
+    assert new.id in {h.memory_id for h in storage.lexical_search(flt, fish, 20, k1=1.2, b=0.75)}
+    assert [h.memory_id for h in storage.lexical_search(flt, kayak, 5, k1=1.2, b=0.75)] == [new.id]

@@ -743,15 +743,18 @@ class SqlStorage:
         return {tok: float(np.log(1.0 + (docs - n + 0.5) / (n + 0.5))) for tok, n in kept.items()}
 
     DOCUMENT_FREQUENCIES_CACHED: ClassVar[int] = 200_000
+    DOCUMENT_FREQUENCY_MIN_CACHED: ClassVar[int] = 100
 
     def _document_frequencies(
         self, db: SqlExecutor, account_id: str, owner: str | None, tokens: list[int], cache: bool
     ) -> dict[int, int]:
         """How many of the owner's memories hold each token.
 
-        For a large owner a count up to :attr:`LEXICAL_STATS_TTL` old ranks the same (like
-        the document count), and counting a common term's postings is the slowest part of a
-        lexical search, so those owners' counts are kept for that long.
+        Counting a common term's postings is the slowest part of a lexical search, and for a
+        large owner a count of at least :attr:`DOCUMENT_FREQUENCY_MIN_CACHED` up to
+        :attr:`LEXICAL_STATS_TTL` old ranks the same (like the document count), so such
+        counts are kept that long. Rarer terms are counted every time: a memory stored a
+        moment ago must be found by its words.
         """
         now = time.monotonic()
         df: dict[int, int] = {}
@@ -778,6 +781,8 @@ class SqlStorage:
         if cache:
             with self._stats_lock:
                 for token, n in counted.items():
+                    if n < self.DOCUMENT_FREQUENCY_MIN_CACHED:
+                        continue  # rare terms count fast, and a new memory must count at once
                     self._document_frequency[(account_id, owner, token)] = (now, int(n))
                     self._document_frequency.move_to_end((account_id, owner, token))
                 while len(self._document_frequency) > self.DOCUMENT_FREQUENCIES_CACHED:
