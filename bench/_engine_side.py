@@ -44,7 +44,7 @@ def open_storage(backend: str, folder: Path) -> tuple[Storage, Any]:
     from engram.testing.postgres import EmbeddedPostgres
 
     server = EmbeddedPostgres(folder / "pg")
-    postgres = PostgresStorage(server.create_database("bench"), max_size=4)
+    postgres = PostgresStorage(server.create_database("bench"))
     postgres.migrate()
     return postgres, server
 

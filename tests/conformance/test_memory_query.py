@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -236,6 +237,27 @@ def test_context_all_always_included_rag_capped(engine: MemoryEngine, tmp_path: 
         r["id"]: r.get("context") for r in _ask(app, query="x", **{"return": "full"}).results
     }
     assert all(contexts[m.id] == "all" for m in profile)
+
+
+def test_concurrent_queries_each_get_their_own_answer(engine: MemoryEngine, tmp_path: Path) -> None:
+    # More queries at once than the query path has worker threads: each query hands work to
+    # the pool, and none of that work may wait on another task (or the pool would deadlock).
+    app = _engram(engine, HashEmbedder(), tmp_path)
+    users = [f"c{i}" for i in range(12)]
+    stored = {
+        user: app.engine.store_many(
+            [_mem(user, f"k{j}", f"{user} walked the dog {j}", run_id="r") for j in range(5)]
+        )
+        for user in users
+    }
+    pool = ThreadPoolExecutor(max_workers=len(users))
+    try:  # a deadlock fails the test (TimeoutError) instead of hanging it
+        asked = pool.map(lambda u: _ask(app, u, query="walked dog", top_k=5), users, timeout=120)
+        answers = dict(zip(users, asked, strict=True))
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+    for user in users:
+        assert _ids(answers[user]) == {m.id for m in stored[user]}
 
 
 # ---- budgets and thresholds ------------------------------------------------------------------
