@@ -264,10 +264,6 @@ class Storage(Protocol):
         """Those of ``memory_ids`` that match ``flt`` (the filter runs in the database)."""
         ...
 
-    def filter_ids(self, flt: MemoryFilter, memory_ids: Sequence[str]) -> set[str]:
-        """Those of ``memory_ids`` that match ``flt`` (ids only)."""
-        ...
-
     def has_others_shared(self, flt: MemoryFilter) -> bool:
         """Whether ``flt`` (with ``include_shared``) reaches any other user's memory."""
         ...

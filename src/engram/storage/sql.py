@@ -464,12 +464,6 @@ class SqlStorage:
             row = db.run(f"SELECT 1 FROM memories m WHERE {where} LIMIT 1", params).fetchone()
         return row is not None
 
-    def filter_ids(self, flt: MemoryFilter, memory_ids: Sequence[str]) -> set[str]:
-        """Those of ``memory_ids`` that match ``flt`` (ids only; nothing is decrypted)."""
-        where, params = compile_filter(flt)
-        with self._reader() as db:
-            return {str(r[0]) for r in select_ids_where(db, "m.id", memory_ids, where, params)}
-
     def touch(self, account_id: str, memory_ids: Sequence[str], when: float) -> None:
         """Set ``last_accessed_at`` (bookkeeping: no history, no change log)."""
         with self.transaction() as tx:
