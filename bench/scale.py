@@ -1,7 +1,7 @@
 """``memory_query`` latency at 10k and 100k memories for one user among many, both backends.
 
     python bench/scale.py [--sizes 10000,100000] [--backends sqlite,postgres]
-                          [--queries 200] [--pool 5000] [--json OUT]
+                          [--queries 500] [--pool 5000] [--json OUT]
 
 Memory text is synthetic but realistic (sentences from templates and a vocabulary). A pool
 of ``--pool`` distinct sentences is embedded once with the local MiniLM and cached under
@@ -321,7 +321,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="10000,100000")
     parser.add_argument("--backends", default="sqlite,postgres")
-    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument(
+        "--queries", type=int, default=500, help="timed questions per size (p95 is the 25th worst)"
+    )
     parser.add_argument(
         "--top-k", type=int, default=3, help="memory_query top_k (3 is the API default)"
     )
