@@ -734,7 +734,19 @@ class SqlStorage:
         common = max(1000, docs // 50)
         rare = {tok: n for tok, n in df.items() if 0 < n <= common}
         kept = rare or {tok: n for tok, n in df.items() if n > 0}
+        # A question made only of common words ("where has Maria made friends") would still
+        # score tens of thousands of postings; the rarest terms up to a budget rank nearly the
+        # same. (An owner of fewer than a few thousand memories never reaches the budget.)
+        if sum(kept.values()) > self.LEXICAL_POSTINGS_BUDGET:
+            chosen: dict[int, int] = {}
+            for tok, n in sorted(kept.items(), key=lambda item: item[1]):
+                if chosen and sum(chosen.values()) + n > self.LEXICAL_POSTINGS_BUDGET:
+                    break
+                chosen[tok] = n
+            kept = chosen
         return {tok: float(np.log(1.0 + (docs - n + 0.5) / (n + 0.5))) for tok, n in kept.items()}
+
+    LEXICAL_POSTINGS_BUDGET: ClassVar[int] = 10_000
 
     DOCUMENT_FREQUENCIES_CACHED: ClassVar[int] = 200_000
     DOCUMENT_FREQUENCY_MIN_CACHED: ClassVar[int] = 100
