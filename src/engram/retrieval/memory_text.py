@@ -54,26 +54,10 @@ def lexical_text(memory: Memory) -> str:
     return f"{memory.key.replace('_', ' ')} {indexed_text(memory)}"
 
 
-def as_candidate(
-    memory: Memory, *, dense: float | None = None, bm25: float | None = None
-) -> Candidate:
-    """A ranking candidate for a decrypted memory."""
-    return Candidate(
-        id=memory.id,
-        text=memory.value,
-        dense=dense,
-        bm25=bm25,
-        speaker=speaker(memory),
-        created_at=occurred_at(memory),
-        importance=memory.importance,
-        pinned=memory.pinned,
-    )
-
-
 def row_candidate(
     row: MemoryRow, contents: Contents, *, dense: float | None = None, bm25: float | None = None
 ) -> Candidate:
-    """A ranking candidate straight from a row and its decrypted contents (no :class:`Memory`)."""
+    """A ranking candidate from a row and its decrypted contents (no :class:`Memory` built)."""
     return Candidate(
         id=row.id,
         text=contents.value,

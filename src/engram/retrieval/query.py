@@ -1,7 +1,7 @@
 """The query path: candidates from storage, fused and re-ranked by :mod:`ranking`.
 
 :class:`CandidateSource` is the narrow interface a storage backend offers retrieval; the
-in-memory prototype in ``bench/`` and the SQL backends implement the same three methods.
+in-memory prototype in ``bench/`` and the SQL backends implement the same methods.
 """
 
 from __future__ import annotations
@@ -139,9 +139,10 @@ def retrieve(
     """Hybrid retrieval: dense + BM25 candidates, fusion, boosts and edge propagation.
 
     Candidates arrive with scores only; the best ``plan.hydrate_top`` by fused score are read
-    in full for the text boosts while the edges of the best ``weights.expand_top`` by fused
-    score are followed, and the final top ``limit`` are read in full before the last
-    ordering. Without an embedder the dense side is skipped (BM25 and boosts still rank).
+    in full for the text boosts while the edges of the best ``weights.expand_top`` (at most
+    ``plan.expand_top``) by fused score are followed, and the final top ``limit`` are read in
+    full before the last ordering. Without an embedder the dense side is skipped (BM25 and
+    boosts still rank).
     """
     w = weights or RankingWeights()
     p = plan or QueryPlan()

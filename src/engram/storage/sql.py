@@ -693,10 +693,10 @@ class SqlStorage:
     ) -> list[ScoredId]:
         """The ``k`` best memories by BM25 over blind ``tokens`` among those matching ``flt``.
 
-        For one user, the user's posting lists are scored on their own (an index-only read)
-        and the best ids are checked against the filter a chunk at a time; when a selective
-        filter leaves too few, the filter joins the postings instead. Shared memories of
-        other users and account-wide queries always take the joined path.
+        For one user, the user's best postings are scored on their own (an index-only read)
+        and checked against the filter in the same statement, and the hits carry their rows;
+        when a selective filter leaves too few, the filter joins the postings instead.
+        Shared memories of other users and account-wide queries always take the joined path.
         """
         unique = list(dict.fromkeys(tokens))
         if not unique or k <= 0:
