@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="engram-xdg-"))
+if "XDG_RUNTIME_DIR" not in os.environ:
+    _runtime = tempfile.mkdtemp(prefix="engram-xdg-")
+    atexit.register(shutil.rmtree, _runtime, True)
+    os.environ["XDG_RUNTIME_DIR"] = _runtime
 
 from engram.config import Settings
 from engram.crypto.keyring import KeyRing
