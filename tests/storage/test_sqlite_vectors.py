@@ -1,0 +1,57 @@
+"""The SQLite backend's in-process vector index: shortlist by sign bits, int8 re-scoring."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engram.storage.sqlite_vectors import _OwnerIndex, nearest_by_bits, pack_signs, quantize
+
+
+def _unit(rng: np.random.Generator, n: int, dims: int = 384) -> np.ndarray:
+    v = rng.standard_normal((n, dims)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def _distances(vectors: np.ndarray, q: np.ndarray) -> np.ndarray:
+    return np.bitwise_count(pack_signs(vectors) ^ pack_signs(q[None, :])).sum(axis=1)
+
+
+def _assert_nearest_prefix(found: np.ndarray, distance: np.ndarray, count: int) -> None:
+    assert len(found) >= count
+    assert np.all(np.diff(found) > 0), "rows come back in row order, once each"
+    worst = distance[found].max()
+    assert set(np.flatnonzero(distance < worst)) <= set(found.tolist())
+
+
+def test_shortlist_is_a_prefix_of_rows_by_hamming_distance() -> None:
+    rng = np.random.default_rng(3)
+    vectors, q = _unit(rng, 20_000), _unit(rng, 1)[0]
+    bits = np.ascontiguousarray(pack_signs(vectors).T)
+    found = nearest_by_bits(bits, pack_signs(q[None, :])[0], 200)
+    _assert_nearest_prefix(found, _distances(vectors, q), 200)
+
+
+def test_shortlist_is_complete_when_the_sample_guesses_too_low() -> None:
+    rng = np.random.default_rng(4)
+    q = _unit(rng, 1)[0]
+    # Every other row points away from q; 13 sampled rows (every 16th) are q itself, so the
+    # sample's cut-off distance (0) would keep 13 rows where 200 are asked for.
+    vectors = -q + 0.05 * _unit(rng, 20_000)
+    copies = list(range(0, 13 * 16, 16))
+    vectors[copies] = q
+    bits = np.ascontiguousarray(pack_signs(vectors).T)
+    found = nearest_by_bits(bits, pack_signs(q[None, :])[0], 200)
+    _assert_nearest_prefix(found, _distances(vectors, q), 200)
+    assert set(copies) <= set(found.tolist())
+
+
+def test_int8_scores_stay_within_a_thousandth_of_float32() -> None:
+    rng = np.random.default_rng(5)
+    vectors, q = _unit(rng, 2000), _unit(rng, 1)[0]
+    index = _OwnerIndex()
+    index.append([f"m{i}" for i in range(len(vectors))], vectors)
+    rows = np.arange(len(vectors))
+    assert np.abs(index.scores(rows, q) - vectors @ q).max() < 2e-3
+    assert np.abs(index.vector(7) - vectors[7]).max() < 2e-3
+    codes, scales = quantize(np.zeros((1, 8), np.float32))
+    assert not codes.any() and scales[0] > 0  # a zero vector quantises without dividing by 0
