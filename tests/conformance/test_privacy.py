@@ -63,13 +63,7 @@ def test_row_moved_to_another_user_fails_to_decrypt(engine: MemoryEngine, storag
     victim = add(engine, value="secret of user one")
     row = storage.get_memory(ACCOUNT, victim.id)
     assert row is not None
-    moved = type(row)(
-        **{
-            **{f: getattr(row, f) for f in row.__dataclass_fields__},
-            "id": str(uuid.uuid4()),
-            "user_id": "user-2",
-        }
-    )
+    moved = row._replace(id=str(uuid.uuid4()), user_id="user-2")
     with storage.transaction() as tx:
         tx.insert_memory(moved)
     with pytest.raises(IntegrityError):

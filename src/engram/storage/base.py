@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, NamedTuple, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -21,9 +21,12 @@ from engram.types import MemoryFilter
 Vector = NDArray[np.float32]
 
 
-@dataclass(frozen=True, slots=True)
-class MemoryRow:
-    """One stored memory version, as the backend holds it (value encrypted)."""
+class MemoryRow(NamedTuple):
+    """One stored memory version, as the backend holds it (value encrypted).
+
+    A named tuple rather than a frozen dataclass: a query builds a row for every candidate
+    it reads, and a tuple is built several times faster.
+    """
 
     id: str
     account_id: str
@@ -55,7 +58,7 @@ class MemoryRow:
     wrapped_key: bytes
 
 
-MEMORY_COLUMNS: tuple[str, ...] = tuple(MemoryRow.__dataclass_fields__)
+MEMORY_COLUMNS: tuple[str, ...] = MemoryRow._fields
 
 
 @dataclass(frozen=True, slots=True)

@@ -64,7 +64,7 @@ def memory_row(values: Sequence[Any]) -> MemoryRow:
     fields[_PINNED] = bool(fields[_PINNED])
     fields[-2] = bytes(fields[-2])  # ciphertext
     fields[-1] = bytes(fields[-1])  # wrapped_key
-    return MemoryRow(*fields)
+    return MemoryRow._make(fields)
 
 
 _PINNED = MEMORY_COLUMNS.index("pinned")
