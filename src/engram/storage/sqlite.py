@@ -20,14 +20,12 @@ except ImportError:  # pragma: no cover - platforms without the wheel
     import sqlite3
 
 from engram.errors import StorageError
-from engram.storage.base import MemoryRow, ScoredId, Vector
+from engram.storage.base import ScoredId, Vector
 from engram.storage.filters import compile_filter, compile_others_shared
 from engram.storage.sql import (
-    MEMORY_SELECT,
     SqlExecutor,
     SqlStorage,
     SqlTransaction,
-    memory_row,
     select_ids_where,
 )
 from engram.storage.sqlite_vectors import SqliteVectorIndex
@@ -241,9 +239,10 @@ class SqliteStorage(SqlStorage):
             if not _has_table(db, "embeddings"):
                 return []
 
-            def passes(ids: list[str]) -> dict[str, MemoryRow]:
-                found = map(memory_row, select_ids_where(db, MEMORY_SELECT, ids, where, params))
-                return {row.id: row for row in found}
+            # The filter check reads ids only: most of the rows it passes never rank high
+            # enough to be read in full, and the source reads those that do in one go.
+            def passes(ids: list[str]) -> set[str]:
+                return {str(r[0]) for r in select_ids_where(db, "m.id", ids, where, params)}
 
             def matching() -> list[str]:
                 return [

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
 
-from engram.storage.base import MemoryRow, ScoredId, Vector
+from engram.storage.base import ScoredId, Vector
 from engram.storage.sql import SqlExecutor
 
 Owner = tuple[str, str]
@@ -191,13 +191,12 @@ class SqliteVectorIndex:
         owner: Owner,
         query: Vector,
         k: int,
-        passes_filter: Callable[[list[str]], Mapping[str, MemoryRow]],
+        passes_filter: Callable[[list[str]], Collection[str]],
         filter_ids: Callable[[], list[str]],
     ) -> list[ScoredId]:
         """Top-``k`` by cosine among the owner's memories that pass the database filter.
 
-        ``passes_filter`` returns the rows of the given ids that match the filter; the hits
-        carry them.
+        ``passes_filter`` returns those of the given ids that match the filter.
         """
         index = self._refresh(db, owner)
         if not index.ids or k <= 0:
@@ -217,7 +216,7 @@ class SqliteVectorIndex:
         for start in range(0, len(ranked), chunk):
             part = _scored(index, ranked[start : start + chunk], sims[start : start + chunk])
             allowed = passes_filter([memory_id for memory_id, _ in part])
-            hits.extend(ScoredId(m, s, allowed[m]) for m, s in part if m in allowed)
+            hits.extend(ScoredId(m, s) for m, s in part if m in allowed)
             if len(hits) >= k:
                 return hits[:k]
             if start == 0 and not exhaustive and len(allowed) * 4 < len(part):
