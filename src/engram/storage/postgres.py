@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar
@@ -43,7 +44,14 @@ class PostgresExecutor(SqlExecutor):
 
 
 def _vector_literal(vector: Vector) -> str:
-    return "[" + ",".join(f"{x:.7g}" for x in np.asarray(vector, dtype=np.float32)) + "]"
+    """pgvector's text form of a vector (one query's vector is sent several times)."""
+    return _literal_of(np.asarray(vector, dtype=np.float32).tobytes())
+
+
+@functools.lru_cache(maxsize=64)
+def _literal_of(raw: bytes) -> str:
+    values = np.frombuffer(raw, dtype=np.float32).tolist()
+    return "[" + ",".join(f"{x:.7g}" for x in values) + "]"
 
 
 class PostgresTransaction(SqlTransaction):
@@ -86,7 +94,6 @@ class PostgresStorage(SqlStorage):
             raise MissingDependencyError("psycopg", "postgres")
         super().__init__()
         self.conninfo = conninfo
-        self._vectors_ready = False
         self._ef_search = int(ef_search)
         try:
             self._pool = ConnectionPool(
@@ -164,7 +171,7 @@ class PostgresStorage(SqlStorage):
             return {}
         marks = ", ".join("?" for _ in memory_ids)
         with self._reader() as db:
-            if not _has_table(db, "embeddings"):
+            if not self._has_vectors(db):
                 return {}
             rows = db.run(
                 "SELECT memory_id, 1 - (embedding <=> ?::vector) FROM embeddings "
@@ -192,10 +199,8 @@ class PostgresStorage(SqlStorage):
         where, params = compile_filter(flt)
         literal = _vector_literal(vector)
         with self._reader() as db:
-            if not self._vectors_ready:
-                if not _has_table(db, "embeddings"):
-                    return []
-                self._vectors_ready = True
+            if not self._has_vectors(db):
+                return []
             rows = db.run(
                 f"SELECT m.id, 1 - (e.embedding <=> ?::vector) AS sim, {MEMORY_SELECT} "
                 f"FROM embeddings e JOIN memories m ON m.id = e.memory_id WHERE {where} "

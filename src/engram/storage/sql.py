@@ -349,6 +349,7 @@ class SqlStorage:
             OrderedDict()
         )
         self._stats_lock = threading.Lock()
+        self._vectors_ready = False
 
     name: ClassVar[str] = "sql"
     dialect: ClassVar[str] = "sqlite"
@@ -641,7 +642,7 @@ class SqlStorage:
         ):
             raise ValueError(f"unknown table {table}")
         with self._reader() as db:
-            if table == "embeddings" and not self._has_table(db, "embeddings"):
+            if table == "embeddings" and not self._has_vectors(db):
                 return 0
             row = db.run(
                 f"SELECT COUNT(*) FROM {table} WHERE account_id = ? AND user_id = ?",
@@ -651,6 +652,15 @@ class SqlStorage:
 
     def _has_table(self, db: SqlExecutor, name: str) -> bool:
         raise NotImplementedError
+
+    def _has_vectors(self, db: SqlExecutor) -> bool:
+        """Whether the ``embeddings`` table exists (made when an embedder is first bound).
+
+        It is never dropped, so a yes is remembered and vector reads skip the catalogue.
+        """
+        if not self._vectors_ready:
+            self._vectors_ready = self._has_table(db, "embeddings")
+        return self._vectors_ready
 
     # ---- retrieval primitives ---------------------------------------------------------------
     LEXICAL_STATS_TTL: ClassVar[float] = 60.0
@@ -923,7 +933,7 @@ class SqlStorage:
         """Stored embeddings of these memory versions."""
         out: dict[str, Vector] = {}
         with self._reader() as db:
-            if not self._has_table(db, "embeddings"):
+            if not self._has_vectors(db):
                 return out
             for chunk in _chunks(memory_ids):
                 marks = ", ".join("?" for _ in chunk)

@@ -236,7 +236,7 @@ class SqliteStorage(SqlStorage):
         """Top-``k`` by cosine among memories matching ``flt`` (see :mod:`sqlite_vectors`)."""
         where, params = compile_filter(flt)
         with self._reader() as db:
-            if not _has_table(db, "embeddings"):
+            if not self._has_vectors(db):
                 return []
 
             # The filter check reads ids only: most of the rows it passes never rank high
