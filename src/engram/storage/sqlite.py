@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import threading
 from collections.abc import Iterator, Sequence
@@ -33,6 +34,7 @@ from engram.types import MemoryFilter
 
 MMAP_BYTES = 1 << 30
 CACHE_KIB = 16 * 1024
+ID_ARRAY = "json_group_array(m.id)"
 
 
 def _connect(path: str) -> sqlite3.Connection:
@@ -240,9 +242,14 @@ class SqliteStorage(SqlStorage):
                 return []
 
             # The filter check reads ids only: most of the rows it passes never rank high
-            # enough to be read in full, and the source reads those that do in one go.
+            # enough to be read in full, and the source reads those that do in one go. The
+            # ids come back in one aggregated row: every row fetched releases and retakes the
+            # GIL, and with worker threads busy each retake can wait.
             def passes(ids: list[str]) -> set[str]:
-                return {str(r[0]) for r in select_ids_where(db, "m.id", ids, where, params)}
+                found: set[str] = set()
+                for (packed,) in select_ids_where(db, ID_ARRAY, ids, where, params):
+                    found.update(json.loads(packed))
+                return found
 
             def matching() -> list[str]:
                 return [

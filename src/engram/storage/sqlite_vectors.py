@@ -28,6 +28,7 @@ from engram.storage.base import ScoredId, Vector
 from engram.storage.sql import SqlExecutor
 
 Owner = tuple[str, str]
+_HAMMING_BLOCK = 1 << 18  # rows per block: bounds the temporaries at 12 MB
 
 
 @dataclass
@@ -105,9 +106,18 @@ def nearest_by_bits(
     it, the full one when that sample guessed too low.
     """
     words, rows = bits.shape
-    distance = np.zeros(rows, dtype=np.uint16)
-    for word in range(words):  # contiguous reads and adds, no wide temporaries
-        distance += np.bitwise_count(bits[word] ^ query[word])
+    # A few whole-array operations per block of rows rather than several per word: each
+    # releases and retakes the GIL, and a retake waits while worker threads run Python.
+    distance = np.empty(rows, dtype=np.uint16)
+    column = query[:, None]
+    for start in range(0, rows, _HAMMING_BLOCK):
+        block = bits[:, start : start + _HAMMING_BLOCK]
+        np.sum(
+            np.bitwise_count(block ^ column),
+            axis=0,
+            dtype=np.uint16,
+            out=distance[start : start + block.shape[1]],
+        )
     if count >= rows:
         return np.arange(rows)
     bins = words * 64 + 1
