@@ -28,7 +28,7 @@ from engram.storage.base import ScoredId, Vector
 from engram.storage.sql import SqlExecutor
 
 Owner = tuple[str, str]
-_HAMMING_BLOCK = 1 << 18  # rows per block: bounds the temporaries at 12 MB
+_HAMMING_BLOCK = 1 << 18  # rows per block: bounds the temporaries at about 14 MB
 
 
 @dataclass
@@ -71,8 +71,9 @@ class _OwnerIndex:
     def scores(self, rows: NDArray[np.intp], query: NDArray[np.float32]) -> NDArray[np.float32]:
         """Cosine of ``query`` to each of ``rows`` (stored vectors are unit length).
 
-        ``einsum``, not ``@``: a product this size would wake BLAS worker threads, which
-        then spin for a while on the cores the embedder and the database need.
+        ``einsum``, not ``@``: it stays on this thread, where OpenBLAS may split a product
+        this size across threads that then spin on the cores the embedder and the database
+        need.
         """
         codes = self.codes[rows].astype(np.float32)
         return np.asarray(np.einsum("ij,j->i", codes, query) * self.scales[rows])
