@@ -200,6 +200,28 @@ def test_a_user_sees_own_and_shared_never_anothers_private(
         assert private_s1.id not in ids
 
 
+def test_shared_memories_reach_listing_and_retrieval_with_one_check(
+    engine: MemoryEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = _engram(engine, HashEmbedder(), tmp_path)
+    own = app.engine.store(_mem("u1", "mine", "note on tea"))
+    listed = app.engine.store(
+        _mem("u2", "home", "lives by the sea", category="profile", visibility="shared")
+    )
+    found = app.engine.store(_mem("u2", "open", "note on tea, shared", visibility="shared"))
+    storage = app.engine.storage
+    asked: list[MemoryFilter] = []
+    check = storage.has_others_shared
+
+    def counted(flt: MemoryFilter) -> bool:
+        asked.append(flt)
+        return check(flt)
+
+    monkeypatch.setattr(storage, "has_others_shared", counted)
+    assert {own.id, listed.id, found.id} <= _ids(_ask(app, query="tea", top_k=20))
+    assert len(asked) == 1  # the listing and the retrieval share one existence check
+
+
 # ---- allowlists and context modes ------------------------------------------------------------
 def test_allowlists_are_enforced_whatever_the_filters(engine: MemoryEngine, tmp_path: Path) -> None:
     app = _engram(engine, HashEmbedder(), tmp_path)

@@ -22,7 +22,7 @@ from engram.retrieval.categories import CategoriesConfig, ContextMode
 from engram.retrieval.embedders.base import Embedder
 from engram.retrieval.query import QueryPlan, retrieve, workers
 from engram.retrieval.ranking import RankingWeights, ScoredCandidate
-from engram.retrieval.source import StorageCandidateSource
+from engram.retrieval.source import SharedScope, StorageCandidateSource
 from engram.types import (
     Identifier,
     Memory,
@@ -135,33 +135,35 @@ class MemoryQueryService:
         )
         always = [c for c in allowed if self.categories.spec(c).context is ContextMode.ALL]
         rag = [c for c in allowed if c not in always]
+        scope = SharedScope(self.engine.storage, base)  # one shared-memory check per request
         # ``context: all`` memories are listed on a worker while retrieval embeds the query.
         listing = (
             workers().submit(
-                self._context_all, base.model_copy(update={"categories": tuple(always)})
+                self._context_all, base.model_copy(update={"categories": tuple(always)}), scope
             )
             if always
             else None
         )
         retrieved: list[tuple[Memory, dict[str, Any]]] = []
         if rag:
-            retrieved = self._retrieve(req, base.model_copy(update={"categories": tuple(rag)}))
+            rag_filter = base.model_copy(update={"categories": tuple(rag)})
+            retrieved = self._retrieve(req, rag_filter, scope)
         picked = (listing.result() if listing is not None else []) + retrieved
         results, tokens = self._render(req, picked)
         if self.access is not None and results:
             self.access.record(req.account_id, [r["id"] for r in results])
         return MemoryQueryResult(results=results, tokens=tokens)
 
-    def _context_all(self, flt: MemoryFilter) -> list[tuple[Memory, dict[str, Any]]]:
-        if not self.engine.storage.has_others_shared(flt):
-            flt = flt.model_copy(update={"include_shared": False})
-        listed = self.engine.list_memories(flt, limit=self.context_all_limit)
+    def _context_all(
+        self, flt: MemoryFilter, scope: SharedScope
+    ) -> list[tuple[Memory, dict[str, Any]]]:
+        listed = self.engine.list_memories(scope.narrow(flt), limit=self.context_all_limit)
         return [(memory, {"context": "all"}) for memory in listed]
 
     def _retrieve(
-        self, req: MemoryQueryRequest, flt: MemoryFilter
+        self, req: MemoryQueryRequest, flt: MemoryFilter, scope: SharedScope
     ) -> list[tuple[Memory, dict[str, Any]]]:
-        source = StorageCandidateSource(self.engine, flt)
+        source = StorageCandidateSource(self.engine, flt, scope)
         limit = max(req.top_k * 3, 10)
         # Work sized to the answer: a three-bullet answer needs no hundred candidates, and
         # reading 2 * limit in full and following the edges of 1.5 * limit ranked as well

@@ -17,8 +17,33 @@ from engram.retrieval.embedders.base import Vector
 from engram.retrieval.indexer import ADJACENT
 from engram.retrieval.memory_text import row_candidate
 from engram.retrieval.ranking import Candidate, Edge, EdgeKind
-from engram.storage.base import MemoryRow, ScoredId
+from engram.storage.base import MemoryRow, ScoredId, Storage
 from engram.types import Memory, MemoryFilter
+
+
+class SharedScope:
+    """Whether a request's ``include_shared`` reaches any other user's memory, asked once.
+
+    A request may read with several filters narrowed from one (its ``context: all`` listing
+    and its retrieval, on different threads); they share one existence check, made by
+    whichever needs it first. Thread-safe.
+    """
+
+    def __init__(self, storage: Storage, flt: MemoryFilter) -> None:
+        self._storage = storage
+        self._flt = flt
+        self._reaches: bool | None = None
+        self._lock = threading.Lock()
+
+    def narrow(self, flt: MemoryFilter) -> MemoryFilter:
+        """``flt`` (narrowed from the scope's filter) without its shared half when no other
+        user's memory is in scope."""
+        if not flt.include_shared:
+            return flt
+        with self._lock:
+            if self._reaches is None:
+                self._reaches = self._storage.has_others_shared(self._flt)
+        return flt if self._reaches else flt.model_copy(update={"include_shared": False})
 
 
 class StorageCandidateSource:
@@ -30,11 +55,13 @@ class StorageCandidateSource:
     search may run on a worker thread while the dense search runs on the caller's.
     """
 
-    def __init__(self, engine: MemoryEngine, flt: MemoryFilter) -> None:
+    def __init__(
+        self, engine: MemoryEngine, flt: MemoryFilter, scope: SharedScope | None = None
+    ) -> None:
         self.engine = engine
         self._requested = flt
-        self._flt: MemoryFilter | None = None if flt.include_shared else flt
-        self._flt_lock = threading.Lock()
+        self._scope = scope or SharedScope(engine.storage, flt)
+        self._flt: MemoryFilter | None = None
         self._rows: dict[str, MemoryRow] = {}
         self._contents: dict[str, Contents] = {}
 
@@ -42,16 +69,11 @@ class StorageCandidateSource:
     def flt(self) -> MemoryFilter:
         """The filter, without its shared half when no other user's memory can match it.
 
-        Whether any can is asked once, by whichever search runs first (usually the lexical
-        one, on a worker thread while the query is embedded).
+        The scope answers that once per request, for whichever search asks first (usually
+        the lexical one, on a worker thread while the query is embedded).
         """
         if self._flt is None:
-            with self._flt_lock:
-                if self._flt is None:
-                    flt = self._requested
-                    if not self.engine.storage.has_others_shared(flt):
-                        flt = flt.model_copy(update={"include_shared": False})
-                    self._flt = flt
+            self._flt = self._scope.narrow(self._requested)
         return self._flt
 
     def _keep(self, hits: Iterable[ScoredId]) -> None:
