@@ -32,6 +32,11 @@ from engram.types import MemoryFilter
 ACCOUNT = "locomo"
 
 
+POSTGRES_SETTINGS = {"shared_buffers": "2GB"}
+"""The bench server's memory, as a deployment would size it (the default of 128 MB holds
+neither the HNSW index nor the rows at 100k memories; this machine has 24 GB)."""
+
+
 def open_storage(backend: str, folder: Path) -> tuple[Storage, Any]:
     """A fresh migrated storage under ``folder`` and whatever must be stopped afterwards."""
     if backend == "sqlite":
@@ -43,7 +48,7 @@ def open_storage(backend: str, folder: Path) -> tuple[Storage, Any]:
     from engram.storage.postgres import PostgresStorage
     from engram.testing.postgres import EmbeddedPostgres
 
-    server = EmbeddedPostgres(folder / "pg")
+    server = EmbeddedPostgres(folder / "pg", settings=POSTGRES_SETTINGS)
     postgres = PostgresStorage(server.create_database("bench"))
     postgres.migrate()
     return postgres, server

@@ -3,10 +3,12 @@
     python bench/scale.py [--sizes 10000,100000] [--backends sqlite,postgres]
                           [--queries 500] [--pool 5000] [--json OUT]
 
-Memory text is synthetic but realistic (sentences from templates and a vocabulary). A pool
-of ``--pool`` distinct sentences is embedded once with the local MiniLM and cached under
-bench/results/; every further row reuses a pool vector with small noise, renormalised (its
-text stays a fresh template sentence, so the lexical index sees realistic variety).
+Memory text is real conversation text (``--text locomo``, the default): every LoCoMo turn
+once, then distinct splices of two turns (the first half of one, the second half of another),
+so no two memories share a text or a vector. ``--text templates`` uses template sentences
+instead. A pool of ``--pool`` distinct texts is embedded once with the local MiniLM and
+cached under bench/results/; every further row reuses a pool vector with small noise of its
+own, renormalised (the queries are embedded for real).
 
 Rows go through the engine's normal write path (``MemoryEngine.store_many`` with the vector
 indexer, batches of 1000, a session ``run_id`` every 20 rows so adjacency edges exist) with
@@ -140,12 +142,42 @@ def use_locomo_text(path: Path) -> None:
     _CORPUS[:] = [turns, [q.text for q in data.questions]]
 
 
+def _distinct_turn_texts(turns: Sequence[str], n: int, seed: int) -> list[str]:
+    """``n`` distinct texts of a turn's length: every turn once, then the first half of one
+    turn joined to the second half of another, no pair twice.
+
+    A person's memories do not repeat: with texts repeated, the vector index would hold
+    copies (pgvector's HNSW keeps identical vectors in one element, a smaller and faster
+    graph than real data gives) and every posting list would be inflated alike.
+    """
+    unique = list(dict.fromkeys(turns))
+    count = len(unique)
+    if n > count * count:
+        raise ValueError(f"at most {count * count} distinct texts from {count} turns")
+    words = [t.split() for t in unique]
+    order = np.random.default_rng(seed).permutation(count)
+    out: list[str] = []
+    seen: set[str] = set()
+    i = 0
+    while len(out) < n:
+        head = int(order[i % count])
+        lap = i // count  # lap r joins the turn at position j with the one at j + r
+        i += 1
+        if lap == 0:
+            text = unique[head]
+        else:
+            a, b = words[head], words[int(order[(i - 1 + lap) % count])]
+            text = " ".join(a[: (len(a) + 1) // 2] + b[len(b) // 2 :])
+        if text not in seen:
+            seen.add(text)
+            out.append(text)
+    return out
+
+
 def sentences(n: int, seed: int) -> list[str]:
     """``n`` memory texts (deterministic for a seed): LoCoMo turns, or templates."""
     if _CORPUS:
-        turns = _CORPUS[0]
-        order = np.random.default_rng(seed).permutation(len(turns))
-        return [turns[int(order[i % len(turns)])] for i in range(n)]
+        return _distinct_turn_texts(_CORPUS[0], n, seed)
     rng = np.random.default_rng(seed)
 
     def pick(items: Sequence[str]) -> str:

