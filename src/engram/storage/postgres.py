@@ -180,8 +180,10 @@ class PostgresStorage(SqlStorage):
             ).fetchall()
         return {str(r[0]): float(r[1]) for r in rows}
 
-    def _neighbour_similarity(self, vector: Vector | None) -> tuple[str, str, list[Any]]:
-        if vector is None or not self._vectors_ready:
+    def _neighbour_similarity(
+        self, db: SqlExecutor, vector: Vector | None
+    ) -> tuple[str, str, list[Any]]:
+        if vector is None or not self._has_vectors(db):
             return "NULL", "", []
         return (
             "1 - (e.embedding <=> ?::vector)",

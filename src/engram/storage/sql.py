@@ -897,11 +897,11 @@ class SqlStorage:
         filter runs in the database on the other end of every edge.
         """
         where, params = compile_filter(flt)
-        select, join, select_params = self._neighbour_similarity(vector)
         edges: dict[tuple[str, str], EdgeRow] = {}
         rows: dict[str, MemoryRow] = {}
         similarity: dict[str, float] = {}
         with self._reader() as db:
+            select, join, select_params = self._neighbour_similarity(db, vector)
             for chunk in _chunks(memory_ids):
                 marks = ", ".join("?" for _ in chunk)
                 halves = [
@@ -921,7 +921,9 @@ class SqlStorage:
             similarity = self.similarities(flt.account_id, list(rows), vector)
         return Neighbourhood(list(edges.values()), list(rows.values()), similarity)
 
-    def _neighbour_similarity(self, vector: Vector | None) -> tuple[str, str, list[Any]]:
+    def _neighbour_similarity(
+        self, db: SqlExecutor, vector: Vector | None
+    ) -> tuple[str, str, list[Any]]:
         """``(select expression, join, params)`` for the neighbours' cosine to ``vector``.
 
         By default the column is NULL and :meth:`similarities` fills it in afterwards; a
