@@ -26,9 +26,9 @@ from numpy.typing import NDArray
 
 from engram.storage.base import ScoredId, Vector
 from engram.storage.sql import SqlExecutor
+from engram.storage.vector_kernels import hamming_distances, int8_scores
 
 Owner = tuple[str, str]
-_HAMMING_BLOCK = 1 << 18  # rows per block: bounds the temporaries at about 14 MB
 
 
 @dataclass
@@ -71,12 +71,11 @@ class _OwnerIndex:
     def scores(self, rows: NDArray[np.intp], query: NDArray[np.float32]) -> NDArray[np.float32]:
         """Cosine of ``query`` to each of ``rows`` (stored vectors are unit length).
 
-        ``einsum``, not ``@``: it stays on this thread, where OpenBLAS may split a product
-        this size across threads that then spin on the cores the embedder and the database
-        need.
+        A compiled loop on this thread: no float copy of the codes, and no BLAS, which may
+        split a product this size across threads that then spin on the cores the embedder
+        and the database need.
         """
-        codes = self.codes[rows].astype(np.float32)
-        return np.asarray(np.einsum("ij,j->i", codes, query) * self.scales[rows])
+        return int8_scores(self.codes, self.scales, rows, query)
 
 
 def quantize(vectors: NDArray[np.float32]) -> tuple[NDArray[np.int8], NDArray[np.float32]]:
@@ -107,18 +106,7 @@ def nearest_by_bits(
     it, the full one when that sample guessed too low.
     """
     words, rows = bits.shape
-    # A few whole-array operations per block of rows rather than several per word: each
-    # releases and retakes the GIL, and a retake waits while worker threads run Python.
-    distance = np.empty(rows, dtype=np.uint16)
-    column = query[:, None]
-    for start in range(0, rows, _HAMMING_BLOCK):
-        block = bits[:, start : start + _HAMMING_BLOCK]
-        np.sum(
-            np.bitwise_count(block ^ column),
-            axis=0,
-            dtype=np.uint16,
-            out=distance[start : start + block.shape[1]],
-        )
+    distance = hamming_distances(bits, query)
     if count >= rows:
         return np.arange(rows)
     bins = words * 64 + 1
