@@ -45,7 +45,7 @@ def test_shortlist_is_complete_when_the_sample_guesses_too_low() -> None:
     assert set(copies) <= set(found.tolist())
 
 
-def test_int8_scores_stay_within_a_thousandth_of_float32() -> None:
+def test_int8_scores_stay_within_two_thousandths_of_float32() -> None:
     rng = np.random.default_rng(5)
     vectors, q = _unit(rng, 2000), _unit(rng, 1)[0]
     index = _OwnerIndex()
