@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -136,6 +136,13 @@ class InMemorySource:
             for j in sorted(others)
         ]
         return cands, edges
+
+    def with_dense(self, candidates: Sequence[Candidate], vector: np.ndarray) -> list[Candidate]:
+        """Cosine filled in for candidates read without the query vector."""
+        return [
+            c if c.dense is not None else replace(c, dense=float(self.vectors[int(c.id)] @ vector))
+            for c in candidates
+        ]
 
 
 class EngramSide:

@@ -220,6 +220,12 @@ def test_neighbourhood_keeps_to_the_filter(engine: MemoryEngine, bound: Storage)
     hood = bound.neighbourhood(with_shared, [seed.id], None)
     assert {r.id for r in hood.rows} == {near.id, shared.id}
     assert hood.similarity == {}
+    assert hood.vectors == {}
+    # Read before the query is embedded: the neighbours' own vectors come back instead.
+    hood = bound.neighbourhood(flt, [seed.id], None, with_vectors=True)
+    assert hood.similarity == {}
+    assert list(hood.vectors) == [near.id]
+    assert hood.vectors[near.id] == pytest.approx(vectors[near.id], abs=1e-6)
     assert bound.neighbourhood(flt, [], None).edges == []
 
 

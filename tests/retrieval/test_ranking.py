@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -157,6 +158,12 @@ class ListSource:
             self._cand(j, dense=None if vector is None else float(self.vectors[j] @ vector))
             for j in others
         ], edges
+
+    def with_dense(self, candidates: Sequence[Candidate], vector: np.ndarray) -> list[Candidate]:
+        return [
+            c if c.dense is not None else replace(c, dense=float(self.vectors[int(c.id)] @ vector))
+            for c in candidates
+        ]
 
 
 def test_retrieve_expands_to_the_answer_next_to_the_question() -> None:

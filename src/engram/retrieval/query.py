@@ -66,6 +66,13 @@ class CandidateSource(Protocol):
         """
         ...
 
+    def with_dense(self, candidates: Sequence[Candidate], vector: Vector) -> list[Candidate]:
+        """The same candidates with ``dense`` (cosine to ``vector``) filled in where missing.
+
+        Neighbours read without a vector (before the query was embedded) are scored here.
+        """
+        ...
+
 
 @dataclass(frozen=True, kw_only=True)
 class QueryPlan:
@@ -119,12 +126,31 @@ def _hydrated(
     return [filled.get(c.id, c) for c in pool]
 
 
+Expansion = tuple[list[Candidate], list[Edge]]
+
+
+@dataclass(frozen=True)
+class _LexicalSide:
+    found: list[Candidate]
+    seeds: list[str]
+    expansion: Future[Expansion] | None
+
+
 def _lexical_side(
-    source: CandidateSource, query_terms: Sequence[str], plan: QueryPlan
-) -> list[Candidate]:
-    """BM25 candidates, the best of them already hydrated (this runs during the embedding)."""
+    source: CandidateSource, query_terms: Sequence[str], plan: QueryPlan, expand: int
+) -> _LexicalSide:
+    """BM25 candidates, the best of them hydrated, and the edges of the best ``expand``.
+
+    This runs while the query is embedded. The best lexical hits are likely seeds, so their
+    edges are read now, on another worker while this one decrypts, and their neighbours
+    are scored once the query vector exists. (Worker tasks never wait on each other, so
+    they cannot deadlock.)
+    """
     found = source.lexical_candidates(query_terms, limit=plan.lexical_limit, params=plan.bm25)
-    return source.hydrate(found[: plan.hydrate_top]) + found[plan.hydrate_top :]
+    seeds = [c.id for c in found[:expand]]
+    expansion = workers().submit(source.neighbours, seeds, None) if seeds else None
+    hydrated = source.hydrate(found[: plan.hydrate_top]) + found[plan.hydrate_top :]
+    return _LexicalSide(hydrated, seeds, expansion)
 
 
 def retrieve(
@@ -151,47 +177,42 @@ def retrieve(
     expand = w.expand_top if p.expand_top is None else min(w.expand_top, p.expand_top)
     if not (w.w_adjacent or w.w_related):
         expand = 0
-    # The lexical search needs no embedding: it runs (and decrypts its best hits) in a worker
-    # thread while this one embeds the query (ONNX and the database drivers release the GIL).
-    lexical: Future[list[Candidate]] | None = None
+    # The lexical search needs no embedding: it runs (and decrypts its best hits, and reads
+    # their edges) on workers while this thread embeds the query (ONNX and the database
+    # drivers release the GIL).
+    pending: Future[_LexicalSide] | None = None
     if query_terms:
-        lexical = workers().submit(_lexical_side, source, query_terms, p)
+        pending = workers().submit(_lexical_side, source, query_terms, p, expand)
     vector = embedder.embed_one(query) if embedder is not None else None
-    # The best lexical hits are likely seeds: when the lexical search is done by now, their
-    # edges are read while the vectors are searched, and only the seeds they miss are
-    # expanded afterwards. (Worker tasks never wait on each other, so they cannot deadlock.)
-    early: Future[Expansion] | None = None
-    early_ids: list[str] = []
-    if expand and lexical is not None and lexical.done():
-        early_ids = [c.id for c in lexical.result()[:expand]]
-        early = workers().submit(source.neighbours, early_ids, vector)
     lists: list[list[Candidate]] = []
     if vector is not None:
         lists.append(source.dense_candidates(vector, limit=p.dense_limit))
+    lexical = pending.result() if pending is not None else None
     if lexical is not None:
-        lists.append(lexical.result())
+        lists.append(lexical.found)
     pool = _merge(lists)
     if not pool:
         return []
     # Which memories to read in full and whose edges to follow is decided on the fused score
-    # alone, so the edge expansion runs on a worker while this thread decrypts.
+    # alone, so the edges the lexical side did not read are read on a worker while this
+    # thread decrypts.
     fused = base_scores(pool, w)
     by_fused = [pool[i].id for i in sorted(range(len(pool)), key=lambda i: -fused[i])]
     seeds = by_fused[:expand]
-    expanded = set(early_ids)
+    expanded = set(lexical.seeds) if lexical is not None else set()
     missing = [i for i in seeds if i not in expanded]
     late = workers().submit(source.neighbours, missing, vector) if missing else None
     pool = _hydrated(source, pool, by_fused[: max(p.hydrate_top, limit)])
+    early = lexical.expansion if lexical is not None else None
     parts = [f.result() for f in (early, late) if f is not None]
     extra, edges = _edges_touching(set(seeds), parts)
+    if vector is not None:
+        extra = source.with_dense(extra, vector)
     pool = _merge([pool, extra])
     memo: dict[str, dict[str, float]] = {}
     top = [s.candidate.id for s in rank(features, pool, edges, w, memo=memo, top=2 * limit)]
     pool = _hydrated(source, pool, top)
     return rank(features, pool, edges, w, memo=memo, top=limit)
-
-
-Expansion = tuple[list[Candidate], list[Edge]]
 
 
 def _edges_touching(seeds: set[str], parts: Sequence[Expansion]) -> Expansion:

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
+
+import numpy as np
 
 from engram.codec import Contents
 from engram.engine import MemoryEngine
@@ -64,6 +67,7 @@ class StorageCandidateSource:
         self._flt: MemoryFilter | None = None
         self._rows: dict[str, MemoryRow] = {}
         self._contents: dict[str, Contents] = {}
+        self._vectors: dict[str, Vector] = {}
 
     @property
     def flt(self) -> MemoryFilter:
@@ -135,10 +139,15 @@ class StorageCandidateSource:
     def neighbours(
         self, ids: Sequence[str], vector: Vector | None
     ) -> tuple[list[Candidate], list[Edge]]:
-        """Edges of ``ids`` and the memories at their other ends (within the filter)."""
-        hood = self.engine.storage.neighbourhood(self.flt, ids, vector)
+        """Edges of ``ids`` and the memories at their other ends (within the filter).
+
+        Without ``vector`` the neighbours' stored vectors are kept, for :meth:`with_dense`
+        to score them once the query is embedded.
+        """
+        hood = self.engine.storage.neighbourhood(self.flt, ids, vector, with_vectors=vector is None)
         for row in hood.rows:
             self._rows[row.id] = row
+        self._vectors.update(hood.vectors)
         edges = [
             Edge(
                 a=r.from_id,
@@ -150,3 +159,15 @@ class StorageCandidateSource:
         ]
         ends = sorted(row.id for row in hood.rows)
         return [Candidate(id=i, dense=hood.similarity.get(i)) for i in ends], edges
+
+    def with_dense(self, candidates: Sequence[Candidate], vector: Vector) -> list[Candidate]:
+        """The candidates with their cosine to ``vector`` filled in where it is missing."""
+        unscored = [c.id for c in candidates if c.dense is None]
+        if not unscored:
+            return list(candidates)
+        query = np.asarray(vector, dtype=np.float32)
+        dense = {i: float(self._vectors[i] @ query) for i in unscored if i in self._vectors}
+        unknown = [i for i in unscored if i not in dense]
+        if unknown:
+            dense.update(self.engine.storage.similarities(self.flt.account_id, unknown, vector))
+        return [c if c.dense is not None else replace(c, dense=dense.get(c.id)) for c in candidates]

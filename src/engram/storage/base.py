@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, NamedTuple, Protocol
 
 import numpy as np
@@ -146,12 +146,15 @@ class EdgeRow:
 class Neighbourhood:
     """The edges of some memories, and the rows at their other ends, all within one filter.
 
-    ``similarity`` holds the cosine of each neighbour to the query vector, when one was given.
+    ``similarity`` holds the cosine of each neighbour to the query vector, when one was given;
+    ``vectors`` the neighbours' stored embeddings, when they were asked for instead (so the
+    edges can be read before the query is embedded and scored once it is).
     """
 
     edges: list[EdgeRow]
     rows: list[MemoryRow]
     similarity: dict[str, float]
+    vectors: dict[str, Vector] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -344,12 +347,18 @@ class Storage(Protocol):
         ...
 
     def neighbourhood(
-        self, flt: MemoryFilter, memory_ids: Sequence[str], vector: Vector | None
+        self,
+        flt: MemoryFilter,
+        memory_ids: Sequence[str],
+        vector: Vector | None,
+        *,
+        with_vectors: bool = False,
     ) -> Neighbourhood:
         """Edges touching ``memory_ids`` whose other end matches ``flt``, with those rows.
 
         One read for what retrieval's edge expansion needs: the edges, the neighbours' rows
-        and (given ``vector``) their cosine similarity to it.
+        and (given ``vector``) their cosine similarity to it, or (``with_vectors``, no
+        ``vector``) their stored embeddings.
         """
         ...
 

@@ -11,7 +11,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Literal, NamedTuple, Protocol
 
 import numpy as np
 
@@ -35,6 +35,19 @@ from engram.types import MemoryFilter
 
 MEMORY_SELECT = ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
 _UPDATABLE = frozenset(MEMORY_COLUMNS) - {"id", "account_id", "user_id", "lineage_id"}
+
+
+class NeighbourColumn(NamedTuple):
+    """A column the neighbourhood read adds to each neighbour: its cosine to the query
+    vector, its stored vector, or nothing (``kind`` says which)."""
+
+    select: str
+    join: str
+    params: list[Any]
+    kind: Literal["similarity", "vector", "none"]
+
+
+NO_NEIGHBOUR_COLUMN = NeighbourColumn("NULL", "", [], "none")
 _OWNED_TABLES = ("memory_tokens", "relations", "embeddings")
 # Tables with an owner, emptied by erasure; the service tables exist once it has migrated.
 _OPTIONAL_OWNER_TABLES = ("session_events", "call_sessions", "proposals")
@@ -889,7 +902,12 @@ class SqlStorage:
         return list(found.values())
 
     def neighbourhood(
-        self, flt: MemoryFilter, memory_ids: Sequence[str], vector: Vector | None
+        self,
+        flt: MemoryFilter,
+        memory_ids: Sequence[str],
+        vector: Vector | None,
+        *,
+        with_vectors: bool = False,
     ) -> Neighbourhood:
         """Edges touching ``memory_ids`` whose other end matches ``flt``, with those rows.
 
@@ -900,36 +918,48 @@ class SqlStorage:
         edges: dict[tuple[str, str], EdgeRow] = {}
         rows: dict[str, MemoryRow] = {}
         similarity: dict[str, float] = {}
+        vectors: dict[str, Vector] = {}
         with self._reader() as db:
-            select, join, select_params = self._neighbour_similarity(db, vector)
+            column = self._neighbour_column(db, vector, with_vectors=with_vectors)
             for chunk in _chunks(memory_ids):
                 marks = ", ".join("?" for _ in chunk)
-                halves = [
-                    f"SELECT r.from_id, r.to_id, r.relation_type, r.strength, {select}, "
-                    f"{MEMORY_SELECT} FROM relations r JOIN memories m ON m.id = r.{there} "
-                    f"{join} WHERE r.account_id = ? AND r.{here} IN ({marks}) AND {where}"
-                    for here, there in (("from_id", "to_id"), ("to_id", "from_id"))
-                ]
-                half_params = [*select_params, flt.account_id, *chunk, *params]
-                for r in db.run(" UNION ALL ".join(halves), half_params * 2).fetchall():
+                # One pass over the edges touching the chunk, each joined to its other end
+                # (an edge between two seeds: its ``to`` end; both are results already).
+                # CROSS JOIN keeps SQLite from starting at the memories.
+                sql = (
+                    f"SELECT r.from_id, r.to_id, r.relation_type, r.strength, {column.select}, "
+                    f"{MEMORY_SELECT} FROM relations r CROSS JOIN memories m {column.join} "
+                    f"WHERE r.account_id = ? AND (r.from_id IN ({marks}) OR r.to_id IN ({marks})) "
+                    f"AND m.id = CASE WHEN r.from_id IN ({marks}) THEN r.to_id ELSE r.from_id END "
+                    f"AND {where}"
+                )
+                run_params = [*column.params, flt.account_id, *chunk, *chunk, *chunk, *params]
+                for r in db.run(sql, run_params).fetchall():
                     edges[(r[0], r[1])] = EdgeRow(str(r[0]), str(r[1]), str(r[2]), float(r[3]))
                     row = memory_row(r[5:])
                     rows[row.id] = row
-                    if r[4] is not None:
+                    if r[4] is None:
+                        continue
+                    if column.kind == "similarity":
                         similarity[row.id] = float(r[4])
-        if vector is not None and not select_params and rows:
+                    elif column.kind == "vector":
+                        vectors[row.id] = self._decode_vector(r[4])
+        if rows and vector is not None and column.kind != "similarity":
             similarity = self.similarities(flt.account_id, list(rows), vector)
-        return Neighbourhood(list(edges.values()), list(rows.values()), similarity)
+        elif rows and vector is None and with_vectors and column.kind != "vector":
+            vectors = self.vectors(flt.account_id, list(rows))
+        return Neighbourhood(list(edges.values()), list(rows.values()), similarity, vectors)
 
-    def _neighbour_similarity(
-        self, db: SqlExecutor, vector: Vector | None
-    ) -> tuple[str, str, list[Any]]:
-        """``(select expression, join, params)`` for the neighbours' cosine to ``vector``.
+    def _neighbour_column(
+        self, db: SqlExecutor, vector: Vector | None, *, with_vectors: bool
+    ) -> NeighbourColumn:
+        """What the neighbourhood read selects beside each neighbour's row.
 
-        By default the column is NULL and :meth:`similarities` fills it in afterwards; a
-        backend that computes cosine in SQL joins its vectors here instead.
+        By default nothing (NULL): :meth:`similarities` or :meth:`vectors` fill it in
+        afterwards. A backend that computes cosine in SQL, or reads vectors cheaply in the
+        same statement, joins its embeddings here instead.
         """
-        return "NULL", "", []
+        return NO_NEIGHBOUR_COLUMN
 
     def vectors(self, account_id: str, memory_ids: Sequence[str]) -> dict[str, Vector]:
         """Stored embeddings of these memory versions."""
