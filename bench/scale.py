@@ -14,7 +14,9 @@ Rows go through the engine's normal write path (``MemoryEngine.store_many`` with
 indexer, batches of 1000, a session ``run_id`` every 20 rows so adjacency edges exist) with
 ``link_top_k=0``: the store-time similarity search per row would only slow the set-up, and
 ``related_to`` edges carry no weight in the default ranking. The queried user owns ``size``
-memories; 20 other users own ``size/10`` more between them.
+memories; 20 other users own ``size/10`` more between them. After the load the store is
+settled as between imports (``_engine_side.settle``: statistics, SQLite's WAL folded,
+PostgreSQL vacuumed) so no load aftermath runs during the timed queries.
 
 Each query is a fresh question through ``Engram.query`` (agent ``default``, top_k 3 unless
 ``--top-k``), so its embedding is included; the bare query embedding is timed separately on
@@ -44,7 +46,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _engine_side import open_storage
+from _engine_side import open_storage, settle
 from _locomo_data import DEFAULT_DATA, REPO_ROOT, load_conversations
 from engram.client import Engram
 from engram.config import Settings
@@ -53,7 +55,6 @@ from engram.engine import MemoryEngine
 from engram.retrieval.embedders import Embedder, l2_normalise
 from engram.retrieval.embedders.local import LocalMiniLMEmbedder
 from engram.storage.base import Storage
-from engram.storage.sqlite import SqliteStorage
 from engram.types import MemoryFilter
 
 RESULTS = REPO_ROOT / "bench" / "results"
@@ -347,13 +348,7 @@ def run(backend: str, size: int, local: Embedder, args: argparse.Namespace) -> d
                 )
                 user_ids += [m.id for m in stored if m.user_id == USER]
             fill_s = time.perf_counter() - start
-            # Settle after the bulk load, as a deployment would be between imports: fresh
-            # planner statistics, and on SQLite the WAL folded (otherwise the background
-            # checkpoint of the whole load runs during the timed queries).
-            with storage.transaction() as tx:
-                tx.run("ANALYZE")  # type: ignore[attr-defined]
-            if isinstance(storage, SqliteStorage):
-                storage.checkpoint()
+            settle(storage)
             asked = questions(args.queries + 20)
             warm, timed = asked[:20], asked[20:]
             for q in warm:
