@@ -923,18 +923,14 @@ class SqlStorage:
             column = self._neighbour_column(db, vector, with_vectors=with_vectors)
             for chunk in _chunks(memory_ids):
                 marks = ", ".join("?" for _ in chunk)
-                # One pass over the edges touching the chunk, each joined to its other end
-                # (an edge between two seeds: its ``to`` end; both are results already).
-                # CROSS JOIN keeps SQLite from starting at the memories.
-                sql = (
+                halves = [
                     f"SELECT r.from_id, r.to_id, r.relation_type, r.strength, {column.select}, "
-                    f"{MEMORY_SELECT} FROM relations r CROSS JOIN memories m {column.join} "
-                    f"WHERE r.account_id = ? AND (r.from_id IN ({marks}) OR r.to_id IN ({marks})) "
-                    f"AND m.id = CASE WHEN r.from_id IN ({marks}) THEN r.to_id ELSE r.from_id END "
-                    f"AND {where}"
-                )
-                run_params = [*column.params, flt.account_id, *chunk, *chunk, *chunk, *params]
-                for r in db.run(sql, run_params).fetchall():
+                    f"{MEMORY_SELECT} FROM relations r JOIN memories m ON m.id = r.{there} "
+                    f"{column.join} WHERE r.account_id = ? AND r.{here} IN ({marks}) AND {where}"
+                    for here, there in (("from_id", "to_id"), ("to_id", "from_id"))
+                ]
+                half_params = [*column.params, flt.account_id, *chunk, *params]
+                for r in db.run(" UNION ALL ".join(halves), half_params * 2).fetchall():
                     edges[(r[0], r[1])] = EdgeRow(str(r[0]), str(r[1]), str(r[2]), float(r[3]))
                     row = memory_row(r[5:])
                     rows[row.id] = row
