@@ -912,39 +912,53 @@ class SqlStorage:
         """Edges touching ``memory_ids`` whose other end matches ``flt``, with those rows.
 
         ``memory_ids`` are taken to match the filter already (they are search results); the
-        filter runs in the database on the other end of every edge.
+        filter runs in the database on the other end of every edge. Two plain reads (the
+        edges, then the rows across them) plan and run faster than one join per direction.
         """
-        where, params = compile_filter(flt)
-        edges: dict[tuple[str, str], EdgeRow] = {}
+        given = set(memory_ids)
+        found: dict[tuple[str, str], EdgeRow] = {}
         rows: dict[str, MemoryRow] = {}
         similarity: dict[str, float] = {}
         vectors: dict[str, Vector] = {}
         with self._reader() as db:
-            column = self._neighbour_column(db, vector, with_vectors=with_vectors)
             for chunk in _chunks(memory_ids):
                 marks = ", ".join("?" for _ in chunk)
-                halves = [
-                    f"SELECT r.from_id, r.to_id, r.relation_type, r.strength, {column.select}, "
-                    f"{MEMORY_SELECT} FROM relations r JOIN memories m ON m.id = r.{there} "
-                    f"{column.join} WHERE r.account_id = ? AND r.{here} IN ({marks}) AND {where}"
-                    for here, there in (("from_id", "to_id"), ("to_id", "from_id"))
-                ]
-                half_params = [*column.params, flt.account_id, *chunk, *params]
-                for r in db.run(" UNION ALL ".join(halves), half_params * 2).fetchall():
-                    edges[(r[0], r[1])] = EdgeRow(str(r[0]), str(r[1]), str(r[2]), float(r[3]))
-                    row = memory_row(r[5:])
+                for r in db.run(
+                    "SELECT from_id, to_id, relation_type, strength FROM relations "
+                    f"WHERE account_id = ? AND (from_id IN ({marks}) OR to_id IN ({marks}))",
+                    [flt.account_id, *chunk, *chunk],
+                ).fetchall():
+                    found[(r[0], r[1])] = EdgeRow(str(r[0]), str(r[1]), str(r[2]), float(r[3]))
+            across = {e.to_id for e in found.values() if e.from_id in given} | {
+                e.from_id for e in found.values() if e.to_id in given
+            }
+            column = self._neighbour_column(db, vector, with_vectors=with_vectors)
+            where, params = compile_filter(flt)
+            for chunk in _chunks(sorted(across)):
+                marks = ", ".join("?" for _ in chunk)
+                for r in db.run(
+                    f"SELECT {column.select}, {MEMORY_SELECT} FROM memories m {column.join} "
+                    f"WHERE m.id IN ({marks}) AND {where}",
+                    [*column.params, *chunk, *params],
+                ).fetchall():
+                    row = memory_row(r[1:])
                     rows[row.id] = row
-                    if r[4] is None:
+                    if r[0] is None:
                         continue
                     if column.kind == "similarity":
-                        similarity[row.id] = float(r[4])
+                        similarity[row.id] = float(r[0])
                     elif column.kind == "vector":
-                        vectors[row.id] = self._decode_vector(r[4])
+                        vectors[row.id] = self._decode_vector(r[0])
+        edges = [
+            e
+            for e in found.values()
+            if (e.from_id in given and e.to_id in rows) or (e.to_id in given and e.from_id in rows)
+        ]
         if rows and vector is not None and column.kind != "similarity":
             similarity = self.similarities(flt.account_id, list(rows), vector)
         elif rows and vector is None and with_vectors and column.kind != "vector":
             vectors = self.vectors(flt.account_id, list(rows))
-        return Neighbourhood(list(edges.values()), list(rows.values()), similarity, vectors)
+        return Neighbourhood(edges, list(rows.values()), similarity, vectors)
 
     def _neighbour_column(
         self, db: SqlExecutor, vector: Vector | None, *, with_vectors: bool
