@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 
 from engram.engine import MemoryEngine
+from engram.retrieval.ranking import Candidate
+from engram.retrieval.source import StorageCandidateSource
 from engram.storage.base import EdgeRow, Storage
 from engram.testing.builders import ACCOUNT, add
 from engram.types import Memory, MemoryFilter, MemoryState
@@ -226,7 +228,32 @@ def test_neighbourhood_keeps_to_the_filter(engine: MemoryEngine, bound: Storage)
     assert hood.similarity == {}
     assert list(hood.vectors) == [near.id]
     assert hood.vectors[near.id] == pytest.approx(vectors[near.id], abs=1e-6)
+    # An edge between two of the given memories makes each the other's neighbour.
+    both = bound.neighbourhood(flt, [seed.id, near.id], vectors[seed.id])
+    assert {r.id for r in both.rows} == {seed.id, near.id}
+    assert both.similarity[seed.id] == pytest.approx(1.0, abs=1e-6)
     assert bound.neighbourhood(flt, [], None).edges == []
+
+
+def test_neighbours_read_before_the_query_vector_are_scored_after(
+    engine: MemoryEngine, bound: Storage
+) -> None:
+    rng = np.random.default_rng(6)
+    seed, near, far = (add(engine, key=k) for k in ("seed", "near", "far"))
+    vectors = _with_vectors(engine, bound, [seed, near, far], rng)
+    with bound.transaction() as tx:
+        tx.put_edges(ACCOUNT, "user-1", [EdgeRow(seed.id, near.id, "adjacent", 1.0)])
+    source = StorageCandidateSource(engine, MemoryFilter(account_id=ACCOUNT, user_id="user-1"))
+    early, edges = source.neighbours([seed.id], None)
+    assert [(c.id, c.dense) for c in early] == [(near.id, None)]
+    assert [(e.a, e.b) for e in edges] == [(seed.id, near.id)]
+    query = vectors[far.id]
+    scored = source.with_dense(
+        [*early, Candidate(id=far.id), Candidate(id=seed.id, dense=0.5)], query
+    )
+    assert scored[0].dense == pytest.approx(float(vectors[near.id] @ query), abs=1e-6)
+    assert scored[1].dense == pytest.approx(1.0, abs=1e-6)  # not read before: asked for now
+    assert scored[2].dense == 0.5  # already scored: kept
 
 
 def test_lexical_search_under_a_selective_filter_returns_every_match(
