@@ -37,10 +37,9 @@ except ImportError:  # pragma: no cover - exercised only without the extra
 class VectorParam:
     """A vector sent to PostgreSQL in pgvector's binary form (``$n::vector`` in the SQL).
 
-    The text form costs a float-to-decimal conversion per dimension on both sides (about
-    half a millisecond for 384 dimensions in Python); the binary form is one byte copy:
-    the dimension count and a reserved word (big-endian int16 each), then the values as
-    big-endian float4.
+    The text form costs a float-to-decimal conversion per dimension on both sides; the
+    binary form is one byte copy: the dimension count and a reserved word (big-endian int16
+    each), then the values as big-endian float4.
     """
 
     __slots__ = ("data",)
