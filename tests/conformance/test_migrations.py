@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from engram.crypto.keyring import KeyRing
 from engram.engine import MemoryEngine
 from engram.storage import migrations
@@ -25,3 +27,23 @@ def test_older_database_upgrades_and_keeps_data(storage: Storage, monkeypatch: o
     assert engine.get(memory.id, account_id=ACCOUNT).value == "kept across the upgrade"
     storage.bind_embedder("test-model", 8)
     assert storage.embedder_spec() == "test-model:8"
+
+
+def test_vector_graph_is_rebuilt_with_the_current_build_settings(storage: Storage) -> None:
+    if storage.dialect != "postgres":  # type: ignore[attr-defined]
+        pytest.skip("the HNSW graph is PostgreSQL's")
+    storage.bind_embedder("test-model", 8)
+    # As a store made before version 4 left it: a graph built with pgvector's default.
+    with storage.transaction() as tx:
+        tx.run("DROP INDEX embeddings_hnsw")  # type: ignore[attr-defined]
+        tx.run(  # type: ignore[attr-defined]
+            "CREATE INDEX embeddings_hnsw ON embeddings USING hnsw "
+            "(embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)"
+        )
+        tx.run("DELETE FROM schema_migrations WHERE version >= 4")  # type: ignore[attr-defined]
+    storage.migrate()
+    with storage.transaction() as tx:
+        row = tx.run(  # type: ignore[attr-defined]
+            "SELECT reloptions FROM pg_class WHERE relname = 'embeddings_hnsw'"
+        ).fetchone()
+    assert f"ef_construction={migrations.HNSW_EF_CONSTRUCTION}" in row[0]

@@ -292,3 +292,31 @@ def test_cached_term_counts_never_hide_new_memories(
     new = add(engine, key="boat", value="fish from the kayak")
     assert new.id in {h.memory_id for h in storage.lexical_search(flt, fish, 20, k1=1.2, b=0.75)}
     assert [h.memory_id for h in storage.lexical_search(flt, kayak, 5, k1=1.2, b=0.75)] == [new.id]
+
+
+def test_common_terms_give_way_to_rare_ones_and_count_in_full_alone(
+    engine: MemoryEngine, storage: Storage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    crowd = [
+        {"account_id": ACCOUNT, "user_id": "user-1", "key": f"k{i}", "value": f"fish number {i}"}
+        for i in range(30)
+    ]
+    crowd += [
+        {"account_id": ACCOUNT, "user_id": "user-1", "key": f"b{i}", "value": f"kayak fish {i}"}
+        for i in range(3)
+    ]
+    stored = engine.store_many(crowd)
+    flt = MemoryFilter(account_id=ACCOUNT, user_id="user-1")
+    fish = list(engine.lexical.hashed_terms(ACCOUNT, "fish"))
+    both = list(engine.lexical.hashed_terms(ACCOUNT, "fish kayak"))
+    exact_fish = storage.lexical_search(flt, fish, 40, k1=1.2, b=0.75)
+    # Now "fish" (33 memories) is common and "kayak" (3) is not.
+    monkeypatch.setattr(storage, "LEXICAL_COMMON_MIN", 10, raising=False)
+    hits = storage.lexical_search(flt, both, 40, k1=1.2, b=0.75)
+    assert {h.memory_id for h in hits} == {m.id for m in stored[30:]}
+    # A query of common terms only is scored with their full counts, as without the cut.
+    alone = storage.lexical_search(flt, fish, 40, k1=1.2, b=0.75)
+    assert [(h.memory_id, round(h.score, 9)) for h in alone] == [
+        (h.memory_id, round(h.score, 9)) for h in exact_fish
+    ]
+    assert len(alone) == 33

@@ -12,6 +12,7 @@ import numpy as np
 from engram.errors import MissingDependencyError, StorageError
 from engram.storage.base import MEMORY_COLUMNS, ScoredId, Vector
 from engram.storage.filters import compile_filter
+from engram.storage.migrations import POSTGRES_HNSW_INDEX
 from engram.storage.sql import (
     MEMORY_SELECT,
     NO_NEIGHBOUR_COLUMN,
@@ -63,10 +64,6 @@ def decode_vector_send(value: Any) -> Vector:
     return np.frombuffer(bytes(value), dtype=">f4", offset=4).astype(np.float32)
 
 
-HNSW_M = 16
-HNSW_EF_CONSTRUCTION = 64
-
-
 def _has_table(db: SqlExecutor, name: str) -> bool:
     row = db.run("SELECT to_regclass(?) IS NOT NULL", [name]).fetchone()
     return bool(row[0])
@@ -112,7 +109,7 @@ class PostgresStorage(SqlStorage):
     )
 
     def __init__(
-        self, conninfo: str, *, min_size: int = 1, max_size: int = 8, ef_search: int = 100
+        self, conninfo: str, *, min_size: int = 1, max_size: int = 8, ef_search: int = 64
     ) -> None:
         if psycopg is None or ConnectionPool is None:
             raise MissingDependencyError("psycopg", "postgres")
@@ -177,9 +174,7 @@ class PostgresStorage(SqlStorage):
                 account_id TEXT NOT NULL, user_id TEXT NOT NULL,
                 model_id TEXT NOT NULL, embedding vector({int(dims)}) NOT NULL)""",
             "CREATE INDEX IF NOT EXISTS embeddings_owner ON embeddings (account_id, user_id)",
-            "CREATE INDEX IF NOT EXISTS embeddings_hnsw ON embeddings USING hnsw "
-            f"(embedding vector_cosine_ops) WITH (m = {HNSW_M}, "
-            f"ef_construction = {HNSW_EF_CONSTRUCTION})",
+            POSTGRES_HNSW_INDEX,
         )
 
     _vector_select: ClassVar[str] = "vector_send(embedding)"

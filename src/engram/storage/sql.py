@@ -750,13 +750,18 @@ class SqlStorage:
         docs: int,
     ) -> dict[int, float]:
         cache = docs >= self.LEXICAL_STATS_MIN_CACHED
-        df = self._document_frequencies(db, account_id, owner, tokens, cache=cache)
         docs = max(docs, 1)
         # Terms in more than a fiftieth of the owner's memories add little to BM25 but
-        # dominate its cost (long posting lists); leave them out when rarer ones exist.
-        common = max(1000, docs // 50)
-        rare = {tok: n for tok, n in df.items() if 0 < n <= common}
-        kept = rare or {tok: n for tok, n in df.items() if n > 0}
+        # dominate its cost (long posting lists); leave them out when rarer ones exist. Only
+        # whether a term is that common matters then, so its count stops there.
+        common = max(self.LEXICAL_COMMON_MIN, docs // 50)
+        df = self._document_frequencies(db, account_id, owner, tokens, cache=cache, cap=common + 1)
+        kept = {tok: n for tok, n in df.items() if 0 < n <= common}
+        if not kept:  # only common terms: weigh them by their full counts
+            capped = [tok for tok, n in df.items() if n > common]
+            if capped:
+                df.update(self._document_frequencies(db, account_id, owner, capped, cache=cache))
+            kept = {tok: n for tok, n in df.items() if n > 0}
         # A question made only of common words ("where has Maria made friends") would still
         # score tens of thousands of postings; the rarest terms up to a budget rank nearly the
         # same. (An owner of fewer than a few thousand memories never reaches the budget.)
@@ -770,20 +775,30 @@ class SqlStorage:
         return {tok: float(np.log(1.0 + (docs - n + 0.5) / (n + 0.5))) for tok, n in kept.items()}
 
     LEXICAL_POSTINGS_BUDGET: ClassVar[int] = 10_000
+    LEXICAL_COMMON_MIN: ClassVar[int] = 1000
+    """A term is common (left out when rarer ones exist) above this many postings, or a
+    fiftieth of the owner's memories when that is more."""
 
     DOCUMENT_FREQUENCIES_CACHED: ClassVar[int] = 200_000
     DOCUMENT_FREQUENCY_MIN_CACHED: ClassVar[int] = 100
 
     def _document_frequencies(
-        self, db: SqlExecutor, account_id: str, owner: str | None, tokens: list[int], cache: bool
+        self,
+        db: SqlExecutor,
+        account_id: str,
+        owner: str | None,
+        tokens: list[int],
+        cache: bool,
+        cap: int | None = None,
     ) -> dict[int, int]:
-        """How many of the owner's memories hold each token.
+        """How many of the owner's memories hold each token (at most ``cap``, when given).
 
         Counting a common term's postings is the slowest part of a lexical search, and for a
         large owner a count of at least :attr:`DOCUMENT_FREQUENCY_MIN_CACHED` up to
         :attr:`LEXICAL_STATS_TTL` old ranks the same (like the document count), so such
         counts are kept that long. Rarer terms are counted every time: a memory stored a
-        moment ago must be found by its words.
+        moment ago must be found by its words. With ``cap``, each count stops at ``cap``
+        postings, and a count that reached it (a lower bound) is not kept.
         """
         now = time.monotonic()
         df: dict[int, int] = {}
@@ -798,19 +813,31 @@ class SqlStorage:
             return df
         owner_sql = "account_id = ?" + (" AND user_id = ?" if owner is not None else "")
         owner_params: list[Any] = [account_id] + ([owner] if owner is not None else [])
-        marks = ", ".join("?" for _ in missing)
         counted = {token: 0 for token in missing}
-        counted.update(
-            db.run(
-                f"SELECT token, COUNT(*) FROM memory_tokens WHERE {owner_sql} "
-                f"AND token IN ({marks}) GROUP BY token",
-                [*owner_params, *missing],
-            ).fetchall()
-        )
+        if cap is None:
+            marks = ", ".join("?" for _ in missing)
+            counted.update(
+                db.run(
+                    f"SELECT token, COUNT(*) FROM memory_tokens WHERE {owner_sql} "
+                    f"AND token IN ({marks}) GROUP BY token",
+                    [*owner_params, *missing],
+                ).fetchall()
+            )
+        else:
+            # One bounded index range per token: a term in half the memories costs no more
+            # to count than one in ``cap`` of them.
+            parts = " UNION ALL ".join(
+                f"SELECT {i}, COUNT(*) FROM (SELECT 1 FROM memory_tokens WHERE {owner_sql} "
+                f"AND token = ? LIMIT ?) AS c{i}"
+                for i in range(len(missing))
+            )
+            params = [v for token in missing for v in (*owner_params, token, cap)]
+            for i, n in db.run(parts, params).fetchall():
+                counted[missing[int(i)]] = int(n)
         if cache:
             with self._stats_lock:
                 for token, n in counted.items():
-                    if n < self.DOCUMENT_FREQUENCY_MIN_CACHED:
+                    if n < self.DOCUMENT_FREQUENCY_MIN_CACHED or (cap is not None and n >= cap):
                         continue  # rare terms count fast, and a new memory must count at once
                     self._document_frequency[(account_id, owner, token)] = (now, int(n))
                     self._document_frequency.move_to_end((account_id, owner, token))

@@ -29,6 +29,7 @@ class EmbeddedPostgres:
     ) -> None:
         self._owns_root = base_dir is None
         root = Path(base_dir or tempfile.mkdtemp(prefix="engram-pg-"))
+        root.mkdir(parents=True, exist_ok=True)
         if "XDG_RUNTIME_DIR" not in os.environ:
             # The wheel keeps its inter-process start lock in the user's runtime folder (read
             # once, at import); one folder per user, outside any server's own folder, so it
