@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -254,6 +256,29 @@ def test_neighbours_read_before_the_query_vector_are_scored_after(
     assert scored[0].dense == pytest.approx(float(vectors[near.id] @ query), abs=1e-6)
     assert scored[1].dense == pytest.approx(1.0, abs=1e-6)  # not read before: asked for now
     assert scored[2].dense == 0.5  # already scored: kept
+
+
+def test_neighbours_skip_stored_vectors_when_no_query_vector_will_come(
+    engine: MemoryEngine, bound: Storage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seed, near = (add(engine, key=k) for k in ("seed", "near"))
+    _with_vectors(engine, bound, [seed, near], np.random.default_rng(7))
+    with bound.transaction() as tx:
+        tx.put_edges(ACCOUNT, "user-1", [EdgeRow(seed.id, near.id, "adjacent", 1.0)])
+    asked: list[bool] = []
+    read = bound.neighbourhood
+
+    def spy(*args: Any, with_vectors: bool = False) -> Any:
+        asked.append(with_vectors)
+        return read(*args, with_vectors=with_vectors)
+
+    monkeypatch.setattr(bound, "neighbourhood", spy)
+    flt = MemoryFilter(account_id=ACCOUNT, user_id="user-1")
+    for expected in (True, False):
+        source = StorageCandidateSource(engine, flt, vector_expected=expected)
+        found, edges = source.neighbours([seed.id], None)
+        assert [c.id for c in found] == [near.id] and len(edges) == 1
+    assert asked == [True, False]
 
 
 def test_lexical_search_under_a_selective_filter_returns_every_match(

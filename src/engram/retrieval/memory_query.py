@@ -163,7 +163,9 @@ class MemoryQueryService:
     def _retrieve(
         self, req: MemoryQueryRequest, flt: MemoryFilter, scope: SharedScope
     ) -> list[tuple[Memory, dict[str, Any]]]:
-        source = StorageCandidateSource(self.engine, flt, scope)
+        source = StorageCandidateSource(
+            self.engine, flt, scope, vector_expected=self.embedder is not None
+        )
         limit = max(req.top_k * 3, 10)
         # Work sized to the answer: a three-bullet answer needs no hundred candidates, and
         # reading 2 * limit in full and following the edges of 1.5 * limit ranked as well

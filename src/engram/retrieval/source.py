@@ -59,9 +59,18 @@ class StorageCandidateSource:
     """
 
     def __init__(
-        self, engine: MemoryEngine, flt: MemoryFilter, scope: SharedScope | None = None
+        self,
+        engine: MemoryEngine,
+        flt: MemoryFilter,
+        scope: SharedScope | None = None,
+        *,
+        vector_expected: bool = True,
     ) -> None:
+        """``vector_expected``: whether the query will be embedded; only then do neighbours
+        read before the query vector exists keep their stored vectors (for
+        :meth:`with_dense`)."""
         self.engine = engine
+        self._vector_expected = vector_expected
         self._requested = flt
         self._scope = scope or SharedScope(engine.storage, flt)
         self._flt: MemoryFilter | None = None
@@ -142,9 +151,10 @@ class StorageCandidateSource:
         """Edges of ``ids`` and the memories at their other ends (within the filter).
 
         Without ``vector`` the neighbours' stored vectors are kept, for :meth:`with_dense`
-        to score them once the query is embedded.
+        to score them once the query is embedded (unless no query vector is expected).
         """
-        hood = self.engine.storage.neighbourhood(self.flt, ids, vector, with_vectors=vector is None)
+        keep_vectors = vector is None and self._vector_expected
+        hood = self.engine.storage.neighbourhood(self.flt, ids, vector, with_vectors=keep_vectors)
         for row in hood.rows:
             self._rows[row.id] = row
         self._vectors.update(hood.vectors)
