@@ -162,33 +162,46 @@ def rank(
     w = weights or RankingWeights()
     unique = list({c.id: c for c in reversed(candidates)}.values())[::-1]
     base = base_scores(unique, w)
+    # Most of a pool is never read in full (neighbours, lower hits): without text or speaker
+    # a memory's boosts depend on its importance and pinning alone, so they are shared.
+    plain: dict[tuple[int, bool], tuple[dict[str, float], float]] = {}
     boosts: list[dict[str, float]] = []
-    for c in unique:
+    own: list[float] = []
+    for c, b in zip(unique, base, strict=True):
+        if not c.text and not c.speaker:
+            shared = plain.get((c.importance, c.pinned))
+            if shared is None:
+                parts = _boosts(query, c, w)
+                shared = plain[(c.importance, c.pinned)] = (parts, sum(parts.values()))
+            boosts.append(shared[0])
+            own.append(b + shared[1])
+            continue
         found = memo.get(c.id) if memo is not None and c.text else None
         if found is None:
             found = _boosts(query, c, w)
             if memo is not None and c.text:
                 memo[c.id] = found
         boosts.append(found)
-    own = [b + sum(p.values()) for b, p in zip(base, boosts, strict=True)]
+        own.append(b + sum(found.values()))
     scores = {c.id: s for c, s in zip(unique, own, strict=True)}
     graph = _neighbours(edges)
     adjacent_of = graph[EdgeKind.ADJACENT] if w.w_adjacent else {}
     similar_of = graph[EdgeKind.SIMILAR] if w.w_related else {}
+    no_spread: dict[str, float] = {}
     spread: list[dict[str, float]] = []
     totals: list[float] = []
     for c, score in zip(unique, own, strict=True):
-        extra: dict[str, float] = {}
+        extra = no_spread
         if c.id in adjacent_of:
             adjacent = [scores[n] for n, _ in adjacent_of[c.id] if n in scores]
             if adjacent:
-                extra["adjacent"] = w.w_adjacent * max(0.0, max(adjacent))
+                extra = {"adjacent": w.w_adjacent * max(0.0, max(adjacent))}
         if c.id in similar_of:
             related = [s * scores[n] for n, s in similar_of[c.id] if n in scores]
             if related:
-                extra["related"] = w.w_related * max(0.0, max(related))
+                extra = {**extra, "related": w.w_related * max(0.0, max(related))}
         spread.append(extra)
-        totals.append(score + sum(extra.values()))
+        totals.append(score + sum(extra.values()) if extra else score)
     order = sorted(range(len(unique)), key=lambda i: -totals[i])
     return [
         ScoredCandidate(unique[i], totals[i], {"base": base[i], **boosts[i], **spread[i]})
