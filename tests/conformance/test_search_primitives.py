@@ -335,11 +335,14 @@ def test_common_terms_give_way_to_rare_ones_and_count_in_full_alone(
     fish = list(engine.lexical.hashed_terms(ACCOUNT, "fish"))
     both = list(engine.lexical.hashed_terms(ACCOUNT, "fish kayak"))
     exact_fish = storage.lexical_search(flt, fish, 40, k1=1.2, b=0.75)
-    # Now "fish" (33 memories) is common and "kayak" (3) is not.
+    # Now "fish" (33 memories) is common and "kayak" (3) is not; counts are cached.
     monkeypatch.setattr(storage, "LEXICAL_COMMON_MIN", 10, raising=False)
+    monkeypatch.setattr(storage, "LEXICAL_STATS_MIN_CACHED", 5, raising=False)
+    monkeypatch.setattr(storage, "DOCUMENT_FREQUENCY_MIN_CACHED", 5, raising=False)
     hits = storage.lexical_search(flt, both, 40, k1=1.2, b=0.75)
     assert {h.memory_id for h in hits} == {m.id for m in stored[30:]}
-    # A query of common terms only is scored with their full counts, as without the cut.
+    # A query of common terms only is scored with their full counts, as without the cut
+    # (the capped count of "fish" kept from the query above is only a lower bound).
     alone = storage.lexical_search(flt, fish, 40, k1=1.2, b=0.75)
     assert [(h.memory_id, round(h.score, 9)) for h in alone] == [
         (h.memory_id, round(h.score, 9)) for h in exact_fish

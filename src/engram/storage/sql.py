@@ -358,9 +358,10 @@ class SqlStorage:
 
     def __init__(self) -> None:
         self._lexical_stats: dict[tuple[str, str | None], tuple[float, int, float]] = {}
-        self._document_frequency: OrderedDict[tuple[str, str | None, int], tuple[float, int]] = (
-            OrderedDict()
-        )
+        # (account, owner, token) -> (when counted, count, whether exact or a lower bound)
+        self._document_frequency: OrderedDict[
+            tuple[str, str | None, int], tuple[float, int, bool]
+        ] = OrderedDict()
         self._stats_lock = threading.Lock()
         self._vectors_ready = False
 
@@ -798,7 +799,8 @@ class SqlStorage:
         :attr:`LEXICAL_STATS_TTL` old ranks the same (like the document count), so such
         counts are kept that long. Rarer terms are counted every time: a memory stored a
         moment ago must be found by its words. With ``cap``, each count stops at ``cap``
-        postings, and a count that reached it (a lower bound) is not kept.
+        postings; a count that reached it is kept as a lower bound, which answers later
+        capped counts but never a call that needs the exact figure.
         """
         now = time.monotonic()
         df: dict[int, int] = {}
@@ -806,7 +808,9 @@ class SqlStorage:
             with self._stats_lock:
                 for token in tokens:
                     hit = self._document_frequency.get((account_id, owner, token))
-                    if hit is not None and now - hit[0] < self.LEXICAL_STATS_TTL:
+                    if hit is None or now - hit[0] >= self.LEXICAL_STATS_TTL:
+                        continue
+                    if hit[2] or (cap is not None and hit[1] >= cap):
                         df[token] = hit[1]
         missing = [t for t in tokens if t not in df]
         if not missing:
@@ -837,9 +841,10 @@ class SqlStorage:
         if cache:
             with self._stats_lock:
                 for token, n in counted.items():
-                    if n < self.DOCUMENT_FREQUENCY_MIN_CACHED or (cap is not None and n >= cap):
+                    if n < self.DOCUMENT_FREQUENCY_MIN_CACHED:
                         continue  # rare terms count fast, and a new memory must count at once
-                    self._document_frequency[(account_id, owner, token)] = (now, int(n))
+                    exact = cap is None or n < cap
+                    self._document_frequency[(account_id, owner, token)] = (now, int(n), exact)
                     self._document_frequency.move_to_end((account_id, owner, token))
                 while len(self._document_frequency) > self.DOCUMENT_FREQUENCIES_CACHED:
                     self._document_frequency.popitem(last=False)
