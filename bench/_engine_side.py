@@ -61,7 +61,8 @@ def settle(storage: Storage) -> None:
     (otherwise the background checkpoint of the whole load runs during timed queries); on
     PostgreSQL a vacuum, which sets the visibility map that index-only reads rely on and
     leaves autovacuum nothing to do during timed queries (it would otherwise start on the
-    freshly loaded tables, on the same cores).
+    freshly loaded tables, on the same cores), then a checkpoint, so the load's dirty pages
+    are not written out by a timed checkpoint in the middle of the queries.
     """
     from engram.storage.postgres import PostgresStorage
     from engram.storage.sqlite import SqliteStorage
@@ -71,6 +72,7 @@ def settle(storage: Storage) -> None:
 
         with psycopg.connect(storage.conninfo, autocommit=True) as conn:
             conn.execute("VACUUM (ANALYZE)")
+            conn.execute("CHECKPOINT")
         return
     with storage.transaction() as tx:
         tx.run("ANALYZE")  # type: ignore[attr-defined]
