@@ -817,27 +817,16 @@ class SqlStorage:
             return df
         owner_sql = "account_id = ?" + (" AND user_id = ?" if owner is not None else "")
         owner_params: list[Any] = [account_id] + ([owner] if owner is not None else [])
-        counted = {token: 0 for token in missing}
-        if cap is None:
-            marks = ", ".join("?" for _ in missing)
-            counted.update(
-                db.run(
-                    f"SELECT token, COUNT(*) FROM memory_tokens WHERE {owner_sql} "
-                    f"AND token IN ({marks}) GROUP BY token",
-                    [*owner_params, *missing],
-                ).fetchall()
-            )
-        else:
-            # One bounded index range per token: a term in half the memories costs no more
-            # to count than one in ``cap`` of them.
-            parts = " UNION ALL ".join(
-                f"SELECT {i}, COUNT(*) FROM (SELECT 1 FROM memory_tokens WHERE {owner_sql} "
-                f"AND token = ? LIMIT ?) AS c{i}"
-                for i in range(len(missing))
-            )
-            params = [v for token in missing for v in (*owner_params, token, cap)]
-            for i, n in db.run(parts, params).fetchall():
-                counted[missing[int(i)]] = int(n)
+        # One index range per token; with ``cap`` it stops there, so a term in half the
+        # memories costs no more to count than one in ``cap`` of them.
+        limit, limit_params = (" LIMIT ?", [cap]) if cap is not None else ("", [])
+        parts = " UNION ALL ".join(
+            f"SELECT {i}, COUNT(*) FROM (SELECT 1 FROM memory_tokens WHERE {owner_sql} "
+            f"AND token = ?{limit}) AS c{i}"
+            for i in range(len(missing))
+        )
+        params = [v for token in missing for v in (*owner_params, token, *limit_params)]
+        counted = {missing[int(i)]: int(n) for i, n in db.run(parts, params).fetchall()}
         if cache:
             with self._stats_lock:
                 for token, n in counted.items():
@@ -948,22 +937,14 @@ class SqlStorage:
         edges, then the rows across them) plan and run faster than one join per direction.
         """
         given = set(memory_ids)
-        found: dict[tuple[str, str], EdgeRow] = {}
+        found = self.edges(flt.account_id, memory_ids)
+        across = {e.to_id for e in found if e.from_id in given} | {
+            e.from_id for e in found if e.to_id in given
+        }
         rows: dict[str, MemoryRow] = {}
         similarity: dict[str, float] = {}
         vectors: dict[str, Vector] = {}
         with self._reader() as db:
-            for chunk in _chunks(memory_ids):
-                marks = ", ".join("?" for _ in chunk)
-                for r in db.run(
-                    "SELECT from_id, to_id, relation_type, strength FROM relations "
-                    f"WHERE account_id = ? AND (from_id IN ({marks}) OR to_id IN ({marks}))",
-                    [flt.account_id, *chunk, *chunk],
-                ).fetchall():
-                    found[(r[0], r[1])] = EdgeRow(str(r[0]), str(r[1]), str(r[2]), float(r[3]))
-            across = {e.to_id for e in found.values() if e.from_id in given} | {
-                e.from_id for e in found.values() if e.to_id in given
-            }
             column = self._neighbour_column(db, vector, with_vectors=with_vectors)
             where, params = compile_filter(flt)
             for chunk in _chunks(sorted(across)):
@@ -983,7 +964,7 @@ class SqlStorage:
                         vectors[row.id] = self._decode_vector(r[0])
         edges = [
             e
-            for e in found.values()
+            for e in found
             if (e.from_id in given and e.to_id in rows) or (e.to_id in given and e.from_id in rows)
         ]
         if rows and vector is not None and column.kind != "similarity":
