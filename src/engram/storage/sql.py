@@ -101,7 +101,10 @@ class SqlExecutor:
     def run(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
         if self.placeholder != "?":
             sql = sql.replace("?", self.placeholder)
-        cursor: Cursor = self.conn.execute(sql, tuple(params))
+        return self._execute(sql, tuple(params))
+
+    def _execute(self, sql: str, params: tuple[Any, ...]) -> Cursor:
+        cursor: Cursor = self.conn.execute(sql, params)
         return cursor
 
 
