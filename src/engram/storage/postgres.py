@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from engram.errors import MissingDependencyError, StorageError
-from engram.storage.base import MEMORY_COLUMNS, ScoredId, Vector
+from engram.storage.base import MEMORY_COLUMNS, EdgeRow, MemoryRow, Neighbourhood, ScoredId, Vector
 from engram.storage.filters import compile_filter
 from engram.storage.migrations import POSTGRES_HNSW_INDEX
 from engram.storage.sql import (
@@ -226,6 +226,56 @@ class PostgresStorage(SqlStorage):
         return NeighbourColumn(
             "1 - (e.embedding <=> ?::vector)", join, [VectorParam(vector)], "similarity"
         )
+
+    def neighbourhood(
+        self,
+        flt: MemoryFilter,
+        memory_ids: Sequence[str],
+        vector: Vector | None,
+        *,
+        with_vectors: bool = False,
+    ) -> Neighbourhood:
+        """Edges touching ``memory_ids`` whose other end matches ``flt``, with those rows.
+
+        One statement: every edge joined to the row at its other end (filtered there), so
+        the expansion costs one round trip to the server, not two. ``memory_ids`` are taken
+        to match the filter already (they are search results).
+        """
+        if not memory_ids:
+            return Neighbourhood([], [], {}, {})
+        seeds = list(memory_ids)
+        with self._reader() as db:
+            column = self._neighbour_column(db, vector, with_vectors=with_vectors)
+            where, params = compile_filter(flt)
+            found = db.run(
+                "SELECT r.from_id, r.to_id, r.relation_type, r.strength, "
+                f"{column.select}, {MEMORY_SELECT} FROM relations r "
+                # The far end of each edge is a neighbour; an edge between two given
+                # memories makes each a neighbour of the other.
+                "CROSS JOIN LATERAL (VALUES (CASE WHEN r.from_id = ANY(?) THEN r.to_id END), "
+                "(CASE WHEN r.to_id = ANY(?) THEN r.from_id END)) AS o (other) "
+                f"JOIN memories m ON m.id = o.other {column.join} "
+                f"WHERE r.account_id = ? AND (r.from_id = ANY(?) OR r.to_id = ANY(?)) AND {where}",
+                [*column.params, seeds, seeds, flt.account_id, seeds, seeds, *params],
+            ).fetchall()
+        edges: dict[tuple[str, str], EdgeRow] = {}
+        rows: dict[str, MemoryRow] = {}
+        similarity: dict[str, float] = {}
+        vectors: dict[str, Vector] = {}
+        for r in found:
+            edge = EdgeRow(str(r[0]), str(r[1]), str(r[2]), float(r[3]))
+            edges[(edge.from_id, edge.to_id)] = edge
+            if str(r[5]) in rows:  # a neighbour of several seeds comes once per edge
+                continue
+            row = memory_row(r[5:])
+            rows[row.id] = row
+            if r[4] is None:
+                continue
+            if column.kind == "similarity":
+                similarity[row.id] = float(r[4])
+            elif column.kind == "vector":
+                vectors[row.id] = self._decode_vector(r[4])
+        return Neighbourhood(list(edges.values()), list(rows.values()), similarity, vectors)
 
     def vector_search(self, flt: MemoryFilter, vector: Vector, k: int) -> list[ScoredId]:
         """Top-``k`` by cosine among memories matching ``flt``.
