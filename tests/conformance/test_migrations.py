@@ -29,7 +29,7 @@ def test_older_database_upgrades_and_keeps_data(storage: Storage, monkeypatch: o
     assert storage.embedder_spec() == "test-model:8"
 
 
-def test_vector_graph_is_rebuilt_with_the_current_build_settings(storage: Storage) -> None:
+def test_vector_graph_takes_the_current_build_settings(storage: Storage) -> None:
     if storage.dialect != "postgres":  # type: ignore[attr-defined]
         pytest.skip("the HNSW graph is PostgreSQL's")
     storage.bind_embedder("test-model", 8)
@@ -41,9 +41,12 @@ def test_vector_graph_is_rebuilt_with_the_current_build_settings(storage: Storag
             "(embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)"
         )
         tx.run("DELETE FROM schema_migrations WHERE version >= 4")  # type: ignore[attr-defined]
+    graph = "SELECT reloptions, relfilenode FROM pg_class WHERE relname = 'embeddings_hnsw'"
+    with storage.transaction() as tx:
+        before = tx.run(graph).fetchone()  # type: ignore[attr-defined]
     storage.migrate()
     with storage.transaction() as tx:
-        row = tx.run(  # type: ignore[attr-defined]
-            "SELECT reloptions FROM pg_class WHERE relname = 'embeddings_hnsw'"
-        ).fetchone()
-    assert f"ef_construction={migrations.HNSW_EF_CONSTRUCTION}" in row[0]
+        after = tx.run(graph).fetchone()  # type: ignore[attr-defined]
+    assert f"ef_construction={migrations.HNSW_EF_CONSTRUCTION}" in after[0]
+    # A settings change, not a rebuild: the graph's storage is the one it had.
+    assert after[1] == before[1]

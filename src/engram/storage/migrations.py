@@ -229,13 +229,14 @@ MIGRATIONS = (
         version=4,
         name="hnsw-graph",
         sqlite=(),
-        # Stores whose vectors exist already get their graph rebuilt once with the new build
-        # settings (the embeddings table is made when an embedder is first bound).
+        # An existing graph takes the new build settings for every insert from now on. It is
+        # not rebuilt here: that would hold every starting worker (and all writes) for
+        # minutes on a large store; ``REINDEX INDEX CONCURRENTLY embeddings_hnsw`` rebuilds
+        # it online when convenient (docs/retrieval.md).
         postgres=(
             f"""DO $$ BEGIN
-                IF to_regclass('embeddings') IS NOT NULL THEN
-                    DROP INDEX IF EXISTS embeddings_hnsw;
-                    {POSTGRES_HNSW_INDEX};
+                IF to_regclass('embeddings_hnsw') IS NOT NULL THEN
+                    ALTER INDEX embeddings_hnsw SET (ef_construction = {HNSW_EF_CONSTRUCTION});
                 END IF;
             END $$""",
         ),
