@@ -10,13 +10,14 @@ from typing import Any, ClassVar
 import numpy as np
 
 from engram.errors import MissingDependencyError, StorageError
-from engram.storage.base import MEMORY_COLUMNS, EdgeRow, MemoryRow, Neighbourhood, ScoredId, Vector
+from engram.storage.base import MEMORY_COLUMNS, EdgeRow, Neighbourhood, ScoredId, Vector
 from engram.storage.filters import compile_filter
 from engram.storage.migrations import POSTGRES_HNSW_INDEX
 from engram.storage.sql import (
     MEMORY_SELECT,
     NO_NEIGHBOUR_COLUMN,
     NeighbourColumn,
+    NeighbourRows,
     SqlExecutor,
     SqlStorage,
     SqlTransaction,
@@ -259,23 +260,18 @@ class PostgresStorage(SqlStorage):
                 [*column.params, seeds, seeds, flt.account_id, seeds, seeds, *params],
             ).fetchall()
         edges: dict[tuple[str, str], EdgeRow] = {}
-        rows: dict[str, MemoryRow] = {}
-        similarity: dict[str, float] = {}
-        vectors: dict[str, Vector] = {}
+        neighbours = NeighbourRows(column.kind, self._decode_vector)
         for r in found:
             edge = EdgeRow(str(r[0]), str(r[1]), str(r[2]), float(r[3]))
             edges[(edge.from_id, edge.to_id)] = edge
-            if str(r[5]) in rows:  # a neighbour of several seeds comes once per edge
-                continue
-            row = memory_row(r[5:])
-            rows[row.id] = row
-            if r[4] is None:
-                continue
-            if column.kind == "similarity":
-                similarity[row.id] = float(r[4])
-            elif column.kind == "vector":
-                vectors[row.id] = self._decode_vector(r[4])
-        return Neighbourhood(list(edges.values()), list(rows.values()), similarity, vectors)
+            if str(r[5]) not in neighbours.rows:  # a neighbour of several seeds: once per edge
+                neighbours.add(r[4], memory_row(r[5:]))
+        return Neighbourhood(
+            list(edges.values()),
+            list(neighbours.rows.values()),
+            neighbours.similarity,
+            neighbours.vectors,
+        )
 
     def vector_search(self, flt: MemoryFilter, vector: Vector, k: int) -> list[ScoredId]:
         """Top-``k`` by cosine among memories matching ``flt``.

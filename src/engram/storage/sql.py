@@ -9,8 +9,9 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, NamedTuple, Protocol
 
 import numpy as np
@@ -48,6 +49,30 @@ class NeighbourColumn(NamedTuple):
 
 
 NO_NEIGHBOUR_COLUMN = NeighbourColumn("NULL", "", [], "none")
+
+
+@dataclass
+class NeighbourRows:
+    """Neighbours as a neighbourhood read returns them: each row and, per the column's
+    ``kind``, its cosine to the query or its stored vector."""
+
+    kind: str
+    decode_vector: Callable[[Any], Vector]
+    rows: dict[str, MemoryRow] = field(default_factory=dict)
+    similarity: dict[str, float] = field(default_factory=dict)
+    vectors: dict[str, Vector] = field(default_factory=dict)
+
+    def add(self, value: Any, row: MemoryRow) -> None:
+        """Keep ``row`` and the column's ``value`` beside it (``None``: nothing to keep)."""
+        self.rows[row.id] = row
+        if value is None:
+            return
+        if self.kind == "similarity":
+            self.similarity[row.id] = float(value)
+        elif self.kind == "vector":
+            self.vectors[row.id] = self.decode_vector(value)
+
+
 _OWNED_TABLES = ("memory_tokens", "relations", "embeddings")
 # Tables with an owner, emptied by erasure; the service tables exist once it has migrated.
 _OPTIONAL_OWNER_TABLES = ("session_events", "call_sessions", "proposals")
@@ -944,11 +969,9 @@ class SqlStorage:
         across = {e.to_id for e in found if e.from_id in given} | {
             e.from_id for e in found if e.to_id in given
         }
-        rows: dict[str, MemoryRow] = {}
-        similarity: dict[str, float] = {}
-        vectors: dict[str, Vector] = {}
         with self._reader() as db:
             column = self._neighbour_column(db, vector, with_vectors=with_vectors)
+            found_rows = NeighbourRows(column.kind, self._decode_vector)
             where, params = compile_filter(flt)
             for chunk in _chunks(sorted(across)):
                 marks = ", ".join("?" for _ in chunk)
@@ -957,14 +980,8 @@ class SqlStorage:
                     f"WHERE m.id IN ({marks}) AND {where}",
                     [*column.params, *chunk, *params],
                 ).fetchall():
-                    row = memory_row(r[1:])
-                    rows[row.id] = row
-                    if r[0] is None:
-                        continue
-                    if column.kind == "similarity":
-                        similarity[row.id] = float(r[0])
-                    elif column.kind == "vector":
-                        vectors[row.id] = self._decode_vector(r[0])
+                    found_rows.add(r[0], memory_row(r[1:]))
+        rows, similarity, vectors = found_rows.rows, found_rows.similarity, found_rows.vectors
         edges = [
             e
             for e in found
