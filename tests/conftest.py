@@ -20,6 +20,7 @@ from engram.config import Settings
 from engram.crypto.keyring import KeyRing
 from engram.engine import MemoryEngine
 from engram.storage.base import Storage
+from engram.storage.keystore import KeyStore, open_key_store
 from engram.storage.postgres import PostgresStorage
 from engram.storage.sqlite import SqliteStorage
 from engram.testing.postgres import EmbeddedPostgres
@@ -31,7 +32,8 @@ TEST_KEK = bytes(range(32))
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[EmbeddedPostgres]:
     """One embedded PostgreSQL for the whole run, with a migrated template database."""
-    server = EmbeddedPostgres()
+    # Retired WAL segments are deleted, not reused, so erasure can be checked in pg_wal too.
+    server = EmbeddedPostgres(settings={"wal_recycle": "off"})
     template_uri = server.create_database("engram_template")
     storage = PostgresStorage(template_uri)
     storage.migrate()
@@ -65,6 +67,26 @@ def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Storage]
         store.close()
 
 
+def make_key_store(storage: Storage, request: pytest.FixtureRequest, tmp_path: Path) -> KeyStore:
+    """A key store apart from ``storage``'s database, of the same kind."""
+    if storage.name == "sqlite":
+        return open_key_store(f"sqlite:///{tmp_path / 'keys.db'}")
+    server: EmbeddedPostgres = request.getfixturevalue("postgres_server")
+    return open_key_store(server.create_database())
+
+
+@pytest.fixture
+def key_store(
+    storage: Storage, request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[KeyStore]:
+    """The user keys of ``storage``, kept apart from its data as deployments keep them."""
+    store = make_key_store(storage, request, tmp_path)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
     """Settings pointing at a temporary home folder with a fixed key."""
@@ -72,6 +94,6 @@ def settings(tmp_path: Path) -> Settings:
 
 
 @pytest.fixture
-def engine(storage: Storage, settings: Settings) -> MemoryEngine:
-    """A memory engine over the parametrised storage."""
-    return MemoryEngine(storage, KeyRing(primary=TEST_KEK), settings=settings)
+def engine(storage: Storage, key_store: KeyStore, settings: Settings) -> MemoryEngine:
+    """A memory engine over the parametrised storage, its keys in a separate key store."""
+    return MemoryEngine(storage, KeyRing(primary=TEST_KEK), settings=settings, key_store=key_store)

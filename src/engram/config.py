@@ -7,6 +7,7 @@ Well-known variables keep their own names: ``MEMORY_ENCRYPTION_KEY``, ``XAI_API_
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -35,6 +36,14 @@ class Settings(BaseSettings):
     storage_url: str | None = Field(
         default=None,
         description="sqlite:///path/to/file.db or postgresql://...; default: SQLite in home",
+    )
+    keystore_url: str | None = Field(
+        default=None,
+        description=(
+            "where wrapped user keys live, apart from the data: sqlite:///path/keys.db or "
+            "postgresql://...; default: keys.db in home (SQLite data) or the data "
+            "database's name + '_keys' on the same server (PostgreSQL data)"
+        ),
     )
     encryption_key: SecretStr | None = Field(
         default=None,
@@ -89,6 +98,17 @@ class Settings(BaseSettings):
     def resolved_storage_url(self) -> str:
         """The storage URL, defaulting to ``sqlite:///<home>/engram.db``."""
         return self.storage_url or f"sqlite:///{self.home / 'engram.db'}"
+
+    def resolved_keystore_url(self) -> str:
+        """The key store URL (see ``keystore_url``); never the data database itself."""
+        if self.keystore_url:
+            return self.keystore_url
+        data = self.resolved_storage_url()
+        if data.startswith("sqlite"):
+            return f"sqlite:///{self.home / 'keys.db'}"
+        parts = urlsplit(data)
+        name = parts.path.lstrip("/") or "postgres"
+        return urlunsplit(parts._replace(path=f"/{name}_keys"))
 
 
 def parse_hex_key(text: str, *, name: str) -> bytes:

@@ -20,12 +20,13 @@ from engram.config import Settings
 from engram.crypto.aead import AesGcmCipher
 from engram.crypto.envelope import Envelope
 from engram.crypto.keyring import KeyRing, load_keyring
-from engram.crypto.owner_keys import OwnerKeys
+from engram.crypto.owner_keys import USER_KEY, OwnerKey, OwnerKeys
 from engram.crypto.rotation import rotate_kek
 from engram.errors import ConflictError, NotFoundError, ValidationError
 from engram.indexing import Indexer, LexicalIndexer
 from engram.storage import open_storage
 from engram.storage.base import ChangeRow, HistoryRow, MemoryRow, OpRow, Page, Storage, Transaction
+from engram.storage.keystore import KeyStore, SqlKeyStore, open_key_store
 from engram.types import (
     ChangeEvent,
     ErasureReceipt,
@@ -76,6 +77,10 @@ class _Write:
     meta: dict[str, Any]
 
 
+class _StaleKey(Exception):
+    """A writer's cached user key belongs to a generation an erasure has ended."""
+
+
 class MemoryEngine:
     """Encrypted, versioned memory over any :class:`~engram.storage.base.Storage`.
 
@@ -91,26 +96,59 @@ class MemoryEngine:
         *,
         settings: Settings | None = None,
         indexers: Sequence[Indexer] = (),
+        key_store: KeyStore | None = None,
     ) -> None:
         self.settings = settings or Settings()
         self.storage = storage
         self.keyring = keyring
+        # Without a key store of its own the engine keeps keys in the data database: fine
+        # for tests and benchmarks, but a backup of the data then carries the keys.
+        self.key_store: KeyStore = key_store or SqlKeyStore.colocated(storage)  # type: ignore[arg-type]
         self.envelope = Envelope(AesGcmCipher(), keyring)
-        self.keys = OwnerKeys(storage, self.envelope, cache_size=self.settings.user_key_cache_size)
+        self.keys = OwnerKeys(
+            storage, self.key_store, self.envelope, cache_size=self.settings.user_key_cache_size
+        )
         self.codec = MemoryCodec(self.envelope)
         self.lexical = LexicalIndexer(self.keys)
         self.indexers: list[Indexer] = [self.lexical, *indexers]
+        self._adopt_legacy_keys()
 
     @classmethod
     def open(cls, settings: Settings | None = None, **kwargs: Any) -> MemoryEngine:
-        """Open the configured storage (migrating it) and key ring."""
+        """Open the configured storage (migrating it), key store and key ring.
+
+        Raises :class:`~engram.errors.ConfigurationError` when keys are stored but the key
+        file that wraps them is missing (a new one would make them unreadable).
+        """
         settings = settings or Settings()
         storage = open_storage(settings.resolved_storage_url())
-        return cls(storage, load_keyring(settings), settings=settings, **kwargs)
+        key_store = _open_key_store(settings)
+        try:
+            data_exists = key_store.has_keys() or bool(storage.legacy_data_keys())
+            ring = load_keyring(settings, data_exists=data_exists)
+        except BaseException:
+            key_store.close()
+            storage.close()
+            raise
+        return cls(storage, ring, settings=settings, key_store=key_store, **kwargs)
 
     def close(self) -> None:
-        """Release the storage's connections."""
+        """Release the storage's and the key store's connections."""
+        self.key_store.close()
         self.storage.close()
+
+    def _adopt_legacy_keys(self) -> None:
+        """Move keys that older versions kept in the data database into the key store."""
+        legacy = self.storage.legacy_data_keys()
+        if not legacy:
+            return
+        for row in legacy:
+            self.key_store.add(row)
+            if row.purpose == USER_KEY:
+                self.storage.key_generation(row.account_id, row.user_id)
+        self.storage.drop_legacy_data_keys()
+        self.storage.scrub()
+        log.info("moved %d keys from the data database into the key store", len(legacy))
 
     def __enter__(self) -> MemoryEngine:
         return self
@@ -436,6 +474,7 @@ class MemoryEngine:
         """
         moment = time.time() if now is None else now
         purged = 0
+        scrubbed = None
         for head in self.storage.due_for_purge(moment, batch):
             with self.storage.transaction() as tx:
                 locked = tx.lock_lineage(head.account_id, head.lineage_id)
@@ -450,7 +489,9 @@ class MemoryEngine:
                     {"state": MemoryState.PURGED.value, "ciphertext": b"", "wrapped_key": b""},
                 )
                 self._history(tx, locked, HistoryEventType.PURGE, locked.id, None, None, {})
-        return PurgeReport(purged=purged)
+        if purged:
+            scrubbed = self.storage.scrub()
+        return PurgeReport(purged=purged, scrubbed=scrubbed)
 
     def purge_scope(
         self, *, account_id: str, user_id: str | None = None, agent_id: str | None = None
@@ -474,19 +515,32 @@ class MemoryEngine:
                 )
             )
         log.info("admin purge removed %d memory versions", count)
-        return PurgeReport(purged=count)
+        return PurgeReport(purged=count, scrubbed=self.storage.scrub() if count else None)
 
     def erase_user(self, *, account_id: str, user_id: str) -> ErasureReceipt:
-        """Crypto-shred a user: destroy their key and delete every row derived from them."""
-        key_row = self.storage.get_data_key(account_id, user_id, "user")
+        """Crypto-shred a user: delete every row derived from them and destroy their keys.
+
+        One data transaction deletes the rows and starts a new key generation, so a process
+        still caching the old key cannot write under it (its write fails the generation
+        check and seals again under a fresh key). Then the user's keys are deleted from the
+        key store, and both stores are scrubbed so that neither the deleted rows nor the
+        keys can be carved from their files. Re-running finishes an interrupted erasure.
+        """
         with self.storage.transaction() as tx:
+            tx.bump_key_generation(account_id, user_id)
             counts = tx.delete_owner(account_id, user_id)
+        destroyed = self.key_store.destroy(account_id, user_id, USER_KEY)
         self.keys.forget(account_id, user_id)
+        counts["user_keys"] = len(destroyed)
+        scrubbed = {"data": self.storage.scrub(), "keys": self.key_store.scrub()}
         return ErasureReceipt(
             account_id=account_id,
             user_id=user_id,
-            key_id_destroyed=None if key_row is None else key_row.key_id,
+            key_id_destroyed=destroyed[0] if destroyed else None,
+            key_ids_destroyed=destroyed,
+            key_store=self.key_store.location,
             deleted=counts,
+            scrubbed=scrubbed,
             erased_at=utcnow(),
         )
 
@@ -496,15 +550,34 @@ class MemoryEngine:
         Values are not re-encrypted. Safe to re-run after an interruption; ``new_ring`` must
         still hold the former KEK(s) until every key is re-wrapped.
         """
-        count = rotate_kek(self.storage, self.envelope, new_ring)
+        count = rotate_kek(self.key_store, self.envelope, new_ring)
         self.keyring = new_ring
         self.envelope = Envelope(self.envelope.cipher, new_ring)
         self.keys = OwnerKeys(
-            self.storage, self.envelope, cache_size=self.settings.user_key_cache_size
+            self.storage,
+            self.key_store,
+            self.envelope,
+            cache_size=self.settings.user_key_cache_size,
         )
         self.codec = MemoryCodec(self.envelope)
         self.lexical.rebind(self.keys)
         return count
+
+    def retire_former_keks(self) -> list[str]:
+        """Drop every former KEK from the key ring (and ``master.key.old``); their ids.
+
+        Raises :class:`ConflictError` while any stored key is still wrapped under one of
+        them (finish the rotation with ``engram keys rotate`` first).
+        """
+        usage = self.key_store.kek_usage()
+        in_use = {kid: n for kid, n in usage.items() if kid != self.keyring.primary_id}
+        if in_use:
+            listed = ", ".join(f"{kid} ({n} keys)" for kid, n in sorted(in_use.items()))
+            raise ConflictError(
+                f"former key-encryption keys still wrap stored keys: {listed}; "
+                "run 'engram keys rotate' to finish the rotation first"
+            )
+        return self.keyring.retire_former()
 
     # ---- export / import -------------------------------------------------------------------
     def export_user(self, *, account_id: str, user_id: str) -> dict[str, Any]:
@@ -631,14 +704,12 @@ class MemoryEngine:
         """
         if row.state == MemoryState.PURGED.value:
             return self.codec.contents(row, b"")
-        _, key = self.keys.user_key(row.account_id, row.user_id, create=False)
-        return self.codec.contents(row, key)
+        return self.codec.contents(row, self.keys.by_id(row.account_id, row.user_id, row.key_id))
 
     def _open(self, row: MemoryRow) -> Memory:
         if row.state == MemoryState.PURGED.value:
             return self.codec.open(row, b"")
-        _, key = self.keys.user_key(row.account_id, row.user_id, create=False)
-        return self.codec.open(row, key)
+        return self.codec.open(row, self.keys.by_id(row.account_id, row.user_id, row.key_id))
 
     def _prepare(self, memories: Sequence[Memory]) -> list[list[Any]]:
         return [indexer.prepare(memories) for indexer in self.indexers]
@@ -654,11 +725,37 @@ class MemoryEngine:
             return
         memories = [w.memory for w in writes]
         prepared = self._prepare(memories)
+        try:
+            self._commit_sealed(writes, prepared, expected_head, log_changes)
+        except _StaleKey:
+            # Another process erased one of these users since this one cached their key:
+            # seal again under the user's new generation (a fresh key).
+            for memory in memories:
+                self.keys.forget(memory.account_id, memory.user_id)
+            try:
+                self._commit_sealed(writes, prepared, expected_head, log_changes)
+            except _StaleKey:
+                raise ConflictError("the user was erased concurrently; retry") from None
+
+    def _commit_sealed(
+        self,
+        writes: Sequence[_Write],
+        prepared: list[list[Any]],
+        expected_head: Memory | None,
+        log_changes: bool,
+    ) -> None:
+        owners: dict[tuple[str, str], OwnerKey] = {}
         rows = []
-        for memory in memories:
-            key_id, key = self.keys.user_key(memory.account_id, memory.user_id)
-            rows.append(self.codec.to_row(memory, key_id, key))
+        for write in writes:
+            owner = (write.memory.account_id, write.memory.user_id)
+            if owner not in owners:
+                owners[owner] = self.keys.current(*owner)
+            key = owners[owner]
+            rows.append(self.codec.to_row(write.memory, key.key_id, key.raw))
         with self.storage.transaction() as tx:
+            for (account_id, user_id), key in owners.items():
+                if tx.key_generation(account_id, user_id) != key.generation:
+                    raise _StaleKey
             if expected_head is not None:
                 locked = tx.lock_lineage(expected_head.account_id, expected_head.lineage_id)
                 if locked is None or locked.id != expected_head.id:
@@ -758,3 +855,12 @@ class MemoryEngine:
             row.account_id,
             ChangeRow(thread_id, rev, row.id, event.value, json.dumps(meta), time.time()),
         )
+
+
+def _open_key_store(settings: Settings) -> KeyStore:
+    url = settings.resolved_keystore_url()
+    if url.startswith("postgres") and settings.keystore_url is None:
+        from engram.storage.postgres import create_database_if_missing
+
+        create_database_if_missing(url, via=settings.resolved_storage_url())
+    return open_key_store(url)

@@ -13,6 +13,7 @@ to status codes in one place (``engram.server.errors``)::
     │   └── MissingDependencyError    an optional extra is not installed
     ├── EmbedderMismatchError    409  the store was indexed with another embedder
     ├── IntegrityError           500  ciphertext, AAD or wrapped key failed authentication
+    │   └── KeyUnavailableError  503  a key-encryption key this process does not hold
     ├── StorageError             503  the database failed (never carries memory text)
     └── ProviderError            502  an LLM or embedding endpoint failed
 """
@@ -61,6 +62,14 @@ class EmbedderMismatchError(EngramError):
 
 class IntegrityError(EngramError):
     """Encrypted data failed authentication: tampered ciphertext, AAD or wrapped key."""
+
+
+class KeyUnavailableError(IntegrityError):
+    """A key needed to open or wrap data is not available to this process.
+
+    Raised when a key-encryption key named by a stored key is in no key file or setting this
+    process can read (for example after a rotation to a key only other processes were given).
+    """
 
 
 class StorageError(EngramError):

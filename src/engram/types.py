@@ -353,17 +353,28 @@ class PurgeReport(BaseModel):
     model_config = _FROZEN
 
     purged: int
+    scrubbed: str | None = None
+    """How the database's files were cleared of the purged rows (None: nothing purged)."""
 
 
 class ErasureReceipt(BaseModel):
-    """Proof of a crypto-shred: rows deleted per table and the user key destroyed."""
+    """Proof of a crypto-shred: what was destroyed, where, and how.
+
+    ``key_ids_destroyed`` are the user's keys deleted from the key store (``key_store`` says
+    where it lives: apart from the data, so copies of the data hold no key); ``deleted``
+    counts the rows deleted per table; ``scrubbed`` says how the data files and the key
+    store's files were cleared of them.
+    """
 
     model_config = _FROZEN
 
     account_id: str
     user_id: str
     key_id_destroyed: str | None
+    key_ids_destroyed: list[str] = []
+    key_store: str = ""
     deleted: dict[str, int]
+    scrubbed: dict[str, str] = {}
     erased_at: datetime
 
 

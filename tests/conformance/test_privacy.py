@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 
 import pytest
 
+from engram.crypto.envelope import Envelope, WrappedUserKey
 from engram.crypto.keyring import KeyRing, kek_id
 from engram.engine import MemoryEngine
 from engram.errors import IntegrityError, NotFoundError, ValidationError
 from engram.storage.base import Storage
+from engram.storage.keystore import KeyStore
 from engram.testing.builders import ACCOUNT, add
 from engram.types import MemoryFilter, MemoryState
 
@@ -70,37 +73,46 @@ def test_row_moved_to_another_user_fails_to_decrypt(engine: MemoryEngine, storag
         engine.get(moved.id, account_id=ACCOUNT)
 
 
-def test_tampered_user_key_raises_integrity_error(engine: MemoryEngine, storage: Storage) -> None:
+def test_tampered_user_key_raises_integrity_error(
+    engine: MemoryEngine, storage: Storage, key_store: KeyStore
+) -> None:
     memory = add(engine)
-    fresh = MemoryEngine(storage, engine.keyring, settings=engine.settings)
-    with storage.transaction() as tx:
-        tx.run(  # type: ignore[attr-defined]
-            "UPDATE data_keys SET key_id = ? WHERE purpose = 'user'", ["forged"]
-        )
+    fresh = MemoryEngine(storage, engine.keyring, settings=engine.settings, key_store=key_store)
+    row = key_store.get(ACCOUNT, "user-1", "user")
+    assert row is not None
+    key_store.destroy(ACCOUNT, "user-1", "user")
+    key_store.add(replace(row, wrapped=_corrupt(row.wrapped)))
     with pytest.raises(IntegrityError):
         fresh.get(memory.id, account_id=ACCOUNT)
 
 
-def test_wrong_kek_cannot_read(engine: MemoryEngine, storage: Storage) -> None:
+def test_wrong_kek_cannot_read(engine: MemoryEngine, storage: Storage, key_store: KeyStore) -> None:
     memory = add(engine)
-    stranger = MemoryEngine(storage, KeyRing(primary=NEW_KEK), settings=engine.settings)
+    stranger = MemoryEngine(
+        storage, KeyRing(primary=NEW_KEK), settings=engine.settings, key_store=key_store
+    )
     with pytest.raises(IntegrityError):
         stranger.get(memory.id, account_id=ACCOUNT)
 
 
-def test_erase_user_is_a_crypto_shred(engine: MemoryEngine, storage: Storage) -> None:
+def test_erase_user_is_a_crypto_shred(
+    engine: MemoryEngine, storage: Storage, key_store: KeyStore
+) -> None:
     memory = add(engine, value="erase me please")
     engine.update(memory.id, {"value": "erase me too"}, account_id=ACCOUNT)
     other = add(engine, key="keep", user_id="user-2")
-    key_row = storage.get_data_key(ACCOUNT, "user-1", "user")
+    key_row = key_store.get(ACCOUNT, "user-1", "user")
     assert key_row is not None
     receipt = engine.erase_user(account_id=ACCOUNT, user_id="user-1")
     assert receipt.key_id_destroyed == key_row.key_id
+    assert receipt.key_ids_destroyed == [key_row.key_id]
+    assert receipt.key_store == key_store.location and "apart from the data" in receipt.key_store
+    assert set(receipt.scrubbed) == {"data", "keys"}
     assert receipt.deleted["memories"] == 2 and receipt.deleted["history"] == 2
-    assert receipt.deleted["data_keys"] == 1 and receipt.deleted["memory_tokens"] > 0
-    for table in ("memories", "history", "memory_tokens", "relations", "data_keys"):
+    assert receipt.deleted["user_keys"] == 1 and receipt.deleted["memory_tokens"] > 0
+    for table in ("memories", "history", "memory_tokens", "relations", "user_keys"):
         assert storage.count_rows(table, ACCOUNT, "user-1") == 0
-    assert storage.get_data_key(ACCOUNT, "user-1", "user") is None
+    assert key_store.get(ACCOUNT, "user-1", "user") is None
     with pytest.raises(NotFoundError):
         engine.get(memory.id, account_id=ACCOUNT)
     assert engine.list_memories(MemoryFilter(account_id=ACCOUNT, user_id="user-1")) == []
@@ -147,48 +159,37 @@ def test_import_rejects_malformed_documents(engine: MemoryEngine) -> None:
 
 
 def test_kek_rotation_rewraps_keys_and_is_rerunnable(
-    engine: MemoryEngine, storage: Storage
+    engine: MemoryEngine, storage: Storage, key_store: KeyStore
 ) -> None:
     memories = [add(engine, key=f"k{i}", user_id=f"user-{i}") for i in range(3)]
     before = {m.id: storage.get_memory(ACCOUNT, m.id) for m in memories}
     old_ring = engine.keyring
     new_ring = KeyRing(primary=NEW_KEK, former={old_ring.primary_id: old_ring.primary})
     # An interrupted rotation: only one key moved so far.
-    partial = storage.data_keys(limit=1)[0]
-    with storage.transaction() as tx:
-        from engram.crypto.envelope import Envelope, WrappedUserKey
-
-        env_old, env_new = (
-            Envelope(engine.envelope.cipher, old_ring),
-            Envelope(engine.envelope.cipher, new_ring),
-        )
-        raw = env_old.unwrap_user_key(
-            WrappedUserKey(partial.key_id, partial.wrapped, partial.kek_id),
-            partial.account_id,
-            partial.user_id,
-            partial.purpose,
-        )
-        wrapped = env_new.wrap_user_key(
-            raw, partial.account_id, partial.user_id, partial.purpose, partial.key_id
-        )
-        tx.rewrap_data_key(
-            type(partial)(
-                partial.account_id,
-                partial.user_id,
-                partial.purpose,
-                partial.key_id,
-                wrapped.wrapped,
-                wrapped.kek_id,
-                partial.created_at,
-            ),
-            expected_kek_id=partial.kek_id,
-        )
-    total = len(storage.data_keys())
+    partial = key_store.rows(limit=1)[0]
+    env_old = Envelope(engine.envelope.cipher, old_ring)
+    env_new = Envelope(engine.envelope.cipher, new_ring)
+    raw = env_old.unwrap_user_key(
+        WrappedUserKey(partial.key_id, partial.wrapped, partial.kek_id),
+        partial.account_id,
+        partial.user_id,
+        partial.purpose,
+    )
+    wrapped = env_new.wrap_user_key(
+        raw, partial.account_id, partial.user_id, partial.purpose, partial.key_id
+    )
+    assert key_store.rewrap(
+        replace(partial, wrapped=wrapped.wrapped, kek_id=wrapped.kek_id),
+        expected_kek_id=partial.kek_id,
+    )
+    total = len(key_store.rows())
     assert engine.rotate_kek(new_ring) == total - 1
     assert engine.rotate_kek(new_ring) == 0
-    assert {k.kek_id for k in storage.data_keys()} == {kek_id(NEW_KEK)}
+    assert {k.kek_id for k in key_store.rows()} == {kek_id(NEW_KEK)}
     # Values were not re-encrypted, and only the new KEK is needed to read them.
-    reader = MemoryEngine(storage, KeyRing(primary=NEW_KEK), settings=engine.settings)
+    reader = MemoryEngine(
+        storage, KeyRing(primary=NEW_KEK), settings=engine.settings, key_store=key_store
+    )
     for m in memories:
         row = storage.get_memory(ACCOUNT, m.id)
         assert row is not None and before[m.id] is not None

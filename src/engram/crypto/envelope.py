@@ -59,12 +59,19 @@ class Envelope:
         return raw, self.wrap_user_key(raw, account_id, user_id, purpose, key_id)
 
     def wrap_user_key(
-        self, raw: bytes, account_id: str, user_id: str, purpose: str, key_id: str
+        self,
+        raw: bytes,
+        account_id: str,
+        user_id: str,
+        purpose: str,
+        key_id: str,
+        *,
+        kek_id: str | None = None,
     ) -> WrappedUserKey:
-        """Wrap ``raw`` under the primary KEK."""
-        kid = self.keyring.primary_id
+        """Wrap ``raw`` under the KEK ``kek_id`` (the primary KEK by default)."""
+        kid = kek_id or self.keyring.primary_id
         blob = self._cipher.seal(
-            self.keyring.primary, raw, _aad("user-key", account_id, user_id, purpose, key_id)
+            self.keyring.get(kid), raw, _aad("user-key", account_id, user_id, purpose, key_id)
         )
         return WrappedUserKey(key_id=key_id, wrapped=blob, kek_id=kid)
 

@@ -10,12 +10,15 @@ from pathlib import Path
 
 from engram.config import Settings, parse_hex_key
 from engram.crypto.aead import new_key
-from engram.errors import ConfigurationError, IntegrityError
+from engram.errors import ConfigurationError, KeyUnavailableError
 
 log = logging.getLogger(__name__)
 
 KEY_FILE_NAME = "master.key"
 NEXT_KEY_FILE_NAME = "master.key.next"
+FORMER_KEY_FILE_NAME = "master.key.old"
+"""Every former KEK, one per line, appended by each rotation and removed only by
+``engram keys retire`` once no stored key is wrapped under any of them."""
 
 
 def kek_id(key: bytes) -> str:
@@ -25,7 +28,11 @@ def kek_id(key: bytes) -> str:
 
 @dataclass
 class KeyRing:
-    """The primary KEK, which wraps new keys, and former KEKs still readable during a rotation."""
+    """The primary KEK, which wraps new keys, and former KEKs that still unwrap older ones.
+
+    A ring read from key files follows a rotation made by another process: :meth:`refresh`
+    re-reads the files, and :meth:`get` does so by itself before giving up on an id.
+    """
 
     primary: bytes
     former: dict[str, bytes] = field(default_factory=dict)
@@ -37,13 +44,53 @@ class KeyRing:
         return kek_id(self.primary)
 
     def get(self, key_id: str) -> bytes:
-        """The KEK with this id; :class:`IntegrityError` if it is not in the ring."""
+        """The KEK with this id; :class:`KeyUnavailableError` if no key file holds it."""
+        found = self._find(key_id)
+        if found is None and self.refresh():
+            found = self._find(key_id)
+        if found is None:
+            raise KeyUnavailableError(f"key-encryption key {key_id} is not available")
+        return found
+
+    def _find(self, key_id: str) -> bytes | None:
         if key_id == self.primary_id:
             return self.primary
-        try:
-            return self.former[key_id]
-        except KeyError:
-            raise IntegrityError(f"key-encryption key {key_id} is not available") from None
+        return self.former.get(key_id)
+
+    def refresh(self) -> bool:
+        """Re-read the key files (after another process rotated); True if anything changed.
+
+        Keys are only ever added to :attr:`former` here, never dropped: a key this process
+        wrapped under an older KEK must stay readable until ``engram keys retire``.
+        """
+        if self.key_file is None or not self.key_file.exists():
+            return False
+        primary = _read_key_file(self.key_file)
+        found = dict(_read_former(self.key_file.parent))
+        pending = self.key_file.with_name(NEXT_KEY_FILE_NAME)
+        if pending.exists():
+            next_key = _read_key_file(pending)
+            found[kek_id(next_key)] = next_key
+        changed = primary != self.primary or any(k not in self.former for k in found)
+        if primary != self.primary:
+            found[self.primary_id] = self.primary
+        self.former = {**self.former, **found}
+        self.former.pop(kek_id(primary), None)
+        self.primary = primary
+        return changed
+
+    def retire_former(self) -> list[str]:
+        """Forget every former KEK and delete the file that holds them; their ids.
+
+        Callers check first that no stored key is wrapped under any of them.
+        """
+        retired = sorted(self.former)
+        self.former = {}
+        if self.key_file is not None:
+            former_file = self.key_file.with_name(FORMER_KEY_FILE_NAME)
+            if former_file.exists():
+                former_file.unlink()
+        return retired
 
 
 def _write_key_file(path: Path, key: bytes) -> None:
@@ -61,11 +108,38 @@ def _read_key_file(path: Path) -> bytes:
     return parse_hex_key(path.read_text(), name=f"key file {path.name}")
 
 
-def load_keyring(settings: Settings) -> KeyRing:
+def _read_former(home: Path) -> list[tuple[str, bytes]]:
+    path = home / FORMER_KEY_FILE_NAME
+    if not path.exists():
+        return []
+    keys = [
+        parse_hex_key(line, name=f"key file {path.name}")
+        for line in path.read_text().splitlines()
+        if line.strip()
+    ]
+    return [(kek_id(key), key) for key in keys]
+
+
+def _append_former(home: Path, key: bytes) -> None:
+    known = [k for _, k in _read_former(home)]
+    if key not in known:
+        path = home / FORMER_KEY_FILE_NAME
+        tmp = path.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write("".join(k.hex() + "\n" for k in [*known, key]))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+
+
+def load_keyring(settings: Settings, *, data_exists: bool = False) -> KeyRing:
     """Build the key ring from settings.
 
     ``MEMORY_ENCRYPTION_KEY`` wins when set. Otherwise the embedded default keeps a key file
-    (mode 0600) in the data folder, creating it on first use and saying where.
+    (mode 0600) in the data folder, creating it on first use and saying where. When
+    ``data_exists`` (keys are stored) and no key is configured or on file, start-up stops
+    with :class:`ConfigurationError`: a new KEK would make every stored value unreadable.
     """
     former = {}
     if settings.old_encryption_keys is not None:
@@ -79,12 +153,19 @@ def load_keyring(settings: Settings) -> KeyRing:
         )
         return KeyRing(primary=primary, former=former)
     path = settings.home / KEY_FILE_NAME
+    if not path.exists() and data_exists:
+        raise ConfigurationError(
+            f"the key file {path} is missing, but keys wrapped by it are stored; restore it "
+            "from its backup (or set MEMORY_ENCRYPTION_KEY). A new key would make every "
+            "stored value unreadable, so none is created"
+        )
     if not path.exists():
         _write_key_file(path, new_key())
         log.warning("created a new key-encryption key file at %s (mode 0600); back it up", path)
     elif path.stat().st_mode & 0o077:
         raise ConfigurationError(f"key file {path} must not be readable by others (chmod 600)")
     primary = _read_key_file(path)
+    former.update(_read_former(settings.home))
     next_path = settings.home / NEXT_KEY_FILE_NAME
     if next_path.exists():
         # An interrupted rotation: both keys must stay readable until it is finished.
@@ -106,12 +187,17 @@ def begin_file_rotation(ring: KeyRing) -> bytes:
 
 
 def finish_file_rotation(ring: KeyRing) -> None:
-    """Make the next KEK the primary one, keeping the former key file as ``master.key.old``."""
+    """Make the next KEK the primary one; the former joins ``master.key.old``.
+
+    ``master.key.old`` keeps every former KEK (a rotation appends, never overwrites), so a
+    key that a still-running process wrapped under an older KEK stays readable until
+    ``engram keys retire`` finds none in use.
+    """
     if ring.key_file is None:
         return
     next_path = ring.key_file.with_name(NEXT_KEY_FILE_NAME)
     if next_path.exists():
         # Keep the former key beside it first; the swap itself is one atomic rename, so the
         # key file is never missing (a missing key file would make a brand-new key).
-        _write_key_file(ring.key_file.with_name(KEY_FILE_NAME + ".old"), ring.primary)
+        _append_former(ring.key_file.parent, _read_key_file(ring.key_file))
         os.replace(next_path, ring.key_file)

@@ -21,7 +21,7 @@ _LIVE = frozenset({MemoryState.ACTIVE.value, MemoryState.SOFT_DELETED.value})
 
 def live_owners(engine: MemoryEngine) -> list[tuple[str, str]]:
     """Every ``(account_id, user_id)`` that holds a user key (and so may own memories)."""
-    rows = engine.storage.data_keys(limit=2**31 - 1)
+    rows = engine.key_store.rows(limit=2**31 - 1)
     return sorted({(r.account_id, r.user_id) for r in rows if r.purpose == "user"})
 
 

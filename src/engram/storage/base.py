@@ -92,7 +92,10 @@ class ChangeRow:
 
 @dataclass(frozen=True, slots=True)
 class DataKeyRow:
-    """A user (or account index) key wrapped by a KEK."""
+    """A user (or account index) key wrapped by a KEK.
+
+    ``generation`` counts the user's erasures: a key of an older generation was destroyed.
+    """
 
     account_id: str
     user_id: str
@@ -101,6 +104,7 @@ class DataKeyRow:
     wrapped: bytes
     kek_id: str
     created_at: float
+    generation: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,16 +217,16 @@ class Transaction(Protocol):
         """Drop tokens, vectors and relation edges of these memory versions."""
         ...
 
-    def insert_data_key(self, row: DataKeyRow) -> bool:
-        """Insert a wrapped key unless one exists for its owner and purpose; True if inserted."""
-        ...
-
-    def rewrap_data_key(self, row: DataKeyRow, expected_kek_id: str) -> bool:
-        """Replace a wrapped key if it is still under ``expected_kek_id``; True if replaced."""
-        ...
-
     def delete_owner(self, account_id: str, user_id: str) -> dict[str, int]:
         """Delete every row of one user in every table; counts per table."""
+        ...
+
+    def key_generation(self, account_id: str, user_id: str) -> int | None:
+        """The user's key generation, locked against erasure until commit (None: no row)."""
+        ...
+
+    def bump_key_generation(self, account_id: str, user_id: str) -> int:
+        """Start a new key generation for the user (erasure); returns it."""
         ...
 
     def delete_memories(self, memory_ids: Sequence[str]) -> int:
@@ -306,14 +310,6 @@ class Storage(Protocol):
         """The thread's revision (0 when nothing was written)."""
         ...
 
-    def get_data_key(self, account_id: str, user_id: str, purpose: str) -> DataKeyRow | None:
-        """The wrapped key of an owner, if any."""
-        ...
-
-    def data_keys(self, *, not_kek_id: str | None = None, limit: int = 1000) -> list[DataKeyRow]:
-        """Wrapped keys, optionally only those not under the given KEK."""
-        ...
-
     def due_for_purge(self, now: float, limit: int) -> list[MemoryRow]:
         """Soft-deleted heads whose ``purge_at`` has passed."""
         ...
@@ -386,6 +382,25 @@ class Storage(Protocol):
 
     def schema_version(self) -> int:
         """The newest applied migration."""
+        ...
+
+    def key_generation(self, account_id: str, user_id: str) -> int:
+        """The user's current key generation, recorded (as 0) when the user has none yet."""
+        ...
+
+    def scrub(self) -> str:
+        """Make deleted rows unrecoverable from the database's files; says what was done.
+
+        Called after erasure and purge. The words go into receipts and reports.
+        """
+        ...
+
+    def legacy_data_keys(self) -> list[DataKeyRow]:
+        """Wrapped keys kept in the data database by stores made before the key store."""
+        ...
+
+    def drop_legacy_data_keys(self) -> None:
+        """Delete the keys :meth:`legacy_data_keys` returned (once they are in the key store)."""
         ...
 
     def count_rows(self, table: str, account_id: str, user_id: str) -> int:

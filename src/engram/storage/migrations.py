@@ -1,7 +1,9 @@
 """Versioned schema migrations, one ordered list per dialect.
 
 Each migration is applied once, inside a transaction, and recorded in ``schema_migrations``.
-Statements use ``IF NOT EXISTS`` so a half-recorded run can be repeated safely.
+Statements use ``IF NOT EXISTS`` so a half-recorded run can be repeated safely; a new column
+is written ``ALTER TABLE t ADD COLUMN IF NOT EXISTS c ...``, which the runner also makes
+work on SQLite (where the clause does not exist).
 """
 
 from __future__ import annotations
@@ -239,6 +241,72 @@ MIGRATIONS = (
                     ALTER INDEX embeddings_hnsw SET (ef_construction = {HNSW_EF_CONSTRUCTION});
                 END IF;
             END $$""",
+        ),
+    ),
+)
+
+
+_SECRET_COLUMNS = {
+    "memories": ("ciphertext", "wrapped_key", "key_id"),
+    "proposals": ("ciphertext", "wrapped_key", "key_id"),
+    "data_keys": ("wrapped", "key_id"),
+    "user_keys": ("wrapped", "key_id"),
+}
+
+
+def no_statistics(*tables: str) -> tuple[str, ...]:
+    """PostgreSQL: collect no planner statistics on columns holding ciphertexts or keys.
+
+    ``ANALYZE`` copies sample values into ``pg_statistic``, a catalog whose dead rows no
+    erasure can reach; the planner never needs these columns' distributions.
+    """
+    return tuple(
+        f"ALTER TABLE {table} ALTER COLUMN {column} SET STATISTICS 0"
+        for table in tables
+        for column in _SECRET_COLUMNS[table]
+    )
+
+
+def key_tables(blob: str, real: str) -> tuple[str, ...]:
+    """The tables of a key store: user keys by generation, and the store's own facts.
+
+    A separate key store (its own SQLite file or PostgreSQL database) has these tables only;
+    a store that keeps its keys beside the data (tests, benchmarks) has them in migration 5.
+    """
+    return (
+        f"""CREATE TABLE IF NOT EXISTS user_keys (
+            account_id TEXT NOT NULL, user_id TEXT NOT NULL, purpose TEXT NOT NULL,
+            generation INTEGER NOT NULL, key_id TEXT NOT NULL, wrapped {blob} NOT NULL,
+            kek_id TEXT NOT NULL, created_at {real} NOT NULL,
+            PRIMARY KEY (account_id, user_id, purpose, generation))""",
+        "CREATE INDEX IF NOT EXISTS user_keys_kek ON user_keys (kek_id)",
+        """CREATE TABLE IF NOT EXISTS key_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)""",
+    )
+
+
+def _erasure(blob: str, real: str) -> tuple[str, ...]:
+    # key_generations: one counter per user, bumped by erasure inside the data transaction
+    # that deletes the user's rows, and checked by every write transaction, so a process
+    # holding a destroyed key in its cache can never write under it. api_keys.scopes: an
+    # admin scope for operator routes (erasure over HTTP).
+    return (
+        """CREATE TABLE IF NOT EXISTS key_generations (
+            account_id TEXT NOT NULL, user_id TEXT NOT NULL, generation INTEGER NOT NULL,
+            PRIMARY KEY (account_id, user_id))""",
+        *key_tables(blob, real),
+        "ALTER TABLE api_keys ADD COLUMN IF NOT EXISTS scopes TEXT",
+    )
+
+
+MIGRATIONS = (
+    *MIGRATIONS,
+    Migration(
+        version=5,
+        name="erasure",
+        sqlite=_erasure("BLOB", "REAL"),
+        postgres=(
+            *_erasure("BYTEA", "DOUBLE PRECISION"),
+            *no_statistics("memories", "proposals", "data_keys", "user_keys"),
         ),
     ),
 )

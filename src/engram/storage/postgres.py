@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from engram.errors import MissingDependencyError, StorageError
+from engram.errors import ConfigurationError, MissingDependencyError, StorageError
 from engram.storage.base import MEMORY_COLUMNS, EdgeRow, Neighbourhood, ScoredId, Vector
 from engram.storage.filters import compile_filter
 from engram.storage.migrations import POSTGRES_HNSW_INDEX
@@ -95,6 +95,7 @@ class PostgresTransaction(_BinaryRows, SqlTransaction):
 
     placeholder: ClassVar[str] = "%s"
     lock_suffix: ClassVar[str] = " FOR UPDATE"
+    share_suffix: ClassVar[str] = " FOR SHARE"
     vector_column: ClassVar[str] = "embedding"
     vector_param: ClassVar[str] = "?::vector"
 
@@ -306,3 +307,79 @@ class PostgresStorage(SqlStorage):
     def close(self) -> None:
         """Close the pool."""
         self._pool.close()
+
+    _SCRUBBED_TABLES: ClassVar[tuple[str, ...]] = (
+        "memories",
+        "proposals",
+        "user_keys",
+        "data_keys",
+    )
+    """Tables that hold ciphertexts, wrapped keys or key ids."""
+
+    def scrub(self) -> str:
+        """Rewrite the tables that held deleted ciphertexts or keys, then retire the WAL.
+
+        PostgreSQL keeps a deleted row's bytes as a dead tuple, and a plain ``VACUUM`` frees
+        the space without overwriting it; ``VACUUM FULL`` writes the live rows into new files
+        and drops the old ones (it locks each table for as long as the copy takes). The WAL
+        still holds the rows as they were inserted until checkpoints retire its segments;
+        with ``wal_recycle = off`` retired segments are deleted rather than reused.
+        """
+        done: list[str] = []
+        try:
+            with self._pool.connection() as conn:
+                for table in self._SCRUBBED_TABLES:
+                    exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL", [table])
+                    if exists.fetchone()[0]:
+                        conn.execute(f"VACUUM (FULL) {table}")
+                done.append("tables with ciphertexts or keys rewritten (VACUUM FULL)")
+                try:
+                    conn.execute("CHECKPOINT")
+                    conn.execute("SELECT pg_switch_wal()")
+                    conn.execute("CHECKPOINT")
+                    recycle = conn.execute("SHOW wal_recycle").fetchone()[0]
+                    done.append(
+                        "WAL switched and checkpointed; "
+                        + (
+                            "retired segments deleted (wal_recycle off)"
+                            if recycle == "off"
+                            else "retired segments are reused, old records stay in them "
+                            "until overwritten (set wal_recycle = off)"
+                        )
+                    )
+                except psycopg.errors.InsufficientPrivilege:
+                    done.append(
+                        "no privilege to checkpoint (grant pg_checkpoint): old WAL segments "
+                        "keep the rows until the server's own checkpoints retire them"
+                    )
+        except psycopg.Error as exc:
+            raise StorageError(f"PostgreSQL scrub failed: {type(exc).__name__}") from exc
+        return "; ".join(done)
+
+
+def create_database_if_missing(url: str, *, via: str) -> None:
+    """Create the database ``url`` names, connecting through ``via`` (on the same server).
+
+    For the default key store beside a PostgreSQL data database: a database of its own, so
+    ``pg_dump`` of the data carries no keys. A role without ``CREATEDB`` gets a clear error.
+    """
+    if psycopg is None:
+        raise MissingDependencyError("psycopg", "postgres")
+    name = url.rsplit("/", 1)[-1].split("?", 1)[0]
+    try:
+        with psycopg.connect(url, connect_timeout=10):
+            return
+    except psycopg.OperationalError:
+        pass
+    try:
+        with psycopg.connect(via, autocommit=True, connect_timeout=10) as conn:
+            exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name])
+            if exists.fetchone() is None:
+                conn.execute(f'CREATE DATABASE "{name}"')
+    except psycopg.errors.DuplicateDatabase:
+        return
+    except psycopg.Error as exc:
+        raise ConfigurationError(
+            f"cannot create the key store database {name} ({type(exc).__name__}); create it, "
+            "or set ENGRAM_KEYSTORE_URL to a database (ideally on another server) for keys"
+        ) from exc

@@ -6,6 +6,7 @@ subclass supplies; the queries themselves are written once here with ``?`` place
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -34,6 +35,7 @@ from engram.storage.filters import compile_filter, compile_others_shared
 from engram.storage.migrations import MIGRATIONS, Migration
 from engram.types import MemoryFilter
 
+_ADD_COLUMN = re.compile(r"\s*ALTER TABLE (\w+) ADD COLUMN IF NOT EXISTS (\w+)", re.IGNORECASE)
 MEMORY_SELECT = ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
 _UPDATABLE = frozenset(MEMORY_COLUMNS) - {"id", "account_id", "user_id", "lineage_id"}
 
@@ -264,37 +266,25 @@ class SqlTransaction(SqlExecutor):
         """Whether a table exists (the embeddings table appears with the first embedder)."""
         raise NotImplementedError
 
-    def insert_data_key(self, row: DataKeyRow) -> bool:
-        cursor = self.run(
-            "INSERT INTO data_keys (account_id, user_id, purpose, key_id, wrapped, kek_id, "
-            "created_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-            [
-                row.account_id,
-                row.user_id,
-                row.purpose,
-                row.key_id,
-                row.wrapped,
-                row.kek_id,
-                row.created_at,
-            ],
-        )
-        return cursor.rowcount == 1
+    share_suffix: ClassVar[str] = ""
+    """Appended to a read that must hold off a concurrent erasure until commit."""
 
-    def rewrap_data_key(self, row: DataKeyRow, expected_kek_id: str) -> bool:
-        cursor = self.run(
-            "UPDATE data_keys SET wrapped = ?, kek_id = ? WHERE account_id = ? AND user_id = ? "
-            "AND purpose = ? AND key_id = ? AND kek_id = ?",
-            [
-                row.wrapped,
-                row.kek_id,
-                row.account_id,
-                row.user_id,
-                row.purpose,
-                row.key_id,
-                expected_kek_id,
-            ],
-        )
-        return cursor.rowcount == 1
+    def key_generation(self, account_id: str, user_id: str) -> int | None:
+        row = self.run(
+            "SELECT generation FROM key_generations WHERE account_id = ? AND user_id = ?"
+            + self.share_suffix,
+            [account_id, user_id],
+        ).fetchone()
+        return None if row is None else int(row[0])
+
+    def bump_key_generation(self, account_id: str, user_id: str) -> int:
+        row = self.run(
+            "INSERT INTO key_generations (account_id, user_id, generation) VALUES (?, ?, 1) "
+            "ON CONFLICT (account_id, user_id) DO UPDATE "
+            "SET generation = key_generations.generation + 1 RETURNING generation",
+            [account_id, user_id],
+        ).fetchone()
+        return int(row[0])
 
     def delete_owner(self, account_id: str, user_id: str) -> dict[str, int]:
         ids = [
@@ -423,11 +413,27 @@ class SqlStorage:
             if migration.version in done:
                 continue
             for statement in self._statements(migration):
-                tx.run(statement)
+                self._run_ddl(tx, statement)
             tx.run(
                 "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
                 [migration.version, migration.name, time.time()],
             )
+
+    def _run_ddl(self, tx: SqlTransaction, statement: str) -> None:
+        """Run one migration statement; ``ADD COLUMN IF NOT EXISTS`` works on both dialects.
+
+        SQLite has no ``IF NOT EXISTS`` for columns, so there the column is looked up first:
+        a migration re-run over tables it already changed must not fail.
+        """
+        added = _ADD_COLUMN.match(statement)
+        if added is not None and self.dialect == "sqlite":
+            table, column = added.group(1), added.group(2)
+            if tx.run(
+                "SELECT 1 FROM pragma_table_info(?) WHERE name = ?", [table, column]
+            ).fetchone():
+                return
+            statement = statement.replace(" IF NOT EXISTS", "", 1)
+        tx.run(statement)
 
     def _statements(self, migration: Migration) -> tuple[str, ...]:
         return migration.postgres if self.dialect == "postgres" else migration.sqlite
@@ -606,31 +612,49 @@ class SqlStorage:
             row = db.run("SELECT rev FROM threads WHERE thread_id = ?", [thread_id]).fetchone()
         return int(row[0]) if row else 0
 
-    def get_data_key(self, account_id: str, user_id: str, purpose: str) -> DataKeyRow | None:
-        """The wrapped key of an owner, if any."""
+    def key_generation(self, account_id: str, user_id: str) -> int:
+        """The user's current key generation, recorded (as 0) when the user has none yet.
+
+        The row must exist before the user's first write: writers lock it (``FOR SHARE``)
+        so that an erasure, which bumps it, waits for them, and they for it.
+        """
         with self._reader() as db:
             row = db.run(
-                "SELECT account_id, user_id, purpose, key_id, wrapped, kek_id, created_at "
-                "FROM data_keys WHERE account_id = ? AND user_id = ? AND purpose = ?",
-                [account_id, user_id, purpose],
+                "SELECT generation FROM key_generations WHERE account_id = ? AND user_id = ?",
+                [account_id, user_id],
             ).fetchone()
-        return _data_key(row) if row else None
+        if row is not None:
+            return int(row[0])
+        with self.transaction() as tx:
+            tx.run(
+                "INSERT INTO key_generations (account_id, user_id, generation) "
+                "VALUES (?, ?, 0) ON CONFLICT DO NOTHING",
+                [account_id, user_id],
+            )
+            found = tx.key_generation(account_id, user_id)
+        return 0 if found is None else found
 
-    def data_keys(self, *, not_kek_id: str | None = None, limit: int = 1000) -> list[DataKeyRow]:
-        """Wrapped keys, optionally only those not under the given KEK."""
-        sql = (
-            "SELECT account_id, user_id, purpose, key_id, wrapped, kek_id, created_at "
-            "FROM data_keys"
-        )
-        params: list[Any] = []
-        if not_kek_id is not None:
-            sql += " WHERE kek_id <> ?"
-            params.append(not_kek_id)
+    def legacy_data_keys(self) -> list[DataKeyRow]:
+        """Wrapped keys kept in the data database by stores made before the key store."""
         with self._reader() as db:
             rows = db.run(
-                sql + " ORDER BY account_id, user_id, purpose LIMIT ?", [*params, limit]
+                "SELECT account_id, user_id, purpose, key_id, wrapped, kek_id, created_at "
+                "FROM data_keys ORDER BY account_id, user_id, purpose"
             ).fetchall()
         return [_data_key(r) for r in rows]
+
+    def drop_legacy_data_keys(self) -> None:
+        """Delete the keys :meth:`legacy_data_keys` returned (once they are in the key store)."""
+        with self.transaction() as tx:
+            tx.run("DELETE FROM data_keys")
+
+    def reader(self) -> AbstractContextManager[SqlExecutor]:
+        """A connection for reads (service tables and the key store share it)."""
+        return self._reader()
+
+    def scrub(self) -> str:
+        """Make deleted rows unrecoverable from the database's files (per backend)."""
+        raise NotImplementedError
 
     def due_for_purge(self, now: float, limit: int) -> list[MemoryRow]:
         """Soft-deleted heads whose ``purge_at`` has passed."""
@@ -680,6 +704,7 @@ class SqlStorage:
             "relations",
             "embeddings",
             "data_keys",
+            "user_keys",
             "ops_events",
         ):
             raise ValueError(f"unknown table {table}")

@@ -1,0 +1,110 @@
+"""What an attacker with a copy of the data files and the KEK could recover (for tests).
+
+The probe reads files as raw bytes, the way a forensic carver would: it looks for known
+byte strings (key ids, wrapped keys, ciphertexts) anywhere, including free pages, WAL
+frames and dead tuples, and tries to unwrap a user key from every 60-byte window after each
+occurrence of its key id (a wrapped user key is a 12-byte nonce, 32 key bytes and a 16-byte
+tag, and the key id sits just before it in a key row).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from engram.crypto.envelope import Envelope, SealedValue, WrappedUserKey
+from engram.errors import IntegrityError
+
+__all__ = ["CarveReport", "carve", "files_under"]
+
+WRAPPED_KEY_BYTES = 60
+WINDOW_SPAN = 2048
+
+
+def files_under(*roots: Path) -> list[Path]:
+    """Every regular file below (or at) ``roots``."""
+    found: list[Path] = []
+    for root in roots:
+        if root.is_file():
+            found.append(root)
+        elif root.is_dir():
+            found.extend(p for p in sorted(root.rglob("*")) if p.is_file())
+    return found
+
+
+@dataclass
+class CarveReport:
+    """Where each sought byte string was found, and what could be decrypted."""
+
+    files: int = 0
+    found: dict[str, list[str]] = field(default_factory=dict)
+    unwrapped_keys: int = 0
+    decrypted_values: list[bytes] = field(default_factory=list)
+
+    @property
+    def clean(self) -> bool:
+        """Nothing found, nothing decrypted."""
+        return not self.found and not self.unwrapped_keys and not self.decrypted_values
+
+    def lines(self) -> list[str]:
+        """A readable summary, one line per finding."""
+        out = [f"files read: {self.files}"]
+        out += [f"found {name} in {', '.join(places)}" for name, places in self.found.items()]
+        out.append(f"user keys unwrapped by carving: {self.unwrapped_keys}")
+        out.append(f"values decrypted: {len(self.decrypted_values)}")
+        return out
+
+
+def carve(
+    files: Sequence[Path],
+    *,
+    envelope: Envelope,
+    account_id: str,
+    user_id: str,
+    key_ids: Iterable[str],
+    needles: dict[str, bytes],
+    sealed: Sequence[tuple[str, bytes, bytes]] = (),
+) -> CarveReport:
+    """Search ``files`` for ``needles`` and carve the user's keys after each key id.
+
+    ``sealed`` holds ``(record id, ciphertext, wrapped data key)`` triples of the user's
+    values as they were before erasure; each carved user key is tried on all of them.
+    """
+    report = CarveReport(files=len(files))
+    blobs = {path: path.read_bytes() for path in files}
+    for name, needle in needles.items():
+        places = [f"{p.name}@{b.find(needle)}" for p, b in blobs.items() if needle in b]
+        if places:
+            report.found[name] = places
+    carved: list[bytes] = []
+    for key_id in key_ids:
+        marker = key_id.encode()
+        for blob in blobs.values():
+            start = blob.find(marker)
+            while start >= 0:
+                tail = blob[start + len(marker) : start + len(marker) + WINDOW_SPAN]
+                for offset in range(0, max(0, len(tail) - WRAPPED_KEY_BYTES + 1)):
+                    window = tail[offset : offset + WRAPPED_KEY_BYTES]
+                    try:
+                        raw = envelope.unwrap_user_key(
+                            WrappedUserKey(key_id, window, envelope.keyring.primary_id),
+                            account_id,
+                            user_id,
+                            "user",
+                        )
+                    except IntegrityError:
+                        continue
+                    carved.append(raw)
+                start = blob.find(marker, start + 1)
+    report.unwrapped_keys = len(carved)
+    for raw in carved:
+        for record_id, ciphertext, wrapped_key in sealed:
+            try:
+                value = envelope.open(
+                    raw, SealedValue(ciphertext, wrapped_key), account_id, user_id, record_id
+                )
+            except IntegrityError:
+                continue
+            report.decrypted_values.append(value)
+    return report
