@@ -54,6 +54,7 @@ def test_export_import_and_erase(home: Path, tmp_path: Path) -> None:
     assert any(m["key"] == "dog_name" for m in document["memories"])
     code, receipt = run("erase-user", "--account", "demo-account", "--user", "alice", "--yes")
     assert code == 0 and json.loads(receipt)["deleted"]["memories"] == len(document["memories"])
+    assert "keys.db" in json.loads(receipt)["key_store"] and (home / "keys.db").exists()
     assert "dog_name" not in run("list", "--account", "demo-account", "--user", "alice")[1]
     code, msg = run("import", str(out))
     assert code == 0 and f"imported {len(document['memories'])}" in msg
@@ -70,6 +71,25 @@ def test_key_file_rotation_keeps_memories_readable(home: Path) -> None:
     assert not (home / "master.key.next").exists()
     assert "dog_name" in run("list", "--account", "demo-account", "--user", "alice")[1]
     assert run("keys", "rotate")[0] == 0  # re-running is harmless
+
+
+def test_keys_retire_waits_for_a_rotation_then_drops_the_former_key(home: Path) -> None:
+    assert run("demo")[0] == 0
+    code, out = run("keys", "retire")
+    assert code == 0 and "no former" in out
+    assert run("keys", "rotate")[0] == 0
+    code, out = run("keys", "retire")
+    assert code == 0 and "retired 1" in out
+    assert not (home / "master.key.old").exists()
+    assert "dog_name" in run("list", "--account", "demo-account", "--user", "alice")[1]
+
+
+def test_a_missing_key_file_stops_commands_instead_of_making_a_new_one(home: Path) -> None:
+    assert run("demo")[0] == 0
+    (home / "master.key").unlink()
+    code, out = run("list", "--account", "demo-account", "--user", "alice")
+    assert code == 1 and "missing" in out and "Traceback" not in out
+    assert not (home / "master.key").exists()
 
 
 def test_errors_are_one_line_without_traceback(home: Path) -> None:

@@ -16,7 +16,6 @@ from engram.crypto.keyring import (
     begin_file_rotation,
     finish_file_rotation,
     kek_id,
-    load_keyring,
 )
 from engram.engine import MemoryEngine
 from engram.errors import EngramError
@@ -96,7 +95,8 @@ def keys_rotate(ctx: click.Context, new_key: str | None) -> None:
     Safe to re-run after an interruption.
     """
     settings: Settings = ctx.obj["settings"]
-    ring = load_keyring(settings)
+    engine = _engine(ctx)
+    ring = engine.keyring
     former = {ring.primary_id: ring.primary, **ring.former}
     if new_key is not None:
         target = parse_hex_key(new_key, name="--new-key")
@@ -105,19 +105,41 @@ def keys_rotate(ctx: click.Context, new_key: str | None) -> None:
     else:
         target = ring.primary  # finish a rotation whose former keys are listed as old keys
     new_ring = KeyRing(primary=target, former=former, key_file=ring.key_file)
-    engine = _engine(ctx)
     count = engine.rotate_kek(new_ring)
     if ring.key_file is not None and new_key is None:
         finish_file_rotation(ring)
+        click.echo(
+            f"the former key is kept in {ring.key_file.name}.old for processes still using "
+            "it; 'engram keys retire' removes it once no stored key needs it",
+            err=True,
+        )
     click.echo(f"re-wrapped {count} keys under key-encryption key {kek_id(target)}")
     if settings.encryption_key is not None and new_key is not None:
         click.echo("now set MEMORY_ENCRYPTION_KEY to the new key", err=True)
 
 
+@keys.command("retire")
+@click.pass_context
+def keys_retire(ctx: click.Context) -> None:
+    """Forget former key-encryption keys (master.key.old) once no stored key uses them.
+
+    Refuses, naming the keys still in use, until a rotation has re-wrapped every key.
+    """
+    settings: Settings = ctx.obj["settings"]
+    retired = _engine(ctx).retire_former_keks()
+    if not retired:
+        click.echo("no former key-encryption keys to retire")
+        return
+    click.echo(f"retired {len(retired)} former key-encryption keys: {', '.join(retired)}")
+    if settings.old_encryption_keys is not None:
+        click.echo("now remove ENGRAM_OLD_ENCRYPTION_KEYS from the environment", err=True)
+
+
 @keys.command("create")
 @click.option("--account", required=True, help="The account (tenant) the key may act for.")
+@click.option("--admin", is_flag=True, help="Also allow operator routes (erasing a user).")
 @click.pass_context
-def keys_create(ctx: click.Context, account: str) -> None:
+def keys_create(ctx: click.Context, account: str, admin: bool) -> None:
     """Create an API key for the HTTP service and print it (alone) on standard output.
 
     Only its SHA-256 hash is stored: keep the printed key, it cannot be shown again.
@@ -126,7 +148,7 @@ def keys_create(ctx: click.Context, account: str) -> None:
 
     engine = _engine(ctx)
     try:
-        token = ApiKeys.over(engine.storage).create(account)
+        token = ApiKeys.over(engine.storage).create(account, admin=admin)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     click.echo(token)

@@ -13,7 +13,7 @@ from engram.conversation.dispatcher import QueryHandler
 from engram.conversation.extraction import Extractor
 from engram.engine import MemoryEngine
 from engram.server.errors import install_error_handlers
-from engram.server.routes import memories, proposals, realtime, sessions, tools
+from engram.server.routes import memories, proposals, realtime, sessions, tools, users
 from engram.server.routes import query as query_routes
 from engram.server.services import ServiceOptions, Services
 
@@ -89,7 +89,7 @@ def create_app(
     )
     app.state.services = services
     install_error_handlers(app)
-    for module in (tools, sessions, memories, query_routes, proposals, realtime):
+    for module in (tools, sessions, memories, query_routes, proposals, realtime, users):
         app.include_router(module.router)
 
     @app.get("/metrics", response_class=PlainTextResponse, tags=["ops"])

@@ -17,6 +17,7 @@ from engram.storage.sessions import ApiKeyRow, ServiceTables
 __all__ = ["ApiKeys", "hash_token"]
 
 PREFIX = "egk"
+ADMIN_SCOPE = "admin"
 
 
 def hash_token(token: str) -> str:
@@ -35,8 +36,11 @@ class ApiKeys:
         """API keys kept in ``storage``."""
         return cls(ServiceTables(storage))
 
-    def create(self, account_id: str) -> str:
-        """Make a key for ``account_id`` and return the token (it is not stored)."""
+    def create(self, account_id: str, *, admin: bool = False) -> str:
+        """Make a key for ``account_id`` and return the token (it is not stored).
+
+        An ``admin`` key may also call operator routes (``DELETE /v1/users/{id}``).
+        """
         if not account_id.strip():
             raise ValueError("account id must not be empty")
         key_id = secrets.token_hex(8)
@@ -48,12 +52,24 @@ class ApiKeys:
                 token_hash=hash_token(token),
                 created_at=time.time(),
                 revoked_at=None,
+                scopes=ADMIN_SCOPE if admin else "",
             )
         )
         return token
 
     def account_of(self, token: str) -> str | None:
         """The account a valid token belongs to, or ``None``."""
+        row = self._verified(token)
+        return None if row is None else row.account_id
+
+    def admin_account_of(self, token: str) -> tuple[str, bool] | None:
+        """The account of a valid token and whether it has the admin scope, or ``None``."""
+        row = self._verified(token)
+        if row is None:
+            return None
+        return row.account_id, ADMIN_SCOPE in row.scopes.split(",")
+
+    def _verified(self, token: str) -> ApiKeyRow | None:
         parts = token.split("_", 2)
         if len(parts) != 3 or parts[0] != PREFIX:
             return None
@@ -62,4 +78,4 @@ class ApiKeys:
             return None
         if not hmac.compare_digest(row.token_hash, hash_token(token)):
             return None
-        return row.account_id
+        return row

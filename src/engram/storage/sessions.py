@@ -72,6 +72,8 @@ class ApiKeyRow:
     token_hash: str
     created_at: float
     revoked_at: float | None
+    scopes: str = ""
+    """Extra scopes, comma-separated: ``admin`` allows operator routes (erasure)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,17 +235,24 @@ class ServiceTables:
         """Store a new API key (its hash only)."""
         with self._write() as tx:
             tx.run(
-                "INSERT INTO api_keys (id, account_id, token_hash, created_at, revoked_at) "
-                "VALUES (?, ?, ?, ?, ?)",
-                [row.id, row.account_id, row.token_hash, row.created_at, row.revoked_at],
+                "INSERT INTO api_keys (id, account_id, token_hash, created_at, revoked_at, "
+                "scopes) VALUES (?, ?, ?, ?, ?, ?)",
+                [
+                    row.id,
+                    row.account_id,
+                    row.token_hash,
+                    row.created_at,
+                    row.revoked_at,
+                    row.scopes,
+                ],
             )
 
     def get_api_key(self, key_id: str) -> ApiKeyRow | None:
         """An API key by its public id."""
         with self._read() as db:
             row = db.run(
-                "SELECT id, account_id, token_hash, created_at, revoked_at FROM api_keys "
-                "WHERE id = ?",
+                "SELECT id, account_id, token_hash, created_at, revoked_at, "
+                "COALESCE(scopes, '') FROM api_keys WHERE id = ?",
                 [key_id],
             ).fetchone()
         return None if row is None else ApiKeyRow(*row)
