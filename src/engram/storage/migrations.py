@@ -242,3 +242,23 @@ MIGRATIONS = (
         ),
     ),
 )
+
+_API_KEY_AGENTS = """CREATE TABLE IF NOT EXISTS api_key_agents (
+    key_id TEXT NOT NULL REFERENCES api_keys (id) ON DELETE CASCADE,
+    agent TEXT NOT NULL, position INTEGER NOT NULL,
+    PRIMARY KEY (key_id, agent))"""
+
+MIGRATIONS = (
+    *MIGRATIONS,
+    Migration(
+        version=7,
+        name="api-key-agents",
+        # The agents an API key may act as, in the order given when it was made (the first
+        # is the one a request naming no agent acts as). A table of its own rather than a
+        # column on ``api_keys``: ``CREATE TABLE IF NOT EXISTS`` keeps the step safe to
+        # repeat on SQLite, whose ``ADD COLUMN`` cannot be guarded. A key with no rows here
+        # acts as agent ``default`` only.
+        sqlite=(_API_KEY_AGENTS,),
+        postgres=(_API_KEY_AGENTS,),
+    ),
+)
