@@ -1,4 +1,10 @@
-"""Request dependencies: the service container and the caller's account."""
+"""Request dependencies: the service container, the caller's API key and its account.
+
+The key is read from the database on every request (nothing is cached), so a revoked key
+is refused (401) from its next request on. Which agents a key may act as is decided by
+:meth:`~engram.server.auth.ApiKey.agent_for`; routes that let the caller name an agent
+take :data:`Key` and call it, so that rule is applied in this one way everywhere.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +14,19 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from engram.server.auth import ApiKey
 from engram.server.errors import ApiError
 from engram.server.services import Services
 
-__all__ = ["Account", "Svc", "check_account", "get_services", "require_account"]
+__all__ = [
+    "Account",
+    "Key",
+    "Svc",
+    "check_account",
+    "get_services",
+    "require_account",
+    "require_key",
+]
 
 _bearer = HTTPBearer(auto_error=False, description="An API key from `engram keys create`.")
 
@@ -22,18 +37,23 @@ def get_services(request: Request) -> Services:
     return services
 
 
-async def require_account(
+async def require_key(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> str:
-    """The account of the request's bearer API key; 401 when missing or invalid."""
+) -> ApiKey:
+    """The request's bearer API key; 401 when missing, invalid or revoked."""
     if credentials is None or credentials.scheme.lower() != "bearer":
         raise ApiError(401, "Missing API key")
     services = get_services(request)
-    account = await asyncio.to_thread(services.keys.account_of, credentials.credentials)
-    if account is None:
+    key = await asyncio.to_thread(services.keys.verify, credentials.credentials)
+    if key is None:
         raise ApiError(401, "Invalid API key")
-    return account
+    return key
+
+
+async def require_account(key: Annotated[ApiKey, Depends(require_key)]) -> str:
+    """The account of the request's bearer API key; 401 when missing or invalid."""
+    return key.account_id
 
 
 def check_account(key_account: str, requested: str | None) -> None:
@@ -43,4 +63,5 @@ def check_account(key_account: str, requested: str | None) -> None:
 
 
 Svc = Annotated[Services, Depends(get_services)]
+Key = Annotated[ApiKey, Depends(require_key)]
 Account = Annotated[str, Depends(require_account)]
