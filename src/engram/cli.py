@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -16,10 +17,14 @@ from engram.crypto.keyring import (
     begin_file_rotation,
     finish_file_rotation,
     kek_id,
+    load_keyring,
 )
 from engram.engine import MemoryEngine
 from engram.errors import EngramError
 from engram.types import MemoryFilter
+
+if TYPE_CHECKING:
+    from engram.server.auth import ApiKeys
 
 
 def _engine(ctx: click.Context) -> MemoryEngine:
@@ -79,7 +84,7 @@ def demo(ctx: click.Context) -> None:
 
 @main.group()
 def keys() -> None:
-    """Manage encryption keys."""
+    """Manage encryption keys and the HTTP service's API keys."""
 
 
 @keys.command("rotate")
@@ -95,8 +100,7 @@ def keys_rotate(ctx: click.Context, new_key: str | None) -> None:
     Safe to re-run after an interruption.
     """
     settings: Settings = ctx.obj["settings"]
-    engine = _engine(ctx)
-    ring = engine.keyring
+    ring = load_keyring(settings)
     former = {ring.primary_id: ring.primary, **ring.former}
     if new_key is not None:
         target = parse_hex_key(new_key, name="--new-key")
@@ -105,17 +109,24 @@ def keys_rotate(ctx: click.Context, new_key: str | None) -> None:
     else:
         target = ring.primary  # finish a rotation whose former keys are listed as old keys
     new_ring = KeyRing(primary=target, former=former, key_file=ring.key_file)
+    engine = _engine(ctx)
     count = engine.rotate_kek(new_ring)
     if ring.key_file is not None and new_key is None:
         finish_file_rotation(ring)
-        click.echo(
-            f"the former key is kept in {ring.key_file.name}.old for processes still using "
-            "it; 'engram keys retire' removes it once no stored key needs it",
-            err=True,
-        )
     click.echo(f"re-wrapped {count} keys under key-encryption key {kek_id(target)}")
     if settings.encryption_key is not None and new_key is not None:
         click.echo("now set MEMORY_ENCRYPTION_KEY to the new key", err=True)
+
+
+def _api_keys(ctx: click.Context) -> ApiKeys:
+    """The API keys of the configured storage (no encryption key or embedder needed)."""
+    from engram.server.auth import ApiKeys
+    from engram.storage import open_storage
+
+    settings: Settings = ctx.obj["settings"]
+    storage = open_storage(settings.resolved_storage_url())
+    ctx.call_on_close(storage.close)
+    return ApiKeys.over(storage)
 
 
 @keys.command("retire")
@@ -137,21 +148,57 @@ def keys_retire(ctx: click.Context) -> None:
 
 @keys.command("create")
 @click.option("--account", required=True, help="The account (tenant) the key may act for.")
+@click.option(
+    "--agent",
+    "agents",
+    multiple=True,
+    help="An agent the key may act as (repeatable; the first is used when a request "
+    "names none). Without it the key acts as agent 'default' only.",
+)
 @click.option("--admin", is_flag=True, help="Also allow operator routes (erasing a user).")
 @click.pass_context
-def keys_create(ctx: click.Context, account: str, admin: bool) -> None:
+def keys_create(ctx: click.Context, account: str, agents: tuple[str, ...], admin: bool) -> None:
     """Create an API key for the HTTP service and print it (alone) on standard output.
 
     Only its SHA-256 hash is stored: keep the printed key, it cannot be shown again.
     """
-    from engram.server.auth import ApiKeys
-
-    engine = _engine(ctx)
     try:
-        token = ApiKeys.over(engine.storage).create(account, admin=admin)
+        token = _api_keys(ctx).create(account, agents=agents, admin=admin)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     click.echo(token)
+
+
+def _when(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@keys.command("list")
+@click.option("--account", required=True, help="The account (tenant) whose keys to list.")
+@click.pass_context
+def keys_list(ctx: click.Context, account: str) -> None:
+    """List an account's API keys, one a line: id, created, active or revoked, agents.
+
+    Tokens cannot be shown: only their hashes are stored, and those are not printed.
+    """
+    rows = _api_keys(ctx).of_account(account)
+    if not rows:
+        click.echo(f"no API keys for account {account}", err=True)
+    for row in rows:
+        state = "active" if row.revoked_at is None else f"revoked {_when(row.revoked_at)}"
+        agents = ",".join(row.agents) if row.agents else "default (unbound)"
+        click.echo(f"{row.id}  created {_when(row.created_at)}  {state}  agents {agents}")
+
+
+@keys.command("revoke")
+@click.argument("key_id")
+@click.pass_context
+def keys_revoke(ctx: click.Context, key_id: str) -> None:
+    """Revoke the API key KEY_ID (the id shown by 'keys list', the part of the token after
+    'egk_'). Running servers refuse it from its next request on.
+    """
+    row = _api_keys(ctx).revoke(key_id)
+    click.echo(f"revoked API key {row.id} of account {row.account_id}")
 
 
 @main.command()

@@ -7,7 +7,8 @@ to status codes in one place (``engram.server.errors``)::
     EngramError
     ├── ValidationError          400  bad input: a field out of range, a malformed id
     ├── NotFoundError            404  no such memory / session / key in the caller's scope
-    ├── PermissionDeniedError    403  wrong account, category outside an agent's allowlist
+    ├── PermissionDeniedError    403  wrong account, category outside an agent's allowlist,
+    │                                an agent the API key is not bound to
     ├── ConflictError            409  the operation does not fit the memory's state
     ├── ConfigurationError       ---  refused at start-up: malformed key, missing extra
     │   └── MissingDependencyError    an optional extra is not installed

@@ -1,7 +1,13 @@
-"""Bearer API keys: random tokens stored as SHA-256 hashes, each bound to one account.
+"""Bearer API keys: random tokens stored as SHA-256 hashes, each bound to one account and to
+the agents it may act as.
 
 A token reads ``egk_<id>_<secret>``: the id finds the row, the hash of the whole token is
-compared in constant time. The token itself is shown once, when created.
+compared in constant time. The token itself is shown once, when created. Every request
+verifies its token against the database (nothing is cached), so a revocation holds from the
+next request on, in every running server.
+
+Agents: a key made without agents acts as agent ``default`` only; a key made with agents
+acts as exactly those, and a request naming no agent acts as the key's first one.
 """
 
 from __future__ import annotations
@@ -10,14 +16,20 @@ import hashlib
 import hmac
 import secrets
 import time
+from collections.abc import Iterable
+from dataclasses import dataclass
 
+from engram.errors import NotFoundError, PermissionDeniedError, ValidationError
 from engram.storage.base import Storage
 from engram.storage.sessions import ApiKeyRow, ServiceTables
 
-__all__ = ["ApiKeys", "hash_token"]
+__all__ = ["DEFAULT_AGENT", "ApiKey", "ApiKeys", "hash_token"]
 
 PREFIX = "egk"
 ADMIN_SCOPE = "admin"
+DEFAULT_AGENT = "default"
+"""The agent of a key made without agents (the allowlist name Engram ships)."""
+_MAX_AGENT = 64  # the longest agent name ``memory_query`` accepts
 
 
 def hash_token(token: str) -> str:
@@ -25,8 +37,46 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+@dataclass(frozen=True, slots=True)
+class ApiKey:
+    """A verified, unrevoked API key: its id, its account and the agents it may act as."""
+
+    id: str
+    account_id: str
+    agents: tuple[str, ...]
+    admin: bool = False
+    """Whether the key may call operator routes (``DELETE /v1/users/{id}``)."""
+
+    @property
+    def allowed_agents(self) -> tuple[str, ...]:
+        """The agents requests with this key may name (``default`` for an unbound key)."""
+        return self.agents or (DEFAULT_AGENT,)
+
+    def agent_for(self, requested: str | None) -> str:
+        """The agent a request acts as: the one it names, or the key's first.
+
+        Raises:
+            PermissionDeniedError: the request names an agent the key is not bound to.
+        """
+        if requested is None:
+            return self.allowed_agents[0]
+        if requested not in self.allowed_agents:
+            raise PermissionDeniedError(f"API key may not act as agent {requested!r}")
+        return requested
+
+
+def _agent_names(agents: Iterable[str]) -> tuple[str, ...]:
+    names = tuple(dict.fromkeys(agents))  # repeated names collapse, order kept
+    for name in names:
+        if not name.strip() or name != name.strip() or len(name) > _MAX_AGENT:
+            raise ValidationError(
+                f"agent names must be 1-{_MAX_AGENT} characters without surrounding spaces"
+            )
+    return names
+
+
 class ApiKeys:
-    """Creates and verifies API keys stored in the service tables."""
+    """Creates, lists, revokes and verifies API keys stored in the service tables."""
 
     def __init__(self, tables: ServiceTables) -> None:
         self._tables = tables
@@ -36,13 +86,19 @@ class ApiKeys:
         """API keys kept in ``storage``."""
         return cls(ServiceTables(storage))
 
-    def create(self, account_id: str, *, admin: bool = False) -> str:
+    def create(self, account_id: str, *, agents: Iterable[str] = (), admin: bool = False) -> str:
         """Make a key for ``account_id`` and return the token (it is not stored).
 
-        An ``admin`` key may also call operator routes (``DELETE /v1/users/{id}``).
+        ``agents`` are the agents the key may act as, the first being the one a request
+        naming none acts as; without any, the key acts as agent ``default`` only. An
+        ``admin`` key may also call operator routes (erasing a user).
+
+        Raises:
+            ValidationError: an empty account id or a malformed agent name.
         """
         if not account_id.strip():
-            raise ValueError("account id must not be empty")
+            raise ValidationError("account id must not be empty")
+        names = _agent_names(agents)
         key_id = secrets.token_hex(8)
         token = f"{PREFIX}_{key_id}_{secrets.token_urlsafe(32)}"
         self._tables.insert_api_key(
@@ -52,24 +108,30 @@ class ApiKeys:
                 token_hash=hash_token(token),
                 created_at=time.time(),
                 revoked_at=None,
+                agents=names,
                 scopes=ADMIN_SCOPE if admin else "",
             )
         )
         return token
 
-    def account_of(self, token: str) -> str | None:
-        """The account a valid token belongs to, or ``None``."""
-        row = self._verified(token)
-        return None if row is None else row.account_id
+    def of_account(self, account_id: str) -> list[ApiKeyRow]:
+        """The keys of an account, revoked ones included, oldest first."""
+        return self._tables.api_keys(account_id)
 
-    def admin_account_of(self, token: str) -> tuple[str, bool] | None:
-        """The account of a valid token and whether it has the admin scope, or ``None``."""
-        row = self._verified(token)
+    def revoke(self, key_id: str) -> ApiKeyRow:
+        """Revoke a key: every request with it fails from now on. Revoking twice is harmless
+        (the first revocation time is kept).
+
+        Raises:
+            NotFoundError: no key has this id.
+        """
+        row = self._tables.revoke_api_key(key_id, time.time())
         if row is None:
-            return None
-        return row.account_id, ADMIN_SCOPE in row.scopes.split(",")
+            raise NotFoundError(f"API key {key_id} not found")
+        return row
 
-    def _verified(self, token: str) -> ApiKeyRow | None:
+    def verify(self, token: str) -> ApiKey | None:
+        """The key a token belongs to, or ``None`` when it is malformed, unknown or revoked."""
         parts = token.split("_", 2)
         if len(parts) != 3 or parts[0] != PREFIX:
             return None
@@ -78,4 +140,14 @@ class ApiKeys:
             return None
         if not hmac.compare_digest(row.token_hash, hash_token(token)):
             return None
-        return row
+        return ApiKey(
+            id=row.id,
+            account_id=row.account_id,
+            agents=row.agents,
+            admin=ADMIN_SCOPE in row.scopes.split(","),
+        )
+
+    def account_of(self, token: str) -> str | None:
+        """The account a valid token belongs to, or ``None``."""
+        key = self.verify(token)
+        return None if key is None else key.account_id

@@ -1,4 +1,10 @@
-"""Request dependencies: the service container and the caller's account."""
+"""Request dependencies: the service container, the caller's API key and its account.
+
+The key is read from the database on every request (nothing is cached), so a revoked key
+is refused (401) from its next request on. Which agents a key may act as is decided by
+:meth:`~engram.server.auth.ApiKey.agent_for`; routes that let the caller name an agent
+take :data:`Key` and call it, so that rule is applied in this one way everywhere.
+"""
 
 from __future__ import annotations
 
@@ -8,17 +14,20 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from engram.server.auth import ApiKey
 from engram.server.errors import ApiError
 from engram.server.services import Services
 
 __all__ = [
     "Account",
     "AdminAccount",
+    "Key",
     "Svc",
     "check_account",
     "get_services",
     "require_account",
     "require_admin_account",
+    "require_key",
 ]
 
 _bearer = HTTPBearer(auto_error=False, description="An API key from `engram keys create`.")
@@ -30,35 +39,30 @@ def get_services(request: Request) -> Services:
     return services
 
 
-async def require_account(
+async def require_key(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> str:
+) -> ApiKey:
+    """The request's bearer API key; 401 when missing, invalid or revoked."""
+    if credentials is None or credentials.scheme.lower() != "bearer":
+        raise ApiError(401, "Missing API key")
+    services = get_services(request)
+    key = await asyncio.to_thread(services.keys.verify, credentials.credentials)
+    if key is None:
+        raise ApiError(401, "Invalid API key")
+    return key
+
+
+async def require_account(key: Annotated[ApiKey, Depends(require_key)]) -> str:
     """The account of the request's bearer API key; 401 when missing or invalid."""
-    if credentials is None or credentials.scheme.lower() != "bearer":
-        raise ApiError(401, "Missing API key")
-    services = get_services(request)
-    account = await asyncio.to_thread(services.keys.account_of, credentials.credentials)
-    if account is None:
-        raise ApiError(401, "Invalid API key")
-    return account
+    return key.account_id
 
 
-async def require_admin_account(
-    request: Request,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> str:
-    """The account of an admin API key (``engram keys create --admin``); 401 or 403 else."""
-    if credentials is None or credentials.scheme.lower() != "bearer":
-        raise ApiError(401, "Missing API key")
-    services = get_services(request)
-    found = await asyncio.to_thread(services.keys.admin_account_of, credentials.credentials)
-    if found is None:
-        raise ApiError(401, "Invalid API key")
-    account, admin = found
-    if not admin:
+async def require_admin_account(key: Annotated[ApiKey, Depends(require_key)]) -> str:
+    """The account of an admin API key (``engram keys create --admin``); 403 for others."""
+    if not key.admin:
         raise ApiError(403, "This route needs an API key with the admin scope")
-    return account
+    return key.account_id
 
 
 def check_account(key_account: str, requested: str | None) -> None:
@@ -68,5 +72,6 @@ def check_account(key_account: str, requested: str | None) -> None:
 
 
 Svc = Annotated[Services, Depends(get_services)]
+Key = Annotated[ApiKey, Depends(require_key)]
 Account = Annotated[str, Depends(require_account)]
 AdminAccount = Annotated[str, Depends(require_admin_account)]

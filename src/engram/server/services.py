@@ -23,7 +23,7 @@ from engram.conversation.dedup import DedupPolicy
 from engram.conversation.dispatcher import EngineDispatcher, QueryHandler
 from engram.conversation.extraction import DEFAULT_SENSITIVE_KEYS, Extractor
 from engram.conversation.proposals import ProposalStore
-from engram.conversation.realtime import RealtimeAdapter
+from engram.conversation.realtime import Dispatcher, RealtimeAdapter
 from engram.conversation.summarizer import SessionSummarizer, should_summarize
 from engram.engine import MemoryEngine
 from engram.errors import NotFoundError
@@ -195,12 +195,22 @@ class Services:
             self.tables.set_extracted, session.session_id, outcome.created, status
         )
 
-    def adapter(self, session_id: str, *, instructions: str | None = None) -> RealtimeAdapter:
-        """A Realtime adapter for an open session, wired to this service."""
+    def adapter(
+        self,
+        session_id: str,
+        *,
+        instructions: str | None = None,
+        dispatcher: Dispatcher | None = None,
+    ) -> RealtimeAdapter:
+        """A Realtime adapter for an open session, wired to this service.
+
+        ``dispatcher`` replaces the service's own for this adapter (the realtime socket
+        runs tool calls under its API key).
+        """
         return RealtimeAdapter(
             buffer=self.buffer,
             session_id=session_id,
-            dispatcher=self.dispatcher,
+            dispatcher=dispatcher or self.dispatcher,
             memories=self.loader,
             instructions=instructions or self.options.agent_instructions,
         )

@@ -298,6 +298,11 @@ def _erasure(blob: str, real: str) -> tuple[str, ...]:
     )
 
 
+_API_KEY_AGENTS = """CREATE TABLE IF NOT EXISTS api_key_agents (
+    key_id TEXT NOT NULL REFERENCES api_keys (id) ON DELETE CASCADE,
+    agent TEXT NOT NULL, position INTEGER NOT NULL,
+    PRIMARY KEY (key_id, agent))"""
+
 MIGRATIONS = (
     *MIGRATIONS,
     Migration(
@@ -308,5 +313,14 @@ MIGRATIONS = (
             *_erasure("BYTEA", "DOUBLE PRECISION"),
             *no_statistics("memories", "proposals", "data_keys", "user_keys"),
         ),
+    ),
+    Migration(
+        version=7,
+        name="api-key-agents",
+        # The agents an API key may act as, in the order given when it was made (the first
+        # is the one a request naming no agent acts as). A key with no rows here acts as
+        # agent ``default`` only.
+        sqlite=(_API_KEY_AGENTS,),
+        postgres=(_API_KEY_AGENTS,),
     ),
 )

@@ -27,6 +27,7 @@ _SESSION_COLUMNS = (
     "id, account_id, user_id, is_reminder, created_at, connected_at, ended_at, "
     "tool_calls, memories_extracted, summarization"
 )
+_API_KEY_COLUMNS = "id, account_id, token_hash, created_at, revoked_at, scopes"
 _PROPOSAL_COLUMNS = (
     "id, account_id, user_id, key, type, confidence, session_id, status, created_at, "
     "expires_at, decided_at, key_id, ciphertext, wrapped_key"
@@ -65,13 +66,15 @@ class SessionEventRow:
 
 @dataclass(frozen=True, slots=True)
 class ApiKeyRow:
-    """An API key: its public id, its account and the SHA-256 of its secret token."""
+    """An API key: its public id, its account, the SHA-256 of its secret token and the
+    agents it may act as (in the order given; empty: agent ``default`` only)."""
 
     id: str
     account_id: str
     token_hash: str
     created_at: float
     revoked_at: float | None
+    agents: tuple[str, ...] = ()
     scopes: str = ""
     """Extra scopes, comma-separated: ``admin`` allows operator routes (erasure)."""
 
@@ -100,6 +103,11 @@ def _session(values: Sequence[Any]) -> CallSessionRow:
     row = list(values)
     row[3] = bool(row[3])
     return CallSessionRow(*row)
+
+
+def _api_key(values: Sequence[Any], agents: tuple[str, ...]) -> ApiKeyRow:
+    key_id, account_id, token_hash, created_at, revoked_at, scopes = values
+    return ApiKeyRow(key_id, account_id, token_hash, created_at, revoked_at, agents, scopes or "")
 
 
 def _proposal(values: Sequence[Any]) -> ProposalRow:
@@ -232,11 +240,10 @@ class ServiceTables:
 
     # ---- API keys ----------------------------------------------------------------------------
     def insert_api_key(self, row: ApiKeyRow) -> None:
-        """Store a new API key (its hash only)."""
+        """Store a new API key (its hash only) with its agents, in one transaction."""
         with self._write() as tx:
             tx.run(
-                "INSERT INTO api_keys (id, account_id, token_hash, created_at, revoked_at, "
-                "scopes) VALUES (?, ?, ?, ?, ?, ?)",
+                f"INSERT INTO api_keys ({_API_KEY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
                 [
                     row.id,
                     row.account_id,
@@ -246,16 +253,52 @@ class ServiceTables:
                     row.scopes,
                 ],
             )
+            for position, agent in enumerate(row.agents):
+                tx.run(
+                    "INSERT INTO api_key_agents (key_id, agent, position) VALUES (?, ?, ?)",
+                    [row.id, agent, position],
+                )
 
     def get_api_key(self, key_id: str) -> ApiKeyRow | None:
         """An API key by its public id."""
         with self._read() as db:
             row = db.run(
-                "SELECT id, account_id, token_hash, created_at, revoked_at, "
-                "COALESCE(scopes, '') FROM api_keys WHERE id = ?",
-                [key_id],
+                f"SELECT {_API_KEY_COLUMNS} FROM api_keys WHERE id = ?", [key_id]
             ).fetchone()
-        return None if row is None else ApiKeyRow(*row)
+            if row is None:
+                return None
+            agents = db.run(
+                "SELECT agent FROM api_key_agents WHERE key_id = ? ORDER BY position", [key_id]
+            ).fetchall()
+        return _api_key(row, tuple(a[0] for a in agents))
+
+    def api_keys(self, account_id: str) -> list[ApiKeyRow]:
+        """The API keys of an account, revoked ones included, oldest first."""
+        with self._read() as db:
+            rows = db.run(
+                f"SELECT {_API_KEY_COLUMNS} FROM api_keys WHERE account_id = ? "
+                "ORDER BY created_at, id",
+                [account_id],
+            ).fetchall()
+            bound = db.run(
+                "SELECT a.key_id, a.agent FROM api_key_agents a "
+                "JOIN api_keys k ON k.id = a.key_id WHERE k.account_id = ? "
+                "ORDER BY a.key_id, a.position",
+                [account_id],
+            ).fetchall()
+        agents: dict[str, list[str]] = {}
+        for key_id, agent in bound:
+            agents.setdefault(key_id, []).append(agent)
+        return [_api_key(r, tuple(agents.get(r[0], ()))) for r in rows]
+
+    def revoke_api_key(self, key_id: str, ts: float) -> ApiKeyRow | None:
+        """Mark a key revoked at ``ts`` (kept if it already was); ``None`` for an unknown id."""
+        with self._write() as tx:
+            tx.run(
+                "UPDATE api_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?",
+                [ts, key_id],
+            )
+        return self.get_api_key(key_id)
 
     # ---- proposals ---------------------------------------------------------------------------
     def insert_proposal(self, row: ProposalRow) -> None:

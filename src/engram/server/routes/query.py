@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from engram.conversation.dispatcher import Owner
 from engram.conversation.tools import MemoryQueryArgs
 from engram.errors import ValidationError
-from engram.server.deps import Account, Svc
+from engram.server.deps import Key, Svc
 from engram.types import validated
 
 router = APIRouter(prefix="/v1", tags=["retrieval"])
@@ -41,13 +41,16 @@ class MemoryQueryResponse(BaseModel):
 
 
 @router.post("/memory_query", response_model=MemoryQueryResponse)
-async def memory_query(body: MemoryQueryBody, account: Account, services: Svc) -> dict[str, Any]:
-    """Hybrid retrieval under the agent's category allowlist, filters and token budget."""
+async def memory_query(body: MemoryQueryBody, key: Key, services: Svc) -> dict[str, Any]:
+    """Hybrid retrieval under the agent's category allowlist, filters and token budget.
+
+    The agent must be one the API key is bound to (403 otherwise); a body naming none acts
+    as the key's first agent, or ``default`` for a key made without agents.
+    """
+    agent = key.agent_for(body.agent)
     handler = services.dispatcher.query
     if handler is None:
         raise ValidationError("memory_query is not available on this server")
-    args = validated(
-        MemoryQueryArgs,
-        body.model_dump(by_alias=True, exclude={"user_id"}, exclude_none=True),
-    )
-    return await handler(args, owner=Owner(account, body.user_id))
+    fields = body.model_dump(by_alias=True, exclude={"user_id"}, exclude_none=True)
+    args = validated(MemoryQueryArgs, {**fields, "agent": agent})
+    return await handler(args, owner=Owner(key.account_id, body.user_id))

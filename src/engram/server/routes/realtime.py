@@ -4,18 +4,60 @@ A voice bridge forwards each server event it receives from the Realtime provider
 message; the socket answers with the client events to send back, one text message each.
 The first message from the service is the opening ``session.update`` (instructions with
 the user's memories, and the tools). Authenticate with ``Authorization: Bearer <key>``.
+
+Tool calls run under that key: it is verified again at each call, so a key revoked while
+the socket is open stops its tools and closes the socket, and ``memory_query`` may only act
+as an agent the key is bound to (:meth:`~engram.server.auth.ApiKey.agent_for`).
 """
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect, status
 
-from engram.errors import EngramError
+from engram.conversation.buffer import Session
+from engram.conversation.dispatcher import EngineDispatcher, Owner
+from engram.conversation.tools import MemoryQueryArgs, parse_arguments
+from engram.errors import EngramError, PermissionDeniedError
+from engram.server.auth import ApiKeys
 from engram.server.services import Services
 
 router = APIRouter(tags=["sessions"])
+
+
+class KeyBoundDispatcher:
+    """Runs one socket's tool calls under its API key (the Realtime ``Dispatcher``).
+
+    Args:
+        inner: the service's dispatcher.
+        keys: where the key is verified.
+        token: the socket's bearer token.
+    """
+
+    def __init__(self, inner: EngineDispatcher, keys: ApiKeys, token: str) -> None:
+        self._inner = inner
+        self._keys = keys
+        self._token = token
+        self.revoked = False
+
+    async def dispatch(self, name: str, arguments_json: str, session: Session) -> dict[str, Any]:
+        """Verify the key, hold ``memory_query`` to the key's agents, then run the tool.
+
+        Raises:
+            PermissionDeniedError: the key was revoked, or names an agent it is not bound to.
+            ValidationError: unknown tool or invalid arguments.
+        """
+        key = await asyncio.to_thread(self._keys.verify, self._token)
+        if key is None:
+            self.revoked = True
+            raise PermissionDeniedError("API key is no longer valid")
+        args = parse_arguments(name, arguments_json)
+        if isinstance(args, MemoryQueryArgs):
+            args = args.model_copy(update={"agent": key.agent_for(args.agent)})
+        owner = Owner(session.account_id, session.user_id, session.session_id)
+        return await self._inner.call(name, args, owner=owner)
 
 
 @router.websocket("/sessions/{call_session_id}/realtime")
@@ -35,12 +77,16 @@ async def realtime(websocket: WebSocket, call_session_id: str) -> None:
         return
     await websocket.accept()
     session = services.buffer_session(row)
-    adapter = services.adapter(session.session_id)
+    dispatcher = KeyBoundDispatcher(services.dispatcher, services.keys, token)
+    adapter = services.adapter(session.session_id, dispatcher=dispatcher)
     await websocket.send_json(await adapter.session_update())
     try:
         while True:
             text = await websocket.receive_text()
             for event in await adapter.handle_json(text):
                 await websocket.send_text(event)
+            if dispatcher.revoked:
+                await websocket.close(code=status.WS_1008_POLICY_VIOLATION)
+                return
     except WebSocketDisconnect:
         return
