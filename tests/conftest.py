@@ -6,9 +6,11 @@ import atexit
 import os
 import shutil
 import tempfile
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 
 if "XDG_RUNTIME_DIR" not in os.environ:
@@ -71,8 +73,20 @@ def make_key_store(storage: Storage, request: pytest.FixtureRequest, tmp_path: P
     """A key store apart from ``storage``'s database, of the same kind."""
     if storage.name == "sqlite":
         return open_key_store(f"sqlite:///{tmp_path / 'keys.db'}")
-    server: EmbeddedPostgres = request.getfixturevalue("postgres_server")
-    return open_key_store(server.create_database())
+    # One keys database for the run and a schema of its own per test (a database per test
+    # would cost a CREATE DATABASE each).
+    keys_uri: str = request.getfixturevalue("keys_database")
+    schema = f"keys_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(keys_uri, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    separator = "&" if "?" in keys_uri else "?"
+    return open_key_store(f"{keys_uri}{separator}options=-csearch_path%3D{schema}")
+
+
+@pytest.fixture(scope="session")
+def keys_database(postgres_server: EmbeddedPostgres) -> str:
+    """The database that holds the PostgreSQL tests' key stores."""
+    return postgres_server.create_database("engram_keys")
 
 
 @pytest.fixture
