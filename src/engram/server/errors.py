@@ -22,6 +22,7 @@ from engram.errors import (
     IntegrityError,
     NotFoundError,
     PermissionDeniedError,
+    PreconditionFailedError,
     ProviderError,
     StorageError,
     ValidationError,
@@ -35,6 +36,7 @@ STATUS_BY_ERROR: tuple[tuple[type[EngramError], int], ...] = (
     (ValidationError, 400),
     (NotFoundError, 404),
     (PermissionDeniedError, 403),
+    (PreconditionFailedError, 412),  # before its base class: the first match wins
     (ConflictError, 409),
     (EmbedderMismatchError, 409),
     (IntegrityError, 500),

@@ -1,7 +1,8 @@
 """Versioned schema migrations, one ordered list per dialect.
 
 Each migration is applied once, inside a transaction, and recorded in ``schema_migrations``.
-Statements use ``IF NOT EXISTS`` so a half-recorded run can be repeated safely.
+Statements use ``IF NOT EXISTS`` so a half-recorded run can be repeated safely; SQLite lacks
+``ADD COLUMN IF NOT EXISTS``, and its backend skips such a statement when the column exists.
 """
 
 from __future__ import annotations
@@ -241,4 +242,17 @@ MIGRATIONS = (
             END $$""",
         ),
     ),
+)
+
+# A counter every in-place change of a memory row bumps (forget, restore, visibility,
+# superseding): writers compare-and-set on it, so one that read an older state of the row
+# loses instead of undoing the change. Existing rows start at 1; PostgreSQL adds a column with
+# a constant default without rewriting the table.
+_ROW_VERSION = (
+    "ALTER TABLE memories ADD COLUMN IF NOT EXISTS row_version INTEGER NOT NULL DEFAULT 1",
+)
+
+MIGRATIONS = (
+    *MIGRATIONS,
+    Migration(version=6, name="row-version", sqlite=_ROW_VERSION, postgres=_ROW_VERSION),
 )

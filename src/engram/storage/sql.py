@@ -35,7 +35,14 @@ from engram.storage.migrations import MIGRATIONS, Migration
 from engram.types import MemoryFilter
 
 MEMORY_SELECT = ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
-_UPDATABLE = frozenset(MEMORY_COLUMNS) - {"id", "account_id", "user_id", "lineage_id"}
+# row_version is not set by callers: every update bumps it (see SqlTransaction.update_memory).
+_UPDATABLE = frozenset(MEMORY_COLUMNS) - {
+    "id",
+    "account_id",
+    "user_id",
+    "lineage_id",
+    "row_version",
+}
 
 
 class NeighbourColumn(NamedTuple):
@@ -156,6 +163,9 @@ class SqlTransaction(SqlExecutor):
         if "key" in fields:
             assignments.append("key_lc = ?")
             params.append(str(fields["key"]).lower())
+        # Every in-place change moves the row version, so a writer that read the row before
+        # this change fails its compare-and-set instead of overwriting it.
+        assignments.append("row_version = row_version + 1")
         self.run(f"UPDATE memories SET {', '.join(assignments)} WHERE id = ?", [*params, memory_id])
 
     def lock_lineage(self, account_id: str, lineage_id: str) -> MemoryRow | None:
@@ -423,7 +433,7 @@ class SqlStorage:
             if migration.version in done:
                 continue
             for statement in self._statements(migration):
-                tx.run(statement)
+                self._run_migration_statement(tx, statement)
             tx.run(
                 "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
                 [migration.version, migration.name, time.time()],
@@ -431,6 +441,9 @@ class SqlStorage:
 
     def _statements(self, migration: Migration) -> tuple[str, ...]:
         return migration.postgres if self.dialect == "postgres" else migration.sqlite
+
+    def _run_migration_statement(self, tx: SqlTransaction, statement: str) -> None:
+        tx.run(statement)
 
     def schema_version(self) -> int:
         """The newest applied migration."""
