@@ -49,6 +49,7 @@ async def test_patch_with_a_stale_if_match_is_refused(api: Api) -> None:
     new = patched.json()
     assert (new["version"], new["value"], new["row_version"]) == (2, "oolong", 1)
     assert patched.headers["ETag"] == '"1"'
+    assert patched.headers["Content-Location"] == f"/v1/memories/{new['id']}"
     # The tag read before the update names a version that is no longer the current one.
     _is_error(await _patch(api, mid, "sencha", current.headers["ETag"]), 412)
     third = await _patch(api, new["id"], "sencha", patched.headers["ETag"])

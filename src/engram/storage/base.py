@@ -29,7 +29,8 @@ class MemoryRow(NamedTuple):
 
     ``row_version`` starts at 1 and grows with every in-place change of the row (forget,
     restore, visibility, superseding), so ``(id, row_version)`` names one state of a
-    version: writers compare it to what they read and lose if it moved.
+    version: writers compare it to what they read and lose if it moved. Access times
+    (``Storage.touch``) do not count: a read must not fail a writer.
     """
 
     id: str

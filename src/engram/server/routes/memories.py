@@ -123,6 +123,9 @@ async def patch_memory(
         expected_row_version=_expected_row_version(if_match),
     )
     services.metrics.memory_written("updated")
+    # The answer is the new version, another resource than the one patched: its ETag is
+    # that resource's (RFC 9110 Content-Location).
+    response.headers["Content-Location"] = f"{router.prefix}/{memory.id}"
     return _out(memory, response)
 
 
