@@ -22,7 +22,7 @@ from engram.crypto.envelope import Envelope
 from engram.crypto.keyring import KeyRing, load_keyring
 from engram.crypto.owner_keys import USER_KEY, OwnerKey, OwnerKeys
 from engram.crypto.rotation import rotate_kek
-from engram.errors import ConflictError, NotFoundError, ValidationError
+from engram.errors import ConflictError, NotFoundError, PreconditionFailedError, ValidationError
 from engram.indexing import Indexer, LexicalIndexer
 from engram.storage import open_storage
 from engram.storage.base import ChangeRow, HistoryRow, MemoryRow, OpRow, Page, Storage, Transaction
@@ -58,6 +58,9 @@ DELTA_SYMBOLS = {
     HistoryEventType.RESTORE: "⤺restored",
 }
 _LIVE = (MemoryState.ACTIVE.value, MemoryState.SOFT_DELETED.value)
+_CHANGED_CONCURRENTLY = "the memory changed concurrently; read it and retry"
+_HEAD_RELOCKS = 8
+"""How often an in-place transition re-reads a head that was superseded while it waited."""
 
 
 def default_thread(account_id: str, user_id: str) -> str:
@@ -220,13 +223,27 @@ class MemoryEngine:
         actor: str | None = None,
         thread_id: str | None = None,
         event: HistoryEventType = HistoryEventType.UPDATE,
+        expected_row_version: int | None = None,
     ) -> Memory:
         """Write a new version of the memory with ``patch`` applied; the old one is superseded.
+
+        The write is a compare-and-set on the current version as this call read it: if
+        another writer changes the memory in between (forgets it, changes its visibility,
+        updates it), nothing is written and :class:`ConflictError` says to read and retry.
+        With ``expected_row_version`` the caller's own earlier read is the one compared: the
+        update applies only while ``memory_id`` is the current version at that row version,
+        else :class:`PreconditionFailedError` (a :class:`ConflictError`).
 
         Raises :class:`NotFoundError` for an unknown id and :class:`ConflictError` when the
         memory is forgotten (restore it first).
         """
         head = self._head(account_id, memory_id)
+        precondition = expected_row_version is not None
+        if precondition and (head.id, head.row_version) != (memory_id, expected_row_version):
+            raise PreconditionFailedError(
+                f"memory {memory_id} is not the current version at row version "
+                f"{expected_row_version}; read it and retry"
+            )
         if head.state != MemoryState.ACTIVE:
             raise ConflictError(f"memory {memory_id} is {head.state.value}; restore it first")
         changes = validated(MemoryPatch, patch).model_dump(exclude_none=True)
@@ -237,6 +254,7 @@ class MemoryEngine:
                 **changes,
                 "id": new_id,
                 "version": head.version + 1,
+                "row_version": 1,
                 "supersedes_id": head.id,
                 "updated_at": now,
                 "actor_id": actor or head.actor_id,
@@ -251,7 +269,7 @@ class MemoryEngine:
             actor,
             {"key": head.key, "fields": sorted(changes)},
         )
-        self._commit_versions([write], expected_head=head)
+        self._commit_versions([write], expected_head=head, precondition=precondition)
         return memory
 
     def update_by_key(
@@ -719,21 +737,30 @@ class MemoryEngine:
         writes: Sequence[_Write],
         *,
         expected_head: Memory | None = None,
+        precondition: bool = False,
         log_changes: bool = True,
     ) -> None:
+        """Insert ``writes`` in one transaction, superseding ``expected_head`` if given.
+
+        ``expected_head`` is compared, under the lineage lock, with the head as it is now: id,
+        row version and state must all be what the caller read (an in-place forget or
+        visibility change keeps the id but moves the row version). On a mismatch nothing is
+        written: :class:`ConflictError`, or :class:`PreconditionFailedError` when the
+        caller stated the expectation (``precondition``).
+        """
         if not writes:
             return
         memories = [w.memory for w in writes]
         prepared = self._prepare(memories)
         try:
-            self._commit_sealed(writes, prepared, expected_head, log_changes)
+            self._commit_sealed(writes, prepared, expected_head, precondition, log_changes)
         except _StaleKey:
             # Another process erased one of these users since this one cached their key:
             # seal again under the user's new generation (a fresh key).
             for memory in memories:
                 self.keys.forget(memory.account_id, memory.user_id)
             try:
-                self._commit_sealed(writes, prepared, expected_head, log_changes)
+                self._commit_sealed(writes, prepared, expected_head, precondition, log_changes)
             except _StaleKey:
                 raise ConflictError("the user was erased concurrently; retry") from None
 
@@ -742,6 +769,7 @@ class MemoryEngine:
         writes: Sequence[_Write],
         prepared: list[list[Any]],
         expected_head: Memory | None,
+        precondition: bool,
         log_changes: bool,
     ) -> None:
         owners: dict[tuple[str, str], OwnerKey] = {}
@@ -758,8 +786,10 @@ class MemoryEngine:
                     raise _StaleKey
             if expected_head is not None:
                 locked = tx.lock_lineage(expected_head.account_id, expected_head.lineage_id)
-                if locked is None or locked.id != expected_head.id:
-                    raise ConflictError("the memory changed concurrently; read it and retry")
+                read = (expected_head.id, expected_head.row_version, expected_head.state.value)
+                if locked is None or (locked.id, locked.row_version, locked.state) != read:
+                    stale = PreconditionFailedError if precondition else ConflictError
+                    raise stale(_CHANGED_CONCURRENTLY)
                 tx.update_memory(expected_head.id, {"state": MemoryState.SUPERSEDED.value})
                 tx.delete_index([expected_head.id])
             for index, (write, row) in enumerate(zip(writes, rows, strict=True)):
@@ -784,11 +814,15 @@ class MemoryEngine:
         thread_id: str | None,
         log_change: bool = True,
     ) -> Memory:
+        # The state check runs on the head as locked, so it holds when the change commits; the
+        # change bumps the row version, so an update that read the head before it loses.
         row = self._row(account_id, memory_id)
         with self.storage.transaction() as tx:
-            head = tx.lock_lineage(account_id, row.lineage_id)
+            head = self._lock_head(tx, account_id, row.lineage_id)
             if head is None:
                 raise NotFoundError(f"memory {memory_id} not found")
+            if head.state == MemoryState.SUPERSEDED.value:
+                raise ConflictError(_CHANGED_CONCURRENTLY)
             if require is not None and head.state != require.value:
                 raise ConflictError(f"memory {memory_id} is {head.state}, not {require.value}")
             if head.state == MemoryState.PURGED.value:
@@ -812,9 +846,20 @@ class MemoryEngine:
             if log_change:
                 thread = thread_id or default_thread(head.account_id, head.user_id)
                 self._change(tx, head, thread, event, meta)
-        updated = self.storage.get_memory(account_id, head.id)
-        assert updated is not None
-        return self._open(updated)
+        # The version as this transition left it (a read now could see a later writer's).
+        return self._open(head._replace(**stored, row_version=head.row_version + 1))
+
+    @staticmethod
+    def _lock_head(tx: Transaction, account_id: str, lineage_id: str) -> MemoryRow | None:
+        # On PostgreSQL a writer that waited for the head's row lock while another writer
+        # superseded it is handed that row, now superseded: its statement's snapshot predates
+        # the new head. Reading again in the same transaction (a fresh snapshot) finds it.
+        head = tx.lock_lineage(account_id, lineage_id)
+        for _ in range(_HEAD_RELOCKS):
+            if head is None or head.state != MemoryState.SUPERSEDED.value:
+                break
+            head = tx.lock_lineage(account_id, lineage_id)
+        return head
 
     @staticmethod
     def _history(

@@ -10,6 +10,7 @@ to status codes in one place (``engram.server.errors``)::
     ├── PermissionDeniedError    403  wrong account, category outside an agent's allowlist,
     │                                an agent the API key is not bound to
     ├── ConflictError            409  the operation does not fit the memory's state
+    │   └── PreconditionFailedError  412  the memory is no longer the version the caller read
     ├── ConfigurationError       ---  refused at start-up: malformed key, missing extra
     │   └── MissingDependencyError    an optional extra is not installed
     ├── EmbedderMismatchError    409  the store was indexed with another embedder
@@ -40,6 +41,10 @@ class PermissionDeniedError(EngramError):
 
 class ConflictError(EngramError):
     """The operation does not fit the current state (e.g. restoring an active memory)."""
+
+
+class PreconditionFailedError(ConflictError):
+    """The caller named the state it read (an expected row version), and it has changed."""
 
 
 class ConfigurationError(EngramError):

@@ -235,7 +235,13 @@ class MemoryPatch(BaseModel):
 
 
 class Memory(BaseModel):
-    """One stored version of a memory, decrypted."""
+    """One stored version of a memory, decrypted.
+
+    ``version`` counts the memory's versions; ``row_version`` counts in-place changes of this
+    one (forget, restore, visibility, being superseded). Together with ``id`` it names the
+    state a caller read, for :meth:`MemoryEngine.update`'s ``expected_row_version`` and the
+    service's ``ETag``.
+    """
 
     model_config = _FROZEN
 
@@ -258,6 +264,7 @@ class Memory(BaseModel):
     pinned: bool
     state: MemoryState
     version: int
+    row_version: int = 1
     supersedes_id: str | None = None
     lineage_id: str
     tags: tuple[str, ...] = ()

@@ -50,3 +50,21 @@ def test_vector_graph_takes_the_current_build_settings(storage: Storage) -> None
     assert f"ef_construction={migrations.HNSW_EF_CONSTRUCTION}" in after[0]
     # A settings change, not a rebuild: the graph's storage is the one it had.
     assert after[1] == before[1]
+
+
+def test_row_versions_are_added_to_existing_rows(storage: Storage) -> None:
+    engine = MemoryEngine(storage, KeyRing(primary=TEST_KEK))
+    memory = add(engine)
+    # As a store made before version 6 left it: no row versions.
+    with storage.transaction() as tx:
+        tx.run("ALTER TABLE memories DROP COLUMN row_version")  # type: ignore[attr-defined]
+        tx.run("DELETE FROM schema_migrations WHERE version = 6")  # type: ignore[attr-defined]
+    storage.migrate()
+    assert engine.get(memory.id, account_id=ACCOUNT).row_version == 1
+    assert engine.forget(memory.id, account_id=ACCOUNT).row_version == 2
+    # Run again after its record was lost, it finds the column and leaves it as it is.
+    with storage.transaction() as tx:
+        tx.run("DELETE FROM schema_migrations WHERE version = 6")  # type: ignore[attr-defined]
+    storage.migrate()
+    assert storage.schema_version() == max(m.version for m in migrations.MIGRATIONS)
+    assert engine.get(memory.id, account_id=ACCOUNT).row_version == 2

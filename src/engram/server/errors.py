@@ -23,6 +23,7 @@ from engram.errors import (
     KeyUnavailableError,
     NotFoundError,
     PermissionDeniedError,
+    PreconditionFailedError,
     ProviderError,
     StorageError,
     ValidationError,
@@ -36,6 +37,7 @@ STATUS_BY_ERROR: tuple[tuple[type[EngramError], int], ...] = (
     (ValidationError, 400),
     (NotFoundError, 404),
     (PermissionDeniedError, 403),
+    (PreconditionFailedError, 412),  # before its base class: the first match wins
     (ConflictError, 409),
     (EmbedderMismatchError, 409),
     (KeyUnavailableError, 503),

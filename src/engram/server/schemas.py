@@ -97,7 +97,11 @@ class EndSessionResponse(BaseModel):
 
 
 class MemoryOut(BaseModel):
-    """A memory as ``/v1`` shows it."""
+    """A memory as ``/v1`` shows it.
+
+    ``row_version`` counts in-place changes of this version (forget, restore, visibility);
+    it is also the ``ETag`` of single-memory answers, for ``PATCH``'s ``If-Match``.
+    """
 
     id: str
     type: str
@@ -106,6 +110,7 @@ class MemoryOut(BaseModel):
     confidence: float
     visibility: str
     version: int
+    row_version: int
     state: str
     created_at: datetime
     updated_at: datetime
@@ -121,6 +126,7 @@ class MemoryOut(BaseModel):
             confidence=memory.confidence,
             visibility=memory.visibility.value,
             version=memory.version,
+            row_version=memory.row_version,
             state=memory.state.value,
             created_at=memory.created_at,
             updated_at=memory.updated_at,

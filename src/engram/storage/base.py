@@ -26,6 +26,11 @@ class MemoryRow(NamedTuple):
 
     A named tuple rather than a frozen dataclass: a query builds a row for every candidate
     it reads, and a tuple is built several times faster.
+
+    ``row_version`` starts at 1 and grows with every in-place change of the row (forget,
+    restore, visibility, superseding), so ``(id, row_version)`` names one state of a
+    version: writers compare it to what they read and lose if it moved. Access times
+    (``Storage.touch``) do not count: a read must not fail a writer.
     """
 
     id: str
@@ -46,6 +51,7 @@ class MemoryRow(NamedTuple):
     pinned: bool
     state: str
     version: int
+    row_version: int
     supersedes_id: str | None
     lineage_id: str
     created_at: float
@@ -178,7 +184,7 @@ class Transaction(Protocol):
         ...
 
     def update_memory(self, memory_id: str, fields: Mapping[str, Any]) -> None:
-        """Set columns of one memory version (never its id or owner)."""
+        """Set columns of one memory version (never its id or owner) and bump its row version."""
         ...
 
     def lock_lineage(self, account_id: str, lineage_id: str) -> MemoryRow | None:

@@ -1,9 +1,8 @@
 """Versioned schema migrations, one ordered list per dialect.
 
 Each migration is applied once, inside a transaction, and recorded in ``schema_migrations``.
-Statements use ``IF NOT EXISTS`` so a half-recorded run can be repeated safely; a new column
-is written ``ALTER TABLE t ADD COLUMN IF NOT EXISTS c ...``, which the runner also makes
-work on SQLite (where the clause does not exist).
+Statements use ``IF NOT EXISTS`` so a half-recorded run can be repeated safely; SQLite lacks
+``ADD COLUMN IF NOT EXISTS``, and its backend skips such a statement when the column exists.
 """
 
 from __future__ import annotations
@@ -303,6 +302,14 @@ _API_KEY_AGENTS = """CREATE TABLE IF NOT EXISTS api_key_agents (
     agent TEXT NOT NULL, position INTEGER NOT NULL,
     PRIMARY KEY (key_id, agent))"""
 
+# A counter every in-place change of a memory row bumps (forget, restore, visibility,
+# superseding): writers compare-and-set on it, so one that read an older state of the row
+# loses instead of undoing the change. Existing rows start at 1; PostgreSQL adds a column with
+# a constant default without rewriting the table.
+_ROW_VERSION = (
+    "ALTER TABLE memories ADD COLUMN IF NOT EXISTS row_version INTEGER NOT NULL DEFAULT 1",
+)
+
 MIGRATIONS = (
     *MIGRATIONS,
     Migration(
@@ -314,6 +321,7 @@ MIGRATIONS = (
             *no_statistics("memories", "proposals", "data_keys", "user_keys"),
         ),
     ),
+    Migration(version=6, name="row-version", sqlite=_ROW_VERSION, postgres=_ROW_VERSION),
     Migration(
         version=7,
         name="api-key-agents",

@@ -6,7 +6,6 @@ subclass supplies; the queries themselves are written once here with ``?`` place
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from collections import OrderedDict
@@ -35,9 +34,15 @@ from engram.storage.filters import compile_filter, compile_others_shared
 from engram.storage.migrations import MIGRATIONS, Migration
 from engram.types import MemoryFilter
 
-_ADD_COLUMN = re.compile(r"\s*ALTER TABLE (\w+) ADD COLUMN IF NOT EXISTS (\w+)", re.IGNORECASE)
 MEMORY_SELECT = ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
-_UPDATABLE = frozenset(MEMORY_COLUMNS) - {"id", "account_id", "user_id", "lineage_id"}
+# row_version is not set by callers: every update bumps it (see SqlTransaction.update_memory).
+_UPDATABLE = frozenset(MEMORY_COLUMNS) - {
+    "id",
+    "account_id",
+    "user_id",
+    "lineage_id",
+    "row_version",
+}
 
 
 class NeighbourColumn(NamedTuple):
@@ -158,6 +163,9 @@ class SqlTransaction(SqlExecutor):
         if "key" in fields:
             assignments.append("key_lc = ?")
             params.append(str(fields["key"]).lower())
+        # Every in-place change moves the row version, so a writer that read the row before
+        # this change fails its compare-and-set instead of overwriting it.
+        assignments.append("row_version = row_version + 1")
         self.run(f"UPDATE memories SET {', '.join(assignments)} WHERE id = ?", [*params, memory_id])
 
     def lock_lineage(self, account_id: str, lineage_id: str) -> MemoryRow | None:
@@ -413,30 +421,17 @@ class SqlStorage:
             if migration.version in done:
                 continue
             for statement in self._statements(migration):
-                self._run_ddl(tx, statement)
+                self._run_migration_statement(tx, statement)
             tx.run(
                 "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
                 [migration.version, migration.name, time.time()],
             )
 
-    def _run_ddl(self, tx: SqlTransaction, statement: str) -> None:
-        """Run one migration statement; ``ADD COLUMN IF NOT EXISTS`` works on both dialects.
-
-        SQLite has no ``IF NOT EXISTS`` for columns, so there the column is looked up first:
-        a migration re-run over tables it already changed must not fail.
-        """
-        added = _ADD_COLUMN.match(statement)
-        if added is not None and self.dialect == "sqlite":
-            table, column = added.group(1), added.group(2)
-            if tx.run(
-                "SELECT 1 FROM pragma_table_info(?) WHERE name = ?", [table, column]
-            ).fetchone():
-                return
-            statement = statement.replace(" IF NOT EXISTS", "", 1)
-        tx.run(statement)
-
     def _statements(self, migration: Migration) -> tuple[str, ...]:
         return migration.postgres if self.dialect == "postgres" else migration.sqlite
+
+    def _run_migration_statement(self, tx: SqlTransaction, statement: str) -> None:
+        tx.run(statement)
 
     def schema_version(self) -> int:
         """The newest applied migration."""

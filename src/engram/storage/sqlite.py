@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -35,6 +36,10 @@ from engram.types import MemoryFilter
 MMAP_BYTES = 1 << 30
 CACHE_KIB = 16 * 1024
 ID_ARRAY = "json_group_array(m.id)"
+_ADD_COLUMN = re.compile(
+    r"\s*ALTER\s+TABLE\s+(\w+)\s+ADD\s+COLUMN\s+IF\s+NOT\s+EXISTS\s+(\w+)\s+(.*)",
+    re.IGNORECASE | re.DOTALL,
+)
 
 
 def _connect(path: str) -> sqlite3.Connection:
@@ -222,6 +227,21 @@ class SqliteStorage(SqlStorage):
         """Apply pending migrations."""
         with self.transaction() as tx:
             self._apply_migrations(tx)
+
+    def _run_migration_statement(self, tx: SqlTransaction, statement: str) -> None:
+        # SQLite has no ``ADD COLUMN IF NOT EXISTS``; migrations write it as PostgreSQL does,
+        # and here it becomes a plain ADD COLUMN unless the column is there already (so a
+        # migration re-run after its record was lost does not fail on a duplicate column).
+        match = _ADD_COLUMN.fullmatch(statement)
+        if match is None:
+            tx.run(statement)
+            return
+        table, column, definition = match.groups()
+        exists = tx.run(
+            "SELECT 1 FROM pragma_table_info(?) WHERE name = ?", [table, column]
+        ).fetchone()
+        if exists is None:
+            tx.run(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
 
     def close(self) -> None:
         """Checkpoint, then close every connection this storage opened."""

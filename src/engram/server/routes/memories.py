@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import re
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Header, Query, Response
 
 from engram.server.deps import Account, Svc
+from engram.server.errors import ApiError
 from engram.server.schemas import (
     HistoryList,
     HistoryOut,
@@ -14,10 +16,47 @@ from engram.server.schemas import (
     MemoryOut,
     NewMemoryBody,
     PatchMemoryBody,
+    ToolResponse,
 )
-from engram.types import MemoryFilter, Source
+from engram.types import Memory, MemoryFilter, Source
 
 router = APIRouter(prefix="/v1/memories", tags=["memories"])
+
+_ETAG = re.compile(r'"(\d{1,18})"|(\d{1,18})')
+_PATCH_ERRORS: dict[int | str, dict[str, Any]] = {
+    409: {
+        "model": ToolResponse,
+        "description": "The memory is forgotten, or another writer changed it meanwhile",
+    },
+    412: {
+        "model": ToolResponse,
+        "description": "If-Match does not name the memory's current version and row version",
+    },
+}
+
+
+def _etag(memory: Memory) -> str:
+    # A version's row version names its state; the id is in the URL the tag belongs to.
+    return f'"{memory.row_version}"'
+
+
+def _out(memory: Memory, response: Response) -> MemoryOut:
+    response.headers["ETag"] = _etag(memory)
+    return MemoryOut.of(memory)
+
+
+def _expected_row_version(if_match: str | None) -> int | None:
+    """The row version an ``If-Match`` header asks for (``None``: any, or no header)."""
+    if if_match is None or if_match.strip() == "*":
+        return None
+    tag = if_match.strip()
+    if tag.startswith("W/"):
+        # If-Match compares strongly (RFC 9110): a weak tag never matches.
+        raise ApiError(412, "If-Match takes the strong ETag of the memory's current version")
+    match = _ETAG.fullmatch(tag)
+    if match is None:
+        raise ApiError(400, 'If-Match must be one ETag as this service sends it, e.g. "3"')
+    return int(match.group(1) or match.group(2))
 
 
 @router.get("", response_model=MemoryList)
@@ -46,32 +85,65 @@ async def create_memory(body: NewMemoryBody, services: Svc, account: Account) ->
 
 
 @router.get("/{memory_id}", response_model=MemoryOut)
-async def get_memory(memory_id: str, services: Svc, account: Account) -> MemoryOut:
-    """One memory version."""
-    return MemoryOut.of(await services.aengine.get(memory_id, account_id=account))
-
-
-@router.patch("/{memory_id}", response_model=MemoryOut)
-async def patch_memory(
-    memory_id: str, body: PatchMemoryBody, services: Svc, account: Account
+async def get_memory(
+    memory_id: str, services: Svc, account: Account, response: Response
 ) -> MemoryOut:
-    """Write a new version with the given fields changed."""
+    """One memory version; its ``ETag`` is what ``PATCH`` takes as ``If-Match``."""
+    return _out(await services.aengine.get(memory_id, account_id=account), response)
+
+
+@router.patch("/{memory_id}", response_model=MemoryOut, responses=_PATCH_ERRORS)
+async def patch_memory(
+    memory_id: str,
+    body: PatchMemoryBody,
+    services: Svc,
+    account: Account,
+    response: Response,
+    if_match: Annotated[
+        str | None,
+        Header(
+            description=(
+                "The ETag of this memory as last read (GET or PATCH answers carry it). The "
+                "change applies only while this id is still the memory's current version, "
+                "unchanged since (not forgotten, restored, re-marked or updated): else 412. "
+                "Without it, a writer that changed the memory meanwhile still fails the "
+                "update with 409."
+            ),
+            examples=['"3"'],
+        ),
+    ] = None,
+) -> MemoryOut:
+    """Write a new version with the given fields changed (the answer is that version)."""
     patch = body.model_dump(exclude_none=True)
-    memory = await services.aengine.update(memory_id, patch, account_id=account, actor="api")
+    memory = await services.aengine.update(
+        memory_id,
+        patch,
+        account_id=account,
+        actor="api",
+        expected_row_version=_expected_row_version(if_match),
+    )
     services.metrics.memory_written("updated")
-    return MemoryOut.of(memory)
+    # The answer is the new version, another resource than the one patched: its ETag is
+    # that resource's (RFC 9110 Content-Location).
+    response.headers["Content-Location"] = f"{router.prefix}/{memory.id}"
+    return _out(memory, response)
 
 
 @router.delete("/{memory_id}", response_model=MemoryOut)
-async def forget_memory(memory_id: str, services: Svc, account: Account) -> MemoryOut:
+async def forget_memory(
+    memory_id: str, services: Svc, account: Account, response: Response
+) -> MemoryOut:
     """Soft-delete a memory (restorable until purged)."""
-    return MemoryOut.of(await services.aengine.forget(memory_id, account_id=account, actor="api"))
+    return _out(await services.aengine.forget(memory_id, account_id=account, actor="api"), response)
 
 
 @router.post("/{memory_id}/restore", response_model=MemoryOut)
-async def restore_memory(memory_id: str, services: Svc, account: Account) -> MemoryOut:
+async def restore_memory(
+    memory_id: str, services: Svc, account: Account, response: Response
+) -> MemoryOut:
     """Bring a forgotten memory back."""
-    return MemoryOut.of(await services.aengine.restore(memory_id, account_id=account, actor="api"))
+    memory = await services.aengine.restore(memory_id, account_id=account, actor="api")
+    return _out(memory, response)
 
 
 @router.get("/{memory_id}/history", response_model=HistoryList)
