@@ -13,6 +13,7 @@ to status codes in one place (``engram.server.errors``)::
     │   └── MissingDependencyError    an optional extra is not installed
     ├── EmbedderMismatchError    409  the store was indexed with another embedder
     ├── IntegrityError           500  ciphertext, AAD or wrapped key failed authentication
+    │   └── TamperedRowError     500  a stored memory row was changed outside Engram
     ├── StorageError             503  the database failed (never carries memory text)
     └── ProviderError            502  an LLM or embedding endpoint failed
 """
@@ -61,6 +62,14 @@ class EmbedderMismatchError(EngramError):
 
 class IntegrityError(EngramError):
     """Encrypted data failed authentication: tampered ciphertext, AAD or wrapped key."""
+
+
+class TamperedRowError(IntegrityError):
+    """A stored memory row fails authentication: its ciphertext, or a column bound to it
+    (owner, id, blinded key, visibility, type, category, subject), was changed outside Engram.
+
+    Listings and searches skip such a row (and count it); reading it by id raises this.
+    """
 
 
 class StorageError(EngramError):

@@ -91,7 +91,7 @@ class DedupPolicy:
                 ids[hit.memory_id] = hit.score
         if not ids:
             return None
-        nearby = [engine.open_row(r) for r in storage.filter_memories(flt, list(ids))]
+        nearby = engine.open_rows(storage.filter_memories(flt, list(ids)))
         twin = self.duplicate_of(
             key=key, value=value, memory_type=memory_type, existing=nearby, use_embedder=False
         )

@@ -3,7 +3,8 @@
 Extraction never changes a sensitive key (``preferred_name``, ``pronouns``, ``city``,
 ``language`` by default); when it hears a new value it files a :class:`ProposedChange`
 here. The proposal is kept for ``ttl`` (7 days by default), its values sealed under the
-user's key exactly like memory values. It is applied when the user confirms it (through the
+user's key exactly like memory values; its key is sealed with them and stored only blinded
+(like a memory's key). It is applied when the user confirms it (through the
 API, or by restating the key in a later live tool call) and the decision is recorded: a
 confirmation is an engine update whose audit actor names the proposal; a rejection or a
 superseding live write is an operational event. Neither carries a value.
@@ -84,7 +85,7 @@ class ProposalStore:
         proposal_id = str(uuid.uuid4())
         key_id, user_key = self._engine.keys.user_key(change.account_id, change.user_id)
         payload = json.dumps(
-            {"current": change.current_value, "proposed": change.proposed_value},
+            {"key": change.key, "current": change.current_value, "proposed": change.proposed_value},
             ensure_ascii=False,
         ).encode()
         sealed = self._engine.envelope.seal(
@@ -96,7 +97,7 @@ class ProposalStore:
                 id=proposal_id,
                 account_id=change.account_id,
                 user_id=change.user_id,
-                key=change.key,
+                key=self._engine.blind_key(change.account_id, change.key),
                 type=change.type.value,
                 confidence=change.confidence,
                 session_id=change.session_id,
@@ -139,23 +140,24 @@ class ProposalStore:
         memory, _ = self._engine.update_by_key(
             account_id=account_id,
             user_id=row.user_id,
-            key=row.key,
+            key=proposal.key,
             value=proposal.proposed_value,
             type=MemoryType(row.type),
             source=Source.EXTRACTION,
             actor=_actor(proposal_id),
         )
-        self._audit(account_id, row.user_id, row.key, proposal_id, "confirmed")
+        self._audit(account_id, row.user_id, proposal.key, proposal_id, "confirmed")
         log.info("proposal confirmed")
         return memory
 
     def reject(self, proposal_id: str, *, account_id: str) -> None:
         """Discard a pending proposal (recorded as an operational event)."""
         row = self._pending_row(account_id, proposal_id)
+        proposal = self._open(row)
         if not self._tables.decide_proposal(proposal_id, "rejected", time.time()):
             raise ConflictError("proposal was already decided")
         self._op(account_id, row.user_id, "proposal_rejected", None)
-        self._audit(account_id, row.user_id, row.key, proposal_id, "rejected")
+        self._audit(account_id, row.user_id, proposal.key, proposal_id, "rejected")
 
     def settle_by_live_write(
         self, *, account_id: str, user_id: str, key: str, value: str
@@ -166,7 +168,8 @@ class ProposalStore:
         The live write itself is made by the caller. Returns ``"confirmed"``,
         ``"superseded"`` or ``None`` when nothing was pending.
         """
-        rows = self._tables.pending_proposals(account_id, user_id, key=key, now=time.time())
+        blinded = self._engine.blind_key(account_id, key)
+        rows = self._tables.pending_proposals(account_id, user_id, key=blinded, now=time.time())
         outcome: str | None = None
         for row in rows:
             proposal = self._open(row)
@@ -205,7 +208,8 @@ class ProposalStore:
             id=row.id,
             account_id=row.account_id,
             user_id=row.user_id,
-            key=row.key,
+            # Proposals filed before keys were blinded kept the key in clear, not sealed.
+            key=str(payload.get("key", row.key)),
             type=MemoryType(row.type),
             current_value=payload.get("current"),
             proposed_value=str(payload["proposed"]),

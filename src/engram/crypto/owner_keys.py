@@ -7,7 +7,7 @@ import time
 import uuid
 from collections import OrderedDict
 
-from engram.crypto.envelope import Envelope, WrappedUserKey
+from engram.crypto.envelope import Envelope, WrappedUserKey, blind_key, key_blinding_key
 from engram.errors import IntegrityError
 from engram.storage.base import DataKeyRow, Storage
 
@@ -27,6 +27,7 @@ class OwnerKeys:
         self._storage = storage
         self._envelope = envelope
         self._cache: OrderedDict[tuple[str, str, str], tuple[str, bytes]] = OrderedDict()
+        self._blinding: OrderedDict[str, bytes] = OrderedDict()
         self._lock = threading.Lock()
         self._cache_size = cache_size
 
@@ -38,6 +39,18 @@ class OwnerKeys:
         """The account's key for blind search tokens."""
         return self._get(account_id, ACCOUNT_WIDE, INDEX_KEY, create=True)[1]
 
+    def blind_key(self, account_id: str, key: str) -> str:
+        """The blinded form of a memory key in this account (what the database stores)."""
+        with self._lock:
+            sub = self._blinding.get(account_id)
+        if sub is None:
+            sub = key_blinding_key(self.index_key(account_id))
+            with self._lock:
+                self._blinding[account_id] = sub
+                if len(self._blinding) > self._cache_size:
+                    self._blinding.popitem(last=False)
+        return blind_key(sub, key)
+
     def forget(self, account_id: str, user_id: str) -> None:
         """Drop a user's key from the cache (after erasure)."""
         with self._lock:
@@ -47,6 +60,7 @@ class OwnerKeys:
         """Drop every cached key (after a rotation)."""
         with self._lock:
             self._cache.clear()
+            self._blinding.clear()
 
     def _get(
         self, account_id: str, user_id: str, purpose: str, *, create: bool

@@ -242,3 +242,18 @@ MIGRATIONS = (
         ),
     ),
 )
+
+# Memory keys are blinded by the engine (it holds the account keys SQL has not): a store that
+# already has memories was written with clear keys and is marked for the engine's upgrade; an
+# empty one never needs it. ``INSERT ... SELECT ... WHERE`` reads the same in both dialects.
+_KEYS_BLINDED = (
+    "INSERT INTO store_meta (key, value) SELECT 'keys_blinded', 'pending' "
+    "WHERE EXISTS (SELECT 1 FROM memories) ON CONFLICT (key) DO NOTHING",
+    "INSERT INTO store_meta (key, value) SELECT 'keys_blinded', 'done' "
+    "WHERE NOT EXISTS (SELECT 1 FROM memories) ON CONFLICT (key) DO NOTHING",
+)
+
+MIGRATIONS = (
+    *MIGRATIONS,
+    Migration(version=8, name="blind-keys", sqlite=_KEYS_BLINDED, postgres=_KEYS_BLINDED),
+)

@@ -2,7 +2,8 @@
 
 Written once with ``?`` placeholders and run through :class:`~engram.storage.sql.SqlExecutor`,
 so both backends share it. None of these tables holds conversation text: events carry tool
-names, memory ids, keys and types; proposal values are sealed by the caller.
+names, memory ids, blinded keys and types; proposal values and keys are sealed by the caller,
+and proposals are looked up by blinded key.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ class CallSessionRow:
 
 @dataclass(frozen=True, slots=True)
 class SessionEventRow:
-    """An event of a call session (e.g. a tool call with the memory id, key and type)."""
+    """An event of a call session (e.g. a tool call with the memory id, blinded key and type)."""
 
     id: int
     session_id: str
@@ -76,7 +77,8 @@ class ApiKeyRow:
 
 @dataclass(frozen=True, slots=True)
 class ProposalRow:
-    """A proposed change to a sensitive memory; the value is sealed under the user's key."""
+    """A proposed change to a sensitive memory; key and values are sealed under the user's key
+    and ``key`` holds the key blinded (as a memory row does)."""
 
     id: str
     account_id: str
@@ -286,7 +288,7 @@ class ServiceTables:
     def pending_proposals(
         self, account_id: str, user_id: str, *, key: str | None, now: float
     ) -> list[ProposalRow]:
-        """Unexpired pending proposals of a user, optionally for one key, newest first."""
+        """Unexpired pending proposals of a user, optionally for one (blinded) key, newest first."""
         sql = (
             f"SELECT {_PROPOSAL_COLUMNS} FROM proposals WHERE account_id = ? AND user_id = ? "
             "AND status = 'pending' AND expires_at > ?"
