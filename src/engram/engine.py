@@ -272,11 +272,14 @@ class MemoryEngine:
     ) -> tuple[Memory, str]:
         """Update the active memory with this key (case-insensitive), or create it.
 
-        Returns the memory and ``"updated"`` or ``"created"``.
+        Returns the memory and ``"updated"`` or ``"created"``. A stored row with this key that
+        fails authentication counts as absent (a new memory takes the key over).
         """
         row = self.storage.find_by_key(
             account_id, user_id, self.blind_key(account_id, key), (MemoryState.ACTIVE.value,)
         )
+        if row is not None and self.try_open_contents(row) is None:
+            row = None
         if row is None:
             new = validated(
                 NewMemory,
@@ -400,10 +403,13 @@ class MemoryEngine:
     def get_by_key(
         self, *, account_id: str, user_id: str, key: str, include_forgotten: bool = False
     ) -> Memory | None:
-        """The active memory with this key (case-insensitive), if any."""
+        """The active memory with this key (case-insensitive), if any.
+
+        A row with this key that fails authentication is not an answer (it is counted).
+        """
         states = _LIVE if include_forgotten else (MemoryState.ACTIVE.value,)
         row = self.storage.find_by_key(account_id, user_id, self.blind_key(account_id, key), states)
-        return None if row is None else self._open(row)
+        return None if row is None else next(iter(self.open_rows([row])), None)
 
     def list_memories(
         self, flt: MemoryFilter, *, limit: int = 100, offset: int = 0
@@ -769,8 +775,12 @@ class MemoryEngine:
         """
         if row.state == MemoryState.PURGED.value:
             return self.codec.contents(row, b"")
-        _, key = self.keys.user_key(row.account_id, row.user_id, create=False)
         try:
+            try:
+                _, key = self.keys.user_key(row.account_id, row.user_id, create=False)
+            except IntegrityError as exc:
+                # No key for the row's owner: the owner column was changed (or never had one).
+                raise TamperedRowError(f"memory {row.id} has no owner key") from exc
             return self.codec.contents(row, key)
         except TamperedRowError:
             self._tampered(row)

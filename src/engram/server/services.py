@@ -85,7 +85,7 @@ class Services:
         self.tables = ServiceTables(engine.storage)
         self.keys = ApiKeys(self.tables)
         self.buffer = SessionBuffer()
-        self.metrics = Metrics()
+        self.metrics = Metrics(integrity_failures=lambda: engine.integrity_failures)
         self.tasks = TaskRegistry()
         self.dedup = DedupPolicy(
             text_threshold=self.options.dedup_text_threshold,
