@@ -25,6 +25,8 @@ from typing import Protocol
 import numpy as np
 
 from engram.engine import MemoryEngine
+from engram.llm.candidates import Candidate
+from engram.llm.key_vocabulary import family, to_vocabulary
 from engram.retrieval.indexing import index_text
 from engram.retrieval.tokenize import terms
 from engram.types import Memory, MemoryFilter, MemoryType, utcnow
@@ -48,7 +50,10 @@ def normalise(text: str) -> str:
 
 
 def _text(key: str, value: str) -> str:
-    return f"{normalise(key)}: {normalise(value)}"
+    # Compared by key family: "likes.2: gardening" is "like_gardening: gardening" said again
+    # (extraction keys come from a fixed vocabulary, others may not).
+    keyed = to_vocabulary(Candidate(type=MemoryType.FACT, key=key, value=value), ())
+    return f"{normalise(family(keyed.key)[0])}: {normalise(keyed.value)}"
 
 
 @dataclass(frozen=True, kw_only=True)
