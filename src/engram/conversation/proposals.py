@@ -25,7 +25,8 @@ from engram.conversation.dedup import normalise
 from engram.conversation.extraction import ProposedChange
 from engram.crypto.envelope import SealedValue
 from engram.engine import MemoryEngine
-from engram.errors import ConflictError, NotFoundError
+from engram.errors import ConflictError, IntegrityError, NotFoundError
+from engram.storage.base import SERVICE_KEYS_BLINDED
 from engram.storage.sessions import ProposalRow, ServiceTables
 from engram.types import HistoryEventType, Memory, MemoryType, OpEvent, Source
 
@@ -84,12 +85,14 @@ class ProposalStore:
         """Seal and store ``change``; return the proposal id."""
         proposal_id = str(uuid.uuid4())
         key_id, user_key = self._engine.keys.user_key(change.account_id, change.user_id)
-        payload = json.dumps(
-            {"key": change.key, "current": change.current_value, "proposed": change.proposed_value},
-            ensure_ascii=False,
-        ).encode()
-        sealed = self._engine.envelope.seal(
-            user_key, payload, change.account_id, change.user_id, proposal_id
+        sealed = self._seal(
+            user_key,
+            change.key,
+            change.current_value,
+            change.proposed_value,
+            account_id=change.account_id,
+            user_id=change.user_id,
+            proposal_id=proposal_id,
         )
         now = time.time()
         self._tables.insert_proposal(
@@ -180,6 +183,63 @@ class ProposalStore:
                 self._audit(account_id, user_id, key, row.id, status)
                 outcome = outcome or status
         return outcome
+
+    def upgrade_keys(self, *, batch: int = 500) -> int:
+        """Blind the keys an older version left in clear in proposals and session events.
+
+        A proposal gets its key sealed with its values and its key column blinded; session
+        events get the blinded key. Returns how many proposals were re-sealed; runs when the
+        service starts on a store marked ``pending`` by migration 8. Safe to re-run.
+        """
+        done = 0
+        while rows := self._tables.clear_key_proposals(batch):
+            for row in rows:
+                self._reseal(row)
+            done += len(rows)
+        while events := self._tables.clear_event_keys(batch):
+            for account_id, key in events:
+                self._tables.replace_event_keys(
+                    account_id, key, self._engine.blind_key(account_id, key)
+                )
+        with self._engine.storage.transaction() as tx:
+            tx.set_meta(SERVICE_KEYS_BLINDED, "done")
+        return done
+
+    def _reseal(self, row: ProposalRow) -> None:
+        stored_key = self._engine.blind_key(row.account_id, row.key)
+        try:
+            proposal = self._open(row)
+            _, user_key = self._engine.keys.user_key(row.account_id, row.user_id, create=False)
+        except IntegrityError:
+            # It cannot be opened (tampered, or its owner erased): keep no clear key either.
+            self._tables.reseal_proposal(row.id, stored_key, b"", b"")
+            return
+        sealed = self._seal(
+            user_key,
+            proposal.key,
+            proposal.current_value,
+            proposal.proposed_value,
+            account_id=row.account_id,
+            user_id=row.user_id,
+            proposal_id=row.id,
+        )
+        self._tables.reseal_proposal(row.id, stored_key, sealed.ciphertext, sealed.wrapped_key)
+
+    def _seal(
+        self,
+        user_key: bytes,
+        key: str,
+        current: str | None,
+        proposed: str,
+        *,
+        account_id: str,
+        user_id: str,
+        proposal_id: str,
+    ) -> SealedValue:
+        payload = json.dumps(
+            {"key": key, "current": current, "proposed": proposed}, ensure_ascii=False
+        ).encode()
+        return self._engine.envelope.seal(user_key, payload, account_id, user_id, proposal_id)
 
     def _pending_row(self, account_id: str, proposal_id: str) -> ProposalRow:
         row = self._tables.get_proposal(account_id, proposal_id)

@@ -23,6 +23,9 @@ Vector = NDArray[np.float32]
 BLIND_KEY_PREFIX = "b:"
 """What starts every blinded memory key; a clear key never does (``:`` is not allowed in keys)."""
 
+SERVICE_KEYS_BLINDED = "service_keys_blinded"
+"""Like :data:`KEYS_BLINDED`, for the service tables' keys (proposals, session events)."""
+
 KEYS_BLINDED = "keys_blinded"
 """The ``store_meta`` entry that says whether every stored memory key is blinded (``done``)
 or the engine must still upgrade rows an older version wrote with clear keys (``pending``)."""
