@@ -18,7 +18,14 @@ from engram.crypto.keyring import KeyRing
 from engram.engine import MemoryEngine
 from engram.errors import TamperedRowError
 from engram.server import create_app
-from engram.storage.base import KEYS_BLINDED, SERVICE_KEYS_BLINDED, ChangeRow, HistoryRow, Storage
+from engram.storage.base import (
+    KEYS_BLINDED,
+    SERVICE_KEYS_BLINDED,
+    ChangeRow,
+    HistoryRow,
+    MemoryRow,
+    Storage,
+)
 from engram.storage.sessions import CallSessionRow, ProposalRow, ServiceTables
 from engram.testing.builders import ACCOUNT
 from engram.types import Memory, MemoryFilter, MemoryState, MemoryType, Source, Visibility, utcnow
@@ -52,9 +59,12 @@ def _legacy_memory(engine: MemoryEngine, key: str, value: str, memory_id: str) -
     key_id, user_key = engine.keys.user_key(ACCOUNT, "user-1")
     payload = json.dumps({"v": value, "t": [], "m": {}}).encode()
     sealed = engine.envelope.seal(user_key, payload, ACCOUNT, "user-1", memory_id)  # unbound
-    row = engine.codec.to_row(memory, key_id, user_key, key)._replace(
-        ciphertext=sealed.ciphertext, wrapped_key=sealed.wrapped_key
-    )
+    ts = now.timestamp()
+    row = MemoryRow(
+        memory_id, ACCOUNT, "user-1", None, None, None, None, None, "preference", "preference",
+        key, 1.0, 2, "api", "private", False, "active", 1, None, memory_id, ts, ts, None, None,
+        None, key_id, sealed.ciphertext, sealed.wrapped_key,
+    )  # fmt: skip
     meta = json.dumps({"key": key, "type": "preference"})
     with engine.storage.transaction() as tx:
         tx.insert_memory(row)
@@ -103,12 +113,13 @@ def test_an_older_store_has_its_keys_blinded_when_opened(
         )
     assert OLD_KEYS[0] in raw_rows(storage)
     storage.migrate()
-    assert storage.meta_value(KEYS_BLINDED) == "pending"
-    assert storage.meta_value(SERVICE_KEYS_BLINDED) == "pending"
+    pending = raw_rows(storage, ("store_meta",))
+    assert "('keys_blinded', 'pending')" in pending
+    assert "('service_keys_blinded', 'pending')" in pending
 
     engine = MemoryEngine(storage, KeyRing(primary=TEST_KEK), settings=settings)
-    assert storage.meta_value(KEYS_BLINDED) == "done"
     assert_no_clear_keys(raw_rows(storage), OLD_KEYS)
+    assert storage.meta_value(KEYS_BLINDED) == "done"
     assert engine.get(first.id, account_id=ACCOUNT).key == OLD_KEYS[0]
     found = engine.get_by_key(account_id=ACCOUNT, user_id="user-1", key="LIKES_COCAINE")
     assert found is not None and found.value == "on weekends"
