@@ -1,4 +1,11 @@
-"""Conversion between decrypted :class:`Memory` objects and encrypted storage rows."""
+"""Conversion between decrypted :class:`Memory` objects and encrypted storage rows.
+
+A row holds its key only blinded (see :func:`engram.crypto.envelope.blind_key`); the key itself
+is sealed with the value, tags and metadata. The sealed payload is bound to the row's owner, id
+and to the columns that decide who sees it and how it is found (blinded key, visibility, type,
+category, subject), so changing any of them in the database makes the row fail to open with
+:class:`TamperedRowError` instead of leaking or misfiling it.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +14,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from engram.crypto.envelope import Envelope, SealedValue
-from engram.errors import IntegrityError
+from engram.crypto.envelope import Envelope, SealedValue, is_blinded
+from engram.errors import IntegrityError, TamperedRowError
 from engram.storage.base import MemoryRow
 from engram.types import Memory, MemoryState, MemoryType, Source, Visibility
 
@@ -29,31 +36,87 @@ def _required_ts(ts: float) -> datetime:
 
 @dataclass(frozen=True, slots=True)
 class Contents:
-    """The private part of a memory, decrypted: value, tags and metadata."""
+    """The private part of a memory, decrypted: value, tags, metadata and its clear key."""
 
     value: str
     tags: tuple[str, ...]
     metadata: dict[str, Any]
+    key: str
+
+
+def binding(
+    stored_key: str, visibility: str, type: str, category: str | None, subject_id: str | None
+) -> str:
+    """The row columns a sealed value is bound to, as the text that goes into its AAD."""
+    # Each column with its length, so no value can shift a boundary between two columns, and
+    # None ("~") differs from "" ("0:"). Read for every row a query opens: kept cheap.
+    parts = (stored_key, visibility, type, category, subject_id)
+    return "row/1\x1f" + "\x1f".join("~" if p is None else f"{len(p)}:{p}" for p in parts)
+
+
+def row_binding(row: MemoryRow) -> str:
+    """The binding of a stored row (see :func:`binding`)."""
+    return binding(row.key, row.visibility, row.type, row.category, row.subject_id)
 
 
 class MemoryCodec:
-    """Seals a memory's private payload (value, tags, metadata) and opens it again."""
+    """Seals a memory's private payload (key, value, tags, metadata) and opens it again.
 
-    def __init__(self, envelope: Envelope) -> None:
+    ``legacy`` lets rows of a store written before keys were blinded (clear key column,
+    unbound payload) still open; the engine turns it off once its upgrade has re-sealed them,
+    so an old unbound ciphertext put back into the table is refused from then on.
+    """
+
+    def __init__(self, envelope: Envelope, *, legacy: bool = False) -> None:
         self._envelope = envelope
+        self.legacy = legacy
 
-    def seal(self, memory: Memory, user_key: bytes) -> SealedValue:
-        """Encrypt the private payload of ``memory`` bound to its owner and id."""
+    def seal(self, memory: Memory, user_key: bytes, stored_key: str) -> SealedValue:
+        """Encrypt the private payload of ``memory`` bound to its owner, id and row columns.
+
+        ``stored_key`` is the memory's blinded key (what the row's key column holds).
+        """
+        return self.seal_contents(
+            Contents(memory.value, memory.tags, memory.metadata, memory.key),
+            user_key,
+            account_id=memory.account_id,
+            user_id=memory.user_id,
+            record_id=memory.id,
+            bound=binding(
+                stored_key,
+                memory.visibility.value,
+                memory.type.value,
+                memory.category,
+                memory.subject_id,
+            ),
+        )
+
+    def seal_contents(
+        self,
+        contents: Contents,
+        user_key: bytes,
+        *,
+        account_id: str,
+        user_id: str,
+        record_id: str,
+        bound: str,
+    ) -> SealedValue:
+        """Encrypt decrypted contents again, bound to ``bound`` (see :func:`binding`)."""
         payload = json.dumps(
-            {"v": memory.value, "t": list(memory.tags), "m": memory.metadata},
+            {
+                "k": contents.key,
+                "v": contents.value,
+                "t": list(contents.tags),
+                "m": contents.metadata,
+            },
             ensure_ascii=False,
             separators=(",", ":"),
         ).encode()
-        return self._envelope.seal(user_key, payload, memory.account_id, memory.user_id, memory.id)
+        return self._envelope.seal(user_key, payload, account_id, user_id, record_id, binding=bound)
 
-    def to_row(self, memory: Memory, key_id: str, user_key: bytes) -> MemoryRow:
-        """The storage row of ``memory``, value encrypted."""
-        sealed = self.seal(memory, user_key)
+    def to_row(self, memory: Memory, key_id: str, user_key: bytes, stored_key: str) -> MemoryRow:
+        """The storage row of ``memory``: key blinded (``stored_key``), the rest sealed."""
+        sealed = self.seal(memory, user_key, stored_key)
         return MemoryRow(
             id=memory.id,
             account_id=memory.account_id,
@@ -65,7 +128,7 @@ class MemoryCodec:
             subject_id=memory.subject_id,
             type=memory.type.value,
             category=memory.category,
-            key=memory.key,
+            key=stored_key,
             confidence=memory.confidence,
             importance=memory.importance,
             source=memory.source.value,
@@ -87,25 +150,35 @@ class MemoryCodec:
         )
 
     def open(self, row: MemoryRow, user_key: bytes) -> Memory:
-        """Decrypt a row; :class:`IntegrityError` if its ciphertext was tampered with."""
+        """Decrypt a row; :class:`TamperedRowError` if its ciphertext or a bound column was
+        changed."""
         return self.memory(row, self.contents(row, user_key))
 
     def contents(self, row: MemoryRow, user_key: bytes) -> Contents:
         """Decrypt only the private part of a row (what ranking reads); see :meth:`open`."""
         if row.state == MemoryState.PURGED.value:
-            return Contents("", (), {})
-        raw = self._envelope.open(
-            user_key,
-            SealedValue(row.ciphertext, row.wrapped_key),
-            row.account_id,
-            row.user_id,
-            row.id,
-        )
+            # A tombstone keeps no ciphertext: its clear key is gone with its value.
+            return Contents("", (), {}, row.key)
+        blinded = is_blinded(row.key)
+        if not blinded and not self.legacy:
+            raise TamperedRowError(f"memory {row.id} has a clear key in an upgraded store")
+        try:
+            raw = self._envelope.open(
+                user_key,
+                SealedValue(row.ciphertext, row.wrapped_key),
+                row.account_id,
+                row.user_id,
+                row.id,
+                binding=row_binding(row) if blinded else None,
+            )
+        except IntegrityError as exc:
+            raise TamperedRowError(f"memory {row.id} failed authentication") from exc
         try:
             payload = json.loads(raw)
-            return Contents(str(payload["v"]), tuple(payload["t"]), dict(payload["m"]))
+            key = str(payload["k"]) if blinded else row.key
+            return Contents(str(payload["v"]), tuple(payload["t"]), dict(payload["m"]), key)
         except (ValueError, KeyError, TypeError):
-            raise IntegrityError("decrypted payload is not valid") from None
+            raise TamperedRowError(f"memory {row.id} holds no valid payload") from None
 
     @staticmethod
     def memory(row: MemoryRow, contents: Contents) -> Memory:
@@ -121,7 +194,7 @@ class MemoryCodec:
             subject_id=row.subject_id,
             type=MemoryType(row.type),
             category=row.category,
-            key=row.key,
+            key=contents.key,
             value=contents.value,
             confidence=row.confidence,
             importance=row.importance,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -15,17 +16,34 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from engram.codec import Contents, MemoryCodec, from_ts
+from engram.codec import Contents, MemoryCodec, from_ts, row_binding
 from engram.config import Settings
 from engram.crypto.aead import AesGcmCipher
-from engram.crypto.envelope import Envelope
+from engram.crypto.envelope import Envelope, is_blinded
 from engram.crypto.keyring import KeyRing, load_keyring
 from engram.crypto.owner_keys import USER_KEY, OwnerKey, OwnerKeys
 from engram.crypto.rotation import rotate_kek
-from engram.errors import ConflictError, NotFoundError, PreconditionFailedError, ValidationError
+from engram.errors import (
+    ConflictError,
+    IntegrityError,
+    KeyUnavailableError,
+    NotFoundError,
+    PreconditionFailedError,
+    TamperedRowError,
+    ValidationError,
+)
 from engram.indexing import Indexer, LexicalIndexer
 from engram.storage import open_storage
-from engram.storage.base import ChangeRow, HistoryRow, MemoryRow, OpRow, Page, Storage, Transaction
+from engram.storage.base import (
+    KEYS_BLINDED,
+    ChangeRow,
+    HistoryRow,
+    MemoryRow,
+    OpRow,
+    Page,
+    Storage,
+    Transaction,
+)
 from engram.storage.keystore import KeyStore, SqlKeyStore, open_key_store
 from engram.types import (
     ChangeEvent,
@@ -61,6 +79,8 @@ _LIVE = (MemoryState.ACTIVE.value, MemoryState.SOFT_DELETED.value)
 _CHANGED_CONCURRENTLY = "the memory changed concurrently; read it and retry"
 _HEAD_RELOCKS = 8
 """How often an in-place transition re-reads a head that was superseded while it waited."""
+# Columns a sealed value is bound to that an in-place change may touch (it must re-seal).
+_BOUND_IN_PLACE = frozenset({"visibility", "type", "category", "subject_id", "key"})
 
 
 def default_thread(account_id: str, user_id: str) -> str:
@@ -90,6 +110,11 @@ class MemoryEngine:
     Every write is one transaction holding the memory row, its index entries, its history
     event and its change-log entry. Id-based operations act on the newest version of the
     memory the id belongs to, within the given account.
+
+    Keys are stored blinded (a keyed hash per account) and sealed with the value; history and
+    change-log rows carry the blinded form, and reads give the clear key back. A row changed
+    outside Engram (see :class:`~engram.errors.TamperedRowError`) is left out of listings and
+    searches and counted in :attr:`integrity_failures`; reading it by id raises.
     """
 
     def __init__(
@@ -115,6 +140,13 @@ class MemoryEngine:
         self.lexical = LexicalIndexer(self.keys)
         self.indexers: list[Indexer] = [self.lexical, *indexers]
         self._adopt_legacy_keys()
+        self._integrity_lock = threading.Lock()
+        self._integrity_failures = 0
+        if self.storage.meta_value(KEYS_BLINDED) != "done":
+            # A store written before keys were blinded: its rows open the old way until the
+            # upgrade has re-sealed every one of them (and then never again).
+            self.codec.legacy = True
+            self.upgrade_keys()
 
     @classmethod
     def open(cls, settings: Settings | None = None, **kwargs: Any) -> MemoryEngine:
@@ -158,6 +190,16 @@ class MemoryEngine:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    @property
+    def integrity_failures(self) -> int:
+        """How many stored rows failed authentication since this engine started."""
+        with self._integrity_lock:
+            return self._integrity_failures
+
+    def blind_key(self, account_id: str, key: str) -> str:
+        """The stored (blinded) form of a memory key in this account; case-insensitive."""
+        return self.keys.blind_key(account_id, key)
 
     def add_indexer(self, indexer: Indexer) -> None:
         """Write ``indexer``'s rows with every future memory version."""
@@ -288,9 +330,14 @@ class MemoryEngine:
     ) -> tuple[Memory, str]:
         """Update the active memory with this key (case-insensitive), or create it.
 
-        Returns the memory and ``"updated"`` or ``"created"``.
+        Returns the memory and ``"updated"`` or ``"created"``. A stored row with this key that
+        fails authentication counts as absent (a new memory takes the key over).
         """
-        row = self.storage.find_by_key(account_id, user_id, key, (MemoryState.ACTIVE.value,))
+        row = self.storage.find_by_key(
+            account_id, user_id, self.blind_key(account_id, key), (MemoryState.ACTIVE.value,)
+        )
+        if row is not None and self.try_open_contents(row) is None:
+            row = None
         if row is None:
             new = validated(
                 NewMemory,
@@ -414,10 +461,13 @@ class MemoryEngine:
     def get_by_key(
         self, *, account_id: str, user_id: str, key: str, include_forgotten: bool = False
     ) -> Memory | None:
-        """The active memory with this key (case-insensitive), if any."""
+        """The active memory with this key (case-insensitive), if any.
+
+        A row with this key that fails authentication is not an answer (it is counted).
+        """
         states = _LIVE if include_forgotten else (MemoryState.ACTIVE.value,)
-        row = self.storage.find_by_key(account_id, user_id, key, states)
-        return None if row is None else self._open(row)
+        row = self.storage.find_by_key(account_id, user_id, self.blind_key(account_id, key), states)
+        return None if row is None else next(iter(self.open_rows([row])), None)
 
     def list_memories(
         self, flt: MemoryFilter, *, limit: int = 100, offset: int = 0
@@ -425,17 +475,30 @@ class MemoryEngine:
         """Memories matching every filter, newest first."""
         if not 1 <= limit <= 10_000 or offset < 0:
             raise ValidationError("limit must be 1..10000 and offset >= 0")
-        rows = self.storage.list_memories(flt, Page(limit=limit, offset=offset))
-        return [self._open(r) for r in rows]
+        rows = self.storage.list_memories(
+            self.storage_filter(flt), Page(limit=limit, offset=offset)
+        )
+        return self.open_rows(rows)
+
+    def storage_filter(self, flt: MemoryFilter) -> MemoryFilter:
+        """``flt`` as the database can apply it: its keys blinded."""
+        if not flt.keys:
+            return flt
+        blinded = tuple(self.blind_key(flt.account_id, k) for k in flt.keys)
+        return flt.model_copy(update={"keys": blinded})
 
     def versions(self, memory_id: str, *, account_id: str) -> list[Memory]:
         """Every version of the memory ``memory_id`` belongs to, oldest first."""
         row = self._row(account_id, memory_id)
-        return [self._open(r) for r in self.storage.lineage(account_id, row.lineage_id)]
+        return self.open_rows(self.storage.lineage(account_id, row.lineage_id))
 
     def history(self, memory_id: str, *, account_id: str) -> list[HistoryEvent]:
-        """Audit events of every version of the memory, newest first."""
+        """Audit events of every version of the memory, newest first.
+
+        The stored events carry the key blinded; the clear key is put back from the memory.
+        """
         row = self._row(account_id, memory_id)
+        clear = self._clear_keys(self.storage.lineage(account_id, row.lineage_id))
         return [
             HistoryEvent(
                 id=h.id,
@@ -445,7 +508,7 @@ class MemoryEngine:
                 old_ref=h.old_ref,
                 new_ref=h.new_ref,
                 actor=h.actor,
-                meta=json.loads(h.meta),
+                meta=_readable(json.loads(h.meta), clear),
                 ts=from_ts(h.ts) or utcnow(),
             )
             for h in self.storage.history(account_id, row.lineage_id)
@@ -456,17 +519,28 @@ class MemoryEngine:
         return self.storage.current_rev(thread_id)
 
     def changes_since(self, thread_id: str, rev: int, *, limit: int = 100) -> list[ChangeEvent]:
-        """Change-log entries after ``rev``, newest first."""
+        """Change-log entries after ``rev``, newest first.
+
+        The stored entries carry the key blinded; the clear key is read back from the memory
+        version each entry refers to (a purged one keeps only the blinded form).
+        """
+        changes = self.storage.changes_since(thread_id, rev, limit)
+        by_account: dict[str, list[str]] = {}
+        for c in changes:
+            by_account.setdefault(c.account_id, []).append(c.memory_id)
+        clear: dict[str, str] = {}
+        for account_id, ids in by_account.items():
+            clear.update(self._clear_keys(self.storage.get_memories(account_id, ids)))
         return [
             ChangeEvent(
                 thread_id=c.thread_id,
                 rev=c.rev,
                 memory_id=c.memory_id,
                 event=HistoryEventType(c.event),
-                meta=json.loads(c.meta),
+                meta=_readable(json.loads(c.meta), clear),
                 ts=from_ts(c.ts) or utcnow(),
             )
-            for c in self.storage.changes_since(thread_id, rev, limit)
+            for c in changes
         ]
 
     def delta_since(self, thread_id: str, rev: int) -> str:
@@ -480,7 +554,10 @@ class MemoryEngine:
         lines = [f"Memory updates since rev {rev}:"]
         for change in changes:
             symbol = DELTA_SYMBOLS.get(change.event, change.event.value.lower())
-            lines.append(f"- {symbol} {change.meta.get('key', change.memory_id)}")
+            key = change.meta.get("key")
+            if not isinstance(key, str) or is_blinded(key):
+                key = change.memory_id  # no clear key left (a purged memory)
+            lines.append(f"- {symbol} {key}")
         return "\n".join(lines)
 
     # ---- lifecycle -------------------------------------------------------------------------
@@ -577,7 +654,7 @@ class MemoryEngine:
             self.envelope,
             cache_size=self.settings.user_key_cache_size,
         )
-        self.codec = MemoryCodec(self.envelope)
+        self.codec = MemoryCodec(self.envelope, legacy=self.codec.legacy)
         self.lexical.rebind(self.keys)
         return count
 
@@ -597,14 +674,63 @@ class MemoryEngine:
             )
         return self.keyring.retire_former()
 
+    def upgrade_keys(self, *, batch: int = 500) -> int:
+        """Blind the keys of memory rows an older version wrote in clear; return how many.
+
+        Each such row has its key sealed into its payload, which is bound to its columns from
+        then on, its key column replaced by the blinded key, and the ``key`` entries of its
+        history and change-log rows blinded too. A row that does not open (tampered with) only
+        loses its clear key. Runs when the engine opens a store marked ``pending`` by
+        migration 8; safe to re-run and to interrupt. Afterwards rows with a clear key or an
+        unbound payload are refused.
+        """
+        upgraded = 0
+        while rows := self.storage.clear_key_rows(batch):
+            updates = [(row, self._upgraded_columns(row)) for row in rows]
+            with self.storage.transaction() as tx:
+                for row, columns in updates:
+                    tx.update_memory(row.id, columns)
+                    tx.replace_audit_key(row.id, columns["key"])
+            upgraded += len(rows)
+        with self.storage.transaction() as tx:
+            tx.set_meta(KEYS_BLINDED, "done")
+        self.codec.legacy = False
+        if upgraded:
+            log.info("blinded the keys of %d memory versions", upgraded)
+        return upgraded
+
+    def _upgraded_columns(self, row: MemoryRow) -> dict[str, Any]:
+        stored_key = self.blind_key(row.account_id, row.key)
+        if row.state == MemoryState.PURGED.value:
+            return {"key": stored_key}  # a tombstone has no payload to seal the key into
+        try:
+            user_key = self.keys.by_id(row.account_id, row.user_id, row.key_id)
+            contents = self.open_contents(row)
+        except IntegrityError:
+            return {"key": stored_key}
+        sealed = self.codec.seal_contents(
+            contents,
+            user_key,
+            account_id=row.account_id,
+            user_id=row.user_id,
+            record_id=row.id,
+            bound=row_binding(row._replace(key=stored_key)),
+        )
+        return {
+            "key": stored_key,
+            "ciphertext": sealed.ciphertext,
+            "wrapped_key": sealed.wrapped_key,
+        }
+
     # ---- export / import -------------------------------------------------------------------
     def export_user(self, *, account_id: str, user_id: str) -> dict[str, Any]:
         """Everything one user owns, decrypted, as a JSON-ready document."""
-        memories = [
-            self._open(r).model_dump(mode="json")
+        rows = [
+            r
             for r in self.storage.iter_owner(account_id, user_id)
             if r.state != MemoryState.PURGED.value
         ]
+        memories = [m.model_dump(mode="json") for m in self.open_rows(rows)]
         return {
             "format": EXPORT_FORMAT,
             "account_id": account_id,
@@ -711,8 +837,28 @@ class MemoryEngine:
         return self._open(versions[-1])
 
     def open_row(self, row: MemoryRow) -> Memory:
-        """Decrypt a storage row (for layers that query storage directly, like retrieval)."""
+        """Decrypt a storage row (for layers that query storage directly, like retrieval).
+
+        Raises :class:`TamperedRowError` (and counts it) when the row fails authentication.
+        """
         return self._open(row)
+
+    def open_rows(self, rows: Sequence[MemoryRow]) -> list[Memory]:
+        """Decrypt rows, leaving out (and counting) any that fail authentication."""
+        out = []
+        for row in rows:
+            try:
+                out.append(self._open(row))
+            except TamperedRowError:
+                continue
+        return out
+
+    def try_open_contents(self, row: MemoryRow) -> Contents | None:
+        """:meth:`open_contents`, or ``None`` (counted) when the row fails authentication."""
+        try:
+            return self.open_contents(row)
+        except TamperedRowError:
+            return None
 
     def open_contents(self, row: MemoryRow) -> Contents:
         """Decrypt only a row's value, tags and metadata (retrieval's hot path).
@@ -722,12 +868,38 @@ class MemoryEngine:
         """
         if row.state == MemoryState.PURGED.value:
             return self.codec.contents(row, b"")
-        return self.codec.contents(row, self.keys.by_id(row.account_id, row.user_id, row.key_id))
+        try:
+            try:
+                key = self.keys.by_id(row.account_id, row.user_id, row.key_id)
+            except KeyUnavailableError:
+                raise  # a KEK this process lacks: not the row's fault
+            except IntegrityError as exc:
+                # No key for the row's owner: the owner column was changed (or never had one).
+                raise TamperedRowError(f"memory {row.id} has no owner key") from exc
+            return self.codec.contents(row, key)
+        except TamperedRowError:
+            self._tampered(row)
+            raise
 
     def _open(self, row: MemoryRow) -> Memory:
-        if row.state == MemoryState.PURGED.value:
-            return self.codec.open(row, b"")
-        return self.codec.open(row, self.keys.by_id(row.account_id, row.user_id, row.key_id))
+        return self.codec.memory(row, self.open_contents(row))
+
+    def _tampered(self, row: MemoryRow) -> None:
+        with self._integrity_lock:
+            self._integrity_failures += 1
+        # The id only: the row's other columns are exactly what cannot be trusted.
+        log.warning("memory row %s failed authentication; left out", row.id)
+
+    def _clear_keys(self, rows: Sequence[MemoryRow]) -> dict[str, str]:
+        """Blinded key -> clear key, from those of ``rows`` that open."""
+        clear: dict[str, str] = {}
+        for row in rows:
+            if row.key in clear or row.state == MemoryState.PURGED.value:
+                continue
+            contents = self.try_open_contents(row)
+            if contents is not None:
+                clear[row.key] = contents.key
+        return clear
 
     def _prepare(self, memories: Sequence[Memory]) -> list[list[Any]]:
         return [indexer.prepare(memories) for indexer in self.indexers]
@@ -775,11 +947,13 @@ class MemoryEngine:
         owners: dict[tuple[str, str], OwnerKey] = {}
         rows = []
         for write in writes:
-            owner = (write.memory.account_id, write.memory.user_id)
+            memory = write.memory
+            owner = (memory.account_id, memory.user_id)
             if owner not in owners:
                 owners[owner] = self.keys.current(*owner)
             key = owners[owner]
-            rows.append(self.codec.to_row(write.memory, key.key_id, key.raw))
+            stored_key = self.blind_key(memory.account_id, memory.key)
+            rows.append(self.codec.to_row(memory, key.key_id, key.raw, stored_key))
         with self.storage.transaction() as tx:
             for (account_id, user_id), key in owners.items():
                 if tx.key_generation(account_id, user_id) != key.generation:
@@ -817,6 +991,9 @@ class MemoryEngine:
         # The state check runs on the head as locked, so it holds when the change commits; the
         # change bumps the row version, so an update that read the head before it loses.
         row = self._row(account_id, memory_id)
+        # Unwrapped before the transaction: an in-place change of a bound column re-seals the
+        # value under the key its row names.
+        self.keys.by_id(row.account_id, row.user_id, row.key_id)
         with self.storage.transaction() as tx:
             head = self._lock_head(tx, account_id, row.lineage_id)
             if head is None:
@@ -837,6 +1014,9 @@ class MemoryEngine:
                 )
                 for name, value in fields.items()
             }
+            if _BOUND_IN_PLACE & stored.keys() or not is_blinded(head.key):
+                stored.update(self._resealed(head, stored))
+                head = head._replace(key=stored["key"])
             tx.update_memory(head.id, stored)
             meta = {
                 "key": head.key,
@@ -861,6 +1041,30 @@ class MemoryEngine:
             head = tx.lock_lineage(account_id, lineage_id)
         return head
 
+    def _resealed(self, head: MemoryRow, changes: Mapping[str, Any]) -> dict[str, Any]:
+        """The key and sealed columns of ``head`` after an in-place change of ``changes``.
+
+        The value is bound to those columns, so changing one in place means sealing it again
+        (raises :class:`TamperedRowError` if ``head`` itself does not open).
+        """
+        contents = self.open_contents(head)
+        user_key = self.keys.by_id(head.account_id, head.user_id, head.key_id)
+        stored_key = self.blind_key(head.account_id, contents.key)
+        after = head._replace(**{**changes, "key": stored_key})
+        sealed = self.codec.seal_contents(
+            contents,
+            user_key,
+            account_id=head.account_id,
+            user_id=head.user_id,
+            record_id=head.id,
+            bound=row_binding(after),
+        )
+        return {
+            "key": stored_key,
+            "ciphertext": sealed.ciphertext,
+            "wrapped_key": sealed.wrapped_key,
+        }
+
     @staticmethod
     def _history(
         tx: Transaction,
@@ -882,7 +1086,7 @@ class MemoryEngine:
                 old_ref,
                 new_ref,
                 actor,
-                json.dumps(meta),
+                json.dumps(_blinded(meta, row.key)),
                 time.time(),
             )
         )
@@ -898,8 +1102,29 @@ class MemoryEngine:
         rev = tx.next_rev(row.account_id, thread_id)
         tx.add_change(
             row.account_id,
-            ChangeRow(thread_id, rev, row.id, event.value, json.dumps(meta), time.time()),
+            ChangeRow(
+                thread_id,
+                rev,
+                row.id,
+                event.value,
+                json.dumps(_blinded(meta, row.key)),
+                time.time(),
+            ),
         )
+
+
+def _blinded(meta: dict[str, Any], stored_key: str) -> dict[str, Any]:
+    """Audit ``meta`` as stored: its ``key`` entry holds the row's blinded key, never the clear
+    one."""
+    return {**meta, "key": stored_key} if "key" in meta else meta
+
+
+def _readable(meta: dict[str, Any], clear: Mapping[str, str]) -> dict[str, Any]:
+    """Stored audit ``meta`` with its blinded ``key`` replaced by the clear key, when known."""
+    key = meta.get("key")
+    if isinstance(key, str) and key in clear:
+        return {**meta, "key": clear[key]}
+    return meta
 
 
 def _open_key_store(settings: Settings) -> KeyStore:

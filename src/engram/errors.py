@@ -15,6 +15,7 @@ to status codes in one place (``engram.server.errors``)::
     │   └── MissingDependencyError    an optional extra is not installed
     ├── EmbedderMismatchError    409  the store was indexed with another embedder
     ├── IntegrityError           500  ciphertext, AAD or wrapped key failed authentication
+    │   ├── TamperedRowError     500  a stored memory row was changed outside Engram
     │   └── KeyUnavailableError  503  a key-encryption key this process does not hold
     ├── StorageError             503  the database failed (never carries memory text)
     └── ProviderError            502  an LLM or embedding endpoint failed
@@ -75,6 +76,14 @@ class KeyUnavailableError(IntegrityError):
 
     Raised when a key-encryption key named by a stored key is in no key file or setting this
     process can read (for example after a rotation to a key only other processes were given).
+    """
+
+
+class TamperedRowError(IntegrityError):
+    """A stored memory row fails authentication: its ciphertext, or a column bound to it
+    (owner, id, blinded key, visibility, type, category, subject), was changed outside Engram.
+
+    Listings and searches skip such a row (and count it); reading it by id raises this.
     """
 
 

@@ -75,7 +75,8 @@ def _probe(
         user_id="user-1",
         key_ids=key_ids,
         needles=needles,
-        sealed=[(r.id, r.ciphertext, r.wrapped_key) for r in rows],
+        sealed=rows,
+        open_value=lambda row, key: engine.codec.contents(row, key),
     )
 
 

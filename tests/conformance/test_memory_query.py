@@ -509,3 +509,16 @@ def test_postgres_takes_the_hnsw_path_and_falls_back_to_exact(
         with storage._pool.connection() as conn:
             conn.execute(f'ALTER DATABASE "{dbname}" RESET hnsw.max_scan_tuples')
             conn.execute(f'ALTER DATABASE "{dbname}" RESET enable_sort')
+
+
+def test_a_tampered_row_is_left_out_of_the_answer(engine: MemoryEngine, tmp_path: Path) -> None:
+    app = _engram(engine, HashEmbedder(), tmp_path)
+    stored = app.engine.store_many(
+        [_mem("u1", f"n{i}", f"note number {i} about walks") for i in range(3)]
+    )
+    with engine.storage.transaction() as tx:
+        tx.run(  # type: ignore[attr-defined]
+            "UPDATE memories SET category = 'mood' WHERE id = ?", [stored[0].id]
+        )
+    assert _ids(_ask(app, query="note about walks")) == {m.id for m in stored[1:]}
+    assert engine.integrity_failures > 0

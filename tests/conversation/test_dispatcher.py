@@ -77,8 +77,9 @@ def test_dedup_policy_text_threshold(engine: MemoryEngine) -> None:
         is None
     )  # fmt: skip
     strict = DedupPolicy(text_threshold=1.0)
+    # Keys are compared by vocabulary family ("like_tea" is a likes), so another family differs.
     assert strict.duplicate_of(
-        key="like_tea", value="loves green tea", memory_type=MemoryType.PREFERENCE,
+        key="dislikes_tea", value="loves green tea", memory_type=MemoryType.PREFERENCE,
         existing=existing,
     ) is None  # fmt: skip
     assert normalise("Loves  GREEN tea!") == "loves green tea"

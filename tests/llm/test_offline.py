@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from hypothesis import given
 from hypothesis import strategies as st
 
+from engram.llm.candidates import Candidate
+from engram.llm.key_vocabulary import is_vocabulary, to_vocabulary
 from engram.llm.offline import OfflineExtractor, split_clauses
 from engram.types import MemoryType
 
@@ -49,7 +51,7 @@ def test_types_are_assigned() -> None:
     assert found == {
         "mood": MemoryType.WELLBEING,
         "hometown": MemoryType.HISTORY,
-        "appointment_cardiologist": MemoryType.FOLLOW_UP,
+        "appointment": MemoryType.FOLLOW_UP,
     }
 
 
@@ -88,9 +90,9 @@ def test_names_and_family_phrasings() -> None:
 
 def test_we_contractions_and_adverbs() -> None:
     assert keys("My wife and I have lived in Reno for years.") == {"city": "Reno"}
-    assert keys("We really love dancing.") == {"likes_dancing": "dancing"}
-    assert keys("I'd much rather have tea than coffee.") == {"prefers_tea": "tea over coffee"}
-    assert keys("I just can't stomach fish.") == {"dislikes_fish": "fish"}
+    assert keys("We really love dancing.") == {"likes": "dancing"}
+    assert keys("I'd much rather have tea than coffee.") == {"prefers": "tea over coffee"}
+    assert keys("I just can't stomach fish.") == {"dislikes": "fish"}
     assert keys("I'm still working part time as a bookkeeper.") == {"occupation": "bookkeeper"}
 
 
@@ -101,9 +103,11 @@ def test_home_mobility_and_visits() -> None:
     assert keys("My son lives with me now.") == {"living_situation": "lives with son"}
     assert keys("I gave up my license last year.")["mobility"].startswith("gave up my license")
     assert keys("The kids are all coming home for Thanksgiving.") == {
-        "visit_children": "The kids are all coming home for Thanksgiving"
+        "visit": "children: The kids are all coming home for Thanksgiving"
     }
-    assert "appointment_cataract_surgery" in keys("I'm getting my cataract surgery on the 14th.")
+    assert keys("I'm getting my cataract surgery on the 14th.") == {
+        "appointment": "my cataract surgery on the 14th"
+    }
     assert keys("My son is coming over.") == {}  # a visit needs a time word
 
 
@@ -124,3 +128,49 @@ def test_questions_hypotheticals_and_reported_speech_give_nothing() -> None:
     ):
         assert keys(text) == {}, text
     assert keys("Could you talk a little louder?") == {"communication_style": "speak louder"}
+
+
+def test_keys_come_from_the_fixed_vocabulary_never_from_the_words() -> None:
+    # Before, these keys were built from the user's words (dislikes_ex_husband_robert...).
+    assert keys("I can't stand my ex-husband Robert.") == {"dislikes": "my ex-husband Robert"}
+    assert keys("I like cocaine and I like gardening.") == {
+        "likes": "cocaine",
+        "likes.2": "gardening",
+    }
+    assert keys("I prefer methadone over morphine.") == {"prefers": "methadone over morphine"}
+    assert keys("My lower back has been hurting.") == {"pain": "lower back has been hurting"}
+    assert keys("My favorite dance move is the twist.") == {"favorite": "dance move: the twist"}
+    assert keys("My favorite color is blue.") == {"favorite_color": "blue"}
+    for text in (
+        "I can't stand my ex-husband Robert.",
+        "I like cocaine and I like gardening.",
+        "My lower back has been hurting.",
+    ):
+        for candidate in OfflineExtractor().extract_text(text):
+            assert is_vocabulary(candidate.key), candidate.key
+
+
+def test_family_keys_are_numbered_past_stored_ones() -> None:
+    found = asyncio.run(
+        OfflineExtractor().extract(
+            [T("user", "I hate loud music. I live in Reno.")],
+            skip_keys={"dislikes", "DISLIKES.2", "city"},
+        )
+    )
+    assert {c.key: c.value for c in found} == {"dislikes.3": "loud music"}
+
+
+def test_model_keys_outside_the_vocabulary_are_mapped() -> None:
+    def mapped(key: str, value: str = "v", taken: tuple[str, ...] = ()) -> tuple[str, str]:
+        out = to_vocabulary(Candidate(type=MemoryType.FACT, key=key, value=value), taken)
+        return out.key, out.value
+
+    assert mapped("dislikes_ex_husband_robert", "my ex-husband Robert") == (
+        "dislikes",
+        "my ex-husband Robert",
+    )
+    assert mapped("likes_gardening", "gardening", ("likes",)) == ("likes.2", "gardening")
+    assert mapped("allergy_penicillin", "penicillin") == ("allergy", "penicillin")
+    assert mapped("daughter_name", "Sue") == ("daughter_name", "Sue")
+    assert mapped("secret_lover_bob", "Bob") == ("note", "secret lover bob: Bob")
+    assert mapped("city", "Reno", ("city",)) == ("city", "Reno")

@@ -25,6 +25,8 @@ from typing import Protocol
 import numpy as np
 
 from engram.engine import MemoryEngine
+from engram.llm.candidates import Candidate
+from engram.llm.key_vocabulary import family, to_vocabulary
 from engram.retrieval.indexing import index_text
 from engram.retrieval.tokenize import terms
 from engram.types import Memory, MemoryFilter, MemoryType, utcnow
@@ -48,7 +50,10 @@ def normalise(text: str) -> str:
 
 
 def _text(key: str, value: str) -> str:
-    return f"{normalise(key)}: {normalise(value)}"
+    # Compared by key family: "likes.2: gardening" is "like_gardening: gardening" said again
+    # (extraction keys come from a fixed vocabulary, others may not).
+    keyed = to_vocabulary(Candidate(type=MemoryType.FACT, key=key, value=value), ())
+    return f"{normalise(family(keyed.key)[0])}: {normalise(keyed.value)}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,7 +96,7 @@ class DedupPolicy:
                 ids[hit.memory_id] = hit.score
         if not ids:
             return None
-        nearby = [engine.open_row(r) for r in storage.filter_memories(flt, list(ids))]
+        nearby = engine.open_rows(storage.filter_memories(flt, list(ids)))
         twin = self.duplicate_of(
             key=key, value=value, memory_type=memory_type, existing=nearby, use_embedder=False
         )

@@ -64,7 +64,7 @@ class ToolCallLog(Protocol):
         memory_type: str | None,
         ts: float,
     ) -> None:
-        """Record one tool call (ids, key and type only)."""
+        """Record one tool call (ids, blinded key and type only)."""
         ...
 
 
@@ -155,7 +155,7 @@ class EngineDispatcher:
                 owner.session_id,
                 tool=name,
                 memory_id=memory.id,
-                key=memory.key,
+                key=self._engine.blind_key(owner.account_id, memory.key),
                 memory_type=memory.type.value,
                 ts=time.time(),
             )

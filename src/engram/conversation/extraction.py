@@ -23,6 +23,7 @@ from engram.conversation.validation import is_grounded, normalize_key, validate_
 from engram.errors import EngramError, ProviderError
 from engram.llm.base import LLM, Message
 from engram.llm.candidates import EXTRACTABLE_TYPES, Candidate, TurnLike
+from engram.llm.key_vocabulary import to_vocabulary
 from engram.types import MemoryType, NewMemory, Source
 
 __all__ = [
@@ -52,8 +53,10 @@ remembering about the user for future conversations.
 Return ONLY a JSON array. Each element is an object:
 {"type": ..., "key": ..., "value": ..., "confidence": ...}
 - type: one of fact, preference, follow_up, context, history, wellbeing, insight, procedural
-- key: snake_case, e.g. preferred_name, daughter_name, pet_dog_name, city, likes_gardening,
-  appointment_doctor, mood
+- key: from a fixed vocabulary, never made of the user's words: e.g. preferred_name,
+  daughter_name, pet_dog_name, city, favorite_color, mood, health_condition; for things a
+  person has many of use the family alone: likes, dislikes, prefers, routine, appointment,
+  pain, visit, relationship (the specifics go in the value); anything else: note
 - value: one or two short sentences, at most 280 characters
 - confidence: 0 to 1
 
@@ -272,13 +275,21 @@ class ExtractionPipeline:
             if key is None or value is None or candidate.type not in EXTRACTABLE_TYPES:
                 counts["invalid"] += 1
                 continue
+            if not is_grounded(value, user_text):
+                counts["ungrounded"] += 1
+                continue
+            # Keys come from the fixed vocabulary whatever the extractor said: a model's
+            # free-text key goes to its family (numbered past the keys already taken) and its
+            # words into the value.
+            keyed = to_vocabulary(
+                Candidate(type=candidate.type, key=key, value=value),
+                existing | in_session | seen,
+            )
+            key, value = keyed.key, validate_value(keyed.value) or value
             if key in seen or key in in_session:
                 counts["existing"] += 1
                 continue
             seen.add(key)
-            if not is_grounded(value, user_text):
-                counts["ungrounded"] += 1
-                continue
             try:
                 if key in existing:
                     outcome = await self._maybe_propose(session, key, value, candidate)

@@ -3,7 +3,8 @@
 Extraction never changes a sensitive key (``preferred_name``, ``pronouns``, ``city``,
 ``language`` by default); when it hears a new value it files a :class:`ProposedChange`
 here. The proposal is kept for ``ttl`` (7 days by default), its values sealed under the
-user's key exactly like memory values. It is applied when the user confirms it (through the
+user's key exactly like memory values; its key is sealed with them and stored only blinded
+(like a memory's key). It is applied when the user confirms it (through the
 API, or by restating the key in a later live tool call) and the decision is recorded: a
 confirmation is an engine update whose audit actor names the proposal; a rejection or a
 superseding live write is an operational event. Neither carries a value.
@@ -24,7 +25,8 @@ from engram.conversation.dedup import normalise
 from engram.conversation.extraction import ProposedChange
 from engram.crypto.envelope import SealedValue
 from engram.engine import MemoryEngine
-from engram.errors import ConflictError, NotFoundError
+from engram.errors import ConflictError, IntegrityError, NotFoundError
+from engram.storage.base import SERVICE_KEYS_BLINDED
 from engram.storage.sessions import ProposalRow, ServiceTables
 from engram.types import HistoryEventType, Memory, MemoryType, OpEvent, Source
 
@@ -83,12 +85,14 @@ class ProposalStore:
         """Seal and store ``change``; return the proposal id."""
         proposal_id = str(uuid.uuid4())
         key_id, user_key = self._engine.keys.user_key(change.account_id, change.user_id)
-        payload = json.dumps(
-            {"current": change.current_value, "proposed": change.proposed_value},
-            ensure_ascii=False,
-        ).encode()
-        sealed = self._engine.envelope.seal(
-            user_key, payload, change.account_id, change.user_id, proposal_id
+        sealed = self._seal(
+            user_key,
+            change.key,
+            change.current_value,
+            change.proposed_value,
+            account_id=change.account_id,
+            user_id=change.user_id,
+            proposal_id=proposal_id,
         )
         now = time.time()
         self._tables.insert_proposal(
@@ -96,7 +100,7 @@ class ProposalStore:
                 id=proposal_id,
                 account_id=change.account_id,
                 user_id=change.user_id,
-                key=change.key,
+                key=self._engine.blind_key(change.account_id, change.key),
                 type=change.type.value,
                 confidence=change.confidence,
                 session_id=change.session_id,
@@ -139,23 +143,24 @@ class ProposalStore:
         memory, _ = self._engine.update_by_key(
             account_id=account_id,
             user_id=row.user_id,
-            key=row.key,
+            key=proposal.key,
             value=proposal.proposed_value,
             type=MemoryType(row.type),
             source=Source.EXTRACTION,
             actor=_actor(proposal_id),
         )
-        self._audit(account_id, row.user_id, row.key, proposal_id, "confirmed")
+        self._audit(account_id, row.user_id, proposal.key, proposal_id, "confirmed")
         log.info("proposal confirmed")
         return memory
 
     def reject(self, proposal_id: str, *, account_id: str) -> None:
         """Discard a pending proposal (recorded as an operational event)."""
         row = self._pending_row(account_id, proposal_id)
+        proposal = self._open(row)
         if not self._tables.decide_proposal(proposal_id, "rejected", time.time()):
             raise ConflictError("proposal was already decided")
         self._op(account_id, row.user_id, "proposal_rejected", None)
-        self._audit(account_id, row.user_id, row.key, proposal_id, "rejected")
+        self._audit(account_id, row.user_id, proposal.key, proposal_id, "rejected")
 
     def settle_by_live_write(
         self, *, account_id: str, user_id: str, key: str, value: str
@@ -166,7 +171,8 @@ class ProposalStore:
         The live write itself is made by the caller. Returns ``"confirmed"``,
         ``"superseded"`` or ``None`` when nothing was pending.
         """
-        rows = self._tables.pending_proposals(account_id, user_id, key=key, now=time.time())
+        blinded = self._engine.blind_key(account_id, key)
+        rows = self._tables.pending_proposals(account_id, user_id, key=blinded, now=time.time())
         outcome: str | None = None
         for row in rows:
             proposal = self._open(row)
@@ -177,6 +183,63 @@ class ProposalStore:
                 self._audit(account_id, user_id, key, row.id, status)
                 outcome = outcome or status
         return outcome
+
+    def upgrade_keys(self, *, batch: int = 500) -> int:
+        """Blind the keys an older version left in clear in proposals and session events.
+
+        A proposal gets its key sealed with its values and its key column blinded; session
+        events get the blinded key. Returns how many proposals were re-sealed; runs when the
+        service starts on a store marked ``pending`` by migration 8. Safe to re-run.
+        """
+        done = 0
+        while rows := self._tables.clear_key_proposals(batch):
+            for row in rows:
+                self._reseal(row)
+            done += len(rows)
+        while events := self._tables.clear_event_keys(batch):
+            for account_id, key in events:
+                self._tables.replace_event_keys(
+                    account_id, key, self._engine.blind_key(account_id, key)
+                )
+        with self._engine.storage.transaction() as tx:
+            tx.set_meta(SERVICE_KEYS_BLINDED, "done")
+        return done
+
+    def _reseal(self, row: ProposalRow) -> None:
+        stored_key = self._engine.blind_key(row.account_id, row.key)
+        try:
+            proposal = self._open(row)
+            user_key = self._engine.keys.by_id(row.account_id, row.user_id, row.key_id)
+        except IntegrityError:
+            # It cannot be opened (tampered, or its owner erased): keep no clear key either.
+            self._tables.reseal_proposal(row.id, stored_key, b"", b"")
+            return
+        sealed = self._seal(
+            user_key,
+            proposal.key,
+            proposal.current_value,
+            proposal.proposed_value,
+            account_id=row.account_id,
+            user_id=row.user_id,
+            proposal_id=row.id,
+        )
+        self._tables.reseal_proposal(row.id, stored_key, sealed.ciphertext, sealed.wrapped_key)
+
+    def _seal(
+        self,
+        user_key: bytes,
+        key: str,
+        current: str | None,
+        proposed: str,
+        *,
+        account_id: str,
+        user_id: str,
+        proposal_id: str,
+    ) -> SealedValue:
+        payload = json.dumps(
+            {"key": key, "current": current, "proposed": proposed}, ensure_ascii=False
+        ).encode()
+        return self._engine.envelope.seal(user_key, payload, account_id, user_id, proposal_id)
 
     def _pending_row(self, account_id: str, proposal_id: str) -> ProposalRow:
         row = self._tables.get_proposal(account_id, proposal_id)
@@ -189,7 +252,7 @@ class ProposalStore:
         return row
 
     def _open(self, row: ProposalRow) -> Proposal:
-        _, user_key = self._engine.keys.user_key(row.account_id, row.user_id, create=False)
+        user_key = self._engine.keys.by_id(row.account_id, row.user_id, row.key_id)
         raw = self._engine.envelope.open(
             user_key,
             SealedValue(row.ciphertext, row.wrapped_key),
@@ -205,7 +268,8 @@ class ProposalStore:
             id=row.id,
             account_id=row.account_id,
             user_id=row.user_id,
-            key=row.key,
+            # Proposals filed before keys were blinded kept the key in clear, not sealed.
+            key=str(payload.get("key", row.key)),
             type=MemoryType(row.type),
             current_value=payload.get("current"),
             proposed_value=str(payload["proposed"]),

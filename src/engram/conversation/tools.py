@@ -62,7 +62,7 @@ TOOL_EXAMPLES: tuple[ToolExample, ...] = (
     ToolExample("My daughter Sarah lives in Denver.", "fact", "daughter_name", "Sarah"),
     ToolExample("I have two cats, Milo and Luna.", "fact", "pet_cat_count", "2 cats"),
     ToolExample("I live in Portland.", "fact", "city", "Portland"),
-    ToolExample("I can't stand loud music.", "preference", "dislikes_loud_music", "loud music"),
+    ToolExample("I can't stand loud music.", "preference", "dislikes", "loud music"),
     ToolExample(
         "I worked as a nurse for thirty years.",
         "history",
@@ -74,13 +74,13 @@ TOOL_EXAMPLES: tuple[ToolExample, ...] = (
     ToolExample(
         "I have a doctor's appointment on Tuesday at 10am.",
         "follow_up",
-        "appointment_doctor",
+        "appointment",
         "doctor's appointment on Tuesday at 10am",
     ),
     ToolExample(
         "My grandson is coming over next Friday.",
         "follow_up",
-        "visit_grandson",
+        "visit",
         "grandson is coming over next Friday",
     ),
     ToolExample(
@@ -101,8 +101,10 @@ _STORE_DESCRIPTION = (
     "appointments and visits (with the day and time), and how they are feeling. Storage is "
     "silent: never say that you are saving, storing or remembering something, and never "
     "confirm it aloud; just carry on the conversation. Do not store small talk, things you "
-    "said yourself, or anything the user asks you not to remember. Use snake_case keys and "
-    "keep values short (one or two sentences). Types: fact, preference, follow_up "
+    "said yourself, or anything the user asks you not to remember. Use snake_case keys "
+    "that name a kind of memory, never the user's words: for things a person has many of "
+    "(likes, dislikes, prefers, appointment, visit, pain) the kind alone, with the specifics "
+    "in the value. Keep values short (one or two sentences). Types: fact, preference, follow_up "
     "(something coming up to ask about later), context (the situation right now), history "
     "(the user's past), wellbeing (mood, sleep, pain), insight (a pattern you noticed), "
     "procedural (how the user wants things done). For a follow_up set suggest_reminder to "

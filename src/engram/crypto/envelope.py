@@ -4,7 +4,12 @@ KEK ──wraps──▶ user key (one per account/user, destroyed on erasure)
                  └─wraps──▶ data key (one per record) ──encrypts──▶ value
 
 Every wrap and every value carries AAD binding it to its owner (and the record id), so a row
-copied to another user or memory fails to decrypt instead of leaking.
+copied to another user or memory fails to decrypt instead of leaking. A value may also be bound
+to more of its row (``binding``: the columns that decide who sees it), so changing one of those
+columns in the database makes the value fail to open.
+
+Memory keys are never stored in clear: :func:`blind_key` turns a key into a keyed hash under the
+account's index key, which is what the database compares; the key itself is sealed with the value.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from dataclasses import dataclass
 
 from engram.crypto.aead import Cipher, new_key
 from engram.crypto.keyring import KeyRing
+from engram.storage.base import BLIND_KEY_PREFIX
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +42,14 @@ class WrappedUserKey:
 
 def _aad(*parts: str) -> bytes:
     return "\x1f".join(parts).encode()
+
+
+def _value_aad(account_id: str, user_id: str, record_id: str, binding: str | None) -> bytes:
+    # Without a binding the AAD is exactly what values were sealed with before bindings
+    # existed, so those values still open (until the store's upgrade re-seals them).
+    if binding is None:
+        return _aad("value", account_id, user_id, record_id)
+    return _aad("value", account_id, user_id, record_id, "bound", binding)
 
 
 class Envelope:
@@ -86,10 +100,21 @@ class Envelope:
 
     # ---- values ----------------------------------------------------------------------------
     def seal(
-        self, user_key: bytes, plaintext: bytes, account_id: str, user_id: str, record_id: str
+        self,
+        user_key: bytes,
+        plaintext: bytes,
+        account_id: str,
+        user_id: str,
+        record_id: str,
+        *,
+        binding: str | None = None,
     ) -> SealedValue:
-        """Encrypt ``plaintext`` under a fresh data key bound to owner and record id."""
-        aad = _aad("value", account_id, user_id, record_id)
+        """Encrypt ``plaintext`` under a fresh data key bound to owner and record id.
+
+        ``binding`` (any text, e.g. a JSON list of column values) is bound as well: the value
+        then opens only with the same ``binding``.
+        """
+        aad = _value_aad(account_id, user_id, record_id, binding)
         data_key = new_key()
         return SealedValue(
             ciphertext=self._cipher.seal(data_key, plaintext, aad),
@@ -97,10 +122,20 @@ class Envelope:
         )
 
     def open(
-        self, user_key: bytes, sealed: SealedValue, account_id: str, user_id: str, record_id: str
+        self,
+        user_key: bytes,
+        sealed: SealedValue,
+        account_id: str,
+        user_id: str,
+        record_id: str,
+        *,
+        binding: str | None = None,
     ) -> bytes:
-        """Decrypt a sealed value; :class:`IntegrityError` on any tampering or a moved row."""
-        aad = _aad("value", account_id, user_id, record_id)
+        """Decrypt a sealed value; :class:`IntegrityError` on any tampering or a moved row.
+
+        ``binding`` must be the one the value was sealed with.
+        """
+        aad = _value_aad(account_id, user_id, record_id, binding)
         data_key = self._cipher.open(user_key, sealed.wrapped_key, aad)
         return self._cipher.open(data_key, sealed.ciphertext, aad)
 
@@ -109,3 +144,30 @@ def blind_token(index_key: bytes, term: str) -> int:
     """A keyed hash of a search term as a signed 64-bit integer (no plaintext in the index)."""
     digest = hmac.new(index_key, term.encode(), hashlib.sha256).digest()
     return int.from_bytes(digest[:8], "big", signed=True)
+
+
+_KEY_BLINDING = b"engram-memory-key/1"
+
+
+def key_blinding_key(index_key: bytes) -> bytes:
+    """The sub-key that blinds memory keys, derived from an account's index key.
+
+    Separate from the search tokens' key, so a memory key never hashes to the token of the same
+    word in the lexical index.
+    """
+    return hmac.new(index_key, _KEY_BLINDING, hashlib.sha256).digest()
+
+
+def blind_key(blinding_key: bytes, key: str) -> str:
+    """The stored (blinded) form of a memory key: a keyed hash of the key, lower-cased.
+
+    Case-insensitive like key lookups; 128 bits of HMAC-SHA256 as hex after
+    :data:`BLIND_KEY_PREFIX`. ``blinding_key`` comes from :func:`key_blinding_key`.
+    """
+    digest = hmac.new(blinding_key, key.lower().encode(), hashlib.sha256).hexdigest()
+    return BLIND_KEY_PREFIX + digest[:32]
+
+
+def is_blinded(stored_key: str) -> bool:
+    """Whether a stored key is blinded (as opposed to a clear key of an older store)."""
+    return stored_key.startswith(BLIND_KEY_PREFIX)

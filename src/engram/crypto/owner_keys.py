@@ -14,7 +14,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from engram.crypto.aead import new_key
-from engram.crypto.envelope import Envelope, WrappedUserKey
+from engram.crypto.envelope import Envelope, WrappedUserKey, blind_key, key_blinding_key
 from engram.errors import IntegrityError, KeyUnavailableError
 from engram.storage.base import DataKeyRow, Storage
 from engram.storage.keystore import PRIMARY_KEK, KeyStore
@@ -53,6 +53,7 @@ class OwnerKeys:
         self._envelope = envelope
         self._current: OrderedDict[tuple[str, str, str], OwnerKey] = OrderedDict()
         self._by_id: OrderedDict[tuple[str, str, str], bytes] = OrderedDict()
+        self._blinding: OrderedDict[str, bytes] = OrderedDict()
         self._lock = threading.Lock()
         self._cache_size = cache_size
 
@@ -119,6 +120,18 @@ class OwnerKeys:
         self._remember(cache_key, entry)
         return entry.raw
 
+    def blind_key(self, account_id: str, key: str) -> str:
+        """The blinded form of a memory key in this account (what the database stores)."""
+        with self._lock:
+            sub = self._blinding.get(account_id)
+        if sub is None:
+            sub = key_blinding_key(self.index_key(account_id))
+            with self._lock:
+                self._blinding[account_id] = sub
+                if len(self._blinding) > self._cache_size:
+                    self._blinding.popitem(last=False)
+        return blind_key(sub, key)
+
     def forget(self, account_id: str, user_id: str) -> None:
         """Drop a user's keys from the cache (after erasure, or a stale generation)."""
         with self._lock:
@@ -131,6 +144,7 @@ class OwnerKeys:
         with self._lock:
             self._current.clear()
             self._by_id.clear()
+            self._blinding.clear()
 
     def _remember(self, cache_key: tuple[str, str, str], entry: OwnerKey) -> None:
         with self._lock:

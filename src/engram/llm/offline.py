@@ -18,9 +18,11 @@ Limits, by design (see docs/conversation.md):
 * Names must be capitalised; transcripts without capital letters lose them.
 * No coreference: "She visits on Sunday" does not know who "she" is.
 * No inference: insights (e.g. "seems lonelier on weekends") are never produced.
-* Keys are built from the words used, so "I love gardening" and "I enjoy working in
-  the garden" give two different keys; an LLM extractor merges these better.
-* One value per key per call: the first clause that produces a key wins.
+* Keys come from a fixed vocabulary (``key_vocabulary``), never from the words used: "I hate
+  my ex-husband Robert" is ``dislikes`` with the words in the value; a second dislike in the
+  same call or already stored is ``dislikes.2`` (duplicates of stored values are caught by
+  value, downstream).
+* One value per rule key per call: the first clause that produces one wins.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import re
 from collections.abc import Collection, Sequence
 
 from engram.llm.candidates import Candidate, TurnLike
+from engram.llm.key_vocabulary import to_vocabulary
 from engram.llm.offline_rules import RULES
 
 __all__ = ["OfflineExtractor", "split_clauses"]
@@ -98,7 +101,25 @@ class OfflineExtractor:
     name = "offline"
 
     def extract_text(self, text: str) -> list[Candidate]:
-        """Candidates found in one piece of user speech, first value per key."""
+        """Candidates found in one piece of user speech, keys from the fixed vocabulary."""
+        return self._keyed(self._found(text).values(), ())
+
+    @staticmethod
+    def _keyed(candidates: Collection[Candidate], skip: Collection[str]) -> list[Candidate]:
+        """The candidates with vocabulary keys, numbered past ``skip`` and each other."""
+        taken = set(skip)
+        out = []
+        for candidate in candidates:
+            keyed = to_vocabulary(candidate, taken)
+            if keyed.key in taken:
+                continue  # a single-valued key already stored
+            taken.add(keyed.key)
+            out.append(keyed)
+        return out
+
+    @staticmethod
+    def _found(text: str) -> dict[str, Candidate]:
+        """What the rules find, by the rule's own key (first value per key)."""
         found: dict[str, Candidate] = {}
         for clause in split_clauses(text):
             claimed: list[tuple[int, int]] = []
@@ -111,7 +132,7 @@ class OfflineExtractor:
                         claimed.append(match.span())
                     for candidate in candidates:
                         found.setdefault(candidate.key, candidate)
-        return list(found.values())
+        return found
 
     async def extract(
         self, turns: Sequence[TurnLike], *, skip_keys: Collection[str] = ()
@@ -125,7 +146,6 @@ class OfflineExtractor:
         for turn in turns:
             if turn.speaker != "user":
                 continue
-            for candidate in self.extract_text(turn.summary):
-                if candidate.key.lower() not in skip:
-                    found.setdefault(candidate.key, candidate)
-        return list(found.values())
+            for key, candidate in self._found(turn.summary).items():
+                found.setdefault(key, candidate)
+        return self._keyed(list(found.values()), skip)

@@ -107,7 +107,11 @@ class StorageCandidateSource:
                 continue
             contents = self._contents.get(memory_id)
             if contents is None:
-                contents = self._contents[memory_id] = self.engine.open_contents(row)
+                # A row that fails authentication is left out of the answer (and counted).
+                opened = self.engine.try_open_contents(row)
+                if opened is None:
+                    continue
+                contents = self._contents[memory_id] = opened
             out[memory_id] = (row, contents)
         return out
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 __all__ = ["Histogram", "Metrics"]
 
@@ -42,7 +42,9 @@ class Histogram:
 class Metrics:
     """Counters and histograms of one service process (thread-safe)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, integrity_failures: Callable[[], int] | None = None) -> None:
+        """``integrity_failures`` reads the engine's count of rows that failed authentication."""
+        self._integrity_failures = integrity_failures
         self._lock = threading.Lock()
         self.memories_stored = 0
         self.memories_updated = 0
@@ -104,6 +106,11 @@ class Metrics:
                 "engram_summarization_failures_total",
                 "Summarisations that failed.",
                 self.summarization_failures,
+            ),
+            (
+                "engram_integrity_failures_total",
+                "Stored rows that failed authentication (tampered) and were left out.",
+                0 if self._integrity_failures is None else self._integrity_failures(),
             ),
         )
         with self._lock:

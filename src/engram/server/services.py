@@ -31,6 +31,7 @@ from engram.server.auth import ApiKeys
 from engram.server.loader import EngineMemoryLoader
 from engram.server.metrics import Metrics
 from engram.server.tasks import TaskRegistry
+from engram.storage.base import SERVICE_KEYS_BLINDED
 from engram.storage.sessions import CallSessionRow, ServiceTables
 from engram.types import Memory
 
@@ -85,7 +86,7 @@ class Services:
         self.tables = ServiceTables(engine.storage)
         self.keys = ApiKeys(self.tables)
         self.buffer = SessionBuffer()
-        self.metrics = Metrics()
+        self.metrics = Metrics(integrity_failures=lambda: engine.integrity_failures)
         self.tasks = TaskRegistry()
         self.dedup = DedupPolicy(
             text_threshold=self.options.dedup_text_threshold,
@@ -95,6 +96,9 @@ class Services:
         self.proposals = ProposalStore(
             engine, self.tables, ttl=timedelta(days=self.options.proposal_ttl_days)
         )
+        if engine.storage.meta_value(SERVICE_KEYS_BLINDED) != "done":
+            # An older store: proposals and session events still hold keys in clear.
+            self.proposals.upgrade_keys()
         self.dispatcher = EngineDispatcher(
             engine,
             dedup=self.dedup,

@@ -20,6 +20,16 @@ from engram.types import MemoryFilter
 
 Vector = NDArray[np.float32]
 
+BLIND_KEY_PREFIX = "b:"
+"""What starts every blinded memory key; a clear key never does (``:`` is not allowed in keys)."""
+
+SERVICE_KEYS_BLINDED = "service_keys_blinded"
+"""Like :data:`KEYS_BLINDED`, for the service tables' keys (proposals, session events)."""
+
+KEYS_BLINDED = "keys_blinded"
+"""The ``store_meta`` entry that says whether every stored memory key is blinded (``done``)
+or the engine must still upgrade rows an older version wrote with clear keys (``pending``)."""
+
 
 class MemoryRow(NamedTuple):
     """One stored memory version, as the backend holds it (value encrypted).
@@ -94,6 +104,8 @@ class ChangeRow:
     event: str
     meta: str
     ts: float
+    account_id: str = ""
+    """The account of the memory (filled in on reads; writes pass it beside the row)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,6 +253,15 @@ class Transaction(Protocol):
 
     def record_op(self, row: OpRow) -> None:
         """Append an operational event."""
+        ...
+
+    def set_meta(self, key: str, value: str) -> None:
+        """Set a ``store_meta`` entry."""
+        ...
+
+    def replace_audit_key(self, memory_id: str, stored_key: str) -> int:
+        """Set the ``key`` entry of every history and change-log meta of one memory version
+        to ``stored_key`` (the blinded key, when upgrading an older store); rows changed."""
         ...
 
 
@@ -407,6 +428,14 @@ class Storage(Protocol):
 
     def drop_legacy_data_keys(self) -> None:
         """Delete the keys :meth:`legacy_data_keys` returned (once they are in the key store)."""
+        ...
+
+    def meta_value(self, key: str) -> str | None:
+        """A ``store_meta`` entry, if set."""
+        ...
+
+    def clear_key_rows(self, limit: int) -> list[MemoryRow]:
+        """Up to ``limit`` memory versions whose key column is not blinded (an older store)."""
         ...
 
     def count_rows(self, table: str, account_id: str, user_id: str) -> int:

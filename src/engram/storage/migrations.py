@@ -310,6 +310,25 @@ _ROW_VERSION = (
     "ALTER TABLE memories ADD COLUMN IF NOT EXISTS row_version INTEGER NOT NULL DEFAULT 1",
 )
 
+# Memory keys are blinded by the engine (it holds the account keys SQL has not): a store that
+# already has memories was written with clear keys and is marked for the engine's upgrade; an
+# empty one never needs it. ``INSERT ... SELECT ... WHERE`` reads the same in both dialects.
+_SERVICE_KEYS = (
+    "EXISTS (SELECT 1 FROM proposals) OR EXISTS (SELECT 1 FROM session_events "
+    "WHERE key IS NOT NULL)"
+)
+_KEYS_BLINDED = (
+    "INSERT INTO store_meta (key, value) SELECT 'keys_blinded', 'pending' "
+    "WHERE EXISTS (SELECT 1 FROM memories) ON CONFLICT (key) DO NOTHING",
+    "INSERT INTO store_meta (key, value) SELECT 'keys_blinded', 'done' "
+    "WHERE NOT EXISTS (SELECT 1 FROM memories) ON CONFLICT (key) DO NOTHING",
+    # The service tables (proposals, session events) are upgraded by the service.
+    "INSERT INTO store_meta (key, value) SELECT 'service_keys_blinded', 'pending' "
+    f"WHERE {_SERVICE_KEYS} ON CONFLICT (key) DO NOTHING",
+    "INSERT INTO store_meta (key, value) SELECT 'service_keys_blinded', 'done' "
+    f"WHERE NOT ({_SERVICE_KEYS}) ON CONFLICT (key) DO NOTHING",
+)
+
 MIGRATIONS = (
     *MIGRATIONS,
     Migration(
@@ -331,4 +350,5 @@ MIGRATIONS = (
         sqlite=(_API_KEY_AGENTS,),
         postgres=(_API_KEY_AGENTS,),
     ),
+    Migration(version=8, name="blind-keys", sqlite=_KEYS_BLINDED, postgres=_KEYS_BLINDED),
 )

@@ -2,7 +2,8 @@
 
 Written once with ``?`` placeholders and run through :class:`~engram.storage.sql.SqlExecutor`,
 so both backends share it. None of these tables holds conversation text: events carry tool
-names, memory ids, keys and types; proposal values are sealed by the caller.
+names, memory ids, blinded keys and types; proposal values and keys are sealed by the caller,
+and proposals are looked up by blinded key.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any, cast
 
-from engram.storage.base import Storage
+from engram.storage.base import BLIND_KEY_PREFIX, Storage
 from engram.storage.sql import SqlExecutor
 
 __all__ = [
@@ -52,7 +53,7 @@ class CallSessionRow:
 
 @dataclass(frozen=True, slots=True)
 class SessionEventRow:
-    """An event of a call session (e.g. a tool call with the memory id, key and type)."""
+    """An event of a call session (e.g. a tool call with the memory id, blinded key and type)."""
 
     id: int
     session_id: str
@@ -81,7 +82,8 @@ class ApiKeyRow:
 
 @dataclass(frozen=True, slots=True)
 class ProposalRow:
-    """A proposed change to a sensitive memory; the value is sealed under the user's key."""
+    """A proposed change to a sensitive memory; key and values are sealed under the user's key
+    and ``key`` holds the key blinded (as a memory row does)."""
 
     id: str
     account_id: str
@@ -338,7 +340,7 @@ class ServiceTables:
     def pending_proposals(
         self, account_id: str, user_id: str, *, key: str | None, now: float
     ) -> list[ProposalRow]:
-        """Unexpired pending proposals of a user, optionally for one key, newest first."""
+        """Unexpired pending proposals of a user, optionally for one (blinded) key, newest first."""
         sql = (
             f"SELECT {_PROPOSAL_COLUMNS} FROM proposals WHERE account_id = ? AND user_id = ? "
             "AND status = 'pending' AND expires_at > ?"
@@ -350,6 +352,46 @@ class ServiceTables:
         with self._read() as db:
             rows = db.run(sql + " ORDER BY created_at DESC", params).fetchall()
         return [_proposal(r) for r in rows]
+
+    # ---- upgrade of an older store (keys in clear) ---------------------------------------------
+    def clear_key_proposals(self, limit: int) -> list[ProposalRow]:
+        """Up to ``limit`` proposals whose key column is not blinded (an older store)."""
+        with self._read() as db:
+            rows = db.run(
+                f"SELECT {_PROPOSAL_COLUMNS} FROM proposals WHERE substr(key, 1, 2) <> ? "
+                "ORDER BY id LIMIT ?",
+                [BLIND_KEY_PREFIX, limit],
+            ).fetchall()
+        return [_proposal(r) for r in rows]
+
+    def reseal_proposal(
+        self, proposal_id: str, stored_key: str, ciphertext: bytes, wrapped_key: bytes
+    ) -> None:
+        """Replace a proposal's key column and sealed payload."""
+        with self._write() as tx:
+            tx.run(
+                "UPDATE proposals SET key = ?, key_lc = ?, ciphertext = ?, wrapped_key = ? "
+                "WHERE id = ?",
+                [stored_key, stored_key, ciphertext, wrapped_key, proposal_id],
+            )
+
+    def clear_event_keys(self, limit: int) -> list[tuple[str, str]]:
+        """Up to ``limit`` distinct ``(account_id, key)`` of session events with a clear key."""
+        with self._read() as db:
+            rows = db.run(
+                "SELECT DISTINCT account_id, key FROM session_events WHERE key IS NOT NULL "
+                "AND substr(key, 1, 2) <> ? ORDER BY account_id, key LIMIT ?",
+                [BLIND_KEY_PREFIX, limit],
+            ).fetchall()
+        return [(str(a), str(k)) for a, k in rows]
+
+    def replace_event_keys(self, account_id: str, key: str, stored_key: str) -> None:
+        """Replace a clear key in an account's session events by its blinded form."""
+        with self._write() as tx:
+            tx.run(
+                "UPDATE session_events SET key = ? WHERE account_id = ? AND key = ?",
+                [stored_key, account_id, key],
+            )
 
     def decide_proposal(self, proposal_id: str, status: str, ts: float) -> bool:
         """Move a pending proposal to ``status``; False if it was no longer pending."""

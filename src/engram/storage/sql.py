@@ -6,6 +6,7 @@ subclass supplies; the queries themselves are written once here with ``?`` place
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections import OrderedDict
@@ -18,6 +19,7 @@ import numpy as np
 
 from engram.errors import EmbedderMismatchError
 from engram.storage.base import (
+    BLIND_KEY_PREFIX,
     MEMORY_COLUMNS,
     ChangeRow,
     DataKeyRow,
@@ -339,6 +341,30 @@ class SqlTransaction(SqlExecutor):
             deleted += self.run(f"DELETE FROM memories WHERE id IN ({marks})", chunk).rowcount
         return deleted
 
+    def set_meta(self, key: str, value: str) -> None:
+        self.run(
+            "INSERT INTO store_meta (key, value) VALUES (?, ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            [key, value],
+        )
+
+    def replace_audit_key(self, memory_id: str, stored_key: str) -> int:
+        changed = 0
+        for table, row_key in (("history", "id"), ("changes", "thread_id, rev")):
+            for *ident, meta in self.run(
+                f"SELECT {row_key}, meta FROM {table} WHERE memory_id = ?", [memory_id]
+            ).fetchall():
+                entries = json.loads(meta)
+                if not isinstance(entries, dict) or entries.get("key", stored_key) == stored_key:
+                    continue
+                entries["key"] = stored_key
+                where = " AND ".join(f"{c.strip()} = ?" for c in row_key.split(","))
+                self.run(
+                    f"UPDATE {table} SET meta = ? WHERE {where}", [json.dumps(entries), *ident]
+                )
+                changed += 1
+        return changed
+
     def record_op(self, row: OpRow) -> None:
         self.run(
             "INSERT INTO ops_events (account_id, user_id, thread_id, node, op, status, "
@@ -438,6 +464,18 @@ class SqlStorage:
         with self._reader() as db:
             row = db.run("SELECT MAX(version) FROM schema_migrations").fetchone()
         return int(row[0] or 0)
+
+    def meta_value(self, key: str) -> str | None:
+        """A ``store_meta`` entry, if set."""
+        with self._reader() as db:
+            row = db.run("SELECT value FROM store_meta WHERE key = ?", [key]).fetchone()
+        return None if row is None else str(row[0])
+
+    def clear_key_rows(self, limit: int) -> list[MemoryRow]:
+        """Up to ``limit`` memory versions whose key column is not blinded (an older store)."""
+        return self._select_memories(
+            "WHERE substr(m.key, 1, 2) <> ? ORDER BY m.id LIMIT ?", [BLIND_KEY_PREFIX, limit]
+        )
 
     def bind_embedder(self, model_id: str, dims: int) -> None:
         """Record the embedder (``model_id:dims``) and create its vector index if needed.
@@ -595,7 +633,7 @@ class SqlStorage:
         """Change-log entries after ``rev``, newest first."""
         with self._reader() as db:
             rows = db.run(
-                "SELECT thread_id, rev, memory_id, event, meta, ts FROM changes "
+                "SELECT thread_id, rev, memory_id, event, meta, ts, account_id FROM changes "
                 "WHERE thread_id = ? AND rev > ? ORDER BY rev DESC LIMIT ?",
                 [thread_id, rev, limit],
             ).fetchall()

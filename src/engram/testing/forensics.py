@@ -9,12 +9,13 @@ tag, and the key id sits just before it in a key row).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engram.crypto.envelope import Envelope, SealedValue, WrappedUserKey
+from engram.crypto.envelope import Envelope, WrappedUserKey
 from engram.errors import IntegrityError
+from engram.storage.base import MemoryRow
 
 __all__ = ["CarveReport", "carve", "files_under"]
 
@@ -64,12 +65,14 @@ def carve(
     user_id: str,
     key_ids: Iterable[str],
     needles: dict[str, bytes],
-    sealed: Sequence[tuple[str, bytes, bytes]] = (),
+    sealed: Sequence[MemoryRow] = (),
+    open_value: Callable[[MemoryRow, bytes], object] | None = None,
 ) -> CarveReport:
     """Search ``files`` for ``needles`` and carve the user's keys after each key id.
 
-    ``sealed`` holds ``(record id, ciphertext, wrapped data key)`` triples of the user's
-    values as they were before erasure; each carved user key is tried on all of them.
+    ``sealed`` holds the user's rows as they were before erasure; each carved user key is
+    tried on all of them with ``open_value(row, user_key)`` (it raises
+    :class:`IntegrityError` when the key does not open the row).
     """
     report = CarveReport(files=len(files))
     blobs = {path: path.read_bytes() for path in files}
@@ -99,12 +102,12 @@ def carve(
                 start = blob.find(marker, start + 1)
     report.unwrapped_keys = len(carved)
     for raw in carved:
-        for record_id, ciphertext, wrapped_key in sealed:
+        for row in sealed:
+            if open_value is None:
+                break
             try:
-                value = envelope.open(
-                    raw, SealedValue(ciphertext, wrapped_key), account_id, user_id, record_id
-                )
+                value = open_value(row, raw)
             except IntegrityError:
                 continue
-            report.decrypted_values.append(value)
+            report.decrypted_values.append(repr(value).encode())
     return report
