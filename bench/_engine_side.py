@@ -21,8 +21,8 @@ from _prototype import memory_value
 from engram.client import Engram
 from engram.config import Settings
 from engram.crypto.keyring import KeyRing
+from engram.embedders import Embedder
 from engram.engine import MemoryEngine
-from engram.retrieval.embedders import Embedder
 from engram.retrieval.query import QueryPlan, retrieve
 from engram.retrieval.ranking import RankingWeights
 from engram.retrieval.source import StorageCandidateSource

@@ -14,7 +14,7 @@ from typing import Any
 
 from _locomo_data import Turn
 from _prototype import memory_text
-from engram.retrieval.embedders.local import minilm_model_dir
+from engram.embedders.local import minilm_model_dir
 
 
 class Mem0Side:

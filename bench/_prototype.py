@@ -16,12 +16,12 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from _locomo_data import Turn
+from engram.embedders import Embedder
+from engram.index.memory_text import index_text
+from engram.index.tokenize import terms
 from engram.retrieval.bm25 import BM25Params, bm25_idf, bm25_term_weight
-from engram.retrieval.embedders import Embedder
-from engram.retrieval.indexing import index_text
 from engram.retrieval.query import QueryPlan, retrieve
 from engram.retrieval.ranking import Candidate, Edge, EdgeKind, RankingWeights
-from engram.retrieval.tokenize import terms
 
 
 def memory_value(turn: Turn) -> str:

@@ -40,8 +40,8 @@ from _engine_side import EngineSide
 from _locomo_data import DEFAULT_DATA, REPO_ROOT, SCORED_CATEGORIES, Dataset, load_conversations
 from _mem0_side import make_mem0_side
 from _prototype import EngramSide, LinkParams, memory_text
-from engram.retrieval.embedders import CachedEmbedder, Embedder
-from engram.retrieval.embedders.local import LocalMiniLMEmbedder
+from engram.embedders import CachedEmbedder, Embedder
+from engram.embedders.local import LocalMiniLMEmbedder
 from engram.retrieval.ranking import RankingWeights
 
 KS = (5, 10, 20)

@@ -56,9 +56,9 @@ from _locomo_data import DEFAULT_DATA, REPO_ROOT, load_conversations
 from engram.client import Engram
 from engram.config import Settings
 from engram.crypto.keyring import KeyRing
+from engram.embedders import Embedder, l2_normalise
+from engram.embedders.local import LocalMiniLMEmbedder
 from engram.engine import MemoryEngine
-from engram.retrieval.embedders import Embedder, l2_normalise
-from engram.retrieval.embedders.local import LocalMiniLMEmbedder
 from engram.storage.base import Storage
 from engram.types import MemoryFilter
 

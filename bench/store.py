@@ -20,11 +20,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from engram.codec import MemoryCodec
 from engram.config import Settings
 from engram.crypto.envelope import Envelope
 from engram.crypto.keyring import KeyRing
 from engram.engine import MemoryEngine
+from engram.index.codec import MemoryCodec
 from engram.storage.base import Storage
 from engram.types import MemoryFilter
 

@@ -318,7 +318,7 @@ def reindex_cmd(ctx: click.Context, batch_size: int, yes: bool) -> None:
     every active and soft-deleted memory version again, with its relation edges. Run it after
     changing the embedder; queries find nothing by similarity until it has finished.
     """
-    from engram.retrieval.embedders import build_embedder
+    from engram.embedders import build_embedder
     from engram.retrieval.reindex import count_live, reindex
 
     settings: Settings = ctx.obj["settings"]

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from engram.config import Settings
+from engram.embedders import Embedder, build_embedder
 from engram.engine import MemoryEngine
+from engram.index.vectors import VectorIndexer
 from engram.retrieval.access import AccessTracker
 from engram.retrieval.categories import load_categories
-from engram.retrieval.embedders import Embedder, build_embedder
-from engram.retrieval.indexer import VectorIndexer
 from engram.retrieval.memory_query import (
     MemoryQueryRequest,
     MemoryQueryResult,

@@ -9,16 +9,31 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from engram.errors import ConfigurationError
-from engram.retrieval.ranking import RankingWeights
 
 
 def default_home() -> Path:
     """The embedded data folder: ``~/.engram`` unless ``ENGRAM_HOME`` says otherwise."""
     return Path("~/.engram").expanduser()
+
+
+class RankingWeights(BaseModel):
+    """The ranking knobs; every weight at 0 switches its component off."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    w_dense: float = Field(default=0.5, ge=0.0, le=1.0)
+    w_speaker: float = Field(default=0.1, ge=0.0)
+    w_time: float = Field(default=0.05, ge=0.0)
+    w_entity: float = Field(default=0.0, ge=0.0)
+    w_adjacent: float = Field(default=0.5, ge=0.0)
+    w_related: float = Field(default=0.0, ge=0.0)
+    w_importance: float = Field(default=0.02, ge=0.0)
+    w_pinned: float = Field(default=0.05, ge=0.0)
+    expand_top: int = Field(default=30, ge=0, description="seeds whose edges are followed")
 
 
 class Settings(BaseSettings):

@@ -16,13 +16,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from engram.codec import Contents, MemoryCodec, from_ts, row_binding
 from engram.config import Settings
 from engram.crypto.aead import AesGcmCipher
 from engram.crypto.envelope import Envelope, is_blinded
 from engram.crypto.keyring import KeyRing, load_keyring
-from engram.crypto.owner_keys import USER_KEY, OwnerKey, OwnerKeys
-from engram.crypto.rotation import rotate_kek
 from engram.errors import (
     ConflictError,
     IntegrityError,
@@ -32,7 +29,10 @@ from engram.errors import (
     TamperedRowError,
     ValidationError,
 )
-from engram.indexing import Indexer, LexicalIndexer
+from engram.index.codec import Contents, MemoryCodec, from_ts, row_binding
+from engram.index.lexical import Indexer, LexicalIndexer
+from engram.keys.owner_keys import USER_KEY, OwnerKey, OwnerKeys
+from engram.keys.rotation import rotate_kek
 from engram.storage import open_storage
 from engram.storage.base import (
     KEYS_BLINDED,

@@ -21,14 +21,14 @@ import pytest
 from engram.client import Engram
 from engram.config import Settings
 from engram.crypto.keyring import KeyRing
+from engram.embedders import Embedder, build_embedder, l2_normalise
 from engram.engine import MemoryEngine
 from engram.errors import EmbedderMismatchError, PermissionDeniedError
+from engram.index.tokenize import terms
 from engram.retrieval.access import AccessTracker
 from engram.retrieval.budget import count_tokens
 from engram.retrieval.categories import load_categories
-from engram.retrieval.embedders import Embedder, build_embedder, l2_normalise
 from engram.retrieval.memory_query import MemoryQueryService
-from engram.retrieval.tokenize import terms
 from engram.storage.base import Storage
 from engram.storage.postgres import PostgresStorage
 from engram.storage.sqlite import SqliteStorage

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from engram.retrieval.embedders import l2_normalise
-from engram.retrieval.tokenize import terms
+from engram.embedders import l2_normalise
+from engram.index.tokenize import terms
 
 
 class HashingEmbedder:

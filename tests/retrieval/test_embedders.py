@@ -13,15 +13,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from engram.errors import ConfigurationError, ProviderError
-from engram.retrieval.embedders import (
+from engram.embedders import (
     CachedEmbedder,
     Embedder,
     build_embedder,
     embedder_signature,
 )
-from engram.retrieval.embedders.local import LocalMiniLMEmbedder
-from engram.retrieval.embedders.openai import OpenAICompatibleEmbedder
+from engram.embedders.local import LocalMiniLMEmbedder
+from engram.embedders.openai import OpenAICompatibleEmbedder
+from engram.errors import ConfigurationError, ProviderError
 
 from ._fakes import HashingEmbedder
 
@@ -152,7 +152,7 @@ def test_unreachable_endpoint_is_a_provider_error() -> None:
 
 def test_importing_retrieval_loads_no_heavy_vendor() -> None:
     code = (
-        "import sys, engram.retrieval, engram.retrieval.embedders.local;"
+        "import sys, engram.retrieval, engram.embedders.local;"
         "heavy = {'torch', 'sentence_transformers', 'onnxruntime', 'transformers', 'tiktoken'};"
         "print(sorted(heavy & set(sys.modules)))"
     )

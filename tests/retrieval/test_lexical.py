@@ -6,8 +6,8 @@ import math
 
 import pytest
 
+from engram.index.tokenize import stem, terms
 from engram.retrieval.bm25 import BM25Params, bm25_idf, bm25_score, query_term_counts
-from engram.retrieval.tokenize import stem, terms
 
 
 def test_terms_lowercase_strip_punctuation_stopwords_and_possessives() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engram.retrieval.embedders.local import LocalMiniLMEmbedder
+from engram.embedders.local import LocalMiniLMEmbedder
 
 pytestmark = pytest.mark.slow
 

@@ -7,11 +7,11 @@ from dataclasses import replace
 
 import numpy as np
 
+from engram.index.tokenize import terms
 from engram.retrieval.bm25 import BM25Params, bm25_idf, bm25_term_weight
 from engram.retrieval.features import has_time_expression, query_features
 from engram.retrieval.query import retrieve
 from engram.retrieval.ranking import Candidate, Edge, EdgeKind, RankingWeights, rank
-from engram.retrieval.tokenize import terms
 
 from ._fakes import HashingEmbedder
 

@@ -11,10 +11,10 @@ from click.testing import CliRunner
 from engram.cli import main
 from engram.client import Engram
 from engram.config import Settings
+from engram.embedders import build_embedder
 from engram.engine import MemoryEngine
 from engram.errors import EmbedderMismatchError
-from engram.retrieval.embedders import build_embedder
-from engram.retrieval.memory_text import indexed_text
+from engram.index.memory_text import indexed_text
 from engram.types import MemoryFilter, MemoryState
 
 from ._fakes import HashingEmbedder

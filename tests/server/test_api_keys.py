@@ -20,9 +20,9 @@ from starlette.websockets import WebSocketDisconnect
 
 from engram.cli import main
 from engram.config import Settings
+from engram.conversation.query_handler import RetrievalQueryHandler
 from engram.engine import MemoryEngine
 from engram.retrieval.categories import CategoriesConfig
-from engram.retrieval.handler import RetrievalQueryHandler
 from engram.retrieval.memory_query import MemoryQueryService
 from engram.server import create_app
 from engram.server.auth import ApiKeys

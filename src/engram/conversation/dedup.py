@@ -25,10 +25,10 @@ from typing import Protocol
 import numpy as np
 
 from engram.engine import MemoryEngine
+from engram.index.memory_text import index_text
+from engram.index.tokenize import terms
 from engram.llm.candidates import Candidate
 from engram.llm.key_vocabulary import family, to_vocabulary
-from engram.retrieval.indexing import index_text
-from engram.retrieval.tokenize import terms
 from engram.types import Memory, MemoryFilter, MemoryType, utcnow
 
 __all__ = ["DedupPolicy", "TextEmbedder", "normalise"]

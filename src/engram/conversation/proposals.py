@@ -20,12 +20,12 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from engram.codec import from_ts
 from engram.conversation.dedup import normalise
 from engram.conversation.extraction import ProposedChange
 from engram.crypto.envelope import SealedValue
 from engram.engine import MemoryEngine
 from engram.errors import ConflictError, IntegrityError, NotFoundError
+from engram.index.codec import from_ts
 from engram.storage.base import SERVICE_KEYS_BLINDED
 from engram.storage.sessions import ProposalRow, ServiceTables
 from engram.types import HistoryEventType, Memory, MemoryType, OpEvent, Source

@@ -20,7 +20,9 @@ from dataclasses import dataclass
 
 from engram.crypto.aead import Cipher, new_key
 from engram.crypto.keyring import KeyRing
-from engram.storage.base import BLIND_KEY_PREFIX
+
+BLIND_KEY_PREFIX = "b:"
+"""What starts every blinded memory key; a clear key never does (``:`` is not allowed in keys)."""
 
 
 @dataclass(frozen=True, slots=True)

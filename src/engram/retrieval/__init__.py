@@ -4,13 +4,13 @@ Importing this package never imports torch, sentence-transformers or onnxruntime
 embedder loads them on first use.
 """
 
+from engram.embedders import Embedder, build_embedder, embedder_signature
+from engram.index.tokenize import terms
 from engram.retrieval.bm25 import BM25Params, bm25_score
 from engram.retrieval.budget import count_tokens, trim_to_budget
 from engram.retrieval.categories import CategoriesConfig, load_categories
-from engram.retrieval.embedders import Embedder, build_embedder, embedder_signature
 from engram.retrieval.query import CandidateSource, QueryPlan, retrieve
 from engram.retrieval.ranking import Candidate, Edge, EdgeKind, RankingWeights, rank
-from engram.retrieval.tokenize import terms
 
 __all__ = [
     "BM25Params",

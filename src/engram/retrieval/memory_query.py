@@ -15,11 +15,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from engram.embedders.base import Embedder
 from engram.engine import MemoryEngine
 from engram.retrieval.access import AccessTracker
 from engram.retrieval.budget import count_tokens
 from engram.retrieval.categories import CategoriesConfig, ContextMode
-from engram.retrieval.embedders.base import Embedder
 from engram.retrieval.query import QueryPlan, retrieve, workers
 from engram.retrieval.ranking import RankingWeights, ScoredCandidate
 from engram.retrieval.source import SharedScope, StorageCandidateSource

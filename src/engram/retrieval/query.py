@@ -12,8 +12,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
+from engram.embedders.base import Embedder, Vector
+from engram.index.tokenize import terms
 from engram.retrieval.bm25 import BM25Params
-from engram.retrieval.embedders.base import Embedder, Vector
 from engram.retrieval.features import query_features
 from engram.retrieval.ranking import (
     Candidate,
@@ -23,7 +24,6 @@ from engram.retrieval.ranking import (
     base_scores,
     rank,
 )
-from engram.retrieval.tokenize import terms
 
 __all__ = ["CandidateSource", "QueryPlan", "retrieve", "workers"]
 

@@ -24,8 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict, Field
-
+from engram.config import RankingWeights
 from engram.retrieval.features import QueryFeatures, entities, has_time_expression, mentions
 
 __all__ = [
@@ -37,22 +36,6 @@ __all__ = [
     "base_scores",
     "rank",
 ]
-
-
-class RankingWeights(BaseModel):
-    """The ranking knobs; every weight at 0 switches its component off."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    w_dense: float = Field(default=0.5, ge=0.0, le=1.0)
-    w_speaker: float = Field(default=0.1, ge=0.0)
-    w_time: float = Field(default=0.05, ge=0.0)
-    w_entity: float = Field(default=0.0, ge=0.0)
-    w_adjacent: float = Field(default=0.5, ge=0.0)
-    w_related: float = Field(default=0.0, ge=0.0)
-    w_importance: float = Field(default=0.02, ge=0.0)
-    w_pinned: float = Field(default=0.05, ge=0.0)
-    expand_top: int = Field(default=30, ge=0, description="seeds whose edges are followed")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 
+from engram.embedders.base import Embedder
 from engram.engine import MemoryEngine
-from engram.retrieval.embedders.base import Embedder
-from engram.retrieval.indexer import VectorIndexer
+from engram.index.vectors import VectorIndexer
 from engram.types import Memory, MemoryState
 
 __all__ = ["count_live", "live_owners", "reindex"]

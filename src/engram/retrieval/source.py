@@ -10,15 +10,16 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
+from datetime import UTC, datetime
 
 import numpy as np
 
-from engram.codec import Contents
+from engram.embedders.base import Vector
 from engram.engine import MemoryEngine
+from engram.index.codec import Contents
+from engram.index.memory_text import occurred_at_of, speaker_of
+from engram.index.vectors import ADJACENT
 from engram.retrieval.bm25 import BM25Params
-from engram.retrieval.embedders.base import Vector
-from engram.retrieval.indexer import ADJACENT
-from engram.retrieval.memory_text import row_candidate
 from engram.retrieval.ranking import Candidate, Edge, EdgeKind
 from engram.storage.base import MemoryRow, ScoredId, Storage
 from engram.types import Memory, MemoryFilter
@@ -185,3 +186,19 @@ class StorageCandidateSource:
         if unknown:
             dense.update(self.engine.storage.similarities(self.flt.account_id, unknown, vector))
         return [c if c.dense is not None else replace(c, dense=dense.get(c.id)) for c in candidates]
+
+
+def row_candidate(
+    row: MemoryRow, contents: Contents, *, dense: float | None = None, bm25: float | None = None
+) -> Candidate:
+    """A ranking candidate from a row and its decrypted contents (no :class:`Memory` built)."""
+    return Candidate(
+        id=row.id,
+        text=contents.value,
+        dense=dense,
+        bm25=bm25,
+        speaker=speaker_of(contents.metadata),
+        created_at=occurred_at_of(contents.metadata, datetime.fromtimestamp(row.created_at, UTC)),
+        importance=row.importance,
+        pinned=bool(row.pinned),
+    )

@@ -52,7 +52,7 @@ def create_app(
     if engine is None:
         # The embedded default: the engine with retrieval wired in, as configured.
         from engram.client import Engram
-        from engram.retrieval.handler import RetrievalQueryHandler
+        from engram.conversation.query_handler import RetrievalQueryHandler
 
         engram = Engram.open(settings)
         engine = engram.engine

@@ -20,8 +20,6 @@ from engram.types import MemoryFilter
 
 Vector = NDArray[np.float32]
 
-BLIND_KEY_PREFIX = "b:"
-"""What starts every blinded memory key; a clear key never does (``:`` is not allowed in keys)."""
 
 SERVICE_KEYS_BLINDED = "service_keys_blinded"
 """Like :data:`KEYS_BLINDED`, for the service tables' keys (proposals, session events)."""

@@ -13,7 +13,8 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any, cast
 
-from engram.storage.base import BLIND_KEY_PREFIX, Storage
+from engram.crypto.envelope import BLIND_KEY_PREFIX
+from engram.storage.base import Storage
 from engram.storage.sql import SqlExecutor
 
 __all__ = [

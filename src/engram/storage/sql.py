@@ -17,9 +17,9 @@ from typing import Any, ClassVar, Literal, NamedTuple, Protocol
 
 import numpy as np
 
+from engram.crypto.envelope import BLIND_KEY_PREFIX
 from engram.errors import EmbedderMismatchError
 from engram.storage.base import (
-    BLIND_KEY_PREFIX,
     MEMORY_COLUMNS,
     ChangeRow,
     DataKeyRow,

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from engram.retrieval.embedders.base import Embedder, Vector
-from engram.retrieval.memory_text import indexed_text
+from engram.embedders.base import Embedder, Vector
+from engram.index.memory_text import indexed_text
 from engram.storage.base import EdgeRow, Page, Storage, Transaction
 from engram.types import Memory, MemoryFilter
 
@@ -32,7 +32,7 @@ class VectorEntry:
 
 
 class VectorIndexer:
-    """Embeds memories and links them to their neighbours (an ``engram.indexing.Indexer``)."""
+    """Embeds memories and links them to their neighbours (an ``engram.index.lexical.Indexer``)."""
 
     def __init__(
         self,

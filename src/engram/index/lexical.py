@@ -12,9 +12,9 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from engram.crypto.envelope import blind_token
-from engram.crypto.owner_keys import OwnerKeys
-from engram.retrieval.memory_text import lexical_text
-from engram.retrieval.tokenize import terms
+from engram.index.memory_text import lexical_text
+from engram.index.tokenize import terms
+from engram.keys.owner_keys import OwnerKeys
 from engram.storage.base import Transaction
 from engram.types import Memory
 

@@ -19,8 +19,8 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
+from engram.embedders.base import Vector, Vectors, l2_normalise
 from engram.errors import MissingDependencyError, ProviderError
-from engram.retrieval.embedders.base import Vector, Vectors, l2_normalise
 
 __all__ = ["MINILM_ID", "LocalMiniLMEmbedder", "minilm_model_dir"]
 

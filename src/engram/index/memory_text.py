@@ -9,27 +9,23 @@ the speaker is ``metadata["speaker"]`` when the memory records one.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
-from engram.codec import Contents
-from engram.retrieval.indexing import index_text
-from engram.retrieval.ranking import Candidate
-from engram.storage.base import MemoryRow
 from engram.types import Memory
 
 
 def occurred_at(memory: Memory) -> datetime:
     """When the remembered event happened, falling back to when it was stored."""
-    return _occurred_at(memory.metadata, memory.created_at)
+    return occurred_at_of(memory.metadata, memory.created_at)
 
 
 def speaker(memory: Memory) -> str | None:
     """Who said it, when the memory records a speaker."""
-    return _speaker(memory.metadata)
+    return speaker_of(memory.metadata)
 
 
-def _occurred_at(metadata: Mapping[str, Any], stored: datetime) -> datetime:
+def occurred_at_of(metadata: Mapping[str, Any], stored: datetime) -> datetime:
     raw = metadata.get("occurred_at")
     if isinstance(raw, str):
         try:
@@ -39,7 +35,7 @@ def _occurred_at(metadata: Mapping[str, Any], stored: datetime) -> datetime:
     return stored
 
 
-def _speaker(metadata: Mapping[str, Any]) -> str | None:
+def speaker_of(metadata: Mapping[str, Any]) -> str | None:
     raw = metadata.get("speaker")
     return raw if isinstance(raw, str) and raw else None
 
@@ -54,17 +50,9 @@ def lexical_text(memory: Memory) -> str:
     return f"{memory.key.replace('_', ' ')} {indexed_text(memory)}"
 
 
-def row_candidate(
-    row: MemoryRow, contents: Contents, *, dense: float | None = None, bm25: float | None = None
-) -> Candidate:
-    """A ranking candidate from a row and its decrypted contents (no :class:`Memory` built)."""
-    return Candidate(
-        id=row.id,
-        text=contents.value,
-        dense=dense,
-        bm25=bm25,
-        speaker=_speaker(contents.metadata),
-        created_at=_occurred_at(contents.metadata, datetime.fromtimestamp(row.created_at, UTC)),
-        importance=row.importance,
-        pinned=bool(row.pinned),
-    )
+def index_text(value: str, *, speaker: str | None = None, when: datetime | None = None) -> str:
+    """``(8 May 2023) Caroline: value``; either prefix is left out when unknown."""
+    text = f"{speaker}: {value}" if speaker else value
+    if when is not None:
+        text = f"({when.day} {when:%B %Y}) {text}"
+    return text

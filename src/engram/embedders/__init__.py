@@ -3,9 +3,9 @@
 Providers import their heavy dependencies lazily, on first use.
 """
 
-from engram.retrieval.embedders.base import Embedder, embedder_signature, l2_normalise
-from engram.retrieval.embedders.cache import CachedEmbedder
-from engram.retrieval.embedders.registry import PROVIDERS, EmbedderOptions, build_embedder
+from engram.embedders.base import Embedder, embedder_signature, l2_normalise
+from engram.embedders.cache import CachedEmbedder
+from engram.embedders.registry import PROVIDERS, EmbedderOptions, build_embedder
 
 __all__ = [
     "PROVIDERS",

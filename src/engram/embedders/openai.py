@@ -8,8 +8,8 @@ from typing import Any
 import httpx
 import numpy as np
 
+from engram.embedders.base import Vector, Vectors, l2_normalise
 from engram.errors import ProviderError
-from engram.retrieval.embedders.base import Vector, Vectors, l2_normalise
 
 __all__ = ["OpenAICompatibleEmbedder"]
 

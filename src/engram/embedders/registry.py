@@ -11,9 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from engram.embedders.base import Embedder
+from engram.embedders.cache import CachedEmbedder
 from engram.errors import ConfigurationError
-from engram.retrieval.embedders.base import Embedder
-from engram.retrieval.embedders.cache import CachedEmbedder
 
 __all__ = ["PROVIDERS", "EmbedderOptions", "build_embedder"]
 
@@ -27,7 +27,7 @@ class EmbedderOptions:
 
 
 def _local(model: str, options: EmbedderOptions) -> Embedder:
-    from engram.retrieval.embedders.local import MINILM_ID, LocalMiniLMEmbedder
+    from engram.embedders.local import MINILM_ID, LocalMiniLMEmbedder
 
     if model != MINILM_ID:
         raise ConfigurationError(f"local embedder supports only {MINILM_ID!r}, not {model!r}")
@@ -36,7 +36,7 @@ def _local(model: str, options: EmbedderOptions) -> Embedder:
 
 
 def _openai(model: str, options: EmbedderOptions) -> Embedder:
-    from engram.retrieval.embedders.openai import OpenAICompatibleEmbedder
+    from engram.embedders.openai import OpenAICompatibleEmbedder
 
     name, sep, base_url = model.partition("@")
     if not sep or not name or not base_url.startswith(("http://", "https://")):

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from engram.retrieval.embedders.base import Embedder, Vector, Vectors
+from engram.embedders.base import Embedder, Vector, Vectors
 
 __all__ = ["CachedEmbedder"]
 
