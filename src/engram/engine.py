@@ -575,8 +575,9 @@ class MemoryEngine:
                 locked = tx.lock_lineage(head.account_id, head.lineage_id)
                 if locked is None or locked.state != MemoryState.SOFT_DELETED.value:
                     continue
-                versions = self.storage.lineage(head.account_id, head.lineage_id)
-                older = [v.id for v in versions if v.id != locked.id]
+                # Read on the transaction's own connection: a second one may not exist.
+                versions = tx.lineage_ids(head.account_id, head.lineage_id)
+                older = [v for v in versions if v != locked.id]
                 purged += tx.delete_memories(older) + 1
                 tx.delete_index([locked.id])
                 tx.update_memory(

@@ -201,6 +201,10 @@ class Transaction(Protocol):
         """The current head of a lineage, locked against concurrent writers."""
         ...
 
+    def lineage_ids(self, account_id: str, lineage_id: str) -> list[str]:
+        """Ids of every version of one memory, oldest first (read in this transaction)."""
+        ...
+
     def add_history(self, row: HistoryRow) -> None:
         """Append an audit event (its ``id`` is assigned by the database)."""
         ...

@@ -125,7 +125,13 @@ class PostgresStorage(SqlStorage):
     )
 
     def __init__(
-        self, conninfo: str, *, min_size: int = 1, max_size: int = 8, ef_search: int = 64
+        self,
+        conninfo: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 8,
+        ef_search: int = 64,
+        wait_seconds: float = 30.0,
     ) -> None:
         if psycopg is None or ConnectionPool is None:
             raise MissingDependencyError("psycopg", "postgres")
@@ -140,6 +146,7 @@ class PostgresStorage(SqlStorage):
                 kwargs={"autocommit": True},
                 configure=self._configure,
                 open=True,
+                timeout=wait_seconds,
             )
             self._pool.wait(timeout=30)
         except (psycopg.Error, Exception) as exc:

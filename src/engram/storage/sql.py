@@ -178,6 +178,14 @@ class SqlTransaction(SqlExecutor):
         ).fetchone()
         return memory_row(row) if row else None
 
+    def lineage_ids(self, account_id: str, lineage_id: str) -> list[str]:
+        rows = self.run(
+            "SELECT m.id FROM memories m WHERE m.account_id = ? AND m.lineage_id = ? "
+            "ORDER BY m.version",
+            [account_id, lineage_id],
+        ).fetchall()
+        return [str(r[0]) for r in rows]
+
     def add_history(self, row: HistoryRow) -> None:
         self.run(
             "INSERT INTO history (account_id, user_id, memory_id, lineage_id, event, old_ref, "

@@ -1,0 +1,73 @@
+"""Conformance: every engine operation works with one database connection.
+
+A write transaction holds its connection until it commits; an operation that reads through
+the storage (or the key store beside the data) while it holds one needs a second
+connection, which a pool of one never gives: on PostgreSQL it would wait for the pool's
+timeout and fail. The keys live beside the data here, the strictest case.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from engram.config import Settings
+from engram.crypto.keyring import KeyRing
+from engram.engine import MemoryEngine
+from engram.storage.base import Storage
+from engram.storage.postgres import PostgresStorage
+from engram.storage.sqlite import SqliteStorage
+from engram.testing.builders import ACCOUNT, add
+from engram.testing.postgres import EmbeddedPostgres
+from engram.types import MemoryFilter, Visibility
+
+KEK = bytes(range(32))
+NEW_KEK = bytes(range(50, 82))
+
+
+@pytest.fixture(params=("sqlite", "postgres"))
+def one_connection(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Storage]:
+    """A store whose PostgreSQL pool holds exactly one connection (and gives up quickly)."""
+    store: Storage
+    if request.param == "sqlite":
+        store = SqliteStorage(tmp_path / "engram.db")
+    else:
+        server: EmbeddedPostgres = request.getfixturevalue("postgres_server")
+        uri = server.create_database(template="engram_template")
+        store = PostgresStorage(uri, min_size=1, max_size=1, wait_seconds=3)
+    store.migrate()
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def test_every_engine_operation_runs_on_one_connection(
+    one_connection: Storage, settings: Settings
+) -> None:
+    engine = MemoryEngine(one_connection, KeyRing(primary=KEK), settings=settings)
+    first = add(engine, value="one connection")
+    second = engine.update(first.id, {"value": "still one"}, account_id=ACCOUNT)
+    engine.update_by_key(account_id=ACCOUNT, user_id="user-1", key="favorite_color", value="red")
+    engine.mark_private(second.id, account_id=ACCOUNT)
+    engine.set_visibility(second.id, Visibility.SHARED, account_id=ACCOUNT)
+    gone = add(engine, key="gone", value="to purge")
+    engine.forget(gone.id, account_id=ACCOUNT)
+    engine.restore(gone.id, account_id=ACCOUNT)
+    engine.forget(gone.id, account_id=ACCOUNT)
+    assert engine.purge_expired(now=time.time() + 31 * 86400).purged == 1
+    engine.history(second.id, account_id=ACCOUNT)
+    assert engine.delta_since(f"{ACCOUNT}/user-1", 0)
+    document = engine.export_user(account_id=ACCOUNT, user_id="user-1")
+    engine.import_user(document, account_id=ACCOUNT, user_id="user-2")
+    engine.purge_scope(account_id=ACCOUNT, user_id="user-2")
+    engine.rotate_kek(KeyRing(primary=NEW_KEK, former={engine.keyring.primary_id: KEK}))
+    assert engine.retire_former_keks()
+    receipt = engine.erase_user(account_id=ACCOUNT, user_id="user-1")
+    assert receipt.key_ids_destroyed
+    assert engine.list_memories(MemoryFilter(account_id=ACCOUNT, user_id="user-1")) == []
+    again = add(engine, value="after erasure")
+    assert engine.get(again.id, account_id=ACCOUNT).value == "after erasure"
