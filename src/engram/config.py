@@ -97,6 +97,18 @@ class Settings(BaseSettings):
     llm_api_key: SecretStr | None = None
     llm_model: str | None = None
     min_session_seconds: float = Field(default=30.0, ge=0)
+    dedup_text_threshold: float = Field(default=0.92, ge=0.0, le=1.0)
+    dedup_cosine_threshold: float = Field(default=0.95, ge=0.0, le=1.0)
+    proposal_ttl_days: float = Field(default=7.0, gt=0)
+    sensitive_keys: tuple[str, ...] | None = Field(
+        default=None, description="keys whose changes wait for confirmation; default: built in"
+    )
+    agent_instructions: str = "You are a warm, patient voice companion."
+
+    @classmethod
+    def defaults(cls) -> Settings:
+        """Every setting at its default, without reading the environment (for libraries)."""
+        return cls.model_construct()
 
     @field_validator("home", mode="after")
     @classmethod

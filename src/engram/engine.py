@@ -126,7 +126,8 @@ class MemoryEngine:
         indexers: Sequence[Indexer] = (),
         key_store: KeyStore | None = None,
     ) -> None:
-        self.settings = settings or Settings()
+        # Defaults, not the environment: only entry points (``open``) read the environment.
+        self.settings = settings or Settings.defaults()
         self.storage = storage
         self.keyring = keyring
         # Without a key store of its own the engine keeps keys in the data database: fine
@@ -156,7 +157,11 @@ class MemoryEngine:
         file that wraps them is missing (a new one would make them unreadable).
         """
         settings = settings or Settings()
-        storage = open_storage(settings.resolved_storage_url())
+        storage = open_storage(
+            settings.resolved_storage_url(),
+            pool_min=settings.postgres_pool_min,
+            pool_max=settings.postgres_pool_max,
+        )
         key_store = _open_key_store(settings)
         try:
             data_exists = key_store.has_keys() or bool(storage.legacy_data_keys())

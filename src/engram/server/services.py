@@ -13,8 +13,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from engram.async_engine import AsyncMemoryEngine
 from engram.config import Settings
@@ -40,16 +39,32 @@ __all__ = ["ServiceOptions", "Services"]
 log = logging.getLogger(__name__)
 
 
-class ServiceOptions(BaseSettings):
-    """Service knobs, from ``ENGRAM_*`` variables (e.g. ``ENGRAM_DEDUP_TEXT_THRESHOLD``)."""
+class ServiceOptions(BaseModel):
+    """Service knobs; :meth:`of` takes them from :class:`Settings` (``ENGRAM_*`` variables,
+    e.g. ``ENGRAM_DEDUP_TEXT_THRESHOLD``), the one place settings are read."""
 
-    model_config = SettingsConfigDict(env_prefix="ENGRAM_", extra="ignore", frozen=True)
+    model_config = ConfigDict(frozen=True)
 
     dedup_text_threshold: float = Field(default=0.92, ge=0.0, le=1.0)
     dedup_cosine_threshold: float = Field(default=0.95, ge=0.0, le=1.0)
     proposal_ttl_days: float = Field(default=7.0, gt=0)
     sensitive_keys: tuple[str, ...] = tuple(sorted(DEFAULT_SENSITIVE_KEYS))
     agent_instructions: str = "You are a warm, patient voice companion."
+
+    @classmethod
+    def of(cls, settings: Settings) -> ServiceOptions:
+        """The knobs as ``settings`` sets them."""
+        return cls(
+            dedup_text_threshold=settings.dedup_text_threshold,
+            dedup_cosine_threshold=settings.dedup_cosine_threshold,
+            proposal_ttl_days=settings.proposal_ttl_days,
+            sensitive_keys=(
+                tuple(sorted(DEFAULT_SENSITIVE_KEYS))
+                if settings.sensitive_keys is None
+                else settings.sensitive_keys
+            ),
+            agent_instructions=settings.agent_instructions,
+        )
 
 
 class Services:
@@ -80,7 +95,7 @@ class Services:
         self.engine = engine
         self.aengine = AsyncMemoryEngine(engine)
         self.settings = settings
-        self.options = options or ServiceOptions()
+        self.options = options or ServiceOptions.of(settings)
         self.clock = clock
         self._owns_engine = owns_engine
         self.tables = ServiceTables(engine.storage)

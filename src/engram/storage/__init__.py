@@ -9,24 +9,28 @@ from engram.storage.base import Storage
 
 __all__ = ["Storage", "open_storage", "register_backend"]
 
-_BACKENDS: dict[str, Callable[[str], Storage]] = {}
+StorageFactory = Callable[..., Storage]
+"""``factory(url, *, pool_min=..., pool_max=...)``: a backend ignores options it has no use
+for (SQLite has no pool)."""
+
+_BACKENDS: dict[str, StorageFactory] = {}
 
 
-def register_backend(scheme: str, factory: Callable[[str], Storage]) -> None:
+def register_backend(scheme: str, factory: StorageFactory) -> None:
     """Make ``scheme://...`` URLs open with ``factory``."""
     _BACKENDS[scheme] = factory
 
 
-def _sqlite(url: str) -> Storage:
+def _sqlite(url: str, **_options: int) -> Storage:
     from engram.storage.sqlite import SqliteStorage
 
     return SqliteStorage(url.split("://", 1)[1].removeprefix("/") or ":memory:")
 
 
-def _postgres(url: str) -> Storage:
+def _postgres(url: str, *, pool_min: int = 1, pool_max: int = 8) -> Storage:
     from engram.storage.postgres import PostgresStorage
 
-    return PostgresStorage(url)
+    return PostgresStorage(url, min_size=pool_min, max_size=max(pool_min, pool_max))
 
 
 register_backend("sqlite", _sqlite)
@@ -34,8 +38,11 @@ register_backend("postgresql", _postgres)
 register_backend("postgres", _postgres)
 
 
-def open_storage(url: str) -> Storage:
-    """Open (and migrate) the storage at ``url``: ``sqlite:///path`` or ``postgresql://...``."""
+def open_storage(url: str, *, pool_min: int = 1, pool_max: int = 8) -> Storage:
+    """Open (and migrate) the storage at ``url``: ``sqlite:///path`` or ``postgresql://...``.
+
+    ``pool_min``/``pool_max`` size PostgreSQL's connection pool.
+    """
     scheme = url.split("://", 1)[0] if "://" in url else ""
     try:
         factory = _BACKENDS[scheme]
@@ -43,6 +50,6 @@ def open_storage(url: str) -> Storage:
         raise ConfigurationError(
             f"unknown storage URL scheme {scheme!r}; use sqlite:///path or postgresql://..."
         ) from None
-    storage = factory(url)
+    storage = factory(url, pool_min=pool_min, pool_max=pool_max)
     storage.migrate()
     return storage
