@@ -1,4 +1,4 @@
-"""The memory engine: store, update, forget, restore, list, history, export and erasure.
+"""The engine's core: writes, reads and the transaction that carries every version.
 
 The engine depends only on protocols (``Storage``, ``Indexer``) and the envelope; it owns
 validation, versioning, encryption and the audit trail, so every backend gets them alike.
@@ -14,12 +14,12 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, Self
 
 from engram.config import Settings
 from engram.crypto.aead import AesGcmCipher
 from engram.crypto.envelope import Envelope, is_blinded
-from engram.crypto.keyring import KeyRing, load_keyring
+from engram.crypto.keyring import KeyRing
 from engram.errors import (
     ConflictError,
     IntegrityError,
@@ -31,11 +31,8 @@ from engram.errors import (
 )
 from engram.index.codec import Contents, MemoryCodec, from_ts, row_binding
 from engram.index.lexical import Indexer, LexicalIndexer
-from engram.keys.owner_keys import USER_KEY, OwnerKey, OwnerKeys
-from engram.keys.rotation import rotate_kek
-from engram.storage import open_storage
+from engram.keys.owner_keys import OwnerKey, OwnerKeys
 from engram.storage.base import (
-    KEYS_BLINDED,
     ChangeRow,
     HistoryRow,
     MemoryRow,
@@ -44,13 +41,11 @@ from engram.storage.base import (
     Storage,
     Transaction,
 )
-from engram.storage.keystore import KeyStore, SqlKeyStore, open_key_store
+from engram.storage.keystore import KeyStore, SqlKeyStore
 from engram.types import (
     ChangeEvent,
-    ErasureReceipt,
     HistoryEvent,
     HistoryEventType,
-    ImportReport,
     Memory,
     MemoryFilter,
     MemoryPatch,
@@ -58,7 +53,6 @@ from engram.types import (
     MemoryType,
     NewMemory,
     OpEvent,
-    PurgeReport,
     Source,
     Visibility,
     utcnow,
@@ -104,18 +98,8 @@ class _StaleKey(Exception):
     """A writer's cached user key belongs to a generation an erasure has ended."""
 
 
-class MemoryEngine:
-    """Encrypted, versioned memory over any :class:`~engram.storage.base.Storage`.
-
-    Every write is one transaction holding the memory row, its index entries, its history
-    event and its change-log entry. Id-based operations act on the newest version of the
-    memory the id belongs to, within the given account.
-
-    Keys are stored blinded (a keyed hash per account) and sealed with the value; history and
-    change-log rows carry the blinded form, and reads give the clear key back. A row changed
-    outside Engram (see :class:`~engram.errors.TamperedRowError`) is left out of listings and
-    searches and counted in :attr:`integrity_failures`; reading it by id raises.
-    """
+class EngineCore:
+    """Writes and reads of encrypted, versioned memories; see :class:`MemoryEngine`."""
 
     def __init__(
         self,
@@ -140,57 +124,15 @@ class MemoryEngine:
         self.codec = MemoryCodec(self.envelope)
         self.lexical = LexicalIndexer(self.keys)
         self.indexers: list[Indexer] = [self.lexical, *indexers]
-        self._adopt_legacy_keys()
         self._integrity_lock = threading.Lock()
         self._integrity_failures = 0
-        if self.storage.meta_value(KEYS_BLINDED) != "done":
-            # A store written before keys were blinded: its rows open the old way until the
-            # upgrade has re-sealed every one of them (and then never again).
-            self.codec.legacy = True
-            self.upgrade_keys()
-
-    @classmethod
-    def open(cls, settings: Settings | None = None, **kwargs: Any) -> MemoryEngine:
-        """Open the configured storage (migrating it), key store and key ring.
-
-        Raises :class:`~engram.errors.ConfigurationError` when keys are stored but the key
-        file that wraps them is missing (a new one would make them unreadable).
-        """
-        settings = settings or Settings()
-        storage = open_storage(
-            settings.resolved_storage_url(),
-            pool_min=settings.postgres_pool_min,
-            pool_max=settings.postgres_pool_max,
-        )
-        key_store = _open_key_store(settings)
-        try:
-            data_exists = key_store.has_keys() or bool(storage.legacy_data_keys())
-            ring = load_keyring(settings, data_exists=data_exists)
-        except BaseException:
-            key_store.close()
-            storage.close()
-            raise
-        return cls(storage, ring, settings=settings, key_store=key_store, **kwargs)
 
     def close(self) -> None:
         """Release the storage's and the key store's connections."""
         self.key_store.close()
         self.storage.close()
 
-    def _adopt_legacy_keys(self) -> None:
-        """Move keys that older versions kept in the data database into the key store."""
-        legacy = self.storage.legacy_data_keys()
-        if not legacy:
-            return
-        for row in legacy:
-            self.key_store.add(row)
-            if row.purpose == USER_KEY:
-                self.storage.key_generation(row.account_id, row.user_id)
-        self.storage.drop_legacy_data_keys()
-        self.storage.scrub()
-        log.info("moved %d keys from the data database into the key store", len(legacy))
-
-    def __enter__(self) -> MemoryEngine:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -565,246 +507,6 @@ class MemoryEngine:
             lines.append(f"- {symbol} {key}")
         return "\n".join(lines)
 
-    # ---- lifecycle -------------------------------------------------------------------------
-    def purge_expired(self, *, now: float | None = None, batch: int = 500) -> PurgeReport:
-        """Hard-delete soft-deleted memories whose ``purge_at`` has passed.
-
-        All versions of such a memory are deleted, with their index rows; a ``purged``
-        tombstone (no ciphertext) remains so the audit history still resolves.
-        """
-        moment = time.time() if now is None else now
-        purged = 0
-        scrubbed = None
-        for head in self.storage.due_for_purge(moment, batch):
-            with self.storage.transaction() as tx:
-                locked = tx.lock_lineage(head.account_id, head.lineage_id)
-                if locked is None or locked.state != MemoryState.SOFT_DELETED.value:
-                    continue
-                # Read on the transaction's own connection: a second one may not exist.
-                versions = tx.lineage_ids(head.account_id, head.lineage_id)
-                older = [v for v in versions if v != locked.id]
-                purged += tx.delete_memories(older) + 1
-                tx.delete_index([locked.id])
-                tx.update_memory(
-                    locked.id,
-                    {"state": MemoryState.PURGED.value, "ciphertext": b"", "wrapped_key": b""},
-                )
-                self._history(tx, locked, HistoryEventType.PURGE, locked.id, None, None, {})
-        if purged:
-            scrubbed = self.storage.scrub()
-        return PurgeReport(purged=purged, scrubbed=scrubbed)
-
-    def purge_scope(
-        self, *, account_id: str, user_id: str | None = None, agent_id: str | None = None
-    ) -> PurgeReport:
-        """Admin purge: hard-delete every memory version in a scope and report the count."""
-        ids = self.storage.scope_memory_ids(account_id, user_id, agent_id)
-        with self.storage.transaction() as tx:
-            count = tx.delete_memories(ids)
-            tx.record_op(
-                OpRow(
-                    account_id,
-                    user_id,
-                    None,
-                    "admin",
-                    "purge_scope",
-                    "ok",
-                    None,
-                    None,
-                    None,
-                    time.time(),
-                )
-            )
-        log.info("admin purge removed %d memory versions", count)
-        return PurgeReport(purged=count, scrubbed=self.storage.scrub() if count else None)
-
-    def erase_user(self, *, account_id: str, user_id: str) -> ErasureReceipt:
-        """Crypto-shred a user: delete every row derived from them and destroy their keys.
-
-        One data transaction deletes the rows and starts a new key generation, so a process
-        still caching the old key cannot write under it (its write fails the generation
-        check and seals again under a fresh key). Then the user's keys are deleted from the
-        key store, and both stores are scrubbed so that neither the deleted rows nor the
-        keys can be carved from their files. Re-running finishes an interrupted erasure.
-        """
-        with self.storage.transaction() as tx:
-            tx.bump_key_generation(account_id, user_id)
-            counts = tx.delete_owner(account_id, user_id)
-        destroyed = self.key_store.destroy(account_id, user_id, USER_KEY)
-        self.keys.forget(account_id, user_id)
-        counts["user_keys"] = len(destroyed)
-        scrubbed = {"data": self.storage.scrub(), "keys": self.key_store.scrub()}
-        return ErasureReceipt(
-            account_id=account_id,
-            user_id=user_id,
-            key_id_destroyed=destroyed[0] if destroyed else None,
-            key_ids_destroyed=destroyed,
-            key_store=self.key_store.location,
-            deleted=counts,
-            scrubbed=scrubbed,
-            erased_at=utcnow(),
-        )
-
-    def rotate_kek(self, new_ring: KeyRing) -> int:
-        """Re-wrap every stored key under ``new_ring``'s primary KEK and switch to it.
-
-        Values are not re-encrypted. Safe to re-run after an interruption; ``new_ring`` must
-        still hold the former KEK(s) until every key is re-wrapped.
-        """
-        count = rotate_kek(self.key_store, self.envelope, new_ring)
-        self.keyring = new_ring
-        self.envelope = Envelope(self.envelope.cipher, new_ring)
-        self.keys = OwnerKeys(
-            self.storage,
-            self.key_store,
-            self.envelope,
-            cache_size=self.settings.user_key_cache_size,
-        )
-        self.codec = MemoryCodec(self.envelope, legacy=self.codec.legacy)
-        self.lexical.rebind(self.keys)
-        return count
-
-    def retire_former_keks(self) -> list[str]:
-        """Drop every former KEK from the key ring (and ``master.key.old``); their ids.
-
-        Raises :class:`ConflictError` while any stored key is still wrapped under one of
-        them (finish the rotation with ``engram keys rotate`` first).
-        """
-        usage = self.key_store.kek_usage()
-        in_use = {kid: n for kid, n in usage.items() if kid != self.keyring.primary_id}
-        if in_use:
-            listed = ", ".join(f"{kid} ({n} keys)" for kid, n in sorted(in_use.items()))
-            raise ConflictError(
-                f"former key-encryption keys still wrap stored keys: {listed}; "
-                "run 'engram keys rotate' to finish the rotation first"
-            )
-        return self.keyring.retire_former()
-
-    def upgrade_keys(self, *, batch: int = 500) -> int:
-        """Blind the keys of memory rows an older version wrote in clear; return how many.
-
-        Each such row has its key sealed into its payload, which is bound to its columns from
-        then on, its key column replaced by the blinded key, and the ``key`` entries of its
-        history and change-log rows blinded too. A row that does not open (tampered with) only
-        loses its clear key. Runs when the engine opens a store marked ``pending`` by
-        migration 8; safe to re-run and to interrupt. Afterwards rows with a clear key or an
-        unbound payload are refused.
-        """
-        upgraded = 0
-        while rows := self.storage.clear_key_rows(batch):
-            updates = [(row, self._upgraded_columns(row)) for row in rows]
-            with self.storage.transaction() as tx:
-                for row, columns in updates:
-                    tx.update_memory(row.id, columns)
-                    tx.replace_audit_key(row.id, columns["key"])
-            upgraded += len(rows)
-        with self.storage.transaction() as tx:
-            tx.set_meta(KEYS_BLINDED, "done")
-        self.codec.legacy = False
-        if upgraded:
-            log.info("blinded the keys of %d memory versions", upgraded)
-        return upgraded
-
-    def _upgraded_columns(self, row: MemoryRow) -> dict[str, Any]:
-        stored_key = self.blind_key(row.account_id, row.key)
-        if row.state == MemoryState.PURGED.value:
-            return {"key": stored_key}  # a tombstone has no payload to seal the key into
-        try:
-            user_key = self.keys.by_id(row.account_id, row.user_id, row.key_id)
-            contents = self.open_contents(row)
-        except IntegrityError:
-            return {"key": stored_key}
-        sealed = self.codec.seal_contents(
-            contents,
-            user_key,
-            account_id=row.account_id,
-            user_id=row.user_id,
-            record_id=row.id,
-            bound=row_binding(row._replace(key=stored_key)),
-        )
-        return {
-            "key": stored_key,
-            "ciphertext": sealed.ciphertext,
-            "wrapped_key": sealed.wrapped_key,
-        }
-
-    # ---- export / import -------------------------------------------------------------------
-    def export_user(self, *, account_id: str, user_id: str) -> dict[str, Any]:
-        """Everything one user owns, decrypted, as a JSON-ready document."""
-        rows = [
-            r
-            for r in self.storage.iter_owner(account_id, user_id)
-            if r.state != MemoryState.PURGED.value
-        ]
-        memories = [m.model_dump(mode="json") for m in self.open_rows(rows)]
-        return {
-            "format": EXPORT_FORMAT,
-            "account_id": account_id,
-            "user_id": user_id,
-            "exported_at": utcnow().isoformat(),
-            "memories": memories,
-        }
-
-    def import_user(
-        self,
-        document: dict[str, Any],
-        *,
-        account_id: str | None = None,
-        user_id: str | None = None,
-        actor: str | None = "import",
-    ) -> ImportReport:
-        """Import an :meth:`export_user` document, optionally into another owner.
-
-        Into the same owner, versions keep their ids, order and states, and ids that already
-        exist are skipped; a copy into another owner gets fresh ids.
-        """
-        if not isinstance(document, dict) or document.get("format") != EXPORT_FORMAT:
-            raise ValidationError(f"not an Engram export (expected format {EXPORT_FORMAT})")
-        items = document.get("memories")
-        if not isinstance(items, list):
-            raise ValidationError("export document has no 'memories' list")
-        target_account = account_id or str(document.get("account_id"))
-        target_user = user_id or str(document.get("user_id"))
-        same_owner = (target_account, target_user) == (
-            document.get("account_id"),
-            document.get("user_id"),
-        )
-        memories = [
-            validated(Memory, {**m, "account_id": target_account, "user_id": target_user})
-            for m in items
-            if isinstance(m, dict)
-        ]
-        if not same_owner:
-            # A copy to another owner gets fresh ids; the AAD binds values to the new ids.
-            fresh_ids = {m.id: str(uuid.uuid4()) for m in memories}
-            memories = [
-                m.model_copy(
-                    update={
-                        "id": fresh_ids[m.id],
-                        "lineage_id": fresh_ids.get(m.lineage_id, m.lineage_id),
-                        "supersedes_id": fresh_ids.get(m.supersedes_id or "", m.supersedes_id),
-                    }
-                )
-                for m in memories
-            ]
-        existing = {
-            r.id for r in self.storage.get_memories(target_account, [m.id for m in memories])
-        }
-        fresh = [m for m in memories if m.id not in existing]
-        writes = [
-            _Write(
-                m,
-                HistoryEventType.ADD,
-                None,
-                default_thread(m.account_id, m.user_id),
-                actor,
-                {"key": m.key, "import": True},
-            )
-            for m in fresh
-        ]
-        self._commit_versions(writes, log_changes=False)
-        return ImportReport(imported=len(fresh), skipped=len(memories) - len(fresh))
-
     # ---- operational events ----------------------------------------------------------------
     def record_op(self, event: OpEvent, *, account_id: str | None = None) -> None:
         """Record what a node of the system did."""
@@ -1131,12 +833,3 @@ def _readable(meta: dict[str, Any], clear: Mapping[str, str]) -> dict[str, Any]:
     if isinstance(key, str) and key in clear:
         return {**meta, "key": clear[key]}
     return meta
-
-
-def _open_key_store(settings: Settings) -> KeyStore:
-    url = settings.resolved_keystore_url()
-    if url.startswith("postgres") and settings.keystore_url is None:
-        from engram.storage.postgres import create_database_if_missing
-
-        create_database_if_missing(url, via=settings.resolved_storage_url())
-    return open_key_store(url)

@@ -1,0 +1,198 @@
+"""The engine's lifecycle jobs: purge, erasure, KEK rotation and key upgrades."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from engram.crypto.envelope import Envelope
+from engram.crypto.keyring import KeyRing
+from engram.engine.core import EngineCore
+from engram.errors import ConflictError, IntegrityError
+from engram.index.codec import MemoryCodec, row_binding
+from engram.keys.owner_keys import USER_KEY, OwnerKeys
+from engram.keys.rotation import rotate_kek
+from engram.storage.base import KEYS_BLINDED, MemoryRow, OpRow
+from engram.types import ErasureReceipt, HistoryEventType, MemoryState, PurgeReport, utcnow
+
+log = logging.getLogger(__name__)
+
+
+class EngineLifecycle(EngineCore):
+    """Purge, erasure and key management over the core (see :class:`MemoryEngine`)."""
+
+    def purge_expired(self, *, now: float | None = None, batch: int = 500) -> PurgeReport:
+        """Hard-delete soft-deleted memories whose ``purge_at`` has passed.
+
+        All versions of such a memory are deleted, with their index rows; a ``purged``
+        tombstone (no ciphertext) remains so the audit history still resolves.
+        """
+        moment = time.time() if now is None else now
+        purged = 0
+        scrubbed = None
+        for head in self.storage.due_for_purge(moment, batch):
+            with self.storage.transaction() as tx:
+                locked = tx.lock_lineage(head.account_id, head.lineage_id)
+                if locked is None or locked.state != MemoryState.SOFT_DELETED.value:
+                    continue
+                # Read on the transaction's own connection: a second one may not exist.
+                versions = tx.lineage_ids(head.account_id, head.lineage_id)
+                older = [v for v in versions if v != locked.id]
+                purged += tx.delete_memories(older) + 1
+                tx.delete_index([locked.id])
+                tx.update_memory(
+                    locked.id,
+                    {"state": MemoryState.PURGED.value, "ciphertext": b"", "wrapped_key": b""},
+                )
+                self._history(tx, locked, HistoryEventType.PURGE, locked.id, None, None, {})
+        if purged:
+            scrubbed = self.storage.scrub()
+        return PurgeReport(purged=purged, scrubbed=scrubbed)
+
+    def purge_scope(
+        self, *, account_id: str, user_id: str | None = None, agent_id: str | None = None
+    ) -> PurgeReport:
+        """Admin purge: hard-delete every memory version in a scope and report the count."""
+        ids = self.storage.scope_memory_ids(account_id, user_id, agent_id)
+        with self.storage.transaction() as tx:
+            count = tx.delete_memories(ids)
+            tx.record_op(
+                OpRow(
+                    account_id,
+                    user_id,
+                    None,
+                    "admin",
+                    "purge_scope",
+                    "ok",
+                    None,
+                    None,
+                    None,
+                    time.time(),
+                )
+            )
+        log.info("admin purge removed %d memory versions", count)
+        return PurgeReport(purged=count, scrubbed=self.storage.scrub() if count else None)
+
+    def erase_user(self, *, account_id: str, user_id: str) -> ErasureReceipt:
+        """Crypto-shred a user: delete every row derived from them and destroy their keys.
+
+        One data transaction deletes the rows and starts a new key generation, so a process
+        still caching the old key cannot write under it (its write fails the generation
+        check and seals again under a fresh key). Then the user's keys are deleted from the
+        key store, and both stores are scrubbed so that neither the deleted rows nor the
+        keys can be carved from their files. Re-running finishes an interrupted erasure.
+        """
+        with self.storage.transaction() as tx:
+            tx.bump_key_generation(account_id, user_id)
+            counts = tx.delete_owner(account_id, user_id)
+        destroyed = self.key_store.destroy(account_id, user_id, USER_KEY)
+        self.keys.forget(account_id, user_id)
+        counts["user_keys"] = len(destroyed)
+        scrubbed = {"data": self.storage.scrub(), "keys": self.key_store.scrub()}
+        return ErasureReceipt(
+            account_id=account_id,
+            user_id=user_id,
+            key_id_destroyed=destroyed[0] if destroyed else None,
+            key_ids_destroyed=destroyed,
+            key_store=self.key_store.location,
+            deleted=counts,
+            scrubbed=scrubbed,
+            erased_at=utcnow(),
+        )
+
+    def rotate_kek(self, new_ring: KeyRing) -> int:
+        """Re-wrap every stored key under ``new_ring``'s primary KEK and switch to it.
+
+        Values are not re-encrypted. Safe to re-run after an interruption; ``new_ring`` must
+        still hold the former KEK(s) until every key is re-wrapped.
+        """
+        count = rotate_kek(self.key_store, self.envelope, new_ring)
+        self.keyring = new_ring
+        self.envelope = Envelope(self.envelope.cipher, new_ring)
+        self.keys = OwnerKeys(
+            self.storage,
+            self.key_store,
+            self.envelope,
+            cache_size=self.settings.user_key_cache_size,
+        )
+        self.codec = MemoryCodec(self.envelope, legacy=self.codec.legacy)
+        self.lexical.rebind(self.keys)
+        return count
+
+    def retire_former_keks(self) -> list[str]:
+        """Drop every former KEK from the key ring (and ``master.key.old``); their ids.
+
+        Raises :class:`ConflictError` while any stored key is still wrapped under one of
+        them (finish the rotation with ``engram keys rotate`` first).
+        """
+        usage = self.key_store.kek_usage()
+        in_use = {kid: n for kid, n in usage.items() if kid != self.keyring.primary_id}
+        if in_use:
+            listed = ", ".join(f"{kid} ({n} keys)" for kid, n in sorted(in_use.items()))
+            raise ConflictError(
+                f"former key-encryption keys still wrap stored keys: {listed}; "
+                "run 'engram keys rotate' to finish the rotation first"
+            )
+        return self.keyring.retire_former()
+
+    def upgrade_keys(self, *, batch: int = 500) -> int:
+        """Blind the keys of memory rows an older version wrote in clear; return how many.
+
+        Each such row has its key sealed into its payload, which is bound to its columns from
+        then on, its key column replaced by the blinded key, and the ``key`` entries of its
+        history and change-log rows blinded too. A row that does not open (tampered with) only
+        loses its clear key. Runs when the engine opens a store marked ``pending`` by
+        migration 8; safe to re-run and to interrupt. Afterwards rows with a clear key or an
+        unbound payload are refused.
+        """
+        upgraded = 0
+        while rows := self.storage.clear_key_rows(batch):
+            updates = [(row, self._upgraded_columns(row)) for row in rows]
+            with self.storage.transaction() as tx:
+                for row, columns in updates:
+                    tx.update_memory(row.id, columns)
+                    tx.replace_audit_key(row.id, columns["key"])
+            upgraded += len(rows)
+        with self.storage.transaction() as tx:
+            tx.set_meta(KEYS_BLINDED, "done")
+        self.codec.legacy = False
+        if upgraded:
+            log.info("blinded the keys of %d memory versions", upgraded)
+        return upgraded
+
+    def _upgraded_columns(self, row: MemoryRow) -> dict[str, Any]:
+        stored_key = self.blind_key(row.account_id, row.key)
+        if row.state == MemoryState.PURGED.value:
+            return {"key": stored_key}  # a tombstone has no payload to seal the key into
+        try:
+            user_key = self.keys.by_id(row.account_id, row.user_id, row.key_id)
+            contents = self.open_contents(row)
+        except IntegrityError:
+            return {"key": stored_key}
+        sealed = self.codec.seal_contents(
+            contents,
+            user_key,
+            account_id=row.account_id,
+            user_id=row.user_id,
+            record_id=row.id,
+            bound=row_binding(row._replace(key=stored_key)),
+        )
+        return {
+            "key": stored_key,
+            "ciphertext": sealed.ciphertext,
+            "wrapped_key": sealed.wrapped_key,
+        }
+
+    def _adopt_legacy_keys(self) -> None:
+        """Move keys that older versions kept in the data database into the key store."""
+        legacy = self.storage.legacy_data_keys()
+        if not legacy:
+            return
+        for row in legacy:
+            self.key_store.add(row)
+            if row.purpose == USER_KEY:
+                self.storage.key_generation(row.account_id, row.user_id)
+        self.storage.drop_legacy_data_keys()
+        self.storage.scrub()
+        log.info("moved %d keys from the data database into the key store", len(legacy))
