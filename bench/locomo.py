@@ -86,7 +86,8 @@ class DiskCachedEmbedder:
     def flush(self) -> None:
         """Write the vectors to disk."""
         self.file.parent.mkdir(parents=True, exist_ok=True)
-        np.savez(self.file, **self.store)
+        # allow_pickle named (its default), so mypy does not match the arrays against it.
+        np.savez(self.file, allow_pickle=True, **self.store)
 
 
 def evaluate(side: Side, data: Dataset, *, timed: bool = True) -> dict[str, Any]:
@@ -111,7 +112,7 @@ def evaluate(side: Side, data: Dataset, *, timed: bool = True) -> dict[str, Any]
             by_cat[q.category][k].append(r)
             if k == 10:
                 by_conv[q.conv_id].append(r)
-    q = statistics.quantiles(latencies, n=100)
+    cuts = statistics.quantiles(latencies, n=100)
     return {
         **{f"recall@{k}": round(statistics.fmean(recall[k]), 4) for k in KS},
         "per_category": {
@@ -119,8 +120,8 @@ def evaluate(side: Side, data: Dataset, *, timed: bool = True) -> dict[str, Any]
             | {"questions": len(v[10])}
             for c, v in sorted(by_cat.items())
         },
-        "p50_ms": round(q[49], 2),
-        "p95_ms": round(q[94], 2),
+        "p50_ms": round(cuts[49], 2),
+        "p95_ms": round(cuts[94], 2),
         "ingest_per_s": round(turns / ingest_s, 1),
         "_per_conversation": {c: round(statistics.fmean(v), 4) for c, v in by_conv.items()},
     }
@@ -228,11 +229,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     mem0: dict[str, Any] | None = None
     if not args.no_mem0:
-        side = make_mem0_side()
-        if side is None:
+        mem0_side = make_mem0_side()
+        if mem0_side is None:
             print("mem0: not installed (pip install 'engram[bench]'), skipped")
         else:
-            mem0 = evaluate(side, data)
+            mem0 = evaluate(mem0_side, data)
     print()
     print(HEADER)
     print(_row("engram", engram))

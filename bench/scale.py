@@ -232,7 +232,8 @@ def pool_vectors(local: Embedder, pool: list[str]) -> np.ndarray:
     digest = hashlib.sha256("\n".join(pool).encode()).hexdigest()[:16]
     cache = RESULTS / f"scale_pool_{local.model_id}_{len(pool)}_{digest}.npy"
     if cache.is_file():
-        return np.load(cache)
+        cached: np.ndarray = np.load(cache)
+        return cached
     print(f"embedding a pool of {len(pool)} sentences once (cached in {cache.name})")
     vectors = np.vstack([local.embed(pool[i : i + 256]) for i in range(0, len(pool), 256)])
     cache.parent.mkdir(parents=True, exist_ok=True)

@@ -10,6 +10,7 @@ import engram
 EXPECTED = {
     "AsyncMemoryEngine",
     "ConflictError",
+    "Engram",
     "EngramError",
     "HistoryEvent",
     "HistoryEventType",
@@ -31,7 +32,7 @@ EXPECTED = {
 
 
 def test_public_api_is_pinned() -> None:
-    assert set(engram.__all__) >= EXPECTED
+    assert sorted(engram.__all__) == sorted(EXPECTED)
     for name in engram.__all__:
         assert getattr(engram, name) is not None
 

@@ -68,7 +68,7 @@ def test_out_of_range_fields_raise_validation_error(
     engine: MemoryEngine, field: str, value: object
 ) -> None:
     with pytest.raises(ValidationError, match=field):
-        add(engine, **{field: value})
+        add(engine, **{field: value})  # type: ignore[arg-type]  # deliberately out of range
     assert engine.list_memories(MemoryFilter(account_id=ACCOUNT)) == []
 
 
@@ -202,7 +202,7 @@ def test_list_filters_apply_in_database(engine: MemoryEngine) -> None:
     )
 
     def ids(**kw: object) -> set[str]:
-        flt = MemoryFilter(account_id=ACCOUNT, user_id="user-1", **kw)  # type: ignore[arg-type]
+        flt = MemoryFilter(account_id=ACCOUNT, user_id="user-1", **kw)
         return {m.id for m in engine.list_memories(flt)}
 
     assert ids(types=(MemoryType.PREFERENCE, MemoryType.FACT)) == {a.id, b.id}

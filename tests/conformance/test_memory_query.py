@@ -68,7 +68,8 @@ class HashEmbedder:
         return l2_normalise(out) if len(texts) else out
 
     def embed_one(self, text: str) -> np.ndarray:
-        return self.embed([text])[0]
+        row: np.ndarray = self.embed([text])[0]
+        return row
 
 
 @pytest.fixture(scope="module")
@@ -132,7 +133,7 @@ def varied(engine: MemoryEngine, tmp_path: Path) -> tuple[Engram, list[Memory], 
     first = app.engine.store_many(
         [
             _mem("u1", f"a{i}", f"note number {i} about walks", **fields)
-            for i, fields in enumerate(
+            for i, fields in enumerate[dict[str, Any]](
                 [
                     {"agent_id": "ag1", "run_id": "r1", "actor_id": "x1", "role": "user"},
                     {"agent_id": "ag2", "run_id": "r2", "actor_id": "x2", "role": "assistant"},

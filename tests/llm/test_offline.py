@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from typing import Literal
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -16,7 +17,7 @@ from engram.types import MemoryType
 
 @dataclass(frozen=True)
 class T:
-    speaker: str
+    speaker: Literal["user", "assistant"]
     summary: str
 
 
@@ -29,7 +30,7 @@ def test_reads_only_user_turns_and_honours_skip_keys() -> None:
         T("assistant", "Your dog Rex must be happy."),
         T("user", "My dog Biscuit is. I live in Portland."),
     ]
-    found = asyncio.run(OfflineExtractor().extract(turns, skip_keys={"CITY"}))  # type: ignore[arg-type]
+    found = asyncio.run(OfflineExtractor().extract(turns, skip_keys={"CITY"}))
     assert {c.key: c.value for c in found} == {"pet_dog_name": "Biscuit"}
 
 

@@ -29,4 +29,5 @@ class HashingEmbedder:
         return l2_normalise(out) if texts else out
 
     def embed_one(self, text: str) -> np.ndarray:
-        return self.embed([text])[0]
+        row: np.ndarray = self.embed([text])[0]
+        return row

@@ -3,11 +3,25 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import TypedDict
 
 import pytest
 
 from engram.index.tokenize import stem, terms
 from engram.retrieval.bm25 import BM25Params, bm25_idf, bm25_score, query_term_counts
+
+
+class _Corpus(TypedDict):
+    """Keyword arguments of ``bm25_score`` shared by a test's calls."""
+
+    doc_len: int
+    n_docs: int
+    avg_doc_len: float
+
+
+class _Stats(_Corpus):
+    doc_freqs: Mapping[str, int]
 
 
 def test_terms_lowercase_strip_punctuation_stopwords_and_possessives() -> None:
@@ -62,7 +76,7 @@ def test_bm25_matches_hand_computation() -> None:
 
 def test_bm25_rare_terms_weigh_more_and_absent_terms_nothing() -> None:
     assert bm25_idf(1, 100) > bm25_idf(50, 100) > 0
-    common = dict(doc_len=5, n_docs=100, avg_doc_len=5.0)
+    common = _Corpus(doc_len=5, n_docs=100, avg_doc_len=5.0)
     rare = bm25_score({"x": 1}, {"x": 1}, doc_freqs={"x": 1}, **common)
     frequent = bm25_score({"x": 1}, {"x": 1}, doc_freqs={"x": 60}, **common)
     assert rare > frequent
@@ -70,7 +84,7 @@ def test_bm25_rare_terms_weigh_more_and_absent_terms_nothing() -> None:
 
 
 def test_bm25_saturates_and_counts_repeated_query_terms() -> None:
-    stats = dict(doc_len=10, doc_freqs={"x": 3}, n_docs=50, avg_doc_len=10.0)
+    stats = _Stats(doc_len=10, doc_freqs={"x": 3}, n_docs=50, avg_doc_len=10.0)
     one, two, ten = (bm25_score({"x": 1}, {"x": tf}, **stats) for tf in (1, 2, 10))
     assert one < two < ten < one * (BM25Params().k1 + 1)
     twice = bm25_score(query_term_counts(["x", "x"]), {"x": 1}, **stats)

@@ -113,9 +113,9 @@ class ListSource:
         self.vectors = embedder.embed([f"{s}: {t}" for s, t in turns])
         self.terms = [terms(f"{s}: {t}") for s, t in turns]
 
-    def _cand(self, i: int, **scores: float) -> Candidate:
+    def _cand(self, i: int, *, dense: float | None = None, bm25: float | None = None) -> Candidate:
         speaker, text = self.turns[i]
-        return Candidate(id=str(i), text=text, speaker=speaker, **scores)
+        return Candidate(id=str(i), text=text, speaker=speaker, dense=dense, bm25=bm25)
 
     def dense_candidates(self, vector: np.ndarray, *, limit: int) -> list[Candidate]:
         sims = self.vectors @ vector

@@ -9,11 +9,13 @@ from engram.storage.sqlite_vectors import _OwnerIndex, nearest_by_bits, pack_sig
 
 def _unit(rng: np.random.Generator, n: int, dims: int = 384) -> np.ndarray:
     v = rng.standard_normal((n, dims)).astype(np.float32)
-    return v / np.linalg.norm(v, axis=1, keepdims=True)
+    unit: np.ndarray = v / np.linalg.norm(v, axis=1, keepdims=True)
+    return unit
 
 
 def _distances(vectors: np.ndarray, q: np.ndarray) -> np.ndarray:
-    return np.bitwise_count(pack_signs(vectors) ^ pack_signs(q[None, :])).sum(axis=1)
+    out: np.ndarray = np.bitwise_count(pack_signs(vectors) ^ pack_signs(q[None, :])).sum(axis=1)
+    return out
 
 
 def _assert_nearest_prefix(found: np.ndarray, distance: np.ndarray, count: int) -> None:

@@ -26,6 +26,7 @@ def speaker(memory: Memory) -> str | None:
 
 
 def occurred_at_of(metadata: Mapping[str, Any], stored: datetime) -> datetime:
+    """``metadata["occurred_at"]`` when it parses as ISO 8601, else ``stored``."""
     raw = metadata.get("occurred_at")
     if isinstance(raw, str):
         try:
@@ -36,6 +37,7 @@ def occurred_at_of(metadata: Mapping[str, Any], stored: datetime) -> datetime:
 
 
 def speaker_of(metadata: Mapping[str, Any]) -> str | None:
+    """``metadata["speaker"]`` when it is a non-empty string, else None."""
     raw = metadata.get("speaker")
     return raw if isinstance(raw, str) and raw else None
 

@@ -91,16 +91,26 @@ _OWNER_TABLES = ("history", "ops_events", *_OPTIONAL_OWNER_TABLES, "memories", "
 class Cursor(Protocol):
     """The part of a DB-API cursor we use."""
 
-    def fetchone(self) -> Any: ...
-    def fetchall(self) -> list[Any]: ...
+    def fetchone(self) -> Any:
+        """The next row, or None when no row is left."""
+        ...
+
+    def fetchall(self) -> list[Any]:
+        """The rows not fetched yet."""
+        ...
+
     @property
-    def rowcount(self) -> int: ...
+    def rowcount(self) -> int:
+        """How many rows the statement changed."""
+        ...
 
 
 class Connection(Protocol):
     """The part of a DB-API connection we use (sqlite3 and psycopg both have ``execute``)."""
 
-    def execute(self, sql: Any, params: Any = ...) -> Any: ...
+    def execute(self, sql: Any, params: Any = ...) -> Any:
+        """Run one statement with its parameters; returns a cursor."""
+        ...
 
 
 def memory_row(values: Sequence[Any]) -> MemoryRow:
@@ -133,6 +143,7 @@ class SqlExecutor:
         self.conn = conn
 
     def run(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
+        """Run ``?``-style ``sql`` in this dialect; returns its cursor."""
         if self.placeholder != "?":
             sql = sql.replace("?", self.placeholder)
         return self._execute(sql, tuple(params))
@@ -148,6 +159,7 @@ class SqlTransaction(SqlExecutor):
     lock_suffix: ClassVar[str] = ""
 
     def insert_memory(self, row: MemoryRow) -> None:
+        """Insert a memory version, with its key lower-cased for case-insensitive lookups."""
         columns = (*MEMORY_COLUMNS, "key_lc")
         values = [getattr(row, c) for c in MEMORY_COLUMNS] + [row.key.lower()]
         self.run(
@@ -157,6 +169,11 @@ class SqlTransaction(SqlExecutor):
         )
 
     def update_memory(self, memory_id: str, fields: Mapping[str, Any]) -> None:
+        """Set columns of one memory version and bump its row version.
+
+        Raises:
+            ValueError: a column that may not change (id, owner, lineage, row version).
+        """
         unknown = set(fields) - _UPDATABLE
         if unknown:
             raise ValueError(f"cannot update columns {sorted(unknown)}")
@@ -171,6 +188,7 @@ class SqlTransaction(SqlExecutor):
         self.run(f"UPDATE memories SET {', '.join(assignments)} WHERE id = ?", [*params, memory_id])
 
     def lock_lineage(self, account_id: str, lineage_id: str) -> MemoryRow | None:
+        """The newest version of a lineage, read with ``lock_suffix`` (None: no such lineage)."""
         row = self.run(
             f"SELECT {MEMORY_SELECT} FROM memories m WHERE m.account_id = ? "
             "AND m.lineage_id = ? ORDER BY m.version DESC LIMIT 1" + self.lock_suffix,
@@ -187,6 +205,7 @@ class SqlTransaction(SqlExecutor):
         return [str(r[0]) for r in rows]
 
     def add_history(self, row: HistoryRow) -> None:
+        """Append an audit event (the database assigns its ``id``)."""
         self.run(
             "INSERT INTO history (account_id, user_id, memory_id, lineage_id, event, old_ref, "
             "new_ref, actor, meta, ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -205,6 +224,7 @@ class SqlTransaction(SqlExecutor):
         )
 
     def next_rev(self, account_id: str, thread_id: str) -> int:
+        """Increment and return the thread's revision counter (1 for a new thread)."""
         # The upsert takes a row lock (PostgreSQL) or runs under the single writer (SQLite),
         # so concurrent writers of one thread get consecutive revisions.
         row = self.run(
@@ -215,6 +235,7 @@ class SqlTransaction(SqlExecutor):
         return int(row[0])
 
     def add_change(self, account_id: str, row: ChangeRow) -> None:
+        """Append a change-log entry."""
         self.run(
             "INSERT INTO changes (thread_id, rev, account_id, memory_id, event, meta, ts) "
             "VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -224,6 +245,7 @@ class SqlTransaction(SqlExecutor):
     def put_tokens(
         self, memory_id: str, account_id: str, user_id: str, tokens: Mapping[int, int]
     ) -> None:
+        """Replace a memory's blind lexical tokens (keyed hash -> term frequency)."""
         self.run("DELETE FROM memory_tokens WHERE memory_id = ?", [memory_id])
         if not tokens:
             return
@@ -237,6 +259,7 @@ class SqlTransaction(SqlExecutor):
     def put_vector(
         self, memory_id: str, account_id: str, user_id: str, model_id: str, vector: Vector
     ) -> None:
+        """Replace a memory's embedding."""
         self.run("DELETE FROM embeddings WHERE memory_id = ?", [memory_id])
         self.run(
             "INSERT INTO embeddings (memory_id, account_id, user_id, model_id, "
@@ -253,6 +276,7 @@ class SqlTransaction(SqlExecutor):
         return np.asarray(vector, dtype=np.float32).tobytes()
 
     def put_edges(self, account_id: str, user_id: str, edges: Sequence[EdgeRow]) -> None:
+        """Add relation edges, skipping self-loops and pairs that already exist."""
         now = time.time()
         self.insert_many(
             "INSERT INTO relations (from_id, to_id, account_id, user_id, relation_type, "
@@ -270,6 +294,7 @@ class SqlTransaction(SqlExecutor):
             self.run(sql, row)
 
     def delete_index(self, memory_ids: Sequence[str]) -> None:
+        """Drop tokens, relation edges and vectors of these memory versions."""
         for chunk in _chunks(memory_ids):
             marks = ", ".join("?" for _ in chunk)
             self.run(f"DELETE FROM memory_tokens WHERE memory_id IN ({marks})", chunk)
@@ -288,6 +313,7 @@ class SqlTransaction(SqlExecutor):
     """Appended to a read that must hold off a concurrent erasure until commit."""
 
     def key_generation(self, account_id: str, user_id: str) -> int | None:
+        """The user's key generation, read with ``share_suffix`` (None: no row)."""
         row = self.run(
             "SELECT generation FROM key_generations WHERE account_id = ? AND user_id = ?"
             + self.share_suffix,
@@ -296,6 +322,7 @@ class SqlTransaction(SqlExecutor):
         return None if row is None else int(row[0])
 
     def bump_key_generation(self, account_id: str, user_id: str) -> int:
+        """Start a new key generation for the user (1 for the first); returns it."""
         row = self.run(
             "INSERT INTO key_generations (account_id, user_id, generation) VALUES (?, ?, 1) "
             "ON CONFLICT (account_id, user_id) DO UPDATE "
@@ -305,6 +332,7 @@ class SqlTransaction(SqlExecutor):
         return int(row[0])
 
     def delete_owner(self, account_id: str, user_id: str) -> dict[str, int]:
+        """Delete every row of one user in every table; returns the count per table."""
         ids = [
             r[0]
             for r in self.run(
@@ -342,6 +370,7 @@ class SqlTransaction(SqlExecutor):
         return counts
 
     def delete_memories(self, memory_ids: Sequence[str]) -> int:
+        """Hard-delete memory versions and their index rows; returns how many versions."""
         self.delete_index(memory_ids)
         deleted = 0
         for chunk in _chunks(memory_ids):
@@ -350,6 +379,7 @@ class SqlTransaction(SqlExecutor):
         return deleted
 
     def set_meta(self, key: str, value: str) -> None:
+        """Set a ``store_meta`` entry, replacing an earlier value."""
         self.run(
             "INSERT INTO store_meta (key, value) VALUES (?, ?) "
             "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
@@ -357,6 +387,8 @@ class SqlTransaction(SqlExecutor):
         )
 
     def replace_audit_key(self, memory_id: str, stored_key: str) -> int:
+        """Set the ``key`` in a memory version's history and change-log metas to ``stored_key``;
+        returns how many rows changed."""
         changed = 0
         for table, row_key in (("history", "id"), ("changes", "thread_id, rev")):
             for *ident, meta in self.run(
@@ -374,6 +406,7 @@ class SqlTransaction(SqlExecutor):
         return changed
 
     def record_op(self, row: OpRow) -> None:
+        """Append an operational event."""
         self.run(
             "INSERT INTO ops_events (account_id, user_id, thread_id, node, op, status, "
             "memory_id, category, sim, ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
