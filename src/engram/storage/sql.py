@@ -197,6 +197,7 @@ class SqlTransaction(SqlExecutor):
         return memory_row(row) if row else None
 
     def lineage_ids(self, account_id: str, lineage_id: str) -> list[str]:
+        """Ids of every version of one memory, oldest first (read in this transaction)."""
         rows = self.run(
             "SELECT m.id FROM memories m WHERE m.account_id = ? AND m.lineage_id = ? "
             "ORDER BY m.version",
