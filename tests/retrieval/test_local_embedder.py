@@ -101,3 +101,19 @@ def test_runs_offline_without_torch_or_transformers(tmp_path: Path) -> None:
     )
     assert out.stdout.split() == ["384", "1.0"]
     assert out.stderr == ""  # no progress bars or library chatter
+
+
+@pytest.mark.parametrize("module", ["onnxruntime", "tokenizers"])
+def test_missing_runtime_names_the_extra(module: str) -> None:
+    code = (
+        "import sys\n"
+        f"sys.modules[{module!r}] = None\n"
+        "from engram.errors import MissingDependencyError\n"
+        "from engram.retrieval.embedders.local import LocalMiniLMEmbedder\n"
+        "try:\n"
+        "    LocalMiniLMEmbedder().embed_one('x')\n"
+        "except MissingDependencyError as exc:\n"
+        "    print(exc.package, exc.extra)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == [module, "local"]
