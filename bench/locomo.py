@@ -208,11 +208,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{data.questions_without_evidence} questions left without evidence were dropped"
     )
     print(f"engram backend: {args.backend} (real engine)")
-    local = LocalMiniLMEmbedder(cache_dir=RESULTS / "models")
+    local = LocalMiniLMEmbedder()
     base: Embedder = DiskCachedEmbedder(local, RESULTS / "embeddings") if args.cache else local
     local.embed_one("warm up")  # model load is not part of the measurement
     bare_per_s = embedder_throughput(local, data)
-    print(f"embedder: {local.model_id} via {local.active_backend}, {bare_per_s:.1f} texts/s bare")
+    print(f"embedder: {local.model_id} via onnxruntime, {bare_per_s:.1f} texts/s bare")
     side = EngineSide(args.backend, QueryCachedEmbedder(base, local))
     try:
         engram = evaluate(side, data)

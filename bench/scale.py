@@ -453,7 +453,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.text == "locomo":
         use_locomo_text(args.data)
-    local = LocalMiniLMEmbedder(cache_dir=RESULTS / "models")
+    local = LocalMiniLMEmbedder()
     local.embed_one("warm up")
     out: dict[str, dict[str, Any]] = {}
     print(

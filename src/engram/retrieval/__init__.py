@@ -1,7 +1,7 @@
 """Retrieval: embedders, lexical terms and BM25, ranking, token budgets, categories.
 
-Importing this package never imports torch, sentence-transformers or onnxruntime; the local
-embedder loads them on first use.
+Importing this package never imports onnxruntime or tokenizers; the local embedder loads them
+on first use.
 """
 
 from engram.embedders import Embedder, build_embedder, embedder_signature
