@@ -30,7 +30,8 @@ from engram.errors import (
     ValidationError,
 )
 from engram.index.codec import Contents, MemoryCodec, from_ts, row_binding
-from engram.index.lexical import Indexer, LexicalIndexer
+from engram.index.lexical import Indexer, LexicalIndexer, check_tokenizer_version
+from engram.index.vectors import require_vector_indexer
 from engram.keys.owner_keys import USER_KEY, OwnerKey, OwnerKeys
 from engram.keys.rotation import rotate_kek
 from engram.storage import open_storage
@@ -125,6 +126,7 @@ class MemoryEngine:
         settings: Settings | None = None,
         indexers: Sequence[Indexer] = (),
         key_store: KeyStore | None = None,
+        reindexing: bool = False,
     ) -> None:
         self.settings = settings or Settings()
         self.storage = storage
@@ -140,6 +142,8 @@ class MemoryEngine:
         self.lexical = LexicalIndexer(self.keys)
         self.indexers: list[Indexer] = [self.lexical, *indexers]
         self._adopt_legacy_keys()
+        if not reindexing:  # ``engram reindex`` opens a stale store to re-write its terms
+            check_tokenizer_version(self.storage, has_data=self.key_store.has_keys())
         self._integrity_lock = threading.Lock()
         self._integrity_failures = 0
         if self.storage.meta_value(KEYS_BLINDED) != "done":
@@ -153,7 +157,9 @@ class MemoryEngine:
         """Open the configured storage (migrating it), key store and key ring.
 
         Raises :class:`~engram.errors.ConfigurationError` when keys are stored but the key
-        file that wraps them is missing (a new one would make them unreadable).
+        file that wraps them is missing (a new one would make them unreadable), and
+        :class:`~engram.errors.TokenizerMismatchError` when another tokenizer version made
+        the store's search terms (``reindexing=True`` opens it anyway, to re-write them).
         """
         settings = settings or Settings()
         storage = open_storage(settings.resolved_storage_url())
@@ -161,11 +167,11 @@ class MemoryEngine:
         try:
             data_exists = key_store.has_keys() or bool(storage.legacy_data_keys())
             ring = load_keyring(settings, data_exists=data_exists)
+            return cls(storage, ring, settings=settings, key_store=key_store, **kwargs)
         except BaseException:
             key_store.close()
             storage.close()
             raise
-        return cls(storage, ring, settings=settings, key_store=key_store, **kwargs)
 
     def close(self) -> None:
         """Release the storage's and the key store's connections."""
@@ -922,6 +928,7 @@ class MemoryEngine:
         """
         if not writes:
             return
+        require_vector_indexer(self.storage, self.indexers)
         memories = [w.memory for w in writes]
         prepared = self._prepare(memories)
         try:
