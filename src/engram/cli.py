@@ -307,7 +307,7 @@ def list_cmd(ctx: click.Context, account: str, user: str | None, limit: int) -> 
     default=64,
     show_default=True,
     type=click.IntRange(1, 4096),
-    help="Memories embedded per batch (one transaction each).",
+    help="Memories indexed per batch (one transaction each).",
 )
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @click.pass_context
@@ -315,8 +315,11 @@ def reindex_cmd(ctx: click.Context, batch_size: int, yes: bool) -> None:
     """Re-embed every memory with the configured embedder (ENGRAM_EMBEDDER).
 
     Drops every stored vector and the recorded embedder, binds the configured one and embeds
-    every active and soft-deleted memory version again, with its relation edges. Run it after
-    changing the embedder; queries find nothing by similarity until it has finished.
+    every active and soft-deleted memory version again, with its relation edges; re-writes
+    every version's search terms with the current tokenizer too. Run it after changing the
+    embedder (with ENGRAM_EMBEDDER=none the store keeps no vectors), or when Engram says the
+    search terms come from another tokenizer version; queries find nothing by similarity until
+    it has finished.
     """
     from engram.embedders import build_embedder
     from engram.retrieval.reindex import count_live, reindex
@@ -329,19 +332,19 @@ def reindex_cmd(ctx: click.Context, batch_size: int, yes: bool) -> None:
         api_key=None if api_key is None else api_key.get_secret_value(),
         cache_size=0,
     )
-    if embedder is None:
-        raise click.UsageError("no embedder is configured (ENGRAM_EMBEDDER=none)")
-    engine = MemoryEngine.open(settings)  # bare: the configured embedder is not bound yet
+    spec = "none" if embedder is None else f"{embedder.model_id}:{embedder.dims}"
+    # Bare (the configured embedder is not bound yet), and open even if its terms are stale.
+    engine = MemoryEngine.open(settings, reindexing=True)
     ctx.call_on_close(engine.close)
     previous = engine.storage.embedder_spec()
     if not yes:
         click.confirm(
-            f"Replace the vectors of embedder {previous or 'none'} with "
-            f"{embedder.model_id}:{embedder.dims}?",
+            f"Replace the vectors of embedder {previous or 'none'} with {spec}, "
+            "and re-write every memory's search terms?",
             abort=True,
         )
     total = count_live(engine)
-    with click.progressbar(length=total, label="re-embedding", file=sys.stderr) as bar:
+    with click.progressbar(length=total, label="re-indexing", file=sys.stderr) as bar:
         done = reindex(
             engine,
             embedder,
@@ -350,7 +353,10 @@ def reindex_cmd(ctx: click.Context, batch_size: int, yes: bool) -> None:
             link_min=settings.link_min,
             progress=bar.update,
         )
-    click.echo(f"re-embedded {done} memory versions with {embedder.model_id}:{embedder.dims}")
+    if embedder is None:
+        click.echo(f"re-indexed {done} memory versions without an embedder")
+    else:
+        click.echo(f"re-embedded {done} memory versions with {spec}")
 
 
 @main.command("tools")

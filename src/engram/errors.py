@@ -12,7 +12,9 @@ to status codes in one place (``engram.server.errors``)::
     ├── ConflictError            409  the operation does not fit the memory's state
     │   └── PreconditionFailedError  412  the memory is no longer the version the caller read
     ├── ConfigurationError       ---  refused at start-up: malformed key, missing extra
-    │   └── MissingDependencyError    an optional extra is not installed
+    │   ├── MissingDependencyError    an optional extra is not installed
+    │   ├── TokenizerMismatchError    the store's search terms come from another tokenizer
+    │   └── IndexerMissingError  409  a write the store's vector index would miss
     ├── EmbedderMismatchError    409  the store was indexed with another embedder
     ├── IntegrityError           500  ciphertext, AAD or wrapped key failed authentication
     │   ├── TamperedRowError     500  a stored memory row was changed outside Engram
@@ -61,6 +63,22 @@ class MissingDependencyError(ConfigurationError, ImportError):
         )
         self.package = package
         self.extra = extra
+
+
+class TokenizerMismatchError(ConfigurationError):
+    """The store's search terms were made by another version of the tokenizer.
+
+    Refused when the engine opens the store: its lexical search would silently miss. ``engram
+    reindex`` re-writes every memory's terms and records the current version.
+    """
+
+
+class IndexerMissingError(ConfigurationError):
+    """A write to a store with a bound embedder from an engine that makes no vectors.
+
+    The new memory would be missing from similarity search and the relation graph. Reads are
+    unaffected; open the store with its embedder (``Engram.open``) to write.
+    """
 
 
 class EmbedderMismatchError(EngramError):

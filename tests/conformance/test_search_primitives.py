@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pytest
 
 from engram.engine import MemoryEngine
+from engram.index.vectors import VectorIndexer
 from engram.retrieval.ranking import Candidate
 from engram.retrieval.source import StorageCandidateSource
 from engram.storage.base import EdgeRow, Storage
@@ -37,9 +39,27 @@ def _exact_top(vectors: dict[str, np.ndarray], ids: set[str], q: np.ndarray, k: 
     return ranked[:k]
 
 
+class _RandomEmbedder:
+    """Vectors the tests replace with their own (``_with_vectors``)."""
+
+    model_id = "fake"
+    dims = DIMS
+
+    def __init__(self) -> None:
+        self._rng = np.random.default_rng(0)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return np.array([_unit(self._rng) for _ in texts], np.float32).reshape(-1, DIMS)
+
+    def embed_one(self, text: str) -> np.ndarray:
+        return _unit(self._rng)
+
+
 @pytest.fixture
-def bound(storage: Storage) -> Storage:
-    storage.bind_embedder("fake", DIMS)
+def bound(engine: MemoryEngine, storage: Storage) -> Storage:
+    """The store with an embedder bound, and ``engine`` writing vectors (but no edges) to it."""
+    indexer = VectorIndexer(storage, _RandomEmbedder(), link_top_k=0, link_adjacent=False)
+    engine.add_indexer(indexer)
     return storage
 
 

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import TypedDict
 
 import pytest
 
-from engram.index.tokenize import stem, terms
+from engram.index import tokenize
+from engram.index.memory_text import lexical_text
+from engram.index.tokenize import STOPWORDS, TOKENIZER_VERSION, stem, terms
 from engram.retrieval.bm25 import BM25Params, bm25_idf, bm25_score, query_term_counts
+from engram.types import Memory, MemoryState, MemoryType, Source, Visibility
 
 
 class _Corpus(TypedDict):
@@ -56,6 +62,37 @@ def test_light_stemmer(word: str, expected: str) -> None:
 
 def test_query_and_document_forms_meet() -> None:
     assert set(terms("She loves painting sunsets")) & set(terms("I painted a sunset"))
+
+
+def test_the_tokenizer_version_moves_with_what_it_makes() -> None:
+    # Stores keep hashes of these terms. When this digest changes, stored terms no longer
+    # match new queries: bump TOKENIZER_VERSION with it (stores then ask for a reindex).
+    when = datetime(2023, 5, 8, tzinfo=UTC)
+    memory = Memory(
+        id="m",
+        lineage_id="m",
+        account_id="a",
+        user_id="u",
+        key="daughter_name",
+        value="Caroline's daughters aren't running; they're PAINTING in Zürich since 2023!",
+        metadata={"speaker": "Mel"},
+        type=MemoryType.FACT,
+        confidence=1.0,
+        importance=3,
+        source=Source.API,
+        visibility=Visibility.PRIVATE,
+        pinned=False,
+        version=1,
+        state=MemoryState.ACTIVE,
+        created_at=when,
+        updated_at=when,
+    )
+    words = "Possessives' stemming: happiness, studies, planned, quickly, classes, buses, a b 7"
+    # Its tables too, for the edits a sample would miss.
+    tables = [tokenize._WORD.pattern, tokenize._RULES, tokenize._DOUBLE.pattern]
+    made = [terms(lexical_text(memory)), terms(words), sorted(STOPWORDS), tables]
+    digest = hashlib.sha256(json.dumps(made).encode()).hexdigest()[:16]
+    assert (TOKENIZER_VERSION, digest) == (1, "94b660b393e5690f")
 
 
 def test_bm25_matches_hand_computation() -> None:

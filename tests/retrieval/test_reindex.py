@@ -13,7 +13,8 @@ from engram.client import Engram
 from engram.config import Settings
 from engram.embedders import build_embedder
 from engram.engine import MemoryEngine
-from engram.errors import EmbedderMismatchError
+from engram.errors import EmbedderMismatchError, TokenizerMismatchError
+from engram.index.lexical import TOKENIZER_META
 from engram.index.memory_text import indexed_text
 from engram.types import MemoryFilter, MemoryState
 
@@ -38,10 +39,33 @@ def test_reindex_has_help_text() -> None:
     assert "--batch-size" in result.output
 
 
-def test_reindex_without_an_embedder_is_a_usage_error(home: Path) -> None:
-    result = CliRunner().invoke(main, ["reindex", "--yes"], env={"ENGRAM_EMBEDDER": "none"})
-    assert result.exit_code == 2
-    assert "no embedder is configured" in result.output
+def test_reindex_re_writes_search_terms_of_another_tokenizer(home: Path) -> None:
+    settings = Settings(embedder="none")
+    with Engram.open(settings) as app:
+        memory = app.engine.store(
+            {"account_id": ACCOUNT, "user_id": "u1", "key": "dog", "value": "Our dog is Rex."}
+        )
+        with app.engine.storage.transaction() as tx:
+            tx.put_tokens(memory.id, ACCOUNT, "u1", {1: 1})  # terms another tokenizer made
+            tx.set_meta(TOKENIZER_META, "0")
+    with pytest.raises(TokenizerMismatchError, match="engram reindex"):
+        Engram.open(settings)
+    refused = CliRunner().invoke(
+        main, ["list", "--account", ACCOUNT, "--user", "u1"], env={"ENGRAM_EMBEDDER": "none"}
+    )
+    assert refused.exit_code == 1
+    assert "run 'engram reindex'" in refused.output
+
+    result = CliRunner().invoke(
+        main, ["reindex", "--yes"], env={"ENGRAM_EMBEDDER": "none"}, catch_exceptions=False
+    )
+    assert result.exit_code == 0, result.output
+    assert "re-indexed 1 memory versions without an embedder" in result.output
+    with Engram.open(settings) as app:
+        found = app.query(
+            {"agent": "default", "account_id": ACCOUNT, "user_id": "u1", "query": "dog"}
+        )
+        assert [r["id"] for r in found.results] == [memory.id]
 
 
 @pytest.mark.slow

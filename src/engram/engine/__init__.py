@@ -16,7 +16,7 @@ from engram.crypto.keyring import KeyRing, load_keyring
 from engram.engine.core import DELTA_SYMBOLS, EngineCore, default_thread
 from engram.engine.lifecycle import EngineLifecycle
 from engram.engine.portability import EXPORT_FORMAT, EnginePortability
-from engram.index.lexical import Indexer
+from engram.index.lexical import Indexer, check_tokenizer_version
 from engram.storage import open_storage
 from engram.storage.base import KEYS_BLINDED, Storage
 from engram.storage.keystore import KeyStore, open_key_store
@@ -51,11 +51,14 @@ class MemoryEngine(EngineLifecycle, EnginePortability):
         settings: Settings | None = None,
         indexers: Sequence[Indexer] = (),
         key_store: KeyStore | None = None,
+        reindexing: bool = False,
     ) -> None:
         super().__init__(
             storage, keyring, settings=settings, indexers=indexers, key_store=key_store
         )
         self._adopt_legacy_keys()
+        if not reindexing:  # ``engram reindex`` opens a stale store to re-write its terms
+            check_tokenizer_version(self.storage, has_data=self.key_store.has_keys())
         if self.storage.meta_value(KEYS_BLINDED) != "done":
             # A store written before keys were blinded: its rows open the old way until the
             # upgrade has re-sealed every one of them (and then never again).
@@ -67,7 +70,9 @@ class MemoryEngine(EngineLifecycle, EnginePortability):
         """Open the configured storage (migrating it), key store and key ring.
 
         Raises :class:`~engram.errors.ConfigurationError` when keys are stored but the key
-        file that wraps them is missing (a new one would make them unreadable).
+        file that wraps them is missing (a new one would make them unreadable), and
+        :class:`~engram.errors.TokenizerMismatchError` when another tokenizer version made
+        the store's search terms (``reindexing=True`` opens it anyway, to re-write them).
         """
         settings = settings or Settings()
         storage = open_storage(
@@ -79,11 +84,11 @@ class MemoryEngine(EngineLifecycle, EnginePortability):
         try:
             data_exists = key_store.has_keys() or bool(storage.legacy_data_keys())
             ring = load_keyring(settings, data_exists=data_exists)
+            return cls(storage, ring, settings=settings, key_store=key_store, **kwargs)
         except BaseException:
             key_store.close()
             storage.close()
             raise
-        return cls(storage, ring, settings=settings, key_store=key_store, **kwargs)
 
 
 def _open_key_store(settings: Settings) -> KeyStore:

@@ -31,6 +31,7 @@ from engram.errors import (
 )
 from engram.index.codec import Contents, MemoryCodec, from_ts, row_binding
 from engram.index.lexical import Indexer, LexicalIndexer
+from engram.index.vectors import require_vector_indexer
 from engram.keys.owner_keys import OwnerKey, OwnerKeys
 from engram.storage.base import (
     ChangeRow,
@@ -630,6 +631,7 @@ class EngineCore:
         """
         if not writes:
             return
+        require_vector_indexer(self.storage, self.indexers)
         memories = [w.memory for w in writes]
         prepared = self._prepare(memories)
         try:

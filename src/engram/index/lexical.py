@@ -3,6 +3,9 @@
 An indexer does its slow work (tokenising, embedding) in :meth:`Indexer.prepare`, outside the
 transaction, then writes its rows in :meth:`Indexer.write`, inside it, so a memory and its
 index entries commit together or not at all.
+
+A store records the tokenizer version its search terms were made with (``store_meta`` entry
+:data:`TOKENIZER_META`); :func:`check_tokenizer_version` refuses a store made with another.
 """
 
 from __future__ import annotations
@@ -12,11 +15,18 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from engram.crypto.envelope import blind_token
+from engram.errors import TokenizerMismatchError
 from engram.index.memory_text import lexical_text
-from engram.index.tokenize import terms
+from engram.index.tokenize import TOKENIZER_VERSION, terms
 from engram.keys.owner_keys import OwnerKeys
-from engram.storage.base import Transaction
+from engram.storage.base import Storage, Transaction
 from engram.types import Memory
+
+TOKENIZER_META = "tokenizer_version"
+"""The ``store_meta`` entry naming the :data:`TOKENIZER_VERSION` of the stored search terms."""
+
+_UNRECORDED_VERSION = 1
+"""The tokenizer every store written before versions were recorded used."""
 
 
 class Indexer(Protocol):
@@ -60,3 +70,28 @@ class LexicalIndexer:
     def write(self, tx: Transaction, memory: Memory, prepared: Any) -> None:
         """Store the memory's blind tokens."""
         tx.put_tokens(memory.id, memory.account_id, memory.user_id, prepared)
+
+
+def check_tokenizer_version(storage: Storage, *, has_data: bool) -> None:
+    """Refuse a store whose search terms another tokenizer version made.
+
+    A store without the entry gets one: the current version when it holds no data yet
+    (``has_data`` false), else the version every store had before versions were recorded.
+
+    Raises :class:`TokenizerMismatchError` (naming ``engram reindex``) on a mismatch.
+    """
+    recorded = storage.meta_value(TOKENIZER_META)
+    if recorded is None:
+        recorded = str(_UNRECORDED_VERSION if has_data else TOKENIZER_VERSION)
+        with storage.transaction() as tx:
+            tx.set_meta(TOKENIZER_META, recorded)
+    if recorded != str(TOKENIZER_VERSION):
+        raise TokenizerMismatchError(
+            f"this store's search terms were made by tokenizer version {recorded}, not "
+            f"{TOKENIZER_VERSION}; run 'engram reindex' to re-write them"
+        )
+
+
+def record_tokenizer_version(tx: Transaction) -> None:
+    """Record that every stored search term comes from the current tokenizer."""
+    tx.set_meta(TOKENIZER_META, str(TOKENIZER_VERSION))

@@ -11,7 +11,18 @@ from __future__ import annotations
 import re
 import unicodedata
 
-__all__ = ["STOPWORDS", "stem", "terms", "tokenize"]
+__all__ = ["STOPWORDS", "TOKENIZER_VERSION", "stem", "terms", "tokenize"]
+
+TOKENIZER_VERSION = 1
+"""The version of :func:`terms` that stores record beside their search terms.
+
+Bump it with any change that alters what :func:`terms` returns for some text (the word
+pattern, normalisation, :data:`STOPWORDS`, the stemmer's rules), or what text of a memory is
+tokenised (``engram.index.memory_text.lexical_text``): stored terms are hashed, so terms made
+the old way no longer match queries made the new way. Stores written with another version are
+refused until ``engram reindex`` has re-written their terms. A test pins a digest of this
+module's output and tables together with the number.
+"""
 
 _WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)*", re.UNICODE)
 

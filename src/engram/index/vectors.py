@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engram.embedders.base import Embedder, Vector
+from engram.errors import IndexerMissingError
 from engram.index.memory_text import indexed_text
 from engram.storage.base import EdgeRow, Page, Storage, Transaction
 from engram.types import Memory, MemoryFilter
@@ -120,3 +121,21 @@ class VectorIndexer:
             if row.id not in (memory.id, memory.supersedes_id):
                 return row.id
         return None
+
+
+def require_vector_indexer(storage: Storage, indexers: Sequence[object]) -> None:
+    """Refuse a write the store's vector index would miss.
+
+    A store with a bound embedder expects every memory version to come with its vector and
+    edges; an engine without a :class:`VectorIndexer` (opened bare) would write versions that
+    similarity search never finds. Raises :class:`IndexerMissingError`.
+    """
+    if any(isinstance(indexer, VectorIndexer) for indexer in indexers):
+        return
+    spec = storage.embedder_spec()
+    if spec is not None:
+        raise IndexerMissingError(
+            f"this store is indexed with embedder {spec}, but this engine makes no vectors; "
+            "open it with its embedder to write (Engram.open, or Engram(engine, embedder=...)), "
+            "or run 'engram reindex' to re-index it with the configured embedder"
+        )

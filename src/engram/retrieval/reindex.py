@@ -1,8 +1,9 @@
-"""Re-embed every live memory version with a (new) embedder: ``engram reindex``.
+"""Rebuild every live memory version's index rows: ``engram reindex``.
 
-The store forgets its bound embedder and every stored vector, binds the new one, then
-embeds every active and soft-deleted memory version owner by owner, in batches, writing
-each batch's vectors and relation edges in one transaction.
+The store forgets its bound embedder and every stored vector, binds the new one (if any),
+then re-writes the search terms of every active and soft-deleted memory version with the
+current tokenizer and embeds it, owner by owner, in batches, writing each batch's terms,
+vectors and relation edges in one transaction. Last, the store records the tokenizer version.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 from engram.embedders.base import Embedder
 from engram.engine import MemoryEngine
+from engram.index.lexical import Indexer, record_tokenizer_version
 from engram.index.vectors import VectorIndexer
 from engram.types import Memory, MemoryState
 
@@ -40,7 +42,7 @@ def _batches(engine: MemoryEngine, size: int) -> Iterator[list[Memory]]:
 
 
 def count_live(engine: MemoryEngine) -> int:
-    """How many memory versions :func:`reindex` will embed."""
+    """How many memory versions :func:`reindex` will index."""
     return sum(
         1
         for account_id, user_id in live_owners(engine)
@@ -51,33 +53,44 @@ def count_live(engine: MemoryEngine) -> int:
 
 def reindex(
     engine: MemoryEngine,
-    embedder: Embedder,
+    embedder: Embedder | None,
     *,
     batch_size: int = 64,
     link_top_k: int = 5,
     link_min: float = 0.5,
     progress: Callable[[int], None] | None = None,
 ) -> int:
-    """Drop every vector, bind ``embedder`` and re-embed all live versions; returns the count.
+    """Re-index every live version; returns the count.
 
-    ``progress`` is called with the size of each batch once it is written. Interrupted, the
-    command can simply be run again.
+    Drops every vector, binds ``embedder`` (``None``: the store keeps no vectors) and writes
+    each version's search terms, made by the current tokenizer, and its vector and edges;
+    then records the tokenizer version, so an engine refusing the store's terms (see
+    :class:`~engram.errors.TokenizerMismatchError`) opens it again. ``engine`` may be one
+    opened with ``reindexing=True``. ``progress`` is called with the size of each batch once
+    it is written. Interrupted, the command can simply be run again.
     """
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
     engine.storage.unbind_embedder()
-    indexer = VectorIndexer(engine.storage, embedder, link_top_k=link_top_k, link_min=link_min)
+    indexers: list[Indexer] = [engine.lexical]
+    if embedder is not None:
+        indexers.append(
+            VectorIndexer(engine.storage, embedder, link_top_k=link_top_k, link_min=link_min)
+        )
     done = 0
     for batch in _batches(engine, batch_size):
-        _write(engine, indexer, batch)
+        _write(engine, indexers, batch)
         done += len(batch)
         if progress is not None:
             progress(len(batch))
+    with engine.storage.transaction() as tx:
+        record_tokenizer_version(tx)
     return done
 
 
-def _write(engine: MemoryEngine, indexer: VectorIndexer, batch: Sequence[Memory]) -> None:
-    prepared = indexer.prepare(batch)
+def _write(engine: MemoryEngine, indexers: Sequence[Indexer], batch: Sequence[Memory]) -> None:
+    prepared = [indexer.prepare(batch) for indexer in indexers]
     with engine.storage.transaction() as tx:
-        for memory, entry in zip(batch, prepared, strict=True):
-            indexer.write(tx, memory, entry)
+        for position, memory in enumerate(batch):
+            for indexer, entries in zip(indexers, prepared, strict=True):
+                indexer.write(tx, memory, entries[position])

@@ -19,6 +19,7 @@ from engram.errors import (
     ConflictError,
     EmbedderMismatchError,
     EngramError,
+    IndexerMissingError,
     IntegrityError,
     KeyUnavailableError,
     NotFoundError,
@@ -40,6 +41,7 @@ STATUS_BY_ERROR: tuple[tuple[type[EngramError], int], ...] = (
     (PreconditionFailedError, 412),  # before its base class: the first match wins
     (ConflictError, 409),
     (EmbedderMismatchError, 409),
+    (IndexerMissingError, 409),  # before ConfigurationError: the message says what to do
     (KeyUnavailableError, 503),
     (IntegrityError, 500),
     (StorageError, 503),
