@@ -19,7 +19,7 @@ from engram.errors import TokenizerMismatchError
 from engram.index.memory_text import lexical_text
 from engram.index.tokenize import TOKENIZER_VERSION, terms
 from engram.keys.owner_keys import OwnerKeys
-from engram.storage.base import Storage, Transaction
+from engram.storage.base import AuditWrites, IndexWrites, Storage
 from engram.types import Memory
 
 TOKENIZER_META = "tokenizer_version"
@@ -36,7 +36,7 @@ class Indexer(Protocol):
         """Compute index data for each memory (outside any transaction)."""
         ...
 
-    def write(self, tx: Transaction, memory: Memory, prepared: Any) -> None:
+    def write(self, tx: IndexWrites, memory: Memory, prepared: Any) -> None:
         """Write one memory's prepared index data inside the write transaction."""
         ...
 
@@ -67,7 +67,7 @@ class LexicalIndexer:
         """Hash each memory's terms."""
         return [self.hashed_terms(m.account_id, lexical_text(m)) for m in memories]
 
-    def write(self, tx: Transaction, memory: Memory, prepared: Any) -> None:
+    def write(self, tx: IndexWrites, memory: Memory, prepared: Any) -> None:
         """Store the memory's blind tokens."""
         tx.put_tokens(memory.id, memory.account_id, memory.user_id, prepared)
 
@@ -92,6 +92,6 @@ def check_tokenizer_version(storage: Storage, *, has_data: bool) -> None:
         )
 
 
-def record_tokenizer_version(tx: Transaction) -> None:
+def record_tokenizer_version(tx: AuditWrites) -> None:
     """Record that every stored search term comes from the current tokenizer."""
     tx.set_meta(TOKENIZER_META, str(TOKENIZER_VERSION))

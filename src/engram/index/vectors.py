@@ -16,7 +16,7 @@ import numpy as np
 from engram.embedders.base import Embedder, Vector
 from engram.errors import IndexerMissingError
 from engram.index.memory_text import indexed_text
-from engram.storage.base import EdgeRow, Page, Storage, Transaction
+from engram.storage.base import EdgeRow, IndexWrites, Page, Storage
 from engram.types import Memory, MemoryFilter
 
 _LATEST = Page(limit=2, offset=0, newest_first=True)
@@ -75,7 +75,7 @@ class VectorIndexer:
             entries.append(VectorEntry(vector=vector, edges=edges))
         return entries
 
-    def write(self, tx: Transaction, memory: Memory, prepared: VectorEntry) -> None:
+    def write(self, tx: IndexWrites, memory: Memory, prepared: VectorEntry) -> None:
         """Store the vector and the edges."""
         tx.put_vector(
             memory.id, memory.account_id, memory.user_id, self.embedder.model_id, prepared.vector

@@ -12,7 +12,7 @@ import time
 from collections import defaultdict
 from collections.abc import Iterable
 
-from engram.storage.base import Storage
+from engram.storage.base import MemoryRows
 
 log = logging.getLogger(__name__)
 
@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 class AccessTracker:
     """Collects accessed memory ids and flushes them every ``interval`` seconds."""
 
-    def __init__(self, storage: Storage, *, interval: float = 2.0) -> None:
+    def __init__(self, storage: MemoryRows, *, interval: float = 2.0) -> None:
         self._storage = storage
         self._interval = interval
         self._pending: dict[str, set[str]] = defaultdict(set)

@@ -4,6 +4,12 @@ A backend stores rows; it never sees plaintext memory text. Validation, encrypti
 versioning and history live once, in the engine, above this protocol. Every write goes
 through :meth:`Storage.transaction`, so a memory row, its history event and its change-log
 entry commit together or not at all.
+
+The interface is cut into roles, so a consumer asks for the part it uses: the reads
+(:class:`MemoryRows`, :class:`AuditLog`, :class:`SearchIndex`, :class:`StoreAdmin`) and,
+inside a transaction, the writes (:class:`RowWrites`, :class:`AuditWrites`,
+:class:`IndexWrites`) with the reads a write needs on the transaction's own connection, so
+no operation needs a second one. :class:`Storage` and :class:`Transaction` are their sums.
 """
 
 from __future__ import annotations
@@ -186,8 +192,8 @@ class Page:
     newest_first: bool = True
 
 
-class Transaction(Protocol):
-    """Writes inside one database transaction; see :meth:`Storage.transaction`."""
+class RowWrites(Protocol):
+    """Writes of memory rows, and the reads a write needs, inside one transaction."""
 
     def insert_memory(self, row: MemoryRow) -> None:
         """Insert a memory version."""
@@ -205,6 +211,26 @@ class Transaction(Protocol):
         """Ids of every version of one memory, oldest first (read in this transaction)."""
         ...
 
+    def delete_memories(self, memory_ids: Sequence[str]) -> int:
+        """Hard-delete memory versions (history and change log stay: they hold no text)."""
+        ...
+
+    def delete_owner(self, account_id: str, user_id: str) -> dict[str, int]:
+        """Delete every row of one user in every table; counts per table."""
+        ...
+
+    def key_generation(self, account_id: str, user_id: str) -> int | None:
+        """The user's key generation, locked against erasure until commit (None: no row)."""
+        ...
+
+    def bump_key_generation(self, account_id: str, user_id: str) -> int:
+        """Start a new key generation for the user (erasure); returns it."""
+        ...
+
+
+class AuditWrites(Protocol):
+    """Audit history, change log, operational events and store facts, beside the rows."""
+
     def add_history(self, row: HistoryRow) -> None:
         """Append an audit event (its ``id`` is assigned by the database)."""
         ...
@@ -216,6 +242,23 @@ class Transaction(Protocol):
     def add_change(self, account_id: str, row: ChangeRow) -> None:
         """Append a change-log entry."""
         ...
+
+    def replace_audit_key(self, memory_id: str, stored_key: str) -> int:
+        """Set the ``key`` entry of every history and change-log meta of one memory version
+        to ``stored_key`` (the blinded key, when upgrading an older store); rows changed."""
+        ...
+
+    def record_op(self, row: OpRow) -> None:
+        """Append an operational event."""
+        ...
+
+    def set_meta(self, key: str, value: str) -> None:
+        """Set a ``store_meta`` entry."""
+        ...
+
+
+class IndexWrites(Protocol):
+    """Index rows written beside a memory version: blind tokens, vectors, relation edges."""
 
     def put_tokens(
         self, memory_id: str, account_id: str, user_id: str, tokens: Mapping[int, int]
@@ -237,53 +280,13 @@ class Transaction(Protocol):
         """Drop tokens, vectors and relation edges of these memory versions."""
         ...
 
-    def delete_owner(self, account_id: str, user_id: str) -> dict[str, int]:
-        """Delete every row of one user in every table; counts per table."""
-        ...
 
-    def key_generation(self, account_id: str, user_id: str) -> int | None:
-        """The user's key generation, locked against erasure until commit (None: no row)."""
-        ...
-
-    def bump_key_generation(self, account_id: str, user_id: str) -> int:
-        """Start a new key generation for the user (erasure); returns it."""
-        ...
-
-    def delete_memories(self, memory_ids: Sequence[str]) -> int:
-        """Hard-delete memory versions (history and change log stay: they hold no text)."""
-        ...
-
-    def record_op(self, row: OpRow) -> None:
-        """Append an operational event."""
-        ...
-
-    def set_meta(self, key: str, value: str) -> None:
-        """Set a ``store_meta`` entry."""
-        ...
-
-    def replace_audit_key(self, memory_id: str, stored_key: str) -> int:
-        """Set the ``key`` entry of every history and change-log meta of one memory version
-        to ``stored_key`` (the blinded key, when upgrading an older store); rows changed."""
-        ...
+class Transaction(RowWrites, AuditWrites, IndexWrites, Protocol):
+    """Writes inside one database transaction; see :meth:`Storage.transaction`."""
 
 
-class Storage(Protocol):
-    """A storage backend. Implementations: ``SqliteStorage``, ``PostgresStorage``."""
-
-    name: ClassVar[str]
-    capabilities: frozenset[str]
-
-    def migrate(self) -> None:
-        """Apply pending schema migrations (idempotent)."""
-        ...
-
-    def close(self) -> None:
-        """Release connections."""
-        ...
-
-    def transaction(self) -> AbstractContextManager[Transaction]:
-        """A write transaction: commits on normal exit, rolls back on any exception."""
-        ...
+class MemoryRows(Protocol):
+    """Reads of stored memory rows (the filter always runs in the database)."""
 
     def get_memory(self, account_id: str, memory_id: str) -> MemoryRow | None:
         """One version by id, within an account."""
@@ -327,6 +330,24 @@ class Storage(Protocol):
         """All versions of one memory, oldest first."""
         ...
 
+    def due_for_purge(self, now: float, limit: int) -> list[MemoryRow]:
+        """Soft-deleted heads whose ``purge_at`` has passed."""
+        ...
+
+    def scope_memory_ids(
+        self, account_id: str, user_id: str | None, agent_id: str | None
+    ) -> list[str]:
+        """Ids of every version in a scope (for an admin purge)."""
+        ...
+
+    def clear_key_rows(self, limit: int) -> list[MemoryRow]:
+        """Up to ``limit`` memory versions whose key column is not blinded (an older store)."""
+        ...
+
+
+class AuditLog(Protocol):
+    """Reads of the audit history, the change log and operational events."""
+
     def history(self, account_id: str, lineage_id: str) -> list[HistoryRow]:
         """Audit events of every version of a memory, newest first."""
         ...
@@ -339,19 +360,13 @@ class Storage(Protocol):
         """The thread's revision (0 when nothing was written)."""
         ...
 
-    def due_for_purge(self, now: float, limit: int) -> list[MemoryRow]:
-        """Soft-deleted heads whose ``purge_at`` has passed."""
-        ...
-
-    def scope_memory_ids(
-        self, account_id: str, user_id: str | None, agent_id: str | None
-    ) -> list[str]:
-        """Ids of every version in a scope (for an admin purge)."""
-        ...
-
     def op_counts(self, *, by: str, since: float | None, until: float | None) -> dict[str, int]:
         """Operational events counted by ``op`` or ``node`` in a time window."""
         ...
+
+
+class SearchIndex(Protocol):
+    """Search over the index rows: vectors (cosine), blind BM25, relation edges."""
 
     def vector_search(self, flt: MemoryFilter, vector: Vector, k: int) -> list[ScoredId]:
         """The ``k`` most similar memories (cosine) among those matching ``flt``.
@@ -409,8 +424,24 @@ class Storage(Protocol):
         """Forget the bound embedder and drop all vectors (before a reindex)."""
         ...
 
+
+class StoreAdmin(Protocol):
+    """The store as a whole: schema, store facts, key generations, scrubbing, counts."""
+
+    def migrate(self) -> None:
+        """Apply pending schema migrations (idempotent)."""
+        ...
+
+    def close(self) -> None:
+        """Release connections."""
+        ...
+
     def schema_version(self) -> int:
         """The newest applied migration."""
+        ...
+
+    def meta_value(self, key: str) -> str | None:
+        """A ``store_meta`` entry, if set."""
         ...
 
     def key_generation(self, account_id: str, user_id: str) -> int:
@@ -432,14 +463,17 @@ class Storage(Protocol):
         """Delete the keys :meth:`legacy_data_keys` returned (once they are in the key store)."""
         ...
 
-    def meta_value(self, key: str) -> str | None:
-        """A ``store_meta`` entry, if set."""
-        ...
-
-    def clear_key_rows(self, limit: int) -> list[MemoryRow]:
-        """Up to ``limit`` memory versions whose key column is not blinded (an older store)."""
-        ...
-
     def count_rows(self, table: str, account_id: str, user_id: str) -> int:
         """Rows of one user in a table (for tests and receipts)."""
+        ...
+
+
+class Storage(MemoryRows, AuditLog, SearchIndex, StoreAdmin, Protocol):
+    """A storage backend. Implementations: ``SqliteStorage``, ``PostgresStorage``."""
+
+    name: ClassVar[str]
+    capabilities: frozenset[str]
+
+    def transaction(self) -> AbstractContextManager[Transaction]:
+        """A write transaction: commits on normal exit, rolls back on any exception."""
         ...
