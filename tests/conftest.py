@@ -46,23 +46,30 @@ def postgres_server() -> Iterator[EmbeddedPostgres]:
         server.stop()
 
 
-def make_storage(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Storage:
-    """A fresh, migrated storage of the given kind."""
-    if kind == "sqlite":
-        sqlite = SqliteStorage(tmp_path / "engram.db")
+def make_storage(url: str) -> Storage:
+    """A migrated storage of the database at ``url``."""
+    if url.startswith("sqlite:///"):
+        sqlite = SqliteStorage(url.removeprefix("sqlite:///"))
         sqlite.migrate()
         return sqlite
-    server: EmbeddedPostgres = request.getfixturevalue("postgres_server")
-    uri = server.create_database(template="engram_template")
-    postgres = PostgresStorage(uri, max_size=4)
+    postgres = PostgresStorage(url, max_size=4)
     postgres.migrate()
     return postgres
 
 
 @pytest.fixture(params=BACKENDS)
-def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Storage]:
+def storage_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh database per test, once per backend: where ``storage`` (and the CLI) open it."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'engram.db'}"
+    server: EmbeddedPostgres = request.getfixturevalue("postgres_server")
+    return server.create_database(template="engram_template")
+
+
+@pytest.fixture
+def storage(storage_url: str) -> Iterator[Storage]:
     """A fresh storage per test, once per backend."""
-    store = make_storage(request.param, request, tmp_path)
+    store = make_storage(storage_url)
     try:
         yield store
     finally:
