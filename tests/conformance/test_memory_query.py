@@ -478,7 +478,7 @@ def test_postgres_takes_the_hnsw_path_and_falls_back_to_exact(
     app, vectors = crowded
     storage = app.engine.storage
     if Capability.HNSW not in storage.capabilities:
-        pytest.skip("the storage lacks hnsw")
+        pytest.skip(f"the {storage.name} storage lacks hnsw")
     q = HashEmbedder().embed_one("note w9 w10")
     plan = _plan(storage, "m.account_id = ? AND m.user_id = ?", [ACCOUNT, "busy"], q)
     assert "embeddings_hnsw" in plan  # a large owner is searched through the index
