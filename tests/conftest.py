@@ -21,7 +21,7 @@ if "XDG_RUNTIME_DIR" not in os.environ:
 from engram.config import Settings
 from engram.crypto.keyring import KeyRing
 from engram.engine import MemoryEngine
-from engram.storage.base import Storage
+from engram.storage.base import Capability, Storage
 from engram.storage.keystore import KeyStore, open_key_store
 from engram.storage.postgres import PostgresStorage
 from engram.storage.sqlite import SqliteStorage
@@ -46,33 +46,53 @@ def postgres_server() -> Iterator[EmbeddedPostgres]:
         server.stop()
 
 
-def make_storage(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Storage:
-    """A fresh, migrated storage of the given kind."""
-    if kind == "sqlite":
-        sqlite = SqliteStorage(tmp_path / "engram.db")
+def make_storage(url: str) -> Storage:
+    """A migrated storage of the database at ``url``."""
+    if url.startswith("sqlite:///"):
+        sqlite = SqliteStorage(url.removeprefix("sqlite:///"))
         sqlite.migrate()
         return sqlite
-    server: EmbeddedPostgres = request.getfixturevalue("postgres_server")
-    uri = server.create_database(template="engram_template")
-    postgres = PostgresStorage(uri, max_size=4)
+    postgres = PostgresStorage(url, max_size=4)
     postgres.migrate()
     return postgres
 
 
 @pytest.fixture(params=BACKENDS)
-def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Storage]:
+def storage_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh database per test, once per backend: where ``storage`` (and the CLI) open it."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'engram.db'}"
+    server: EmbeddedPostgres = request.getfixturevalue("postgres_server")
+    return server.create_database(template="engram_template")
+
+
+@pytest.fixture
+def storage(storage_url: str) -> Iterator[Storage]:
     """A fresh storage per test, once per backend."""
-    store = make_storage(request.param, request, tmp_path)
+    store = make_storage(storage_url)
     try:
         yield store
     finally:
         store.close()
 
 
-def make_key_store(storage: Storage, request: pytest.FixtureRequest, tmp_path: Path) -> KeyStore:
-    """A key store apart from ``storage``'s database, of the same kind."""
+@pytest.fixture(autouse=True)
+def _required_capabilities(request: pytest.FixtureRequest) -> None:
+    """Skip a test marked ``requires(Capability.X, ...)`` whose ``storage`` lacks one."""
+    marker = request.node.get_closest_marker("requires")
+    if marker is None:
+        return
+    store: Storage = request.getfixturevalue("storage")
+    missing = [Capability(c) for c in marker.args if c not in store.capabilities]
+    if missing:
+        pytest.skip(f"the {store.name} storage lacks {', '.join(missing)}")
+
+
+@pytest.fixture
+def key_store_url(storage: Storage, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where the test's key store lives: apart from ``storage``'s database, of the same kind."""
     if storage.name == "sqlite":
-        return open_key_store(f"sqlite:///{tmp_path / 'keys.db'}")
+        return f"sqlite:///{tmp_path / 'keys.db'}"
     # One keys database for the run and a schema of its own per test (a database per test
     # would cost a CREATE DATABASE each).
     keys_uri: str = request.getfixturevalue("keys_database")
@@ -80,7 +100,7 @@ def make_key_store(storage: Storage, request: pytest.FixtureRequest, tmp_path: P
     with psycopg.connect(keys_uri, autocommit=True) as conn:
         conn.execute(f"CREATE SCHEMA {schema}")
     separator = "&" if "?" in keys_uri else "?"
-    return open_key_store(f"{keys_uri}{separator}options=-csearch_path%3D{schema}")
+    return f"{keys_uri}{separator}options=-csearch_path%3D{schema}"
 
 
 @pytest.fixture(scope="session")
@@ -90,11 +110,9 @@ def keys_database(postgres_server: EmbeddedPostgres) -> str:
 
 
 @pytest.fixture
-def key_store(
-    storage: Storage, request: pytest.FixtureRequest, tmp_path: Path
-) -> Iterator[KeyStore]:
+def key_store(key_store_url: str) -> Iterator[KeyStore]:
     """The user keys of ``storage``, kept apart from its data as deployments keep them."""
-    store = make_key_store(storage, request, tmp_path)
+    store = open_key_store(key_store_url)
     try:
         yield store
     finally:

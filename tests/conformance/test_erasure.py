@@ -17,29 +17,14 @@ from engram.config import Settings
 from engram.crypto.keyring import KeyRing
 from engram.engine import MemoryEngine
 from engram.errors import IntegrityError
-from engram.storage.base import MemoryRow, Storage
-from engram.storage.keystore import KeyStore
-from engram.storage.sqlite import SqliteStorage
+from engram.storage import open_storage
+from engram.storage.base import Capability, MemoryRow, Storage
+from engram.storage.keystore import KeyStore, open_key_store
 from engram.testing.builders import ACCOUNT, add
-from engram.testing.forensics import CarveReport, carve, files_under
-from engram.testing.postgres import EmbeddedPostgres
+from engram.testing.forensics import CarveReport, carve
 from engram.types import MemoryFilter
 
 SENTINELS = ("ultramarine-okapi-1", "ultramarine-okapi-2", "ultramarine-okapi-3")
-
-
-def _database_files(store: Storage | KeyStore, request: pytest.FixtureRequest) -> list[Path]:
-    """The files that hold one SQLite database or one PostgreSQL database (+ the WAL)."""
-    runner = getattr(store, "_runner", store)
-    if isinstance(runner, SqliteStorage):
-        base = Path(runner.path)
-        return files_under(*(base.with_name(base.name + s) for s in ("", "-wal", "-journal")))
-    server: EmbeddedPostgres = request.getfixturevalue("postgres_server")
-    with runner.reader() as db:  # type: ignore[union-attr]
-        oid = db.run("SELECT oid FROM pg_database WHERE datname = current_database()")
-        database_oid = int(oid.fetchone()[0])
-    data = server.root / "pgdata"
-    return files_under(data / "base" / str(database_oid), data / "pg_wal", data / "global")
 
 
 def _fill(engine: MemoryEngine) -> list[MemoryRow]:
@@ -80,27 +65,29 @@ def _probe(
     )
 
 
+@pytest.mark.requires(Capability.DATA_FILES)
 def test_erasure_leaves_nothing_to_carve(
-    engine: MemoryEngine, storage: Storage, key_store: KeyStore, request: pytest.FixtureRequest
+    engine: MemoryEngine, storage: Storage, key_store: KeyStore
 ) -> None:
     rows = _fill(engine)
     key_row = key_store.get(ACCOUNT, "user-1", "user")
     assert key_row is not None
-    files = _database_files(storage, request) + _database_files(key_store, request)
+    files = storage.data_files() + key_store.data_files()
     # The probe finds what it looks for while the data is there (it can fail).
     before = _probe(engine, rows, files, [key_row.key_id], [key_row.wrapped])
     assert before.unwrapped_keys >= 1 and len(set(before.decrypted_values)) == len(rows)
 
     receipt = engine.erase_user(account_id=ACCOUNT, user_id="user-1")
 
-    files = _database_files(storage, request) + _database_files(key_store, request)
+    files = storage.data_files() + key_store.data_files()
     after = _probe(engine, rows, files, receipt.key_ids_destroyed, [key_row.wrapped])
     assert after.clean, "\n".join(after.lines())
     assert engine.list_memories(MemoryFilter(account_id=ACCOUNT, user_id="user-2"))
 
 
+@pytest.mark.requires(Capability.DATA_FILES)
 def test_purge_leaves_nothing_to_carve(
-    engine: MemoryEngine, storage: Storage, key_store: KeyStore, request: pytest.FixtureRequest
+    engine: MemoryEngine, storage: Storage, key_store: KeyStore
 ) -> None:
     rows = _fill(engine)
     for row in rows:
@@ -108,7 +95,7 @@ def test_purge_leaves_nothing_to_carve(
             engine.forget(row.id, account_id=ACCOUNT)
     report = engine.purge_expired(now=time.time() + 31 * 86400)
     assert report.purged == 2 * len(SENTINELS) and report.scrubbed
-    files = _database_files(storage, request) + _database_files(key_store, request)
+    files = storage.data_files() + key_store.data_files()
     # The user's key lives on (the user was not erased); the purged values must not.
     key_row = key_store.get(ACCOUNT, "user-1", "user")
     assert key_row is not None
@@ -149,15 +136,15 @@ def test_a_copy_taken_before_erasure_stays_unreadable(
 def test_erasure_by_another_process_is_noticed_by_writers(
     engine: MemoryEngine,
     storage: Storage,
-    key_store: KeyStore,
-    tmp_path: Path,
+    storage_url: str,
+    key_store_url: str,
     request: pytest.FixtureRequest,
 ) -> None:
     """A serving process caches the user's key; another process erases the user."""
     serving = engine
     first = add(serving, key="before", value="written before the erasure")
     old_key = first  # the serving process now caches user-1's key
-    operator = _second_process(storage, key_store, serving.settings, tmp_path, request)
+    operator = _second_process(storage_url, key_store_url, serving.settings, request)
     receipt = operator.erase_user(account_id=ACCOUNT, user_id="user-1")
     assert receipt.key_ids_destroyed
 
@@ -169,31 +156,19 @@ def test_erasure_by_another_process_is_noticed_by_writers(
     for reader in (serving, operator):
         listed = reader.list_memories(MemoryFilter(account_id=ACCOUNT, user_id="user-1"))
         assert [m.value for m in listed] == ["written after the erasure"]
-    restarted = _second_process(storage, key_store, serving.settings, tmp_path, request)
+    restarted = _second_process(storage_url, key_store_url, serving.settings, request)
     assert restarted.get(after.id, account_id=ACCOUNT).value == "written after the erasure"
 
 
 def _second_process(
-    storage: Storage,
-    key_store: KeyStore,
-    settings: Settings,
-    tmp_path: Path,
-    request: pytest.FixtureRequest,
+    storage_url: str, key_store_url: str, settings: Settings, request: pytest.FixtureRequest
 ) -> MemoryEngine:
     """An engine with connections of its own to the same data and key store."""
-    from engram.storage.keystore import open_key_store
-    from engram.storage.postgres import PostgresStorage
-
-    if isinstance(storage, SqliteStorage):
-        other: Storage = SqliteStorage(storage.path)
-        keys = open_key_store(f"sqlite:///{tmp_path / 'keys.db'}")
-    else:
-        assert isinstance(storage, PostgresStorage)
-        other = PostgresStorage(storage.conninfo, max_size=2)
-        runner = key_store._runner  # type: ignore[attr-defined]
-        keys = open_key_store(runner.conninfo)
     engine = MemoryEngine(
-        other, KeyRing(primary=bytes(range(32))), settings=settings, key_store=keys
+        open_storage(storage_url),
+        KeyRing(primary=bytes(range(32))),
+        settings=settings,
+        key_store=open_key_store(key_store_url),
     )
     request.addfinalizer(engine.close)
     return engine

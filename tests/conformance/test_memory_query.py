@@ -29,7 +29,7 @@ from engram.retrieval.access import AccessTracker
 from engram.retrieval.budget import count_tokens
 from engram.retrieval.categories import load_categories
 from engram.retrieval.memory_query import MemoryQueryService
-from engram.storage.base import Storage
+from engram.storage.base import Capability, Storage
 from engram.storage.postgres import PostgresStorage
 from engram.storage.sqlite import SqliteStorage
 from engram.testing.postgres import EmbeddedPostgres
@@ -410,7 +410,7 @@ def crowded(
             ]
         )
     app.engine.store_many([_mem("lonely", f"k{i}", sentence()) for i in range(LONELY)])
-    if isinstance(storage, PostgresStorage):
+    if Capability.HNSW in storage.capabilities:  # the planner weighs the graph by statistics
         with storage.transaction() as tx:
             tx.run("ANALYZE")
     busy = app.engine.list_memories(MemoryFilter(account_id=ACCOUNT, user_id="busy"), limit=5000)
@@ -461,13 +461,13 @@ def test_selective_filter_of_a_busy_user_gets_the_full_top_k(
     assert len(crowd.results) == 25
 
 
-def _plan(storage: PostgresStorage, sql_filter: str, params: list[Any], q: np.ndarray) -> str:
+def _plan(storage: Storage, sql_filter: str, params: list[Any], q: np.ndarray) -> str:
     literal = "[" + ",".join(f"{x:.7g}" for x in q) + "]"
-    with storage._pool.connection() as conn, conn.transaction():
-        conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-        rows = conn.execute(
+    with storage.transaction() as tx:
+        tx.run("SET LOCAL hnsw.iterative_scan = relaxed_order")  # type: ignore[attr-defined]
+        rows = tx.run(  # type: ignore[attr-defined]
             "EXPLAIN SELECT m.id FROM embeddings e JOIN memories m ON m.id = e.memory_id "
-            f"WHERE {sql_filter} ORDER BY e.embedding <=> %s::vector LIMIT 10",
+            f"WHERE {sql_filter} ORDER BY e.embedding <=> ?::vector LIMIT 10",
             [*params, literal],
         ).fetchall()
     return "\n".join(str(r[0]) for r in rows)
@@ -478,27 +478,29 @@ def test_postgres_takes_the_hnsw_path_and_falls_back_to_exact(
 ) -> None:
     app, vectors = crowded
     storage = app.engine.storage
-    if not isinstance(storage, PostgresStorage):
-        pytest.skip("HNSW is PostgreSQL's")
+    if Capability.HNSW not in storage.capabilities:
+        pytest.skip(f"the {storage.name} storage lacks hnsw")
     q = HashEmbedder().embed_one("note w9 w10")
-    plan = _plan(storage, "m.account_id = %s AND m.user_id = %s", [ACCOUNT, "busy"], q)
+    plan = _plan(storage, "m.account_id = ? AND m.user_id = ?", [ACCOUNT, "busy"], q)
     assert "embeddings_hnsw" in plan  # a large owner is searched through the index
     # Force HNSW for a selective filter and cap its iterative scan, so the index alone comes
     # up short: the exact fallback must still return the full top-k.
-    with storage._pool.connection() as conn:
-        dbname = conn.info.dbname
-        conn.execute(f'ALTER DATABASE "{dbname}" SET hnsw.max_scan_tuples = 20')
-        conn.execute(f'ALTER DATABASE "{dbname}" SET enable_sort = off')
-    capped = PostgresStorage(storage.conninfo, max_size=1, ef_search=10)
+    with storage.transaction() as tx:
+        run = tx.run  # type: ignore[attr-defined]
+        dbname = run("SELECT current_database()").fetchone()[0]
+        run(f'ALTER DATABASE "{dbname}" SET hnsw.max_scan_tuples = 20')
+        run(f'ALTER DATABASE "{dbname}" SET enable_sort = off')
+    conninfo = storage.conninfo  # type: ignore[attr-defined]
+    capped = PostgresStorage(conninfo, max_size=1, ef_search=10)
     try:
         flt = MemoryFilter(account_id=ACCOUNT, user_id="busy", categories=("mood",))
-        sql_filter = "m.user_id = %s AND m.category = %s"
+        sql_filter = "m.user_id = ? AND m.category = ?"
         assert "embeddings_hnsw" in _plan(capped, sql_filter, ["busy", "mood"], q)
         literal = "[" + ",".join(f"{x:.7g}" for x in q) + "]"
-        with capped._pool.connection() as conn, conn.transaction():
-            bare = conn.execute(
+        with capped.transaction() as tx:
+            bare = tx.run(
                 "SELECT m.id FROM embeddings e JOIN memories m ON m.id = e.memory_id "
-                f"WHERE {sql_filter} ORDER BY e.embedding <=> %s::vector LIMIT 5",
+                f"WHERE {sql_filter} ORDER BY e.embedding <=> ?::vector LIMIT 5",
                 ["busy", "mood", literal],
             ).fetchall()
         assert len(bare) < 5
@@ -507,9 +509,10 @@ def test_postgres_takes_the_hnsw_path_and_falls_back_to_exact(
         _assert_exact_top(vectors, rare, q, [h.memory_id for h in hits], 5)
     finally:
         capped.close()
-        with storage._pool.connection() as conn:
-            conn.execute(f'ALTER DATABASE "{dbname}" RESET hnsw.max_scan_tuples')
-            conn.execute(f'ALTER DATABASE "{dbname}" RESET enable_sort')
+        with storage.transaction() as tx:
+            run = tx.run  # type: ignore[attr-defined]
+            run(f'ALTER DATABASE "{dbname}" RESET hnsw.max_scan_tuples')
+            run(f'ALTER DATABASE "{dbname}" RESET enable_sort')
 
 
 def test_a_tampered_row_is_left_out_of_the_answer(engine: MemoryEngine, tmp_path: Path) -> None:

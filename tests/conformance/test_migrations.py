@@ -7,7 +7,7 @@ import pytest
 from engram.crypto.keyring import KeyRing
 from engram.engine import MemoryEngine
 from engram.storage import migrations
-from engram.storage.base import Storage
+from engram.storage.base import Capability, Storage
 from engram.testing.builders import ACCOUNT, add
 
 TEST_KEK = bytes(range(32))
@@ -29,9 +29,8 @@ def test_older_database_upgrades_and_keeps_data(storage: Storage, monkeypatch: o
     assert storage.embedder_spec() == "test-model:8"
 
 
+@pytest.mark.requires(Capability.HNSW)
 def test_vector_graph_takes_the_current_build_settings(storage: Storage) -> None:
-    if storage.dialect != "postgres":  # type: ignore[attr-defined]
-        pytest.skip("the HNSW graph is PostgreSQL's")
     storage.bind_embedder("test-model", 8)
     # As a store made before version 4 left it: a graph built with pgvector's default.
     with storage.transaction() as tx:

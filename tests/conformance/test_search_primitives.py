@@ -13,6 +13,7 @@ from engram.index.vectors import VectorIndexer
 from engram.retrieval.ranking import Candidate
 from engram.retrieval.source import StorageCandidateSource
 from engram.storage.base import EdgeRow, Storage
+from engram.storage.sql import LexicalTuning
 from engram.testing.builders import ACCOUNT, add
 from engram.types import Memory, MemoryFilter, MemoryState
 
@@ -321,8 +322,8 @@ def test_cached_term_counts_never_hide_new_memories(
     engine: MemoryEngine, storage: Storage, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Term counts of large owners are cached; make this owner "large" to exercise the cache.
-    monkeypatch.setattr(storage, "LEXICAL_STATS_MIN_CACHED", 5, raising=False)
-    monkeypatch.setattr(storage, "DOCUMENT_FREQUENCY_MIN_CACHED", 5, raising=False)
+    small = LexicalTuning(stats_min_cached=5, document_frequency_min_cached=5)
+    monkeypatch.setattr(storage, "lexical", small)
     engine.store_many(
         [
             {"account_id": ACCOUNT, "user_id": "user-1", "key": f"k{i}", "value": f"fish {i}"}
@@ -356,9 +357,8 @@ def test_common_terms_give_way_to_rare_ones_and_count_in_full_alone(
     both = list(engine.lexical.hashed_terms(ACCOUNT, "fish kayak"))
     exact_fish = storage.lexical_search(flt, fish, 40, k1=1.2, b=0.75)
     # Now "fish" (33 memories) is common and "kayak" (3) is not; counts are cached.
-    monkeypatch.setattr(storage, "LEXICAL_COMMON_MIN", 10, raising=False)
-    monkeypatch.setattr(storage, "LEXICAL_STATS_MIN_CACHED", 5, raising=False)
-    monkeypatch.setattr(storage, "DOCUMENT_FREQUENCY_MIN_CACHED", 5, raising=False)
+    small = LexicalTuning(common_min=10, stats_min_cached=5, document_frequency_min_cached=5)
+    monkeypatch.setattr(storage, "lexical", small)
     hits = storage.lexical_search(flt, both, 40, k1=1.2, b=0.75)
     assert {h.memory_id for h in hits} == {m.id for m in stored[30:]}
     # A query of common terms only is scored with their full counts, as without the cut

@@ -11,7 +11,6 @@ import json
 import logging
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -21,8 +20,7 @@ from engram.conversation.extraction import LLMExtractor
 from engram.engine import MemoryEngine
 from engram.llm.openai_compat import OpenAICompatibleLLM
 from engram.server import create_app
-from engram.storage.base import Storage
-from engram.storage.postgres import PostgresStorage
+from engram.storage.base import Capability, Storage
 from engram.testing.scripted_llm import ScriptedLLMServer
 
 SENTINEL = "Quixotic7731Pumpernickel"
@@ -73,12 +71,11 @@ def instructions_of(events: list[dict[str, Any]]) -> str:
     return str(updates[0]["session"]["instructions"])
 
 
-def everything_on_disk(root: Path, storage: Storage, request: pytest.FixtureRequest) -> bytes:
-    blobs = [p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()]
-    if isinstance(storage, PostgresStorage):
-        server = request.getfixturevalue("postgres_server")
-        blobs.append(server.dump(urlsplit(storage.conninfo).path.lstrip("/")).encode())
-    return b"".join(blobs)
+def everything_on_disk(root: Path, storage: Storage) -> bytes:
+    files = [p for p in sorted(root.rglob("*")) if p.is_file()]
+    if Capability.DATA_FILES in storage.capabilities:  # a server's files, outside ``root``
+        files += storage.data_files(shared=False)  # (other tests' databases share its WAL)
+    return b"".join(p.read_bytes() for p in files if p.exists())
 
 
 @pytest.mark.asyncio
@@ -88,7 +85,6 @@ async def test_a_voice_session_end_to_end(
     settings: Settings,
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
-    request: pytest.FixtureRequest,
 ) -> None:
     caplog.set_level(logging.DEBUG)
     with ScriptedLLMServer([EXTRACTED]) as llm_server:
@@ -183,8 +179,8 @@ async def test_a_voice_session_end_to_end(
     assert services.buffer.get(sid) is None
 
     # ...and nothing of it is anywhere else: files under the test's home and database
-    # (SQLite with its WAL, or a pg_dump), and every log record at DEBUG.
-    disk = everything_on_disk(tmp_path, storage, request)
+    # (SQLite with its WAL, or PostgreSQL's relation files), and every log record at DEBUG.
+    disk = everything_on_disk(tmp_path, storage)
     assert len(disk) > 1000
     for secret in (SENTINEL, "Denver", "Margaret", "Maggie", "shed is"):
         assert secret.encode() not in disk, secret

@@ -27,8 +27,6 @@ from engram.retrieval.memory_query import MemoryQueryService
 from engram.server import create_app
 from engram.server.auth import ApiKeys
 from engram.storage.base import Storage
-from engram.storage.postgres import PostgresStorage
-from engram.storage.sqlite import SqliteStorage
 
 ACCOUNT = "acct-k"
 USER = "user-1"
@@ -45,19 +43,11 @@ CATEGORIES = {
 }
 
 
-def storage_url(storage: Storage) -> str:
-    """The URL the CLI opens to reach the same database as ``storage``."""
-    if isinstance(storage, SqliteStorage):
-        return f"sqlite:///{storage.path}"
-    assert isinstance(storage, PostgresStorage)
-    return storage.conninfo
-
-
 @pytest.fixture
-def cli(storage: Storage, tmp_path: Path) -> Iterator[CliRunner]:
+def cli(storage: Storage, storage_url: str, tmp_path: Path) -> Iterator[CliRunner]:
     """A runner whose ``engram`` opens the test's database (and no encryption key)."""
     env = {
-        "ENGRAM_STORAGE_URL": storage_url(storage),
+        "ENGRAM_STORAGE_URL": storage_url,
         "ENGRAM_HOME": str(tmp_path / "cli-home"),
         "MEMORY_ENCRYPTION_KEY": None,  # key commands need none
     }

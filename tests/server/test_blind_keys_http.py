@@ -7,6 +7,7 @@ from tests.conformance.test_blind_keys import assert_no_clear_keys, database_byt
 from tests.server.conftest import ACCOUNT, Api
 
 from engram.conversation.extraction import ProposedChange
+from engram.storage.base import Capability
 from engram.types import MemoryType
 
 pytestmark = pytest.mark.asyncio
@@ -21,9 +22,8 @@ async def listing(api: Api, user: str = "line-1") -> dict[str, str]:
     return {m["key"]: m["value"] for m in response.json()["memories"]}
 
 
-async def test_api_tool_and_extractor_keys_never_reach_storage_in_clear(
-    api: Api, request: pytest.FixtureRequest
-) -> None:
+@pytest.mark.requires(Capability.DATA_FILES)
+async def test_api_tool_and_extractor_keys_never_reach_storage_in_clear(api: Api) -> None:
     created = await api.post(
         "/v1/memories",
         {"user_id": "line-1", "key": "dislikes_ex_husband_robert", "value": "he lied"},
@@ -64,7 +64,7 @@ async def test_api_tool_and_extractor_keys_never_reach_storage_in_clear(
     storage = services.engine.storage
     assert_no_clear_keys(raw_rows(storage, ALL_TABLES), CLEAR)
     assert "methadone" not in raw_rows(storage, ALL_TABLES)
-    dump = database_bytes(storage, request)
+    dump = database_bytes(storage)
     assert_no_clear_keys(dump, CLEAR)
     assert b"methadone" not in dump
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from engram.errors import ConfigurationError
-from engram.storage.base import Storage
+from engram.storage.base import Capability, Storage
 
-__all__ = ["Storage", "open_storage", "register_backend"]
+__all__ = ["Capability", "Storage", "open_storage", "register_backend"]
 
 StorageFactory = Callable[..., Storage]
 """``factory(url, *, pool_min=..., pool_max=...)``: a backend ignores options it has no use

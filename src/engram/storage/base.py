@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
 from typing import Any, ClassVar, NamedTuple, Protocol
 
 import numpy as np
@@ -285,6 +287,23 @@ class Transaction(RowWrites, AuditWrites, IndexWrites, Protocol):
     """Writes inside one database transaction; see :meth:`Storage.transaction`."""
 
 
+class Capability(StrEnum):
+    """What a backend may or may not offer beyond the protocol (see :attr:`Storage.capabilities`).
+
+    Every backend stores, searches (vectors and BM25) and writes in transactions; these
+    name the differences callers and tests branch on.
+    """
+
+    HNSW = "hnsw"
+    """Vector search walks an approximate graph index kept in the database."""
+    MULTI_PROCESS = "multi_process"
+    """Many processes (workers on several hosts) may serve one database at once."""
+    IN_PROCESS_VECTORS = "in_process_vectors"
+    """The vector index lives in this process's memory, loaded from the database."""
+    DATA_FILES = "data_files"
+    """:meth:`Storage.data_files` names the files that hold the data (readable here)."""
+
+
 class MemoryRows(Protocol):
     """Reads of stored memory rows (the filter always runs in the database)."""
 
@@ -463,6 +482,16 @@ class StoreAdmin(Protocol):
         """Delete the keys :meth:`legacy_data_keys` returned (once they are in the key store)."""
         ...
 
+    def data_files(self, *, shared: bool = True) -> list[Path]:
+        """The files on this host that hold the database's data, its logs included.
+
+        For at-rest and forensic checks, which read them as raw bytes. ``shared=False``
+        leaves out files the server writes for other databases too (PostgreSQL's WAL). Only
+        backends with :attr:`Capability.DATA_FILES` can name them; others raise
+        :class:`StorageError`.
+        """
+        ...
+
     def count_rows(self, table: str, account_id: str, user_id: str) -> int:
         """Rows of one user in a table (for tests and receipts)."""
         ...
@@ -472,7 +501,11 @@ class Storage(MemoryRows, AuditLog, SearchIndex, StoreAdmin, Protocol):
     """A storage backend. Implementations: ``SqliteStorage``, ``PostgresStorage``."""
 
     name: ClassVar[str]
-    capabilities: frozenset[str]
+
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        """What this backend offers of :class:`Capability`."""
+        ...
 
     def transaction(self) -> AbstractContextManager[Transaction]:
         """A write transaction: commits on normal exit, rolls back on any exception."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
 from typing import Any, Protocol
 
 from engram.errors import ConfigurationError, StorageError
@@ -76,6 +77,10 @@ class KeyStore(Protocol):
         """A fact about the store (e.g. the KEK new keys are wrapped under)."""
         ...
 
+    def data_files(self, *, shared: bool = True) -> list[Path]:
+        """The files that hold the keys (see :meth:`engram.storage.base.Storage.data_files`)."""
+        ...
+
     def set_meta(self, key: str, value: str) -> None:
         """Record a fact about the store."""
         ...
@@ -100,6 +105,7 @@ class SqlRunner(Protocol):
     def transaction(self) -> AbstractContextManager[Any]: ...
     def reader(self) -> AbstractContextManager[SqlExecutor]: ...
     def scrub(self) -> str: ...
+    def data_files(self, *, shared: bool = True) -> list[Path]: ...
     def close(self) -> None: ...
 
 
@@ -237,6 +243,10 @@ class SqlKeyStore:
         if not self._owned:
             return "keys live in the data database, scrubbed with it"
         return self._runner.scrub()
+
+    def data_files(self, *, shared: bool = True) -> list[Path]:
+        """The files of the database that holds the keys (the data's, when colocated)."""
+        return self._runner.data_files(shared=shared)
 
     def meta(self, key: str) -> str | None:
         """A fact about the store."""

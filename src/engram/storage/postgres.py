@@ -2,20 +2,30 @@
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
 from engram.errors import ConfigurationError, MissingDependencyError, StorageError
-from engram.storage.base import MEMORY_COLUMNS, EdgeRow, Neighbourhood, ScoredId, Vector
+from engram.storage.base import (
+    MEMORY_COLUMNS,
+    Capability,
+    EdgeRow,
+    Neighbourhood,
+    ScoredId,
+    Vector,
+)
 from engram.storage.filters import compile_filter
 from engram.storage.migrations import POSTGRES_HNSW_INDEX
 from engram.storage.sql import (
     MEMORY_SELECT,
     NO_NEIGHBOUR_COLUMN,
+    LexicalTuning,
     NeighbourColumn,
     NeighbourRows,
     SqlExecutor,
@@ -120,9 +130,6 @@ class PostgresStorage(SqlStorage):
 
     name: ClassVar[str] = "postgres"
     dialect: ClassVar[str] = "postgres"
-    capabilities: frozenset[str] = frozenset(
-        {"transactions", "lexical", "vectors", "hnsw", "multi_process"}
-    )
 
     def __init__(
         self,
@@ -132,11 +139,13 @@ class PostgresStorage(SqlStorage):
         max_size: int = 8,
         ef_search: int = 64,
         wait_seconds: float = 30.0,
+        lexical: LexicalTuning | None = None,
     ) -> None:
         if psycopg is None or ConnectionPool is None:
             raise MissingDependencyError("psycopg", "postgres")
-        super().__init__()
+        super().__init__(lexical=lexical)
         self.conninfo = conninfo
+        self._capabilities: frozenset[Capability] | None = None
         self._ef_search = int(ef_search)
         try:
             self._pool = ConnectionPool(
@@ -314,6 +323,59 @@ class PostgresStorage(SqlStorage):
     def close(self) -> None:
         """Close the pool."""
         self._pool.close()
+
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        """An HNSW graph and many processes; data files when the server's are readable here."""
+        if self._capabilities is None:
+            found = {Capability.HNSW, Capability.MULTI_PROCESS}
+            if self._relation_directories() is not None:
+                found.add(Capability.DATA_FILES)
+            self._capabilities = frozenset(found)
+        return self._capabilities
+
+    def _relation_directories(self) -> tuple[Path, list[Path]] | None:
+        """The data directory and the folders of this database's relations, if readable here.
+
+        Reading the data directory's path takes a superuser (or ``pg_read_all_settings``), and
+        the files are readable only on the server's host, by its user.
+        """
+        try:
+            with self._pool.connection() as conn:
+                root = Path(conn.execute("SELECT current_setting('data_directory')").fetchone()[0])
+                found = conn.execute(
+                    "SELECT DISTINCT pg_relation_filepath(oid) FROM pg_class "
+                    "WHERE pg_relation_filepath(oid) IS NOT NULL"
+                ).fetchall()
+        except psycopg.Error:
+            return None
+        folders = sorted({(root / str(r[0])).parent for r in found})
+        if not folders or not all(os.access(f, os.R_OK | os.X_OK) for f in folders):
+            return None
+        return root, folders
+
+    def data_files(self, *, shared: bool = True) -> list[Path]:
+        """The files of this database's relations and, with ``shared``, the server's WAL.
+
+        The WAL (``pg_wal``) holds every database's changes, not only this one's, and the
+        shared catalogues (``global``) every database's roles and names; ``shared=False``
+        leaves both out. Raises :class:`StorageError` when the files are not readable here.
+        """
+        located = self._relation_directories()
+        if located is None:
+            raise StorageError(
+                "the PostgreSQL data directory is not readable from this process "
+                "(it takes a superuser on the server's host)"
+            )
+        root, folders = located
+        if shared:
+            folders = [*folders, root / "pg_wal"]
+        else:
+            folders = [f for f in folders if f != root / "global"]
+        files: list[Path] = []
+        for folder in folders:
+            files.extend(p for p in sorted(folder.rglob("*")) if p.is_file())
+        return files
 
     _SCRUBBED_TABLES: ClassVar[tuple[str, ...]] = (
         "memories",

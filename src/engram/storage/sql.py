@@ -447,10 +447,35 @@ def _chunks(items: Sequence[str], size: int = 500) -> Iterator[list[str]]:
         yield list(items[start : start + size])
 
 
+@dataclass(frozen=True, slots=True)
+class LexicalTuning:
+    """Thresholds of lexical search's caches and cuts (see :meth:`SqlStorage.lexical_search`).
+
+    The defaults suit stores of any size; lower thresholds make a small store behave as a
+    large one (as tests do to reach the caches with a few memories).
+    """
+
+    stats_ttl: float = 60.0
+    """Seconds a cached document count or term count stays in use."""
+    stats_min_cached: int = 1000
+    """An owner's counts are cached once the owner has this many memories."""
+    postings_budget: int = 10_000
+    """Postings one query scores at most (the rarest terms are kept)."""
+    common_min: int = 1000
+    """A term is common (left out when rarer ones exist) above this many postings, or a
+    fiftieth of the owner's memories when that is more."""
+    document_frequencies_cached: int = 200_000
+    """Term counts kept at most (the oldest go first)."""
+    document_frequency_min_cached: int = 100
+    """A term count is cached only from this many postings (rarer terms count fast)."""
+
+
 class SqlStorage:
     """Reads shared by both backends; subclasses provide connections and the dialect."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, lexical: LexicalTuning | None = None) -> None:
+        self.lexical = lexical or LexicalTuning()
+        """When lexical search trusts a cached count (public: set it to tune a store)."""
         self._lexical_stats: dict[tuple[str, str | None], tuple[float, int, float]] = {}
         # (account, owner, token) -> (when counted, count, whether exact or a lower bound)
         self._document_frequency: OrderedDict[
@@ -461,7 +486,6 @@ class SqlStorage:
 
     name: ClassVar[str] = "sql"
     dialect: ClassVar[str] = "sqlite"
-    capabilities: frozenset[str] = frozenset()
 
     # ---- provided by the backend -----------------------------------------------------------
     def _reader(self) -> AbstractContextManager[SqlExecutor]:
@@ -805,9 +829,6 @@ class SqlStorage:
         return self._vectors_ready
 
     # ---- retrieval primitives ---------------------------------------------------------------
-    LEXICAL_STATS_TTL: ClassVar[float] = 60.0
-    LEXICAL_STATS_MIN_CACHED: ClassVar[int] = 1000
-
     def _owner_stats(
         self, db: SqlExecutor, account_id: str, user_id: str | None
     ) -> tuple[int, float]:
@@ -819,7 +840,7 @@ class SqlStorage:
         key = (account_id, user_id)
         now = time.monotonic()
         cached = self._lexical_stats.get(key)
-        if cached is not None and now - cached[0] < self.LEXICAL_STATS_TTL:
+        if cached is not None and now - cached[0] < self.lexical.stats_ttl:
             return cached[1], cached[2]
         owner_sql = "account_id = ?" + (" AND user_id = ?" if user_id is not None else "")
         params: list[Any] = [account_id] + ([user_id] if user_id is not None else [])
@@ -835,7 +856,7 @@ class SqlStorage:
         ).fetchone()
         row = (docs_row[0], len_row[0])
         docs, avg_len = int(row[0]), float(row[1] or 1.0)
-        if docs >= self.LEXICAL_STATS_MIN_CACHED:  # small owners are cheap to recount
+        if docs >= self.lexical.stats_min_cached:  # small owners are cheap to recount
             with self._stats_lock:
                 self._lexical_stats[key] = (now, docs, avg_len)
         return docs, avg_len
@@ -878,12 +899,12 @@ class SqlStorage:
         tokens: list[int],
         docs: int,
     ) -> dict[int, float]:
-        cache = docs >= self.LEXICAL_STATS_MIN_CACHED
+        cache = docs >= self.lexical.stats_min_cached
         docs = max(docs, 1)
         # Terms in more than a fiftieth of the owner's memories add little to BM25 but
         # dominate its cost (long posting lists); leave them out when rarer ones exist. Only
         # whether a term is that common matters then, so its count stops there.
-        common = max(self.LEXICAL_COMMON_MIN, docs // 50)
+        common = max(self.lexical.common_min, docs // 50)
         df = self._document_frequencies(db, account_id, owner, tokens, cache=cache, cap=common + 1)
         kept = {tok: n for tok, n in df.items() if 0 < n <= common}
         if not kept:  # only common terms: weigh them by their full counts
@@ -894,22 +915,14 @@ class SqlStorage:
         # A question made only of common words ("where has Maria made friends") would still
         # score tens of thousands of postings; the rarest terms up to a budget rank nearly the
         # same. (An owner of fewer than a few thousand memories never reaches the budget.)
-        if sum(kept.values()) > self.LEXICAL_POSTINGS_BUDGET:
+        if sum(kept.values()) > self.lexical.postings_budget:
             chosen: dict[int, int] = {}
             for tok, n in sorted(kept.items(), key=lambda item: item[1]):
-                if chosen and sum(chosen.values()) + n > self.LEXICAL_POSTINGS_BUDGET:
+                if chosen and sum(chosen.values()) + n > self.lexical.postings_budget:
                     break
                 chosen[tok] = n
             kept = chosen
         return {tok: float(np.log(1.0 + (docs - n + 0.5) / (n + 0.5))) for tok, n in kept.items()}
-
-    LEXICAL_POSTINGS_BUDGET: ClassVar[int] = 10_000
-    LEXICAL_COMMON_MIN: ClassVar[int] = 1000
-    """A term is common (left out when rarer ones exist) above this many postings, or a
-    fiftieth of the owner's memories when that is more."""
-
-    DOCUMENT_FREQUENCIES_CACHED: ClassVar[int] = 200_000
-    DOCUMENT_FREQUENCY_MIN_CACHED: ClassVar[int] = 100
 
     def _document_frequencies(
         self,
@@ -923,8 +936,8 @@ class SqlStorage:
         """How many of the owner's memories hold each token (at most ``cap``, when given).
 
         Counting a common term's postings is the slowest part of a lexical search, and for a
-        large owner a count of at least :attr:`DOCUMENT_FREQUENCY_MIN_CACHED` up to
-        :attr:`LEXICAL_STATS_TTL` old ranks the same (like the document count), so such
+        large owner a count of at least :attr:`LexicalTuning.document_frequency_min_cached`
+        up to :attr:`LexicalTuning.stats_ttl` old ranks the same (like the document count), so such
         counts are kept that long. Rarer terms are counted every time: a memory stored a
         moment ago must be found by its words. With ``cap``, each count stops at ``cap``
         postings; a count that reached it is kept as a lower bound, which answers later
@@ -936,7 +949,7 @@ class SqlStorage:
             with self._stats_lock:
                 for token in tokens:
                     hit = self._document_frequency.get((account_id, owner, token))
-                    if hit is None or now - hit[0] >= self.LEXICAL_STATS_TTL:
+                    if hit is None or now - hit[0] >= self.lexical.stats_ttl:
                         continue
                     if hit[2] or (cap is not None and hit[1] >= cap):
                         df[token] = hit[1]
@@ -958,12 +971,12 @@ class SqlStorage:
         if cache:
             with self._stats_lock:
                 for token, n in counted.items():
-                    if n < self.DOCUMENT_FREQUENCY_MIN_CACHED:
+                    if n < self.lexical.document_frequency_min_cached:
                         continue  # rare terms count fast, and a new memory must count at once
                     exact = cap is None or n < cap
                     self._document_frequency[(account_id, owner, token)] = (now, int(n), exact)
                     self._document_frequency.move_to_end((account_id, owner, token))
-                while len(self._document_frequency) > self.DOCUMENT_FREQUENCIES_CACHED:
+                while len(self._document_frequency) > self.lexical.document_frequencies_cached:
                     self._document_frequency.popitem(last=False)
         df.update(counted)
         return df

@@ -22,9 +22,10 @@ except ImportError:  # pragma: no cover - platforms without the wheel
     import sqlite3
 
 from engram.errors import StorageError
-from engram.storage.base import ScoredId, Vector
+from engram.storage.base import Capability, ScoredId, Vector
 from engram.storage.filters import compile_filter, compile_others_shared
 from engram.storage.sql import (
+    LexicalTuning,
     SqlExecutor,
     SqlStorage,
     SqlTransaction,
@@ -162,10 +163,12 @@ class SqliteStorage(SqlStorage):
 
     name: ClassVar[str] = "sqlite"
     dialect: ClassVar[str] = "sqlite"
-    capabilities: frozenset[str] = frozenset({"transactions", "lexical", "vectors"})
+    capabilities: frozenset[Capability] = frozenset(
+        {Capability.IN_PROCESS_VECTORS, Capability.DATA_FILES}
+    )
 
-    def __init__(self, path: str | Path) -> None:
-        super().__init__()
+    def __init__(self, path: str | Path, *, lexical: LexicalTuning | None = None) -> None:
+        super().__init__(lexical=lexical)
         self.path = str(path)
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -323,6 +326,16 @@ class SqliteStorage(SqlStorage):
     def checkpoint(self) -> None:
         """Fold the WAL into the database file."""
         self._connection().execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def data_files(self, *, shared: bool = True) -> list[Path]:
+        """The database file and its ``-wal``, ``-shm`` and ``-journal`` files that exist.
+
+        All of them are this database's own, so ``shared`` changes nothing.
+        """
+        if self.path == ":memory:":
+            return []
+        files = (self.path + suffix for suffix in ("", "-wal", "-shm", "-journal"))
+        return [Path(f) for f in files if Path(f).is_file()]
 
     def scrub(self) -> str:
         """Fold the WAL into the (zeroed) database file and truncate it.
