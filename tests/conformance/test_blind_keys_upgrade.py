@@ -26,7 +26,7 @@ from engram.storage.base import (
     MemoryRow,
     Storage,
 )
-from engram.storage.sessions import CallSessionRow, ProposalRow, ServiceTables
+from engram.storage.service import CallSessionRow, ProposalRow
 from engram.testing.builders import ACCOUNT
 from engram.types import Memory, MemoryFilter, MemoryState, MemoryType, Source, Visibility, utcnow
 
@@ -79,7 +79,7 @@ def _legacy_memory(engine: MemoryEngine, key: str, value: str, memory_id: str) -
 
 def _legacy_service_rows(engine: MemoryEngine) -> str:
     """A session event and a proposal with clear keys; returns the proposal id."""
-    tables = ServiceTables(engine.storage)
+    tables = engine.storage.service_tables()
     tables.insert_session(
         CallSessionRow("s1", ACCOUNT, "user-1", False, time.time(), None, None, 0, 0, None)
     )

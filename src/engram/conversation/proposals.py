@@ -27,7 +27,7 @@ from engram.engine import MemoryEngine
 from engram.errors import ConflictError, IntegrityError, NotFoundError
 from engram.index.codec import from_ts
 from engram.storage.base import SERVICE_KEYS_BLINDED
-from engram.storage.sessions import ProposalRow, ServiceTables
+from engram.storage.service import ProposalRow, ServiceTables
 from engram.types import HistoryEventType, Memory, MemoryType, OpEvent, Source
 
 __all__ = ["Proposal", "ProposalStore"]

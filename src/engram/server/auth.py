@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from engram.errors import NotFoundError, PermissionDeniedError, ValidationError
 from engram.storage.base import Storage
-from engram.storage.sessions import ApiKeyRow, ServiceTables
+from engram.storage.service import ApiKeyRow, ServiceTables
 
 __all__ = ["DEFAULT_AGENT", "ApiKey", "ApiKeys", "hash_token"]
 
@@ -84,7 +84,7 @@ class ApiKeys:
     @classmethod
     def over(cls, storage: Storage) -> ApiKeys:
         """API keys kept in ``storage``."""
-        return cls(ServiceTables(storage))
+        return cls(storage.service_tables())
 
     def create(self, account_id: str, *, agents: Iterable[str] = (), admin: bool = False) -> str:
         """Make a key for ``account_id`` and return the token (it is not stored).

@@ -31,7 +31,7 @@ from engram.server.loader import EngineMemoryLoader
 from engram.server.metrics import Metrics
 from engram.server.tasks import TaskRegistry
 from engram.storage.base import SERVICE_KEYS_BLINDED
-from engram.storage.sessions import CallSessionRow, ServiceTables
+from engram.storage.service import CallSessionRow
 from engram.types import Memory
 
 __all__ = ["ServiceOptions", "Services"]
@@ -98,7 +98,7 @@ class Services:
         self.options = options or ServiceOptions.of(settings)
         self.clock = clock
         self._owns_engine = owns_engine
-        self.tables = ServiceTables(engine.storage)
+        self.tables = engine.storage.service_tables()
         self.keys = ApiKeys(self.tables)
         self.buffer = SessionBuffer()
         self.metrics = Metrics(integrity_failures=lambda: engine.integrity_failures)

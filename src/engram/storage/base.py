@@ -24,6 +24,7 @@ from typing import Any, ClassVar, NamedTuple, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
+from engram.storage.service import ServiceTables
 from engram.types import MemoryFilter
 
 Vector = NDArray[np.float32]
@@ -490,6 +491,10 @@ class StoreAdmin(Protocol):
         backends with :attr:`Capability.DATA_FILES` can name them; others raise
         :class:`StorageError`.
         """
+        ...
+
+    def service_tables(self) -> ServiceTables:
+        """The call sessions, API keys and proposals kept in this store."""
         ...
 
     def count_rows(self, table: str, account_id: str, user_id: str) -> int:

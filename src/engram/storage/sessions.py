@@ -8,22 +8,28 @@ and proposals are looked up by blinded key.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
-from typing import Any, cast
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
 
 from engram.crypto.envelope import BLIND_KEY_PREFIX
-from engram.storage.base import Storage
+from engram.storage.service import ApiKeyRow, CallSessionRow, ProposalRow, SessionEventRow
 from engram.storage.sql import SqlExecutor
 
-__all__ = [
-    "ApiKeyRow",
-    "CallSessionRow",
-    "ProposalRow",
-    "ServiceTables",
-    "SessionEventRow",
-]
+
+class SqlConnections(Protocol):
+    """What the service tables need of a SQL storage: reads and write transactions."""
+
+    def reader(self) -> AbstractContextManager[SqlExecutor]:
+        """A connection for reads."""
+        ...
+
+    def transaction(self) -> AbstractContextManager[Any]:
+        """A write transaction whose object runs SQL (a :class:`SqlExecutor`)."""
+        ...
+
+
+__all__ = ["SqlServiceTables"]
 
 _SESSION_COLUMNS = (
     "id, account_id, user_id, is_reminder, created_at, connected_at, ended_at, "
@@ -34,72 +40,6 @@ _PROPOSAL_COLUMNS = (
     "id, account_id, user_id, key, type, confidence, session_id, status, created_at, "
     "expires_at, decided_at, key_id, ciphertext, wrapped_key"
 )
-
-
-@dataclass(frozen=True, slots=True)
-class CallSessionRow:
-    """One call session: who, when, flags and counts (never what was said)."""
-
-    id: str
-    account_id: str
-    user_id: str
-    is_reminder: bool
-    created_at: float
-    connected_at: float | None
-    ended_at: float | None
-    tool_calls: int
-    memories_extracted: int
-    summarization: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class SessionEventRow:
-    """An event of a call session (e.g. a tool call with the memory id, blinded key and type)."""
-
-    id: int
-    session_id: str
-    kind: str
-    tool: str | None
-    memory_id: str | None
-    key: str | None
-    memory_type: str | None
-    ts: float
-
-
-@dataclass(frozen=True, slots=True)
-class ApiKeyRow:
-    """An API key: its public id, its account, the SHA-256 of its secret token and the
-    agents it may act as (in the order given; empty: agent ``default`` only)."""
-
-    id: str
-    account_id: str
-    token_hash: str
-    created_at: float
-    revoked_at: float | None
-    agents: tuple[str, ...] = ()
-    scopes: str = ""
-    """Extra scopes, comma-separated: ``admin`` allows operator routes (erasure)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ProposalRow:
-    """A proposed change to a sensitive memory; key and values are sealed under the user's key
-    and ``key`` holds the key blinded (as a memory row does)."""
-
-    id: str
-    account_id: str
-    user_id: str
-    key: str
-    type: str
-    confidence: float
-    session_id: str | None
-    status: str
-    created_at: float
-    expires_at: float
-    decided_at: float | None
-    key_id: str
-    ciphertext: bytes
-    wrapped_key: bytes
 
 
 def _session(values: Sequence[Any]) -> CallSessionRow:
@@ -120,21 +60,17 @@ def _proposal(values: Sequence[Any]) -> ProposalRow:
     return ProposalRow(*row)
 
 
-class ServiceTables:
-    """Reads and writes the service tables of a SQL storage (SQLite or PostgreSQL)."""
+class SqlServiceTables:
+    """:class:`~engram.storage.service.ServiceTables` on a SQL storage (SQLite or PostgreSQL)."""
 
-    def __init__(self, storage: Storage) -> None:
+    def __init__(self, storage: SqlConnections) -> None:
         self._storage = storage
 
-    @contextmanager
-    def _read(self) -> Iterator[SqlExecutor]:
-        # Both SQL backends read through a pooled or per-thread connection.
-        reader = cast(AbstractContextManager[SqlExecutor], self._storage._reader())  # type: ignore[attr-defined]
-        with reader as db:
-            yield db
+    def _read(self) -> AbstractContextManager[SqlExecutor]:
+        return self._storage.reader()
 
     def _write(self) -> AbstractContextManager[SqlExecutor]:
-        return cast(AbstractContextManager[SqlExecutor], self._storage.transaction())
+        return self._storage.transaction()
 
     # ---- call sessions -----------------------------------------------------------------------
     def insert_session(self, row: CallSessionRow) -> None:

@@ -34,6 +34,7 @@ from engram.storage.base import (
 )
 from engram.storage.filters import compile_filter, compile_others_shared
 from engram.storage.migrations import MIGRATIONS, Migration
+from engram.storage.service import ServiceTables
 from engram.types import MemoryFilter
 
 MEMORY_SELECT = ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
@@ -750,6 +751,12 @@ class SqlStorage:
     def reader(self) -> AbstractContextManager[SqlExecutor]:
         """A connection for reads (service tables and the key store share it)."""
         return self._reader()
+
+    def service_tables(self) -> ServiceTables:
+        """The call sessions, API keys and proposals kept in this database."""
+        from engram.storage.sessions import SqlServiceTables  # it builds on this module
+
+        return SqlServiceTables(self)
 
     def scrub(self) -> str:
         """Make deleted rows unrecoverable from the database's files (per backend)."""
