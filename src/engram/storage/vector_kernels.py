@@ -76,8 +76,10 @@ def _int8_numpy(codes: Any, scales: Any, rows: Any, query: Any, out: Any) -> Non
 
 
 Kernel = Callable[..., None]
+_NUMPY: tuple[Kernel, Kernel] = (_hamming_numpy, _int8_numpy)
 _lock = threading.Lock()
-_kernels: tuple[Kernel, Kernel] | None = None
+_compiled: tuple[Kernel, Kernel] | None = None
+_kernels: tuple[Kernel, Kernel] | None = None  # the pair in use, once chosen
 _want_numba = True
 
 
@@ -94,21 +96,23 @@ def use_numba(enabled: bool) -> None:
 
 
 def _chosen() -> tuple[Kernel, Kernel]:
-    global _kernels
+    global _compiled, _kernels
     kernels = _kernels
     if kernels is not None:
         return kernels
     with _lock:
         if _kernels is None:
             if _want_numba and numba_available():
-                import numba
+                if _compiled is None:
+                    import numba
 
-                _kernels = (
-                    numba.njit(nogil=True, cache=True)(_hamming_loop),
-                    numba.njit(nogil=True, cache=True, fastmath=True)(_int8_loop),
-                )
+                    _compiled = (
+                        numba.njit(nogil=True, cache=True)(_hamming_loop),
+                        numba.njit(nogil=True, cache=True, fastmath=True)(_int8_loop),
+                    )
+                _kernels = _compiled
             else:
-                _kernels = (_hamming_numpy, _int8_numpy)
+                _kernels = _NUMPY
         return _kernels
 
 
