@@ -75,16 +75,23 @@ def test_numpy_and_numba_loops_agree_on_random_data() -> None:
         assert np.allclose(scores_np, scores_nb, atol=1e-5)
 
 
-def test_numpy_loops_serve_when_numba_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(vector_kernels, "numba_available", lambda: False)
-    vector_kernels.use_numba(True)
-    try:
-        bits = np.ascontiguousarray(pack_signs(np.ones((3, 64), np.float32)).T)
-        assert hamming_distances(bits, ~bits[:, 0]).tolist() == [64, 64, 64]
-        assert vector_kernels._chosen() is vector_kernels._NUMPY
-    finally:
-        monkeypatch.undo()
-        vector_kernels.use_numba(True)
+def test_numpy_loops_serve_when_numba_cannot_be_imported() -> None:
+    code = (
+        "import sys; sys.modules['numba'] = None;"  # `import numba` raises ImportError
+        "import numpy as np;"
+        "from engram.storage import vector_kernels as vk;"
+        "from engram.storage.sqlite_vectors import _OwnerIndex, _ranked, nearest_by_bits,"
+        " pack_signs;"
+        "v = np.random.default_rng(1).standard_normal((3000, 384)).astype(np.float32);"
+        "v /= np.linalg.norm(v, axis=1, keepdims=True);"
+        "index = _OwnerIndex(); index.append([str(i) for i in range(3000)], v);"
+        "rows = nearest_by_bits(index.bits, pack_signs(v[5:6])[0], 100);"
+        "ranked, sims = _ranked(index, v[5], rows);"
+        "print(vk.numba_available(), vk._chosen() is vk._NUMPY, int(ranked[0]),"
+        " 'llvmlite' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True", "5", "False"]
 
 
 def test_importing_the_sqlite_backend_does_not_import_numba() -> None:
