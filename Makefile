@@ -1,7 +1,8 @@
 # Everyday targets. `make run` and `make test` are the README's two commands.
 VENV ?= .venv
 PY := $(VENV)/bin/python
-EXTRAS ?= test,postgres,local,server,tokens
+# `fast` (numba) compiles the SQLite vector index's loops; the tests compare them with NumPy's.
+EXTRAS ?= test,postgres,local,server,tokens,fast
 
 .PHONY: run test lint bench venv
 

@@ -2,6 +2,7 @@
 
     python bench/scale.py [--sizes 10000,100000] [--backends sqlite,postgres]
                           [--queries 500] [--pool 5000] [--json OUT]
+                          [--kernels numba|numpy]
 
 Memory text is real conversation text (``--text locomo``, the default): every LoCoMo turn
 once, then distinct splices of two turns (the first half of one, the second half of another),
@@ -31,6 +32,9 @@ Two more columns show what one vector search costs on its own (median, the queri
 top 40): ``search`` sent back to back, ``s/embed`` sent right after embedding the question,
 as a query sends it. On a machine that puts idle CPUs to sleep the second is the larger,
 most of all for PostgreSQL, where the search is a round trip to a server that sat idle.
+
+``--kernels numpy`` makes the SQLite index use its NumPy loops even where numba (the ``fast``
+extra) is installed, to compare the two in one environment.
 """
 
 from __future__ import annotations
@@ -59,6 +63,7 @@ from engram.crypto.keyring import KeyRing
 from engram.embedders import Embedder, l2_normalise
 from engram.embedders.local import LocalMiniLMEmbedder
 from engram.engine import MemoryEngine
+from engram.storage import vector_kernels
 from engram.storage.base import Storage
 from engram.types import MemoryFilter
 
@@ -450,7 +455,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="memory texts: real conversation turns (default) or template sentences",
     )
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="LoCoMo-format file")
+    parser.add_argument(
+        "--kernels",
+        choices=("numba", "numpy"),
+        default="numba",
+        help="SQLite vector index loops: numba when installed (the default), or NumPy's",
+    )
     args = parser.parse_args(argv)
+    vector_kernels.use_numba(args.kernels == "numba")
+    if args.kernels == "numba" and not vector_kernels.numba_available():
+        print("numba is not installed (the `fast` extra): the SQLite index uses NumPy")
     if args.text == "locomo":
         use_locomo_text(args.data)
     local = LocalMiniLMEmbedder()

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from engram.storage.sqlite_vectors import _OwnerIndex, nearest_by_bits, pack_signs, quantize
+
+pytestmark = pytest.mark.usefixtures("kernels")  # each test with NumPy's loops and numba's
 
 
 def _unit(rng: np.random.Generator, n: int, dims: int = 384) -> np.ndarray:

@@ -1,13 +1,20 @@
-"""The compiled loops of the SQLite vector index agree with plain NumPy."""
+"""The SQLite vector index's loops: NumPy's and numba's agree with each other and with plain
+NumPy, and numba is imported only when a search needs it."""
 
 from __future__ import annotations
 
-import numpy as np
+import subprocess
+import sys
 
+import numpy as np
+import pytest
+
+from engram.storage import vector_kernels
 from engram.storage.sqlite_vectors import pack_signs, quantize
 from engram.storage.vector_kernels import hamming_distances, int8_scores
 
 
+@pytest.mark.usefixtures("kernels")
 def test_hamming_distances_match_numpy_popcount() -> None:
     rng = np.random.default_rng(3)
     vectors = rng.standard_normal((1000, 384)).astype(np.float32)
@@ -18,8 +25,10 @@ def test_hamming_distances_match_numpy_popcount() -> None:
     assert got.dtype == np.uint16
     assert np.array_equal(got, expected)
     assert hamming_distances(bits, bits[:, 17].copy())[17] == 0
+    assert hamming_distances(bits[:, :0], query).shape == (0,)
 
 
+@pytest.mark.usefixtures("kernels")
 def test_int8_scores_match_the_dequantised_dot_product() -> None:
     rng = np.random.default_rng(4)
     vectors = rng.standard_normal((500, 384)).astype(np.float32)
@@ -29,7 +38,66 @@ def test_int8_scores_match_the_dequantised_dot_product() -> None:
     rows = np.array([42, 0, 499, 7, 42], dtype=np.intp)
     expected = (codes[rows].astype(np.float64) @ query.astype(np.float64)) * scales[rows]
     got = int8_scores(codes, scales, rows, query)
+    assert got.dtype == np.float32
     assert got.shape == (5,)
     assert np.allclose(got, expected, atol=1e-5)
     assert got[0] > 0.99  # a row against itself
     assert int8_scores(codes, scales, np.array([], dtype=np.intp), query).shape == (0,)
+
+
+def test_numpy_and_numba_loops_agree_on_random_data() -> None:
+    pytest.importorskip("numba")
+    rng = np.random.default_rng(6)
+    vectors = rng.standard_normal((5000, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    bits = np.ascontiguousarray(pack_signs(vectors).T)
+    codes, scales = quantize(vectors)
+    rows = rng.choice(len(vectors), 800).astype(np.intp)
+    queries = rng.standard_normal((5, 384)).astype(np.float32)
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+
+    def run(numba: bool) -> list[tuple[np.ndarray, np.ndarray]]:
+        vector_kernels.use_numba(numba)
+        return [
+            (
+                hamming_distances(bits, pack_signs(q[None, :])[0]),
+                int8_scores(codes, scales, rows, q),
+            )
+            for q in queries
+        ]
+
+    try:
+        plain, compiled = run(False), run(True)
+    finally:
+        vector_kernels.use_numba(True)
+    for (ham_np, scores_np), (ham_nb, scores_nb) in zip(plain, compiled, strict=True):
+        assert np.array_equal(ham_np, ham_nb)
+        assert np.allclose(scores_np, scores_nb, atol=1e-5)
+
+
+def test_numpy_loops_serve_when_numba_cannot_be_imported() -> None:
+    code = (
+        "import sys; sys.modules['numba'] = None;"  # `import numba` raises ImportError
+        "import numpy as np;"
+        "from engram.storage import vector_kernels as vk;"
+        "from engram.storage.sqlite_vectors import _OwnerIndex, _ranked, nearest_by_bits,"
+        " pack_signs;"
+        "v = np.random.default_rng(1).standard_normal((3000, 384)).astype(np.float32);"
+        "v /= np.linalg.norm(v, axis=1, keepdims=True);"
+        "index = _OwnerIndex(); index.append([str(i) for i in range(3000)], v);"
+        "rows = nearest_by_bits(index.bits, pack_signs(v[5:6])[0], 100);"
+        "ranked, sims = _ranked(index, v[5], rows);"
+        "print(vk.numba_available(), vk._chosen() is vk._NUMPY, int(ranked[0]),"
+        " 'llvmlite' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True", "5", "False"]
+
+
+def test_importing_the_sqlite_backend_does_not_import_numba() -> None:
+    code = (
+        "import sys, engram, engram.storage.sqlite, engram.storage.sqlite_vectors;"
+        "print('numba' in sys.modules, 'llvmlite' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False False"

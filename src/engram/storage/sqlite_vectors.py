@@ -71,9 +71,9 @@ class _OwnerIndex:
     def scores(self, rows: NDArray[np.intp], query: NDArray[np.float32]) -> NDArray[np.float32]:
         """Cosine of ``query`` to each of ``rows`` (stored vectors are unit length).
 
-        A compiled loop on this thread: no float copy of the codes, and no BLAS, which may
-        split a product this size across threads that then spin on the cores the embedder
-        and the database need.
+        On this thread and never through BLAS, which may split a product this size across
+        threads that then spin on the cores the embedder and the database need: a compiled
+        loop with the ``fast`` extra, ``einsum`` over a float copy of the rows without it.
         """
         return int8_scores(self.codes, self.scales, rows, query)
 
