@@ -83,6 +83,8 @@ class NeighbourRows:
             self.vectors[row.id] = self.decode_vector(value)
 
 
+_UNREAD = object()
+
 _OWNED_TABLES = ("memory_tokens", "relations", "embeddings")
 # Tables with an owner, emptied by erasure; the service tables exist once it has migrated.
 _OPTIONAL_OWNER_TABLES = ("session_events", "call_sessions", "proposals")
@@ -484,6 +486,7 @@ class SqlStorage:
         ] = OrderedDict()
         self._stats_lock = threading.Lock()
         self._vectors_ready = False
+        self._embedder_spec: str | object | None = _UNREAD
 
     name: ClassVar[str] = "sql"
     dialect: ClassVar[str] = "sqlite"
@@ -559,19 +562,27 @@ class SqlStorage:
                 )
             if row is None:
                 tx.run("INSERT INTO store_meta (key, value) VALUES ('embedder', ?)", [spec])
+            self._embedder_spec = spec
             for statement in self._vector_space_ddl(dims):
                 tx.run(statement)
 
     def embedder_spec(self) -> str | None:
-        """The bound embedder (``model_id:dims``), if any."""
-        with self._reader() as db:
-            row = db.run("SELECT value FROM store_meta WHERE key = 'embedder'").fetchone()
-        return None if row is None else str(row[0])
+        """The bound embedder (``model_id:dims``), if any.
+
+        Read once, then kept: every write of an engine without vectors asks it, and binding
+        an embedder (``engram reindex``, or :meth:`bind_embedder` here) is what changes it.
+        """
+        if self._embedder_spec is _UNREAD:
+            with self._reader() as db:
+                row = db.run("SELECT value FROM store_meta WHERE key = 'embedder'").fetchone()
+            self._embedder_spec = None if row is None else str(row[0])
+        return self._embedder_spec  # type: ignore[return-value]
 
     def unbind_embedder(self) -> None:
         """Forget the bound embedder and drop every stored vector (before a reindex)."""
         with self.transaction() as tx:
             tx.run("DELETE FROM store_meta WHERE key = 'embedder'")
+            self._embedder_spec = None
             if tx.has_table("embeddings"):
                 tx.run("DELETE FROM embeddings")
 
