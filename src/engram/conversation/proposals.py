@@ -84,9 +84,7 @@ class ProposalStore:
     def file(self, change: ProposedChange) -> str:
         """Seal and store ``change``; return the proposal id."""
         proposal_id = str(uuid.uuid4())
-        key_id, user_key = self._engine.keys.user_key(change.account_id, change.user_id)
-        sealed = self._seal(
-            user_key,
+        key_id, sealed = self._seal(
             change.key,
             change.current_value,
             change.proposed_value,
@@ -209,25 +207,23 @@ class ProposalStore:
         stored_key = self._engine.blind_key(row.account_id, row.key)
         try:
             proposal = self._open(row)
-            user_key = self._engine.keys.by_id(row.account_id, row.user_id, row.key_id)
         except IntegrityError:
             # It cannot be opened (tampered, or its owner erased): keep no clear key either.
             self._tables.reseal_proposal(row.id, stored_key, b"", b"")
             return
-        sealed = self._seal(
-            user_key,
+        _, sealed = self._seal(
             proposal.key,
             proposal.current_value,
             proposal.proposed_value,
             account_id=row.account_id,
             user_id=row.user_id,
             proposal_id=row.id,
+            key_id=row.key_id,
         )
         self._tables.reseal_proposal(row.id, stored_key, sealed.ciphertext, sealed.wrapped_key)
 
     def _seal(
         self,
-        user_key: bytes,
         key: str,
         current: str | None,
         proposed: str,
@@ -235,11 +231,14 @@ class ProposalStore:
         account_id: str,
         user_id: str,
         proposal_id: str,
-    ) -> SealedValue:
+        key_id: str | None = None,
+    ) -> tuple[str, SealedValue]:
         payload = json.dumps(
             {"key": key, "current": current, "proposed": proposed}, ensure_ascii=False
         ).encode()
-        return self._engine.envelope.seal(user_key, payload, account_id, user_id, proposal_id)
+        return self._engine.seal_value(
+            payload, account_id=account_id, user_id=user_id, record_id=proposal_id, key_id=key_id
+        )
 
     def _pending_row(self, account_id: str, proposal_id: str) -> ProposalRow:
         row = self._tables.get_proposal(account_id, proposal_id)
@@ -252,13 +251,12 @@ class ProposalStore:
         return row
 
     def _open(self, row: ProposalRow) -> Proposal:
-        user_key = self._engine.keys.by_id(row.account_id, row.user_id, row.key_id)
-        raw = self._engine.envelope.open(
-            user_key,
+        raw = self._engine.open_value(
             SealedValue(row.ciphertext, row.wrapped_key),
-            row.account_id,
-            row.user_id,
-            row.id,
+            account_id=row.account_id,
+            user_id=row.user_id,
+            record_id=row.id,
+            key_id=row.key_id,
         )
         payload = json.loads(raw)
         status = row.status

@@ -18,7 +18,7 @@ from typing import Any, Self
 
 from engram.config import Settings
 from engram.crypto.aead import AesGcmCipher
-from engram.crypto.envelope import Envelope, is_blinded
+from engram.crypto.envelope import Envelope, SealedValue, is_blinded
 from engram.crypto.keyring import KeyRing
 from engram.errors import (
     ConflictError,
@@ -148,6 +148,33 @@ class EngineCore:
     def blind_key(self, account_id: str, key: str) -> str:
         """The stored (blinded) form of a memory key in this account; case-insensitive."""
         return self.keys.blind_key(account_id, key)
+
+    def seal_value(
+        self,
+        payload: bytes,
+        *,
+        account_id: str,
+        user_id: str,
+        record_id: str,
+        key_id: str | None = None,
+    ) -> tuple[str, SealedValue]:
+        """Seal a payload that belongs to a user (a proposal, say) as memory values are.
+
+        Under the user's current key, or the key ``key_id`` names when re-sealing a record;
+        bound to owner and ``record_id``. Returns the key id and the sealed value.
+        """
+        if key_id is None:
+            key_id, user_key = self.keys.user_key(account_id, user_id)
+        else:
+            user_key = self.keys.by_id(account_id, user_id, key_id)
+        return key_id, self.envelope.seal(user_key, payload, account_id, user_id, record_id)
+
+    def open_value(
+        self, sealed: SealedValue, *, account_id: str, user_id: str, record_id: str, key_id: str
+    ) -> bytes:
+        """Open what :meth:`seal_value` sealed; :class:`IntegrityError` if it does not open."""
+        user_key = self.keys.by_id(account_id, user_id, key_id)
+        return self.envelope.open(user_key, sealed, account_id, user_id, record_id)
 
     def add_indexer(self, indexer: Indexer) -> None:
         """Write ``indexer``'s rows with every future memory version."""
