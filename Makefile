@@ -10,8 +10,15 @@ $(PY):
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
-venv: $(PY)
+# Installs once per set of extras, again only when pyproject.toml changes.
+comma := ,
+STAMP := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
+
+$(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet -e '.[$(EXTRAS)]'
+	touch $@
+
+venv: $(STAMP)
 
 run: venv
 	$(VENV)/bin/engram demo

@@ -208,7 +208,7 @@ def keys_revoke(ctx: click.Context, key_id: str) -> None:
 def serve(ctx: click.Context, host: str, port: int) -> None:
     """Run the HTTP service (tools, call sessions, /v1/memories, /metrics) with uvicorn.
 
-    Needs the 'server' extra: pip install 'engram[server]'.
+    Needs the 'server' extra: pip install 'engram-memory[server]'.
     """
     try:
         import uvicorn
@@ -216,7 +216,7 @@ def serve(ctx: click.Context, host: str, port: int) -> None:
         from engram.server import create_app
     except ImportError:
         raise click.ClickException(
-            "the HTTP service needs the 'server' extra: pip install 'engram[server]'"
+            "the HTTP service needs the 'server' extra: pip install 'engram-memory[server]'"
         ) from None
     settings: Settings = ctx.obj["settings"]
     uvicorn.run(create_app(settings), host=host, port=port, log_level="info")

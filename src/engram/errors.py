@@ -59,7 +59,7 @@ class MissingDependencyError(ConfigurationError, ImportError):
 
     def __init__(self, package: str, extra: str) -> None:
         super().__init__(
-            f"{package} is not installed; install it with: pip install 'engram[{extra}]'"
+            f"{package} is not installed; install it with: pip install 'engram-memory[{extra}]'"
         )
         self.package = package
         self.extra = extra
