@@ -90,6 +90,9 @@ def test_a_missing_key_file_stops_commands_instead_of_making_a_new_one(home: Pat
     code, out = run("list", "--account", "demo-account", "--user", "alice")
     assert code == 1 and "missing" in out and "Traceback" not in out
     assert not (home / "master.key").exists()
+    code, out = run("keys", "rotate")
+    assert code == 1 and "missing" in out
+    assert not (home / "master.key").exists() and not (home / "master.key.next").exists()
 
 
 def test_errors_are_one_line_without_traceback(home: Path) -> None:

@@ -17,7 +17,6 @@ from engram.crypto.keyring import (
     begin_file_rotation,
     finish_file_rotation,
     kek_id,
-    load_keyring,
 )
 from engram.engine import MemoryEngine
 from engram.errors import EngramError
@@ -100,7 +99,10 @@ def keys_rotate(ctx: click.Context, new_key: str | None) -> None:
     Safe to re-run after an interruption.
     """
     settings: Settings = ctx.obj["settings"]
-    ring = load_keyring(settings)
+    # The engine first: it refuses a missing key file beside stored keys, where loading the
+    # ring on its own would make a new key-encryption key.
+    engine = _engine(ctx)
+    ring = engine.keyring
     former = {ring.primary_id: ring.primary, **ring.former}
     if new_key is not None:
         target = parse_hex_key(new_key, name="--new-key")
@@ -109,10 +111,14 @@ def keys_rotate(ctx: click.Context, new_key: str | None) -> None:
     else:
         target = ring.primary  # finish a rotation whose former keys are listed as old keys
     new_ring = KeyRing(primary=target, former=former, key_file=ring.key_file)
-    engine = _engine(ctx)
     count = engine.rotate_kek(new_ring)
     if ring.key_file is not None and new_key is None:
         finish_file_rotation(ring)
+        click.echo(
+            f"the former key is kept in {ring.key_file.name}.old for processes still using "
+            "it; 'engram keys retire' removes it once no stored key needs it",
+            err=True,
+        )
     click.echo(f"re-wrapped {count} keys under key-encryption key {kek_id(target)}")
     if settings.encryption_key is not None and new_key is not None:
         click.echo("now set MEMORY_ENCRYPTION_KEY to the new key", err=True)
