@@ -45,3 +45,21 @@ def test_core_import_stays_light() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_command_line_starts_without_numeric_or_model_runtimes() -> None:
+    """``engram --help`` imports the CLI module: it must not pay for NumPy or a model."""
+    code = (
+        "import sys, engram.cli;"
+        "heavy = {'numpy', 'numba', 'onnxruntime', 'tokenizers', 'torch'};"
+        "print(sorted(heavy & set(sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_the_lazy_names_resolve_to_the_real_classes() -> None:
+    from engram.client import Engram
+    from engram.engine import MemoryEngine
+
+    assert engram.MemoryEngine is MemoryEngine and engram.Engram is Engram

@@ -1,9 +1,15 @@
-"""Engram: long-term memory for LLM agents — private, fast and correct."""
+"""Engram: long-term memory for LLM agents — private, fast and correct.
 
-from engram.async_engine import AsyncMemoryEngine
-from engram.client import Engram
+The engine, the SDK client and the asyncio wrapper are imported on first use (PEP 562), so
+``import engram`` (and the ``engram`` command's start-up) loads no NumPy or model runtime.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from engram.config import Settings
-from engram.engine import MemoryEngine
 from engram.errors import (
     ConflictError,
     EngramError,
@@ -24,6 +30,17 @@ from engram.types import (
     Source,
     Visibility,
 )
+
+if TYPE_CHECKING:
+    from engram.async_engine import AsyncMemoryEngine
+    from engram.client import Engram
+    from engram.engine import MemoryEngine
+
+_LAZY = {
+    "AsyncMemoryEngine": "engram.async_engine",
+    "Engram": "engram.client",
+    "MemoryEngine": "engram.engine",
+}
 
 __all__ = [
     "AsyncMemoryEngine",
@@ -47,3 +64,13 @@ __all__ = [
     "ValidationError",
     "Visibility",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import the engine, the client and the asyncio wrapper when first asked for."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'engram' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

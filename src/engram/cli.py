@@ -18,11 +18,11 @@ from engram.crypto.keyring import (
     finish_file_rotation,
     kek_id,
 )
-from engram.engine import MemoryEngine
 from engram.errors import EngramError
 from engram.types import MemoryFilter
 
 if TYPE_CHECKING:
+    from engram.engine import MemoryEngine
     from engram.server.auth import ApiKeys
 
 
@@ -340,6 +340,8 @@ def reindex_cmd(ctx: click.Context, batch_size: int, yes: bool) -> None:
     )
     spec = "none" if embedder is None else f"{embedder.model_id}:{embedder.dims}"
     # Bare (the configured embedder is not bound yet), and open even if its terms are stale.
+    from engram.engine import MemoryEngine
+
     engine = MemoryEngine.open(settings, reindexing=True)
     ctx.call_on_close(engine.close)
     previous = engine.storage.embedder_spec()
