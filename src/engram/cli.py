@@ -127,10 +127,10 @@ def keys_rotate(ctx: click.Context, new_key: str | None) -> None:
 def _api_keys(ctx: click.Context) -> ApiKeys:
     """The API keys of the configured storage (no encryption key or embedder needed)."""
     from engram.server.auth import ApiKeys
-    from engram.storage import open_storage
+    from engram.storage import storage_from_settings
 
     settings: Settings = ctx.obj["settings"]
-    storage = open_storage(settings.resolved_storage_url())
+    storage = storage_from_settings(settings)
     ctx.call_on_close(storage.close)
     return ApiKeys.over(storage)
 
@@ -327,24 +327,18 @@ def reindex_cmd(ctx: click.Context, batch_size: int, yes: bool) -> None:
     search terms come from another tokenizer version; queries find nothing by similarity until
     it has finished.
     """
-    from engram.embedders import build_embedder
-    from engram.retrieval.reindex import count_live, reindex
+    from engram.embedders import embedder_from_settings
+    from engram.engine.reindex import count_live, reindex
 
     settings: Settings = ctx.obj["settings"]
-    api_key = settings.embedder_api_key
-    embedder = build_embedder(
-        settings.embedder,
-        home=settings.home,
-        api_key=None if api_key is None else api_key.get_secret_value(),
-        cache_size=0,
-    )
+    embedder = embedder_from_settings(settings, cache_size=0)
     spec = "none" if embedder is None else f"{embedder.model_id}:{embedder.dims}"
     # Bare (the configured embedder is not bound yet), and open even if its terms are stale.
     from engram.engine import MemoryEngine
 
     engine = MemoryEngine.open(settings, reindexing=True)
     ctx.call_on_close(engine.close)
-    previous = engine.storage.embedder_spec()
+    previous = engine.search_index.embedder_spec()
     if not yes:
         click.confirm(
             f"Replace the vectors of embedder {previous or 'none'} with {spec}, "

@@ -1,11 +1,20 @@
-"""``Engram``: the engine with retrieval wired in, as configured — the SDK's entry point."""
+"""``Engram``: the whole engine as configured, and :meth:`Engram.open`, the one wiring.
+
+:meth:`Engram.open` builds everything an entry point needs from :class:`Settings`: the
+storage and the key store with the key ring (through :meth:`MemoryEngine.open`), the
+embedder and the indexers that keep its vectors, the categories and agent allowlists for
+``memory_query``, and the end-of-session extractor (the configured LLM, or offline). The SDK,
+``create_app``, the CLI and background workers all start from it.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from engram.config import Settings
-from engram.embedders import Embedder, build_embedder
+from engram.conversation.extraction import Extractor
+from engram.conversation.summarizer import extractor_from_settings
+from engram.embedders import Embedder, embedder_from_settings
 from engram.engine import MemoryEngine
 from engram.index.vectors import VectorIndexer
 from engram.retrieval.access import AccessTracker
@@ -16,11 +25,14 @@ from engram.retrieval.memory_query import (
     MemoryQueryService,
 )
 
+__all__ = ["Engram"]
+
 
 class Engram:
-    """A memory engine plus hybrid retrieval (``memory_query``), built from :class:`Settings`.
+    """A memory engine plus hybrid retrieval (``memory_query``) and extraction.
 
-    ``engine`` offers every store operation; :meth:`query` answers ``memory_query``.
+    ``engine`` offers every store operation; :meth:`query` answers ``memory_query``;
+    ``extractor`` turns a finished conversation into memories.
     """
 
     def __init__(
@@ -29,6 +41,7 @@ class Engram:
         *,
         embedder: Embedder | None,
         settings: Settings | None = None,
+        extractor: Extractor | None = None,
     ) -> None:
         self.settings = settings or engine.settings
         self.engine = engine
@@ -42,6 +55,7 @@ class Engram:
                     link_min=self.settings.link_min,
                 )
             )
+        self.extractor = extractor or extractor_from_settings(self.settings)
         self.access = AccessTracker(engine.storage)
         self.memory_query = MemoryQueryService(
             engine,
@@ -53,14 +67,14 @@ class Engram:
 
     @classmethod
     def open(cls, settings: Settings | None = None) -> Engram:
-        """Open storage, keys and the configured embedder."""
+        """Build a ready Engram from ``settings`` (from the environment when omitted).
+
+        Opens and migrates the storage, opens the key store and key ring, builds the
+        configured embedder and extractor. Raises :class:`~engram.errors.ConfigurationError`
+        for a configuration that cannot work (see :meth:`MemoryEngine.open`).
+        """
         settings = settings or Settings()
-        api_key = settings.embedder_api_key
-        embedder = build_embedder(
-            settings.embedder,
-            home=settings.home,
-            api_key=None if api_key is None else api_key.get_secret_value(),
-        )
+        embedder = embedder_from_settings(settings)
         return cls(MemoryEngine.open(settings), embedder=embedder, settings=settings)
 
     def query(self, request: MemoryQueryRequest | dict[str, Any]) -> MemoryQueryResult:

@@ -9,11 +9,11 @@ from tests.retrieval._fakes import HashingEmbedder
 
 from engram.client import Engram
 from engram.engine import MemoryEngine
+from engram.engine.reindex import reindex
 from engram.errors import IndexerMissingError, TokenizerMismatchError
 from engram.index import lexical
 from engram.index.lexical import TOKENIZER_META, LexicalIndexer
 from engram.index.tokenize import TOKENIZER_VERSION
-from engram.retrieval.reindex import reindex
 from engram.storage.base import Storage
 from engram.testing.builders import ACCOUNT, add
 from engram.types import MemoryFilter

@@ -84,19 +84,19 @@ class DedupPolicy:
     ) -> Memory | None:
         """The user's active memory that the new one duplicates, found through the indexes."""
         flt = MemoryFilter(account_id=account_id, user_id=user_id)
-        storage = engine.storage
+        index = engine.search_index
         ids: dict[str, float | None] = {}
-        tokens = engine.lexical.hash_terms(account_id, terms(f"{key.replace('_', ' ')} {value}"))
-        for hit in storage.lexical_search(flt, tokens, self.neighbours, k1=1.2, b=0.75):
+        tokens = engine.blind_terms(account_id, terms(f"{key.replace('_', ' ')} {value}"))
+        for hit in index.lexical_search(flt, tokens, self.neighbours, k1=1.2, b=0.75):
             ids[hit.memory_id] = None
         if self.embedder is not None:
             # The indexer embeds this same text when the memory is stored: one embedding.
             vector = self.embedder.embed([index_text(value, when=utcnow())])[0]
-            for hit in storage.vector_search(flt, vector, self.neighbours):
+            for hit in index.vector_search(flt, vector, self.neighbours):
                 ids[hit.memory_id] = hit.score
         if not ids:
             return None
-        nearby = engine.open_rows(storage.filter_memories(flt, list(ids)))
+        nearby = engine.open_rows(engine.rows_in_filter(flt, list(ids)))
         twin = self.duplicate_of(
             key=key, value=value, memory_type=memory_type, existing=nearby, use_embedder=False
         )

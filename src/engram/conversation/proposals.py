@@ -199,8 +199,7 @@ class ProposalStore:
                 self._tables.replace_event_keys(
                     account_id, key, self._engine.blind_key(account_id, key)
                 )
-        with self._engine.storage.transaction() as tx:
-            tx.set_meta(SERVICE_KEYS_BLINDED, "done")
+        self._engine.set_meta_value(SERVICE_KEYS_BLINDED, "done")
         return done
 
     def _reseal(self, row: ProposalRow) -> None:

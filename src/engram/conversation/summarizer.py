@@ -33,7 +33,13 @@ from engram.llm.offline import OfflineExtractor
 from engram.llm.registry import llm_from_settings
 from engram.types import MemoryFilter, NewMemory
 
-__all__ = ["EngineMemorySink", "SessionOutcome", "SessionSummarizer", "should_summarize"]
+__all__ = [
+    "EngineMemorySink",
+    "SessionOutcome",
+    "SessionSummarizer",
+    "extractor_from_settings",
+    "should_summarize",
+]
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +133,12 @@ def should_summarize(
     return ended_at - connected_at >= min_seconds
 
 
+def extractor_from_settings(settings: Settings) -> Extractor:
+    """The end-of-session extractor ``settings`` choose: the configured LLM's, or offline."""
+    llm: LLM | None = llm_from_settings(settings)
+    return OfflineExtractor() if llm is None else LLMExtractor(llm)
+
+
 class SessionSummarizer:
     """Runs extraction for finished sessions.
 
@@ -155,13 +167,8 @@ class SessionSummarizer:
         self._proposals = proposals
         self._dedup = dedup or DedupPolicy()
         self._sensitive = sensitive_keys
-        self._extractor = extractor or self._default_extractor(settings or engine.settings)
+        self._extractor = extractor or extractor_from_settings(settings or engine.settings)
         self._clock = clock or time.perf_counter
-
-    @staticmethod
-    def _default_extractor(settings: Settings) -> Extractor:
-        llm: LLM | None = llm_from_settings(settings)
-        return OfflineExtractor() if llm is None else LLMExtractor(llm)
 
     @property
     def extractor_name(self) -> str:

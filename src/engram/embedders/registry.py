@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from engram.config import Settings
 from engram.embedders.base import Embedder
 from engram.embedders.cache import CachedEmbedder
 from engram.errors import ConfigurationError
@@ -75,3 +76,15 @@ def build_embedder(
         )
     inner = factory(model, EmbedderOptions(home=home, api_key=api_key))
     return CachedEmbedder(inner, max_entries=cache_size) if cache_size > 0 else inner
+
+
+def embedder_from_settings(settings: Settings, *, cache_size: int = 1024) -> Embedder | None:
+    """The embedder ``settings.embedder`` names (``None`` for ``none``); see
+    :func:`build_embedder`."""
+    api_key = settings.embedder_api_key
+    return build_embedder(
+        settings.embedder,
+        home=settings.home,
+        api_key=None if api_key is None else api_key.get_secret_value(),
+        cache_size=cache_size,
+    )

@@ -17,7 +17,7 @@ from engram.engine.core import DELTA_SYMBOLS, EngineCore, default_thread
 from engram.engine.lifecycle import EngineLifecycle
 from engram.engine.portability import EXPORT_FORMAT, EnginePortability
 from engram.index.lexical import Indexer, check_tokenizer_version
-from engram.storage import open_storage
+from engram.storage import storage_from_settings
 from engram.storage.base import KEYS_BLINDED, Storage
 from engram.storage.keystore import KeyStore, open_key_store
 
@@ -75,11 +75,7 @@ class MemoryEngine(EngineLifecycle, EnginePortability):
         the store's search terms (``reindexing=True`` opens it anyway, to re-write them).
         """
         settings = settings or Settings()
-        storage = open_storage(
-            settings.resolved_storage_url(),
-            pool_min=settings.postgres_pool_min,
-            pool_max=settings.postgres_pool_max,
-        )
+        storage = storage_from_settings(settings)
         key_store = _open_key_store(settings)
         try:
             data_exists = key_store.has_keys() or bool(storage.legacy_data_keys())

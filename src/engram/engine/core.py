@@ -39,10 +39,12 @@ from engram.storage.base import (
     MemoryRow,
     OpRow,
     Page,
+    SearchIndex,
     Storage,
     Transaction,
 )
 from engram.storage.keystore import KeyStore, SqlKeyStore
+from engram.storage.service import ServiceTables
 from engram.types import (
     ChangeEvent,
     HistoryEvent,
@@ -616,6 +618,41 @@ class EngineCore:
         except TamperedRowError:
             self._tampered(row)
             raise
+
+    # ---- reads for the layers above (retrieval, conversation) ------------------------------
+    @property
+    def search_index(self) -> SearchIndex:
+        """The store's search index: filtered vector, lexical and edge reads, no plaintext."""
+        return self.storage
+
+    def rows_in_filter(self, flt: MemoryFilter, memory_ids: Sequence[str]) -> list[MemoryRow]:
+        """The (still sealed) rows among ``memory_ids`` that match ``flt``."""
+        return self.storage.filter_memories(flt, memory_ids)
+
+    def has_others_shared(self, flt: MemoryFilter) -> bool:
+        """Whether ``flt``'s shared half reaches any memory of another user."""
+        return self.storage.has_others_shared(flt)
+
+    def memory_of(self, row: MemoryRow, contents: Contents) -> Memory:
+        """The :class:`Memory` of a row and its contents from :meth:`open_contents`."""
+        return self.codec.memory(row, contents)
+
+    def blind_terms(self, account_id: str, query_terms: Sequence[str]) -> list[int]:
+        """The account's blind lexical tokens of ``query_terms``, as the index stores them."""
+        return self.lexical.hash_terms(account_id, query_terms)
+
+    def meta_value(self, key: str) -> str | None:
+        """A value the store keeps about itself (``store_meta``), or ``None``."""
+        return self.storage.meta_value(key)
+
+    def set_meta_value(self, key: str, value: str) -> None:
+        """Record a value about the store (``store_meta``) in its own transaction."""
+        with self.storage.transaction() as tx:
+            tx.set_meta(key, value)
+
+    def service_tables(self) -> ServiceTables:
+        """The service's tables (sessions, API keys, proposals) of this engine's store."""
+        return self.storage.service_tables()
 
     def _open(self, row: MemoryRow) -> Memory:
         return self.codec.memory(row, self.open_contents(row))

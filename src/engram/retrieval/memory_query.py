@@ -16,10 +16,10 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from engram.embedders.base import Embedder
-from engram.engine import MemoryEngine
 from engram.retrieval.access import AccessTracker
 from engram.retrieval.budget import count_tokens
 from engram.retrieval.categories import CategoriesConfig, ContextMode
+from engram.retrieval.ports import MemoryReader
 from engram.retrieval.query import QueryPlan, retrieve, workers
 from engram.retrieval.ranking import RankingWeights, ScoredCandidate
 from engram.retrieval.source import SharedScope, StorageCandidateSource
@@ -88,11 +88,12 @@ def bullet(memory: Memory) -> dict[str, Any]:
 
 
 class MemoryQueryService:
-    """Runs ``memory_query`` against one engine with one categories configuration."""
+    """Runs ``memory_query`` over one :class:`MemoryReader` (the engine) with one categories
+    configuration."""
 
     def __init__(
         self,
-        engine: MemoryEngine,
+        reader: MemoryReader,
         categories: CategoriesConfig,
         *,
         embedder: Embedder | None,
@@ -101,7 +102,7 @@ class MemoryQueryService:
         access: AccessTracker | None = None,
         context_all_limit: int = 50,
     ) -> None:
-        self.engine = engine
+        self.reader = reader
         self.categories = categories
         self.embedder = embedder
         self.weights = weights or RankingWeights()
@@ -135,7 +136,7 @@ class MemoryQueryService:
         )
         always = [c for c in allowed if self.categories.spec(c).context is ContextMode.ALL]
         rag = [c for c in allowed if c not in always]
-        scope = SharedScope(self.engine.storage, base)  # one shared-memory check per request
+        scope = SharedScope(self.reader, base)  # one shared-memory check per request
         # ``context: all`` memories are listed on a worker while retrieval embeds the query.
         listing = (
             workers().submit(
@@ -157,14 +158,14 @@ class MemoryQueryService:
     def _context_all(
         self, flt: MemoryFilter, scope: SharedScope
     ) -> list[tuple[Memory, dict[str, Any]]]:
-        listed = self.engine.list_memories(scope.narrow(flt), limit=self.context_all_limit)
+        listed = self.reader.list_memories(scope.narrow(flt), limit=self.context_all_limit)
         return [(memory, {"context": "all"}) for memory in listed]
 
     def _retrieve(
         self, req: MemoryQueryRequest, flt: MemoryFilter, scope: SharedScope
     ) -> list[tuple[Memory, dict[str, Any]]]:
         source = StorageCandidateSource(
-            self.engine, flt, scope, vector_expected=self.embedder is not None
+            self.reader, flt, scope, vector_expected=self.embedder is not None
         )
         limit = max(req.top_k * 3, 10)
         # Work sized to the answer: a three-bullet answer needs no hundred candidates, and
@@ -213,7 +214,7 @@ class MemoryQueryService:
         """Up to two ``related_to`` bullets per result (one edges query for all of them)."""
         wanted = set(memory_ids)
         others: dict[str, list[tuple[float, str]]] = {m: [] for m in memory_ids}
-        for e in self.engine.storage.edges(source.flt.account_id, memory_ids):
+        for e in self.reader.search_index.edges(source.flt.account_id, memory_ids):
             if e.relation_type != "related_to":
                 continue
             for here, there in ((e.from_id, e.to_id), (e.to_id, e.from_id)):

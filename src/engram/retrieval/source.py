@@ -15,13 +15,13 @@ from datetime import UTC, datetime
 import numpy as np
 
 from engram.embedders.base import Vector
-from engram.engine import MemoryEngine
 from engram.index.codec import Contents
 from engram.index.memory_text import occurred_at_of, speaker_of
 from engram.index.vectors import ADJACENT
 from engram.retrieval.bm25 import BM25Params
+from engram.retrieval.ports import MemoryReader
 from engram.retrieval.ranking import Candidate, Edge, EdgeKind
-from engram.storage.base import MemoryRow, ScoredId, Storage
+from engram.storage.base import MemoryRow, ScoredId
 from engram.types import Memory, MemoryFilter
 
 
@@ -33,8 +33,8 @@ class SharedScope:
     whichever needs it first. Thread-safe.
     """
 
-    def __init__(self, storage: Storage, flt: MemoryFilter) -> None:
-        self._storage = storage
+    def __init__(self, reader: MemoryReader, flt: MemoryFilter) -> None:
+        self._reader = reader
         self._flt = flt
         self._reaches: bool | None = None
         self._lock = threading.Lock()
@@ -46,12 +46,12 @@ class SharedScope:
             return flt
         with self._lock:
             if self._reaches is None:
-                self._reaches = self._storage.has_others_shared(self._flt)
+                self._reaches = self._reader.has_others_shared(self._flt)
         return flt if self._reaches else flt.model_copy(update={"include_shared": False})
 
 
 class StorageCandidateSource:
-    """Implements :class:`engram.retrieval.query.CandidateSource` over the engine's storage.
+    """Implements :class:`engram.retrieval.query.CandidateSource` over a :class:`MemoryReader`.
 
     Every query goes to the database with the caller's filter, so a memory outside it
     (another user's private one, a forgotten one, a category the agent may not read) is
@@ -61,7 +61,7 @@ class StorageCandidateSource:
 
     def __init__(
         self,
-        engine: MemoryEngine,
+        reader: MemoryReader,
         flt: MemoryFilter,
         scope: SharedScope | None = None,
         *,
@@ -70,10 +70,11 @@ class StorageCandidateSource:
         """``vector_expected``: whether the query will be embedded; only then do neighbours
         read before the query vector exists keep their stored vectors (for
         :meth:`with_dense`)."""
-        self.engine = engine
+        self._reader = reader
+        self._index = reader.search_index
         self._vector_expected = vector_expected
         self._requested = flt
-        self._scope = scope or SharedScope(engine.storage, flt)
+        self._scope = scope or SharedScope(reader, flt)
         self._flt: MemoryFilter | None = None
         self._rows: dict[str, MemoryRow] = {}
         self._contents: dict[str, Contents] = {}
@@ -99,7 +100,7 @@ class StorageCandidateSource:
         """Rows and decrypted contents of the ids that match the filter (read at most once)."""
         missing = [i for i in ids if i not in self._rows]
         if missing:
-            for fetched in self.engine.storage.filter_memories(self.flt, missing):
+            for fetched in self._reader.rows_in_filter(self.flt, missing):
                 self._rows[fetched.id] = fetched
         out: dict[str, tuple[MemoryRow, Contents]] = {}
         for memory_id in ids:
@@ -109,7 +110,7 @@ class StorageCandidateSource:
             contents = self._contents.get(memory_id)
             if contents is None:
                 # A row that fails authentication is left out of the answer (and counted).
-                opened = self.engine.try_open_contents(row)
+                opened = self._reader.try_open_contents(row)
                 if opened is None:
                     continue
                 contents = self._contents[memory_id] = opened
@@ -121,15 +122,15 @@ class StorageCandidateSource:
         row, contents = self._rows.get(memory_id), self._contents.get(memory_id)
         if row is None or contents is None:
             return None
-        return self.engine.codec.memory(row, contents)
+        return self._reader.memory_of(row, contents)
 
     def load(self, ids: Sequence[str]) -> dict[str, Memory]:
         """Decrypt the memories among ``ids`` that match the filter."""
-        return {i: self.engine.codec.memory(r, c) for i, (r, c) in self._opened(ids).items()}
+        return {i: self._reader.memory_of(r, c) for i, (r, c) in self._opened(ids).items()}
 
     def dense_candidates(self, vector: Vector, *, limit: int) -> list[Candidate]:
         """Nearest memories by cosine similarity (scores only)."""
-        hits = self.engine.storage.vector_search(self.flt, vector, limit)
+        hits = self._index.vector_search(self.flt, vector, limit)
         self._keep(hits)
         return [Candidate(id=h.memory_id, dense=h.score) for h in hits]
 
@@ -137,8 +138,8 @@ class StorageCandidateSource:
         self, query_terms: Sequence[str], *, limit: int, params: BM25Params
     ) -> list[Candidate]:
         """Best memories by BM25 over the blind tokens of ``query_terms`` (scores only)."""
-        tokens = self.engine.lexical.hash_terms(self.flt.account_id, query_terms)
-        hits = self.engine.storage.lexical_search(self.flt, tokens, limit, k1=params.k1, b=params.b)
+        tokens = self._reader.blind_terms(self.flt.account_id, query_terms)
+        hits = self._index.lexical_search(self.flt, tokens, limit, k1=params.k1, b=params.b)
         self._keep(hits)
         return [Candidate(id=h.memory_id, bm25=h.score) for h in hits]
 
@@ -159,7 +160,7 @@ class StorageCandidateSource:
         to score them once the query is embedded (unless no query vector is expected).
         """
         keep_vectors = vector is None and self._vector_expected
-        hood = self.engine.storage.neighbourhood(self.flt, ids, vector, with_vectors=keep_vectors)
+        hood = self._index.neighbourhood(self.flt, ids, vector, with_vectors=keep_vectors)
         for row in hood.rows:
             self._rows[row.id] = row
         self._vectors.update(hood.vectors)
@@ -184,7 +185,7 @@ class StorageCandidateSource:
         dense = {i: float(self._vectors[i] @ query) for i in unscored if i in self._vectors}
         unknown = [i for i in unscored if i not in dense]
         if unknown:
-            dense.update(self.engine.storage.similarities(self.flt.account_id, unknown, vector))
+            dense.update(self._index.similarities(self.flt.account_id, unknown, vector))
         return [c if c.dense is not None else replace(c, dense=dense.get(c.id)) for c in candidates]
 
 

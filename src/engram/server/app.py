@@ -50,13 +50,14 @@ def create_app(
     closers: list[Callable[[], None]] = []
     query_handler = query
     if engine is None:
-        # The embedded default: the engine with retrieval wired in, as configured.
+        # The one wiring (Engram.open): engine, retrieval and extraction, as configured.
         from engram.client import Engram
         from engram.conversation.query_handler import RetrievalQueryHandler
 
         engram = Engram.open(settings)
         engine = engram.engine
         embedder = embedder if embedder is not None else engram.embedder
+        extractor = extractor or engram.extractor
         query_handler = query or RetrievalQueryHandler(engram.memory_query)
         closers.append(engram.access.close)
     extra = {} if clock is None else {"clock": clock}

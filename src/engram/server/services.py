@@ -98,7 +98,7 @@ class Services:
         self.options = options or ServiceOptions.of(settings)
         self.clock = clock
         self._owns_engine = owns_engine
-        self.tables = engine.storage.service_tables()
+        self.tables = engine.service_tables()
         self.keys = ApiKeys(self.tables)
         self.buffer = SessionBuffer()
         self.metrics = Metrics(integrity_failures=lambda: engine.integrity_failures)
@@ -111,7 +111,7 @@ class Services:
         self.proposals = ProposalStore(
             engine, self.tables, ttl=timedelta(days=self.options.proposal_ttl_days)
         )
-        if engine.storage.meta_value(SERVICE_KEYS_BLINDED) != "done":
+        if engine.meta_value(SERVICE_KEYS_BLINDED) != "done":
             # An older store: proposals and session events still hold keys in clear.
             self.proposals.upgrade_keys()
         self.dispatcher = EngineDispatcher(

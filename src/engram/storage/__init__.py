@@ -4,10 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from engram.config import Settings
 from engram.errors import ConfigurationError
 from engram.storage.base import Capability, Storage
 
-__all__ = ["Capability", "Storage", "open_storage", "register_backend"]
+__all__ = [
+    "Capability",
+    "Storage",
+    "open_storage",
+    "register_backend",
+    "storage_from_settings",
+]
 
 StorageFactory = Callable[..., Storage]
 """``factory(url, *, pool_min=..., pool_max=...)``: a backend ignores options it has no use
@@ -53,3 +60,12 @@ def open_storage(url: str, *, pool_min: int = 1, pool_max: int = 8) -> Storage:
     storage = factory(url, pool_min=pool_min, pool_max=pool_max)
     storage.migrate()
     return storage
+
+
+def storage_from_settings(settings: Settings) -> Storage:
+    """Open (and migrate) the configured storage, its pool sized by ``settings``."""
+    return open_storage(
+        settings.resolved_storage_url(),
+        pool_min=settings.postgres_pool_min,
+        pool_max=settings.postgres_pool_max,
+    )

@@ -9,12 +9,15 @@ vectors and relation edges in one transaction. Last, the store records the token
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from engram.embedders.base import Embedder
-from engram.engine import MemoryEngine
 from engram.index.lexical import Indexer, record_tokenizer_version
 from engram.index.vectors import VectorIndexer
 from engram.types import Memory, MemoryState
+
+if TYPE_CHECKING:
+    from engram.engine import MemoryEngine
 
 __all__ = ["count_live", "live_owners", "reindex"]
 

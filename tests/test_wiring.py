@@ -1,0 +1,64 @@
+"""``Engram.open`` is the one wiring: the SDK, the HTTP app and the CLI get the same pieces."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from fastapi.testclient import TestClient
+
+from engram.cli import main
+from engram.client import Engram
+from engram.config import Settings
+from engram.conversation.extraction import LLMExtractor
+from engram.llm.offline import OfflineExtractor
+from engram.server import create_app
+
+KEK = bytes(range(32)).hex()
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An environment that configures Engram for the CLI and ``Settings()`` alike."""
+    for name in ("XAI_API_KEY", "ENGRAM_LLM_API_KEY", "ENGRAM_STORAGE_URL", "ENGRAM_KEYSTORE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ENGRAM_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("MEMORY_ENCRYPTION_KEY", KEK)
+    monkeypatch.setenv("ENGRAM_EMBEDDER", "none")
+    monkeypatch.setenv("ENGRAM_LLM_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("ENGRAM_LLM_MODEL", "scripted")
+    return tmp_path / "home"
+
+
+def test_open_wires_the_configured_llm_extractor(home: Path) -> None:
+    with Engram.open(Settings()) as engram:
+        assert isinstance(engram.extractor, LLMExtractor)
+        assert engram.memory_query.embedder is None
+
+
+def test_without_an_llm_extraction_is_offline(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ENGRAM_LLM_BASE_URL")
+    with Engram.open(Settings()) as engram:
+        assert isinstance(engram.extractor, OfflineExtractor)
+
+
+def test_the_app_takes_its_extractor_from_the_wiring(home: Path) -> None:
+    app = create_app(Settings())
+    assert app.state.services.summarizer.extractor_name == "llm"
+    app.state.services.engine.close()
+
+
+def test_a_key_made_by_the_cli_opens_the_app_the_wiring_builds(home: Path) -> None:
+    created = CliRunner().invoke(main, ["keys", "create", "--account", "acme"])
+    assert created.exit_code == 0, created.output
+    token = created.output.strip().splitlines()[-1]
+    with TestClient(create_app(Settings())) as client:  # the lifespan closes the engine
+        ok = client.get("/v1/memories", params={"user_id": "u1"}, headers=_bearer(token))
+        refused = client.get("/v1/memories", params={"user_id": "u1"}, headers=_bearer("x"))
+    assert ok.status_code == 200, ok.text
+    assert refused.status_code == 401
+
+
+def _bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
