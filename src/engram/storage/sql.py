@@ -898,16 +898,53 @@ class SqlStorage:
             if docs == 0 and not flt.include_shared:
                 return []
             idf = self._idf(db, flt.account_id, owner, unique, docs)
-            if not idf:
+            shared_idf = idf
+            if owner is not None and flt.include_shared and len(idf) < len(unique):
+                # Words the asker never used (or uses everywhere) still find other users'
+                # shared memories, weighed by how often those memories use them.
+                unseen = [t for t in unique if t not in idf]
+                shared_idf = {**idf, **self._others_shared_idf(db, flt, unseen, docs)}
+            if not shared_idf:
                 return []
-            score = self._bm25_expression(idf, k1=k1, b=b, avg_len=avg_len)
             if owner is None:
+                score = self._bm25_expression(idf, k1=k1, b=b, avg_len=avg_len)
                 return self._joined(db, compile_filter(flt), flt.account_id, score, idf, k)
-            hits = self._owner_postings(db, flt, score, idf, k)
+            hits: list[ScoredId] = []
+            if idf:
+                score = self._bm25_expression(idf, k1=k1, b=b, avg_len=avg_len)
+                hits = self._owner_postings(db, flt, score, idf, k)
             if flt.include_shared:
-                hits += self._joined(db, compile_others_shared(flt), flt.account_id, score, idf, k)
+                shared_score = self._bm25_expression(shared_idf, k1=k1, b=b, avg_len=avg_len)
+                hits += self._joined(
+                    db, compile_others_shared(flt), flt.account_id, shared_score, shared_idf, k
+                )
                 hits.sort(key=lambda h: (-h.score, h.memory_id))
         return hits[:k]
+
+    def _others_shared_idf(
+        self, db: SqlExecutor, flt: MemoryFilter, tokens: list[int], owner_docs: int
+    ) -> dict[int, float]:
+        """IDF of ``tokens`` over the owner's memories and the others' shared ones in scope.
+
+        Counted over exactly the memories the shared half of a search may return, so no
+        other user's private memory weighs on the ranking.
+        """
+        where, params = compile_others_shared(flt)
+        marks = ", ".join("?" for _ in tokens)
+        counted = db.run(
+            "SELECT t.token, COUNT(*) FROM memories m CROSS JOIN memory_tokens t "
+            f"WHERE t.memory_id = m.id AND t.account_id = ? AND t.token IN ({marks}) "
+            f"AND {where} GROUP BY t.token",
+            [flt.account_id, *tokens, *params],
+        ).fetchall()
+        df = {int(tok): int(n) for tok, n in counted if int(n) > 0}
+        if not df:
+            return {}
+        shared_docs = int(
+            db.run(f"SELECT COUNT(*) FROM memories m WHERE {where}", params).fetchone()[0]
+        )
+        docs = max(owner_docs + shared_docs, 1)
+        return {tok: float(np.log(1.0 + (docs - n + 0.5) / (n + 0.5))) for tok, n in df.items()}
 
     def _idf(
         self,
