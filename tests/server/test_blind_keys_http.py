@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from tests.conformance.test_blind_keys import assert_no_clear_keys, database_bytes, raw_rows
+from engram.testing.conformance.blind_keys import assert_no_clear_keys, database_bytes, raw_rows
 from tests.server.conftest import ACCOUNT, Api
 
 from engram.conversation.extraction import ProposedChange
