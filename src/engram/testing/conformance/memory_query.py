@@ -426,7 +426,7 @@ class MemoryQueryConformance(StorageHarness):
         app.engine.store_many([_mem("lonely", f"k{i}", sentence()) for i in range(LONELY)])
         if Capability.HNSW in storage.capabilities:  # the planner weighs the graph by statistics
             with storage.transaction() as tx:
-                tx.run("ANALYZE")
+                tx.run("ANALYZE")  # type: ignore[attr-defined]
         busy = app.engine.list_memories(
             MemoryFilter(account_id=ACCOUNT, user_id="busy"), limit=5000
         )
