@@ -25,8 +25,9 @@ from engram.storage.postgres import PostgresStorage
 from engram.storage.sqlite import SqliteStorage
 from engram.testing.postgres import EmbeddedPostgres, create_schema
 
-# The conformance suites' markers, and their asserts rewritten into detailed failures.
-pytest_plugins = ["engram.testing.conformance"]
+# The conformance suites' markers and their asserts rewritten into detailed failures; pytest's
+# own tester, to run a backend's suite as its author would.
+pytest_plugins = ["engram.testing.conformance", "pytester"]
 
 BACKENDS = ("sqlite", "postgres")
 TEST_KEK = bytes(range(32))
