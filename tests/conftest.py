@@ -6,11 +6,9 @@ import atexit
 import os
 import shutil
 import tempfile
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
 
 if "XDG_RUNTIME_DIR" not in os.environ:
@@ -25,7 +23,11 @@ from engram.storage.base import Capability, Storage
 from engram.storage.keystore import KeyStore, open_key_store
 from engram.storage.postgres import PostgresStorage
 from engram.storage.sqlite import SqliteStorage
-from engram.testing.postgres import EmbeddedPostgres
+from engram.testing.postgres import EmbeddedPostgres, create_schema
+
+# The conformance suites' markers and their asserts rewritten into detailed failures; pytest's
+# own tester, to run a backend's suite as its author would.
+pytest_plugins = ["engram.testing.conformance", "pytester"]
 
 BACKENDS = ("sqlite", "postgres")
 TEST_KEK = bytes(range(32))
@@ -95,12 +97,7 @@ def key_store_url(storage: Storage, request: pytest.FixtureRequest, tmp_path: Pa
         return f"sqlite:///{tmp_path / 'keys.db'}"
     # One keys database for the run and a schema of its own per test (a database per test
     # would cost a CREATE DATABASE each).
-    keys_uri: str = request.getfixturevalue("keys_database")
-    schema = f"keys_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(keys_uri, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    separator = "&" if "?" in keys_uri else "?"
-    return f"{keys_uri}{separator}options=-csearch_path%3D{schema}"
+    return create_schema(request.getfixturevalue("keys_database"))
 
 
 @pytest.fixture(scope="session")

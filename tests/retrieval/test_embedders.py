@@ -22,8 +22,7 @@ from engram.embedders import (
 from engram.embedders.local import LocalMiniLMEmbedder
 from engram.embedders.openai import OpenAICompatibleEmbedder
 from engram.errors import ConfigurationError, ProviderError
-
-from ._fakes import HashingEmbedder
+from engram.testing.embedders import HashingEmbedder
 
 
 def test_none_spec_builds_nothing() -> None:

@@ -9,8 +9,7 @@ from engram.config import Settings
 from engram.crypto.keyring import KeyRing
 from engram.engine import MemoryEngine
 from engram.storage.sqlite import SqliteStorage
-
-from ._fakes import HashingEmbedder
+from engram.testing.embedders import HashingEmbedder
 
 
 def test_adjacent_and_related_edges_to_the_same_turn_both_survive(tmp_path: Path) -> None:

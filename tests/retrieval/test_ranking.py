@@ -12,8 +12,7 @@ from engram.retrieval.bm25 import BM25Params, bm25_idf, bm25_term_weight
 from engram.retrieval.features import has_time_expression, query_features
 from engram.retrieval.query import retrieve
 from engram.retrieval.ranking import Candidate, Edge, EdgeKind, RankingWeights, rank
-
-from ._fakes import HashingEmbedder
+from engram.testing.embedders import HashingEmbedder
 
 OFF = RankingWeights(w_speaker=0, w_time=0, w_adjacent=0, w_importance=0, w_pinned=0)
 

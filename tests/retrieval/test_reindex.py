@@ -16,9 +16,8 @@ from engram.engine import MemoryEngine
 from engram.errors import EmbedderMismatchError, TokenizerMismatchError
 from engram.index.lexical import TOKENIZER_META
 from engram.index.memory_text import indexed_text
+from engram.testing.embedders import HashingEmbedder
 from engram.types import MemoryFilter, MemoryState
-
-from ._fakes import HashingEmbedder
 
 ACCOUNT = "acct-r"
 

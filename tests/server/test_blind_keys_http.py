@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from tests.conformance.test_blind_keys import assert_no_clear_keys, database_bytes, raw_rows
 from tests.server.conftest import ACCOUNT, Api
 
 from engram.conversation.extraction import ProposedChange
 from engram.storage.base import Capability
+from engram.testing.conformance.blind_keys import assert_no_clear_keys, database_bytes, raw_rows
 from engram.types import MemoryType
 
 pytestmark = pytest.mark.asyncio

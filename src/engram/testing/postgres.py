@@ -102,3 +102,15 @@ class EmbeddedPostgres:
         self._server.cleanup()
         if self._owns_root:
             shutil.rmtree(self.root, ignore_errors=True)
+
+
+def create_schema(uri: str, prefix: str = "keys") -> str:
+    """Create a fresh schema in the database at ``uri``; the URI of a connection that works
+    in it (its ``search_path``), for a store of its own without a database of its own."""
+    import psycopg
+
+    schema = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(uri, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    separator = "&" if "?" in uri else "?"
+    return f"{uri}{separator}options=-csearch_path%3D{schema}"

@@ -11,6 +11,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from engram.engine import MemoryEngine
 from engram.errors import ConflictError
+from engram.testing.conformance.harness import StorageHarness
 from engram.types import MemoryFilter, MemoryState
 
 USERS = ("u1", "u2")
@@ -18,6 +19,8 @@ VALUES = st.text(alphabet="abcdefgh ", min_size=1, max_size=12).filter(lambda s:
 
 
 def run_machine(engine: MemoryEngine) -> None:
+    """Drive random stores, updates, forgets and restores through ``engine``; check each step."""
+
     class Memories(RuleBasedStateMachine):
         def __init__(self) -> None:
             super().__init__()
@@ -85,5 +88,8 @@ def run_machine(engine: MemoryEngine) -> None:
     Memories.TestCase().runTest()
 
 
-def test_random_operation_sequences(engine: MemoryEngine) -> None:
-    run_machine(engine)
+class StatefulConformance(StorageHarness):
+    """Random operation sequences checked against a simple model."""
+
+    def test_random_operation_sequences(self, engine: MemoryEngine) -> None:
+        run_machine(engine)

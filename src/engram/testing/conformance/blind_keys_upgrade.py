@@ -11,13 +11,11 @@ import json
 import time
 
 import pytest
-from tests.conformance.test_blind_keys import assert_no_clear_keys, raw_rows
 
 from engram.config import Settings
 from engram.crypto.keyring import KeyRing
 from engram.engine import MemoryEngine
 from engram.errors import TamperedRowError
-from engram.server import create_app
 from engram.storage.base import (
     KEYS_BLINDED,
     SERVICE_KEYS_BLINDED,
@@ -28,6 +26,8 @@ from engram.storage.base import (
 )
 from engram.storage.service import CallSessionRow, ProposalRow
 from engram.testing.builders import ACCOUNT
+from engram.testing.conformance.blind_keys import assert_no_clear_keys, raw_rows
+from engram.testing.conformance.harness import StorageHarness
 from engram.types import Memory, MemoryFilter, MemoryState, MemoryType, Source, Visibility, utcnow
 
 TEST_KEK = bytes(range(32))
@@ -98,54 +98,65 @@ def _legacy_service_rows(engine: MemoryEngine) -> str:
     return "p1"
 
 
-def test_an_older_store_has_its_keys_blinded_when_opened(
-    storage: Storage, settings: Settings
-) -> None:
-    writer = MemoryEngine(storage, KeyRing(primary=TEST_KEK))
-    first = _legacy_memory(writer, OLD_KEYS[0], "he lied", "00000000-0000-4000-8000-000000000001")
-    _legacy_memory(writer, OLD_KEYS[1], "on weekends", "00000000-0000-4000-8000-000000000002")
-    _legacy_service_rows(writer)
-    # Roll the store back to before migration 8, as an older Engram left it.
-    with storage.transaction() as tx:
-        tx.run("DELETE FROM schema_migrations WHERE version = 8")  # type: ignore[attr-defined]
-        tx.run(  # type: ignore[attr-defined]
-            "DELETE FROM store_meta WHERE key IN ('keys_blinded', 'service_keys_blinded')"
+class BlindKeysUpgradeConformance(StorageHarness):
+    """A store written before keys were blinded upgrades on open."""
+
+    def test_an_older_store_has_its_keys_blinded_when_opened(
+        self, storage: Storage, settings: Settings
+    ) -> None:
+        writer = MemoryEngine(storage, KeyRing(primary=TEST_KEK))
+        first = _legacy_memory(
+            writer, OLD_KEYS[0], "he lied", "00000000-0000-4000-8000-000000000001"
         )
-    assert OLD_KEYS[0] in raw_rows(storage)
-    storage.migrate()
-    pending = raw_rows(storage, ("store_meta",))
-    assert "('keys_blinded', 'pending')" in pending
-    assert "('service_keys_blinded', 'pending')" in pending
+        _legacy_memory(writer, OLD_KEYS[1], "on weekends", "00000000-0000-4000-8000-000000000002")
+        _legacy_service_rows(writer)
+        # Roll the store back to before migration 8, as an older Engram left it.
+        with storage.transaction() as tx:
+            tx.run("DELETE FROM schema_migrations WHERE version = 8")  # type: ignore[attr-defined]
+            tx.run(  # type: ignore[attr-defined]
+                "DELETE FROM store_meta WHERE key IN ('keys_blinded', 'service_keys_blinded')"
+            )
+        assert OLD_KEYS[0] in raw_rows(storage)
+        storage.migrate()
+        pending = raw_rows(storage, ("store_meta",))
+        assert "('keys_blinded', 'pending')" in pending
+        assert "('service_keys_blinded', 'pending')" in pending
 
-    engine = MemoryEngine(storage, KeyRing(primary=TEST_KEK), settings=settings)
-    assert_no_clear_keys(raw_rows(storage), OLD_KEYS)
-    assert storage.meta_value(KEYS_BLINDED) == "done"
-    assert engine.get(first.id, account_id=ACCOUNT).key == OLD_KEYS[0]
-    found = engine.get_by_key(account_id=ACCOUNT, user_id="user-1", key="LIKES_COCAINE")
-    assert found is not None and found.value == "on weekends"
-    assert engine.history(first.id, account_id=ACCOUNT)[0].meta["key"] == OLD_KEYS[0]
-    assert engine.delta_since("t1", 0) == (
-        f"Memory updates since rev 0:\n- +created {OLD_KEYS[1]}\n- +created {OLD_KEYS[0]}"
-    )
-    # The upgraded rows are bound like new ones: a flipped visibility is caught.
-    with storage.transaction() as tx:
-        tx.run(  # type: ignore[attr-defined]
-            "UPDATE memories SET visibility = 'shared' WHERE id = ?", [first.id]
+        engine = MemoryEngine(storage, KeyRing(primary=TEST_KEK), settings=settings)
+        assert_no_clear_keys(raw_rows(storage), OLD_KEYS)
+        assert storage.meta_value(KEYS_BLINDED) == "done"
+        assert engine.get(first.id, account_id=ACCOUNT).key == OLD_KEYS[0]
+        found = engine.get_by_key(account_id=ACCOUNT, user_id="user-1", key="LIKES_COCAINE")
+        assert found is not None and found.value == "on weekends"
+        assert engine.history(first.id, account_id=ACCOUNT)[0].meta["key"] == OLD_KEYS[0]
+        assert engine.delta_since("t1", 0) == (
+            f"Memory updates since rev 0:\n- +created {OLD_KEYS[1]}\n- +created {OLD_KEYS[0]}"
         )
-    with pytest.raises(TamperedRowError):
-        engine.get(first.id, account_id=ACCOUNT)
+        # The upgraded rows are bound like new ones: a flipped visibility is caught.
+        with storage.transaction() as tx:
+            tx.run(  # type: ignore[attr-defined]
+                "UPDATE memories SET visibility = 'shared' WHERE id = ?", [first.id]
+            )
+        with pytest.raises(TamperedRowError):
+            engine.get(first.id, account_id=ACCOUNT)
 
-    app = create_app(settings, engine=engine)  # the service upgrades its own tables
-    assert storage.meta_value(SERVICE_KEYS_BLINDED) == "done"
-    assert_no_clear_keys(raw_rows(storage, ("session_events", "proposals")), OLD_KEYS)
-    proposal = app.state.services.proposals.get("p1", account_id=ACCOUNT)
-    assert (proposal.key, proposal.proposed_value) == ("likes_cocaine", "new")
+        pytest.importorskip("fastapi", reason="the service's tables need the server extra")
+        from engram.server import create_app
 
+        app = create_app(settings, engine=engine)  # the service upgrades its own tables
+        assert storage.meta_value(SERVICE_KEYS_BLINDED) == "done"
+        assert_no_clear_keys(raw_rows(storage, ("session_events", "proposals")), OLD_KEYS)
+        proposal = app.state.services.proposals.get("p1", account_id=ACCOUNT)
+        assert (proposal.key, proposal.proposed_value) == ("likes_cocaine", "new")
 
-def test_an_unbound_row_is_refused_once_the_store_is_upgraded(engine: MemoryEngine) -> None:
-    # A fresh store is upgraded from the start: an old-style row put back into it (say, from
-    # a backup, with its visibility changed) does not open.
-    legacy = _legacy_memory(engine, "diagnosis", "private", "00000000-0000-4000-8000-000000000003")
-    with pytest.raises(TamperedRowError):
-        engine.get(legacy.id, account_id=ACCOUNT)
-    assert engine.list_memories(MemoryFilter(account_id=ACCOUNT, user_id="user-1")) == []
+    def test_an_unbound_row_is_refused_once_the_store_is_upgraded(
+        self, engine: MemoryEngine
+    ) -> None:
+        # A fresh store is upgraded from the start: an old-style row put back into it (say, from
+        # a backup, with its visibility changed) does not open.
+        legacy = _legacy_memory(
+            engine, "diagnosis", "private", "00000000-0000-4000-8000-000000000003"
+        )
+        with pytest.raises(TamperedRowError):
+            engine.get(legacy.id, account_id=ACCOUNT)
+        assert engine.list_memories(MemoryFilter(account_id=ACCOUNT, user_id="user-1")) == []

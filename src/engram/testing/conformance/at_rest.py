@@ -7,6 +7,7 @@ import pytest
 from engram.engine import MemoryEngine
 from engram.storage.base import Capability, Storage
 from engram.testing.builders import ACCOUNT, add
+from engram.testing.conformance.harness import StorageHarness
 
 SENTINEL = "Xylophonist9274Marmalade"
 
@@ -27,13 +28,18 @@ def _storage_dump(storage: Storage, *, shared: bool = True) -> bytes:
     return b"".join(p.read_bytes() for p in storage.data_files(shared=shared) if p.exists())
 
 
-@pytest.mark.requires(Capability.DATA_FILES)
-def test_sentinel_never_reaches_storage_files(engine: MemoryEngine, storage: Storage) -> None:
-    _write_everything(engine)
-    dump = _storage_dump(storage)
-    assert len(dump) > 1000  # the dump really holds the rows
-    assert SENTINEL.encode() not in dump
-    assert SENTINEL.lower().encode() not in dump
-    # A plain word of the value, in the database's own files (a server's WAL holds catalogue
-    # words such as "flushed" of every database).
-    assert b"shed" not in _storage_dump(storage, shared=False)
+class AtRestConformance(StorageHarness):
+    """No memory text in clear in the store's files."""
+
+    @pytest.mark.requires(Capability.DATA_FILES)
+    def test_sentinel_never_reaches_storage_files(
+        self, engine: MemoryEngine, storage: Storage
+    ) -> None:
+        _write_everything(engine)
+        dump = _storage_dump(storage)
+        assert len(dump) > 1000  # the dump really holds the rows
+        assert SENTINEL.encode() not in dump
+        assert SENTINEL.lower().encode() not in dump
+        # A plain word of the value, in the database's own files (a server's WAL holds catalogue
+        # words such as "flushed" of every database).
+        assert b"shed" not in _storage_dump(storage, shared=False)

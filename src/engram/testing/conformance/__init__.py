@@ -1,0 +1,115 @@
+"""The storage conformance suite: what every Engram backend must do, as plain pytest classes.
+
+A backend proves itself by subclassing :class:`StorageConformance` (every suite) or a few
+of the suite classes, and saying where a fresh store lives::
+
+    # conftest.py at the root of the backend's tests
+    pytest_plugins = ["engram.testing.conformance"]
+
+    # test_my_backend.py
+    from engram.testing.conformance import StorageConformance
+
+    class TestMyBackend(StorageConformance):
+        def new_storage_url(self, folder, request):
+            return f"mine:///{folder / 'engram.db'}"  # a scheme given to register_backend
+
+The plugin line registers the ``requires`` and ``slow`` markers (so ``--strict-markers``
+accepts them) and lets pytest rewrite the suites' asserts into detailed failures. A test
+marked ``@pytest.mark.requires(Capability.X)`` is skipped on a backend whose
+``capabilities`` lack ``X``. The suites need pytest and Hypothesis (Engram's ``test`` extra).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from engram.testing.conformance.at_rest import AtRestConformance
+from engram.testing.conformance.audit import AuditConformance
+from engram.testing.conformance.blind_keys import BlindKeysConformance
+from engram.testing.conformance.blind_keys_upgrade import BlindKeysUpgradeConformance
+from engram.testing.conformance.concurrent_writes import ConcurrentWritesConformance
+from engram.testing.conformance.erasure import ErasureConformance
+from engram.testing.conformance.harness import TEST_KEK, StorageHarness
+from engram.testing.conformance.index_versions import IndexVersionsConformance
+from engram.testing.conformance.key_lifecycle import KeyLifecycleConformance
+from engram.testing.conformance.memories import MemoriesConformance
+from engram.testing.conformance.memory_query import MemoryQueryConformance
+from engram.testing.conformance.migrations import MigrationsConformance
+from engram.testing.conformance.privacy import PrivacyConformance
+from engram.testing.conformance.search_primitives import SearchPrimitivesConformance
+from engram.testing.conformance.single_connection import SingleConnectionConformance
+from engram.testing.conformance.stateful import StatefulConformance
+
+__all__ = [
+    "ALL_SUITES",
+    "MARKERS",
+    "TEST_KEK",
+    "AtRestConformance",
+    "AuditConformance",
+    "BlindKeysConformance",
+    "BlindKeysUpgradeConformance",
+    "ConcurrentWritesConformance",
+    "ErasureConformance",
+    "IndexVersionsConformance",
+    "KeyLifecycleConformance",
+    "MemoriesConformance",
+    "MemoryQueryConformance",
+    "MigrationsConformance",
+    "PrivacyConformance",
+    "SearchPrimitivesConformance",
+    "SingleConnectionConformance",
+    "StatefulConformance",
+    "StorageConformance",
+    "StorageHarness",
+]
+
+ALL_SUITES: tuple[type[StorageHarness], ...] = (
+    MemoriesConformance,
+    AuditConformance,
+    PrivacyConformance,
+    AtRestConformance,
+    BlindKeysConformance,
+    BlindKeysUpgradeConformance,
+    ConcurrentWritesConformance,
+    ErasureConformance,
+    IndexVersionsConformance,
+    KeyLifecycleConformance,
+    MemoryQueryConformance,
+    MigrationsConformance,
+    SearchPrimitivesConformance,
+    SingleConnectionConformance,
+    StatefulConformance,
+)
+"""Every suite, each a :class:`StorageHarness` subclass."""
+
+MARKERS = (
+    "requires(*capabilities): skip unless the storage has these engram.storage.Capability members",
+    "slow: loads the local embedding model",
+)
+"""The markers the suites use, as ``pytest_configure`` registers them."""
+
+
+class StorageConformance(
+    MemoriesConformance,
+    AuditConformance,
+    PrivacyConformance,
+    AtRestConformance,
+    BlindKeysConformance,
+    BlindKeysUpgradeConformance,
+    ConcurrentWritesConformance,
+    ErasureConformance,
+    IndexVersionsConformance,
+    KeyLifecycleConformance,
+    MemoryQueryConformance,
+    MigrationsConformance,
+    SearchPrimitivesConformance,
+    SingleConnectionConformance,
+    StatefulConformance,
+):
+    """Every suite of :data:`ALL_SUITES` in one class: subclass it and say where stores live."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the suites' markers (this module is a pytest plugin; see the docstring)."""
+    for line in MARKERS:
+        config.addinivalue_line("markers", line)
