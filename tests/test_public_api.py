@@ -24,6 +24,7 @@ EXPECTED = {
     "NewMemory",
     "NotFoundError",
     "PermissionDeniedError",
+    "SearchResult",
     "Settings",
     "Source",
     "ValidationError",

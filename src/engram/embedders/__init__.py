@@ -5,7 +5,12 @@ Providers import their heavy dependencies lazily, on first use.
 
 from engram.embedders.base import Embedder, embedder_signature, l2_normalise
 from engram.embedders.cache import CachedEmbedder
-from engram.embedders.registry import PROVIDERS, EmbedderOptions, build_embedder
+from engram.embedders.registry import (
+    PROVIDERS,
+    EmbedderOptions,
+    build_embedder,
+    configured_embedder,
+)
 
 __all__ = [
     "PROVIDERS",
@@ -13,6 +18,7 @@ __all__ = [
     "Embedder",
     "EmbedderOptions",
     "build_embedder",
+    "configured_embedder",
     "embedder_signature",
     "l2_normalise",
 ]
