@@ -85,6 +85,20 @@ def test_demo_prints_nothing_from_the_model_runtimes(home: Path) -> None:
         assert not any(word in out.lower() for word in ("onnx", "tokenizer", "%|", "it/s"))
 
 
+def test_import_into_another_user_twice_imports_once(home: Path, tmp_path: Path) -> None:
+    assert run("demo")[0] == 0
+    out = tmp_path / "alice.json"
+    assert run("export", "--account", "demo-account", "--user", "alice", "--out", str(out))[0] == 0
+    total = len(json.loads(out.read_text())["memories"])
+    code, msg = run("import", str(out), "--user", "alice-copy")
+    assert code == 0 and msg.strip() == f"imported {total}, skipped 0 existing"
+    listing = run("list", "--account", "demo-account", "--user", "alice-copy")[1]
+    code, msg = run("import", str(out), "--user", "alice-copy")
+    assert code == 0 and msg.strip() == f"imported 0, skipped {total} existing"
+    assert run("list", "--account", "demo-account", "--user", "alice-copy")[1] == listing
+    assert listing.count("dog_name") == 1
+
+
 def test_malformed_key_is_refused_with_clear_message(home: Path) -> None:
     result = CliRunner().invoke(main, ["demo"], env={"MEMORY_ENCRYPTION_KEY": "abc"})
     assert result.exit_code != 0
