@@ -44,3 +44,27 @@ def test_readme_quick_start_prints_what_the_readme_shows(tmp_path: Path) -> None
     assert again.returncode == 0, again.stderr
     answers = expected.splitlines()[1:]
     assert again.stdout.splitlines() == ["extracted: nothing new", *answers]
+
+
+def test_readme_says_where_a_rotation_keeps_the_former_key_and_how_to_retire_it() -> None:
+    text = README.read_text(encoding="utf-8")
+    rotate = text[text.index("engram keys rotate") : text.index("engram list --account")]
+    assert "master.key.old" in rotate and "engram keys retire" in rotate
+    assert "delete master.key.old" in rotate
+
+
+def test_readme_walks_through_a_voice_bridge_call_on_the_real_routes() -> None:
+    text = README.read_text(encoding="utf-8")
+    walk = text[text.index("### A voice-bridge call") : text.index("## Command line")]
+    for path in (
+        "$E/sessions -d",
+        "$E/sessions/$SID/connected",
+        "$E/sessions/$SID/turns",
+        "$E/tools/store_memory",
+        "$E/tools/update_memory",
+        "$E/sessions/$SID/end",
+        "$E/v1/memories?user_id=line-42",
+        "$E/v1/memory_query",
+    ):
+        assert path in walk
+    assert "a **line** is a user, as in a phone line" in walk
