@@ -131,9 +131,10 @@ def main() -> int:
         text=True,
     ).stdout.strip()
     print(f"virtualenv size at {commit} (python {sys.version.split()[0]})")
-    print(f"{'set':<12} {'MB':>8} {'install s':>10}  extras")
+    width = max(len(label) for label, *_ in rows)
+    print(f"{'set':<{width}} {'MB':>6} {'install s':>10}  extras")
     for label, extras, size, seconds in rows:
-        print(f"{label:<12} {size / 1e6:>8.0f} {seconds:>10.0f}  {extras}")
+        print(f"{label:<{width}} {size / 1e6:>6.0f} {seconds:>10.0f}  {extras}")
     if args.json:
         args.json.write_text(
             json.dumps(
