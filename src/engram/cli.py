@@ -84,7 +84,8 @@ def demo(ctx: click.Context) -> None:
         f"Engram demo on {settings.resolved_storage_url().split('://')[0]} "
         f"(data folder: {settings.home})\n"
     )
-    run_demo(_engram(ctx), click.echo)
+    engram = _engram(ctx)
+    run_demo(engram.engine, click.echo, query=engram.query)
 
 
 @main.group()

@@ -7,22 +7,28 @@ not written again, so a second run stores nothing and says so.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
-from engram.client import Engram
 from engram.engine import MemoryEngine, default_thread
+from engram.retrieval.memory_query import MemoryQueryResult
 from engram.types import MemoryFilter, MemoryState, MemoryType
 
 ACCOUNT = "demo-account"
 QUESTION = "What is the name of Ali's dog?"
 
 
-def run_demo(engram: Engram, echo: Callable[[str], None] = print) -> None:
+Query = Callable[[dict[str, Any]], MemoryQueryResult]
+"""``memory_query`` (``Engram.query``): a request's fields in, the answer out."""
+
+
+def run_demo(
+    engine: MemoryEngine, echo: Callable[[str], None] = print, *, query: Query | None = None
+) -> None:
     """Store, update, forget, restore and list memories for two users; print their history.
 
-    Then ask ``memory_query`` a question about the first user and print the ranked answer.
-    Users stored by an earlier run are left as they are.
+    Then, given ``query``, ask ``memory_query`` a question about the first user and print
+    the ranked answer. Users stored by an earlier run are left as they are.
     """
-    engine = engram.engine
     users = {
         "alice": [
             ("preferred_name", "Alice prefers to be called Ali.", MemoryType.PREFERENCE),
@@ -55,7 +61,8 @@ def run_demo(engram: Engram, echo: Callable[[str], None] = print) -> None:
         thread = default_thread(ACCOUNT, user)
         echo(engine.delta_since(thread, max(0, engine.current_rev(thread) - 3)))
         echo("")
-    _ask(engram, echo)
+    if query is not None:
+        _ask(query, echo)
 
 
 def _written_before(engine: MemoryEngine, user: str) -> bool:
@@ -102,10 +109,10 @@ def _tour(
     echo(f"forgot   {last.key} again (restorable until it is purged)")
 
 
-def _ask(engram: Engram, echo: Callable[[str], None]) -> None:
+def _ask(query: Query, echo: Callable[[str], None]) -> None:
     """Ask ``memory_query`` about alice and print what an agent would get, ranked."""
     echo(f'== memory_query for alice: "{QUESTION}" ==')
-    answer = engram.query(
+    answer = query(
         {
             "agent": "default",
             "account_id": ACCOUNT,
