@@ -1,8 +1,12 @@
 # Everyday targets. `make run` and `make test` are the README's two commands.
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# `fast` (numba) compiles the SQLite vector index's loops; the tests compare them with NumPy's.
+# `make test` (and lint, bench): everything the suite and the linters need. `fast` (numba)
+# compiles the SQLite vector index's loops; the tests compare them with NumPy's.
 EXTRAS ?= test,postgres,local,server,tokens,fast
+# `make run`: the demo's embedder (local), `engram serve` (server) and exact token budgets
+# (tokens); no test tools, no PostgreSQL driver, no numba.
+RUN_EXTRAS ?= local,server,tokens
 
 .PHONY: run test lint bench venv
 
@@ -12,15 +16,15 @@ $(PY):
 
 # Installs once per set of extras, again only when pyproject.toml changes.
 comma := ,
-STAMP := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
+stamp = $(VENV)/.installed-$(subst $(comma),-,$(1))
 
-$(STAMP): pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet -e '.[$(EXTRAS)]'
+$(VENV)/.installed-%: pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e '.[$(subst -,$(comma),$*)]'
 	touch $@
 
-venv: $(STAMP)
+venv: $(call stamp,$(EXTRAS))
 
-run: venv
+run: $(call stamp,$(RUN_EXTRAS))
 	$(VENV)/bin/engram demo
 
 lint: venv

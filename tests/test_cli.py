@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -35,6 +38,65 @@ def test_demo_uses_engram_home_and_creates_private_key_file(home: Path) -> None:
     assert (home / "engram.db").exists()
     code, listing = run("list", "--account", "demo-account", "--user", "alice")
     assert code == 0 and "dog_name" in listing and "doctor_visit" not in listing
+
+
+def _all_versions(home: Path) -> int:
+    from engram.config import Settings
+    from engram.engine import MemoryEngine
+    from engram.types import MemoryFilter, MemoryState
+
+    with MemoryEngine.open(Settings(home=home)) as engine:
+        return sum(
+            len(
+                engine.list_memories(
+                    MemoryFilter(account_id="demo-account", user_id=user, states=tuple(MemoryState))
+                )
+            )
+            for user in ("alice", "bob")
+        )
+
+
+def test_demo_is_repeatable_and_ends_with_a_ranked_memory_query(home: Path) -> None:
+    code, first = run("demo")
+    assert code == 0, first
+    count = _all_versions(home)
+    assert count == 7  # five memories and the versions two updates superseded
+    code, second = run("demo")
+    assert code == 0, second
+    assert _all_versions(home) == count
+    assert "stored   " in first and "stored   " not in second
+    assert second.count("stored by an earlier run: nothing new stored") == 2
+    for out in (first, second):
+        assert "What is the name of Ali's dog?" in out
+        tail = out.split("== memory_query")[1]
+        assert "[fact] Ali has a dog named Biscuit.  <- score" in tail
+
+
+def test_demo_prints_nothing_from_the_model_runtimes(home: Path) -> None:
+    """No progress bars or library chatter from ONNX Runtime or tokenizers, on either stream."""
+    env = {**os.environ, "ENGRAM_HOME": str(home)}
+    command = [sys.executable, "-c", "from engram.cli import main; main(['demo'])"]
+    first = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
+    assert [line for line in first.stderr.splitlines() if "master.key" not in line] == []
+    second = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
+    assert second.stderr == ""
+    for out in (first.stdout, second.stdout):
+        assert "score" in out
+        assert not any(word in out.lower() for word in ("onnx", "tokenizer", "%|", "it/s"))
+
+
+def test_import_into_another_user_twice_imports_once(home: Path, tmp_path: Path) -> None:
+    assert run("demo")[0] == 0
+    out = tmp_path / "alice.json"
+    assert run("export", "--account", "demo-account", "--user", "alice", "--out", str(out))[0] == 0
+    total = len(json.loads(out.read_text())["memories"])
+    code, msg = run("import", str(out), "--user", "alice-copy")
+    assert code == 0 and msg.strip() == f"imported {total}, skipped 0 existing"
+    listing = run("list", "--account", "demo-account", "--user", "alice-copy")[1]
+    code, msg = run("import", str(out), "--user", "alice-copy")
+    assert code == 0 and msg.strip() == f"imported 0, skipped {total} existing"
+    assert run("list", "--account", "demo-account", "--user", "alice-copy")[1] == listing
+    assert listing.count("dog_name") == 1
 
 
 def test_malformed_key_is_refused_with_clear_message(home: Path) -> None:

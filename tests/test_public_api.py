@@ -26,6 +26,7 @@ EXPECTED = {
     "NewMemory",
     "NotFoundError",
     "PermissionDeniedError",
+    "SearchResult",
     "Settings",
     "Source",
     "ValidationError",

@@ -33,12 +33,13 @@ from engram.types import (
 
 if TYPE_CHECKING:
     from engram.async_engine import AsyncMemoryEngine
-    from engram.client import Engram
+    from engram.client import Engram, SearchResult
     from engram.engine import MemoryEngine
 
 _LAZY = {
     "AsyncMemoryEngine": "engram.async_engine",
     "Engram": "engram.client",
+    "SearchResult": "engram.client",
     "MemoryEngine": "engram.engine",
 }
 
@@ -59,6 +60,7 @@ __all__ = [
     "NewMemory",
     "NotFoundError",
     "PermissionDeniedError",
+    "SearchResult",
     "Settings",
     "Source",
     "ValidationError",

@@ -22,18 +22,24 @@ from engram.errors import EngramError
 from engram.types import MemoryFilter
 
 if TYPE_CHECKING:
+    from engram.client import Engram
     from engram.engine import MemoryEngine
     from engram.server.auth import ApiKeys
 
 
-def _engine(ctx: click.Context) -> MemoryEngine:
-    """The engine with retrieval wired in, so what a command writes is indexed as usual."""
+def _engram(ctx: click.Context) -> Engram:
+    """The engine and retrieval as configured, closed with the command."""
     from engram.client import Engram
 
     settings: Settings = ctx.obj["settings"]
     engram = Engram.open(settings)
     ctx.call_on_close(engram.close)
-    return engram.engine
+    return engram
+
+
+def _engine(ctx: click.Context) -> MemoryEngine:
+    """The engine with retrieval wired in, so what a command writes is indexed as usual."""
+    return _engram(ctx).engine
 
 
 class _Group(click.Group):
@@ -78,7 +84,8 @@ def demo(ctx: click.Context) -> None:
         f"Engram demo on {settings.resolved_storage_url().split('://')[0]} "
         f"(data folder: {settings.home})\n"
     )
-    run_demo(_engine(ctx), click.echo)
+    engram = _engram(ctx)
+    run_demo(engram.engine, click.echo, query=engram.query)
 
 
 @main.group()

@@ -5,18 +5,34 @@ storage and the key store with the key ring (through :meth:`MemoryEngine.open`),
 embedder and the indexers that keep its vectors, the categories and agent allowlists for
 ``memory_query``, and the end-of-session extractor (the configured LLM, or offline). The SDK,
 ``create_app``, the CLI and background workers all start from it.
+
+Besides the engine (``Engram.engine``) and ``memory_query`` (:meth:`Engram.query`), it offers
+the two calls known from other memory layers: :meth:`Engram.add` (a text, or a conversation
+whose memories are extracted) and :meth:`Engram.search` (ranked memories with scores). The
+client is embedded: it opens the store itself. Remote callers use the HTTP service
+(``engram serve``), whose ``/v1/memories`` and ``/v1/memory_query`` routes do the same.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+import concurrent.futures
+import uuid
+from collections.abc import Coroutine, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from engram.config import Settings
-from engram.conversation.extraction import Extractor
-from engram.conversation.summarizer import extractor_from_settings
-from engram.embedders import Embedder, embedder_from_settings
+from engram.conversation.buffer import SessionBuffer
+from engram.conversation.dedup import DedupPolicy
+from engram.conversation.extraction import ExtractionPipeline, Extractor
+from engram.conversation.summarizer import EngineMemorySink, extractor_from_settings
+from engram.embedders import Embedder, configured_embedder
 from engram.engine import MemoryEngine
+from engram.errors import ValidationError
 from engram.index.vectors import VectorIndexer
+from engram.llm.candidates import Candidate
+from engram.llm.key_vocabulary import to_vocabulary
 from engram.retrieval.access import AccessTracker
 from engram.retrieval.categories import load_categories
 from engram.retrieval.memory_query import (
@@ -24,8 +40,28 @@ from engram.retrieval.memory_query import (
     MemoryQueryResult,
     MemoryQueryService,
 )
+from engram.types import Memory, MemoryFilter, MemoryType, NewMemory, Source
 
-__all__ = ["Engram"]
+__all__ = ["DEFAULT_ACCOUNT", "Engram", "SearchResult"]
+
+DEFAULT_ACCOUNT = "default"
+"""The account :meth:`Engram.add` and :meth:`Engram.search` use unless told otherwise."""
+
+_MAX_KEYS = 5000
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchResult:
+    """One ranked answer of :meth:`Engram.search`.
+
+    ``score`` is the ranking score (higher is better); ``similarity`` the cosine similarity
+    to the question, ``None`` without an embedder or for a memory found only by its words.
+    """
+
+    memory: Memory
+    score: float
+    similarity: float | None
 
 
 class Engram:
@@ -71,15 +107,182 @@ class Engram:
 
         Opens and migrates the storage, opens the key store and key ring, builds the
         configured embedder and extractor. Raises :class:`~engram.errors.ConfigurationError`
-        for a configuration that cannot work (see :meth:`MemoryEngine.open`).
+        for a configuration that cannot work (see :meth:`MemoryEngine.open`). Without the
+        ``local`` extra and with no embedder configured, opens without one
+        (lexical search only) and warns once; see :func:`engram.embedders.configured_embedder`.
         """
         settings = settings or Settings()
-        embedder = embedder_from_settings(settings)
+        embedder = configured_embedder(settings)
         return cls(MemoryEngine.open(settings), embedder=embedder, settings=settings)
 
-    def query(self, request: MemoryQueryRequest | dict[str, Any]) -> MemoryQueryResult:
-        """Answer a ``memory_query`` request."""
-        return self.memory_query.query(request)
+    def query(self, request: MemoryQueryRequest | Mapping[str, Any]) -> MemoryQueryResult:
+        """Answer a ``memory_query`` request (a :class:`MemoryQueryRequest` or its fields).
+
+        Raises:
+            TypeError: ``request`` is neither (a plain question goes to :meth:`search`).
+            ValidationError: a field is missing or invalid.
+            PermissionDeniedError: the agent may not read a requested category.
+        """
+        if not isinstance(request, MemoryQueryRequest | Mapping):
+            raise TypeError(
+                "query() takes a MemoryQueryRequest or a dict of its fields, such as "
+                '{"agent": "default", "account_id": ..., "user_id": ..., "query": ...}, '
+                f"not {type(request).__name__}; for a plain question use "
+                "search(question, user_id=...)"
+            )
+        return self.memory_query.query(dict(request) if isinstance(request, Mapping) else request)
+
+    def add(
+        self,
+        data: str | Sequence[Mapping[str, str]],
+        *,
+        user_id: str,
+        account_id: str = DEFAULT_ACCOUNT,
+        key: str | None = None,
+        type: MemoryType | str = MemoryType.FACT,
+    ) -> list[Memory]:
+        """Remember a text, or what a conversation says about the user.
+
+        A string is stored as one memory of ``type`` (default ``fact``) under ``key``
+        (default: the next free ``note`` key: ``note``, ``note.2``, ...). A list of
+        ``{"role": "user" | "assistant", "content": ...}`` messages goes through end-of-session
+        extraction: the LLM when one is configured (``ENGRAM_LLM_*``, ``XAI_API_KEY``), else
+        the offline extractor; only what the user said is kept; ``system`` messages are
+        skipped and extraction never changes a key the user already has. Either way a near
+        duplicate of an active memory is not stored again.
+
+        Returns:
+            The memories stored, in order; empty when there was nothing new.
+
+        Raises:
+            TypeError: ``data`` is neither a string nor a list of message dicts.
+            ValidationError: an empty text, an unknown role or an invalid field.
+        """
+        if isinstance(data, str):
+            return self._add_text(
+                data, account_id=account_id, user_id=user_id, key=key, memory_type=type
+            )
+        messages: Sequence[object] = data if isinstance(data, Sequence) else ()
+        if messages is not data or not all(isinstance(m, Mapping) for m in messages):
+            raise TypeError(
+                "add() takes a string or a list of messages such as "
+                f'[{{"role": "user", "content": "..."}}], not {type_name(data)}'
+            )
+        if key is not None:
+            raise TypeError("add() takes key= only with a string; extraction picks the keys")
+        return self._add_messages(
+            [m for m in messages if isinstance(m, Mapping)], account_id=account_id, user_id=user_id
+        )
+
+    def search(
+        self,
+        query: str,
+        *,
+        user_id: str,
+        account_id: str = DEFAULT_ACCOUNT,
+        agent: str = "default",
+        top_k: int = 5,
+        threshold: float | None = None,
+    ) -> list[SearchResult]:
+        """The user's memories ranked by relevance to ``query``, best first, with scores.
+
+        Runs the hybrid retrieval of ``memory_query`` (vectors, blind BM25, relation edges)
+        over every category ``agent`` may read, ``context: all`` ones included. ``threshold``
+        drops results whose cosine similarity to the query is below it.
+
+        Raises:
+            TypeError: ``query`` is not a string.
+            ValidationError: an empty query or an out-of-range ``top_k``.
+            PermissionDeniedError: ``agent`` is unknown.
+        """
+        if not isinstance(query, str):
+            raise TypeError(f"search() takes the question as a string, not {type_name(query)}")
+        request = {
+            "agent": agent,
+            "account_id": account_id,
+            "user_id": user_id,
+            "query": query,
+            "top_k": top_k,
+            "threshold": threshold,
+        }
+        return [
+            SearchResult(
+                memory=memory, score=float(extra["score"]), similarity=extra.get("similarity")
+            )
+            for memory, extra in self.memory_query.rank(request)
+        ]
+
+    def _dedup(self) -> DedupPolicy:
+        return DedupPolicy(
+            text_threshold=self.settings.dedup_text_threshold,
+            cosine_threshold=self.settings.dedup_cosine_threshold,
+            embedder=self.embedder,
+        )
+
+    def _add_text(
+        self,
+        text: str,
+        *,
+        account_id: str,
+        user_id: str,
+        key: str | None,
+        memory_type: MemoryType | str,
+    ) -> list[Memory]:
+        value = text.strip()
+        if not value:
+            raise ValidationError("add() needs a non-empty text")
+        kind = MemoryType(memory_type)
+        if key is None:
+            taken = {
+                m.key.lower()
+                for m in self.engine.list_memories(
+                    MemoryFilter(account_id=account_id, user_id=user_id), limit=_MAX_KEYS
+                )
+            }
+            key = to_vocabulary(Candidate(type=kind, key="note", value=value), taken).key
+        twin = self._dedup().find_duplicate(
+            self.engine,
+            account_id=account_id,
+            user_id=user_id,
+            key=key,
+            value=value,
+            memory_type=kind,
+        )
+        if twin is not None:
+            return []
+        memory = NewMemory(
+            account_id=account_id,
+            user_id=user_id,
+            key=key,
+            value=value,
+            type=kind,
+            source=Source.API,
+        )
+        return [self.engine.store(memory, actor="sdk")]
+
+    def _add_messages(
+        self, messages: Sequence[Mapping[Any, Any]], *, account_id: str, user_id: str
+    ) -> list[Memory]:
+        buffer = SessionBuffer(max_turns=max(1, len(messages)))
+        session_id = f"sdk-{uuid.uuid4().hex}"
+        buffer.start(session_id, account_id=account_id, user_id=user_id)
+        for message in messages:
+            role, content = message.get("role"), message.get("content")
+            if not isinstance(role, str) or not isinstance(content, str):
+                raise TypeError('each message needs a string "role" and a string "content"')
+            if role == "system":
+                continue
+            if role not in ("user", "assistant"):
+                raise ValidationError(
+                    f"a message's role must be 'user', 'assistant' or 'system', not {role!r}"
+                )
+            buffer.add_turn(session_id, "user" if role == "user" else "assistant", content)
+        session = buffer.clear(session_id)
+        if session is None:  # pragma: no cover - started above, cleared only here
+            return []
+        sink = EngineMemorySink(self.engine, dedup=self._dedup())
+        _run(ExtractionPipeline(self.extractor, sink, proposals=None).run(session))
+        return sink.stored
 
     def close(self) -> None:
         """Flush access times and release the storage."""
@@ -91,3 +294,18 @@ class Engram:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def type_name(value: object) -> str:
+    """``str``, ``int``, ... of ``value``, for a TypeError's message."""
+    return type(value).__name__
+
+
+def _run(coroutine: Coroutine[Any, Any, _T]) -> _T:
+    """Run ``coroutine`` to completion from blocking code, even inside a running event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()

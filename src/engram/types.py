@@ -48,9 +48,14 @@ def validated(model: type[ModelT], data: ModelT | Mapping[str, Any]) -> ModelT:
     """Build ``model`` from ``data``, turning pydantic's error into Engram's ValidationError.
 
     The message names each offending field and why, without echoing the submitted values.
+    Anything but a ``model`` or a mapping (a string, a list) is a :class:`TypeError`.
     """
     if isinstance(data, model):
         return data
+    if not isinstance(data, Mapping):
+        raise TypeError(
+            f"expected a {model.__name__} or a mapping of its fields, not {type(data).__name__}"
+        )
     try:
         return model.model_validate(dict(data))
     except PydanticValidationError as exc:

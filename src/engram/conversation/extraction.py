@@ -114,7 +114,7 @@ class ProposedChange:
 
 
 class ProposalSink(Protocol):
-    """Where proposed changes to sensitive keys go (stored by the engine in stage 2)."""
+    """Where proposed changes to sensitive keys go (the service's ``ProposalStore``)."""
 
     async def propose(self, change: ProposedChange) -> None:
         """Record ``change`` for review."""

@@ -31,7 +31,7 @@ from engram.llm.base import LLM
 from engram.llm.candidates import Candidate, TurnLike
 from engram.llm.offline import OfflineExtractor
 from engram.llm.registry import llm_from_settings
-from engram.types import MemoryFilter, NewMemory
+from engram.types import Memory, MemoryFilter, NewMemory
 
 __all__ = [
     "EngineMemorySink",
@@ -47,13 +47,17 @@ _MAX_KEYS = 5000
 
 
 class EngineMemorySink:
-    """A :class:`MemorySink` that creates memories in the engine, skipping duplicates."""
+    """A :class:`MemorySink` that creates memories in the engine, skipping duplicates.
+
+    ``stored`` holds the memories it created, in order (in process memory only).
+    """
 
     def __init__(self, engine: MemoryEngine, *, dedup: DedupPolicy | None = None) -> None:
         self._engine = engine
         self._dedup = dedup or DedupPolicy()
         self.duplicates = 0
         self.created = 0
+        self.stored: list[Memory] = []
 
     async def existing_keys(self, *, account_id: str, user_id: str) -> set[str]:
         """Keys of the user's active memories, lower-cased."""
@@ -87,7 +91,7 @@ class EngineMemorySink:
         if twin is not None:
             self.duplicates += 1
             return
-        self._engine.store(memory, actor="extraction")
+        self.stored.append(self._engine.store(memory, actor="extraction"))
         self.created += 1
 
 

@@ -9,6 +9,7 @@ from engram.embedders.registry import (
     PROVIDERS,
     EmbedderOptions,
     build_embedder,
+    configured_embedder,
     embedder_from_settings,
 )
 
@@ -18,6 +19,7 @@ __all__ = [
     "Embedder",
     "EmbedderOptions",
     "build_embedder",
+    "configured_embedder",
     "embedder_from_settings",
     "embedder_signature",
     "l2_normalise",

@@ -7,6 +7,9 @@ entry in :data:`PROVIDERS`.
 
 from __future__ import annotations
 
+import importlib.util
+import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +19,11 @@ from engram.embedders.base import Embedder
 from engram.embedders.cache import CachedEmbedder
 from engram.errors import ConfigurationError
 
-__all__ = ["PROVIDERS", "EmbedderOptions", "build_embedder"]
+__all__ = ["PROVIDERS", "EmbedderOptions", "build_embedder", "configured_embedder"]
+
+_log = logging.getLogger(__name__)
+_LOCAL_RUNTIME = ("onnxruntime", "tokenizers")
+_fallback_warned = threading.Event()  # the fallback warning is printed once per process
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -78,9 +85,48 @@ def build_embedder(
     return CachedEmbedder(inner, max_entries=cache_size) if cache_size > 0 else inner
 
 
+def missing_local_runtime() -> str | None:
+    """The first package of the ``local`` extra that cannot be found, or ``None``.
+
+    Looks the packages up without importing them (importing ONNX Runtime takes a while).
+    """
+    for name in _LOCAL_RUNTIME:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            return name
+    return None
+
+
+def configured_embedder(settings: Settings, *, cache_size: int = 1024) -> Embedder | None:
+    """The embedder an entry point runs with: :func:`embedder_from_settings`, or none.
+
+    When the embedder was not configured (the default, ``local:all-MiniLM-L6-v2``) and the
+    ``local`` extra is not installed, Engram runs as with ``ENGRAM_EMBEDDER=none`` (lexical
+    search only) and warns once per process, on stderr through the ``logging`` module. An
+    explicitly configured local embedder (``ENGRAM_EMBEDDER`` or ``Settings(embedder=...)``)
+    keeps raising :class:`MissingDependencyError`, which names the extra, on first use.
+    """
+    if "embedder" not in settings.model_fields_set:
+        missing = missing_local_runtime()
+        if missing is not None:
+            if not _fallback_warned.is_set():
+                _fallback_warned.set()
+                _log.warning(
+                    "%s is not installed, so Engram runs without an embedder (lexical search "
+                    "only); pip install 'engram-memory[local]' for similarity search, or set "
+                    "ENGRAM_EMBEDDER=none to silence this",
+                    missing,
+                )
+            return None
+    return embedder_from_settings(settings, cache_size=cache_size)
+
+
 def embedder_from_settings(settings: Settings, *, cache_size: int = 1024) -> Embedder | None:
-    """The embedder ``settings.embedder`` names (``None`` for ``none``); see
-    :func:`build_embedder`."""
+    """The embedder ``settings.embedder`` names (``None`` for ``none``), never a fallback;
+    see :func:`build_embedder`."""
     api_key = settings.embedder_api_key
     return build_embedder(
         settings.embedder,

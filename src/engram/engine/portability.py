@@ -10,6 +10,9 @@ from engram.errors import ValidationError
 from engram.types import HistoryEventType, ImportReport, Memory, MemoryState, utcnow, validated
 
 EXPORT_FORMAT = "engram.export/1"
+# Ids of copies are derived from the target owner and the source id (uuid5 in this
+# namespace), so importing the same document into the same owner twice skips the second time.
+_COPY_NAMESPACE = uuid.UUID("2c4916c3-a82d-4282-b519-a019e0afe7ab")
 
 
 class EnginePortability(EngineCore):
@@ -42,7 +45,8 @@ class EnginePortability(EngineCore):
         """Import an :meth:`export_user` document, optionally into another owner.
 
         Into the same owner, versions keep their ids, order and states, and ids that already
-        exist are skipped; a copy into another owner gets fresh ids.
+        exist are skipped; a copy into another owner gets new ids derived from the owner and
+        the original ids, so importing it there again skips what the first import wrote.
         """
         if not isinstance(document, dict) or document.get("format") != EXPORT_FORMAT:
             raise ValidationError(f"not an Engram export (expected format {EXPORT_FORMAT})")
@@ -61,8 +65,9 @@ class EnginePortability(EngineCore):
             if isinstance(m, dict)
         ]
         if not same_owner:
-            # A copy to another owner gets fresh ids; the AAD binds values to the new ids.
-            fresh_ids = {m.id: str(uuid.uuid4()) for m in memories}
+            # A copy to another owner gets new ids; the AAD binds values to the new ids.
+            owner = f"{target_account}/{target_user}/"
+            fresh_ids = {m.id: str(uuid.uuid5(_COPY_NAMESPACE, owner + m.id)) for m in memories}
             memories = [
                 m.model_copy(
                     update={

@@ -113,6 +113,51 @@ class MemoryQueryService:
     def query(self, request: MemoryQueryRequest | dict[str, Any]) -> MemoryQueryResult:
         """Answer one request; see the module docstring for the rules."""
         req = validated(MemoryQueryRequest, request)
+        allowed, base = self._scope(req)
+        always = [c for c in allowed if self.categories.spec(c).context is ContextMode.ALL]
+        rag = [c for c in allowed if c not in always]
+        scope = SharedScope(self.reader, base)  # one shared-memory check per request
+        # ``context: all`` memories are listed on a worker while retrieval embeds the query.
+        listing = (
+            workers().submit(
+                self._context_all, base.model_copy(update={"categories": tuple(always)}), scope
+            )
+            if always
+            else None
+        )
+        retrieved: list[tuple[Memory, dict[str, Any]]] = []
+        if rag:
+            rag_filter = base.model_copy(update={"categories": tuple(rag)})
+            retrieved = self._retrieve(req, rag_filter, scope)
+        picked = (listing.result() if listing is not None else []) + retrieved
+        results, tokens = self._render(req, picked)
+        if self.access is not None and results:
+            self.access.record(req.account_id, [r["id"] for r in results])
+        return MemoryQueryResult(results=results, tokens=tokens)
+
+    def rank(
+        self, request: MemoryQueryRequest | dict[str, Any]
+    ) -> list[tuple[Memory, dict[str, Any]]]:
+        """Every category the agent may read, ranked by retrieval (``context: all`` ones too).
+
+        The memories with ``{"score", "similarity"}``, best first, at most ``top_k``; the
+        same rules as :meth:`query` (allowlist, filters, ``threshold``, per-category
+        ``rag_length``), without the ``context: all`` listing, rendering or token budget.
+        """
+        req = validated(MemoryQueryRequest, request)
+        allowed, base = self._scope(req)
+        scope = SharedScope(self.reader, base)
+        ranked = self._retrieve(
+            req.model_copy(update={"return_": "bullets"}),
+            base.model_copy(update={"categories": tuple(allowed)}),
+            scope,
+        )
+        if self.access is not None and ranked:
+            self.access.record(req.account_id, [m.id for m, _ in ranked])
+        return ranked
+
+    def _scope(self, req: MemoryQueryRequest) -> tuple[list[str], MemoryFilter]:
+        """The categories the request may read and the filter every search runs with."""
         allowed = self.categories.resolve(req.agent, req.categories)
         f = req.filters
         if f.category is not None:
@@ -134,26 +179,7 @@ class MemoryQueryService:
             updated_after=f.updated_after,
             updated_before=f.updated_before,
         )
-        always = [c for c in allowed if self.categories.spec(c).context is ContextMode.ALL]
-        rag = [c for c in allowed if c not in always]
-        scope = SharedScope(self.reader, base)  # one shared-memory check per request
-        # ``context: all`` memories are listed on a worker while retrieval embeds the query.
-        listing = (
-            workers().submit(
-                self._context_all, base.model_copy(update={"categories": tuple(always)}), scope
-            )
-            if always
-            else None
-        )
-        retrieved: list[tuple[Memory, dict[str, Any]]] = []
-        if rag:
-            rag_filter = base.model_copy(update={"categories": tuple(rag)})
-            retrieved = self._retrieve(req, rag_filter, scope)
-        picked = (listing.result() if listing is not None else []) + retrieved
-        results, tokens = self._render(req, picked)
-        if self.access is not None and results:
-            self.access.record(req.account_id, [r["id"] for r in results])
-        return MemoryQueryResult(results=results, tokens=tokens)
+        return list(allowed), base
 
     def _context_all(
         self, flt: MemoryFilter, scope: SharedScope

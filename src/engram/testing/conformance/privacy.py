@@ -144,6 +144,11 @@ class PrivacyConformance(StorageHarness):
         assert copied.imported == 3
         moved = engine.list_memories(MemoryFilter(account_id="acct-9", user_id="someone"))
         assert [m.value for m in moved] == ["v2"]
+        again_copied = engine.import_user(document, account_id="acct-9", user_id="someone")
+        assert (again_copied.imported, again_copied.skipped) == (0, 3)
+        assert engine.list_memories(MemoryFilter(account_id="acct-9", user_id="someone")) == moved
+        other = engine.import_user(document, account_id="acct-9", user_id="someone-else")
+        assert other.imported == 3  # another owner gets its own copy
 
     def test_import_rejects_malformed_documents(self, engine: MemoryEngine) -> None:
         with pytest.raises(ValidationError):
