@@ -319,3 +319,14 @@ async def test_session_status_is_only_for_the_keys_account(api: Api) -> None:
     assert response.status_code == 404
     assert response.json() == {"success": False, "error": "Call session not found"}
     assert (await api.client.get(f"/sessions/{sid}")).status_code == 401
+
+
+async def test_ending_an_ended_session_keeps_its_outcome(api: Api) -> None:
+    sid = await api.session()
+    await say(api, sid, "I have a dog named Biscuit.")
+    assert (await api.post(f"/sessions/{sid}/end")).json()["summarization"] == "scheduled"
+    await api.join()
+    again = await api.post(f"/sessions/{sid}/end")
+    assert again.json() == {"summarization": "skipped", "reason": "session had already ended"}
+    status = (await api.client.get(f"/sessions/{sid}", headers=api.auth)).json()
+    assert status["summarization"] == "done" and status["memoriesExtracted"] == 1
