@@ -7,6 +7,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from fastapi.responses import PlainTextResponse
+from fastapi_offline import FastAPIOffline
 
 from engram.config import Settings
 from engram.conversation.dispatcher import QueryHandler
@@ -81,11 +82,14 @@ def create_app(
                 close()
             services.close()
 
-    app = FastAPI(
+    # /docs and /redoc with their scripts, styles and icon served by this app (under
+    # /static-offline-docs), never fetched from a CDN; Swagger UI's online validator is off.
+    app = FastAPIOffline(
         title="Engram",
         summary="Long-term memory for LLM agents: tools, call sessions and the memory store.",
         version="0.1.0",
         lifespan=lifespan,
+        swagger_ui_parameters={"validatorUrl": None},
     )
     app.state.services = services
     install_error_handlers(app)
