@@ -2,19 +2,29 @@
 
 from __future__ import annotations
 
+import logging
+import time
+from collections.abc import Callable
 from typing import Any
 
 from engram.config import Settings
 from engram.embedders import Embedder, build_embedder
 from engram.engine import MemoryEngine
+from engram.errors import ProviderError
 from engram.index.vectors import VectorIndexer
 from engram.retrieval.access import AccessTracker
+from engram.retrieval.budget import token_counter
 from engram.retrieval.categories import load_categories
 from engram.retrieval.memory_query import (
     MemoryQueryRequest,
     MemoryQueryResult,
     MemoryQueryService,
 )
+from engram.storage.base import Capability
+
+log = logging.getLogger(__name__)
+
+_WARM_UP_TEXT = "Engram warm-up."
 
 
 class Engram:
@@ -62,6 +72,30 @@ class Engram:
             api_key=None if api_key is None else api_key.get_secret_value(),
         )
         return cls(MemoryEngine.open(settings), embedder=embedder, settings=settings)
+
+    def warm_up(self, progress: Callable[[str], None] | None = None) -> None:
+        """Load now what the first call would otherwise load on its way.
+
+        That is the embedder's model (one embedding of a fixed text: no user data), the
+        in-process vector index's compiled loops and the token counter. ``progress``
+        receives a line before and after (names and seconds only); by default they are
+        logged. A failing embedder provider is logged, not raised: the first call tries
+        again and reports it.
+        """
+        say = progress or log.info
+        start = time.perf_counter()
+        if self.embedder is not None:
+            say(f"loading embedder {self.embedder.model_id} …")
+            try:
+                self.embedder.embed([_WARM_UP_TEXT])
+            except ProviderError as exc:
+                log.warning("embedder warm-up failed: %s", type(exc).__name__)
+        if Capability.IN_PROCESS_VECTORS in self.engine.storage.capabilities:
+            from engram.storage.sqlite_vectors import warm_up
+
+            warm_up(self.embedder.dims if self.embedder is not None else 384)
+        token_counter()
+        say(f"warm-up done in {time.perf_counter() - start:.1f} s")
 
     def query(self, request: MemoryQueryRequest | dict[str, Any]) -> MemoryQueryResult:
         """Answer a ``memory_query`` request."""

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
@@ -20,6 +23,8 @@ from engram.server.services import ServiceOptions, Services
 
 __all__ = ["create_app"]
 
+log = logging.getLogger(__name__)
+
 
 def create_app(
     settings: Settings | None = None,
@@ -30,6 +35,8 @@ def create_app(
     embedder: object | None = None,
     query: QueryHandler | None = None,
     clock: Callable[[], float] | None = None,
+    warm_up: bool = True,
+    progress: Callable[[str], None] | None = None,
 ) -> FastAPI:
     """Build the HTTP service.
 
@@ -42,6 +49,11 @@ def create_app(
         embedder: enables the embedding test of the de-duplication policy.
         query: the ``memory_query`` handler, when the retrieval layer provides one.
         clock: wall-clock seconds, for tests.
+        warm_up: when the app opens its own engine, load the embedder and the search's
+            compiled loops at start-up, before the server accepts requests, so the first
+            tool call is as fast as the next ones.
+        progress: receives the start-up progress lines (names and seconds only); by
+            default they are logged.
 
     The service container is ``app.state.services``; ``await
     app.state.services.tasks.join()`` waits for background extractions.
@@ -50,6 +62,7 @@ def create_app(
     owns = engine is None
     closers: list[Callable[[], None]] = []
     query_handler = query
+    warm: Callable[[], None] | None = None
     if engine is None:
         # The embedded default: the engine with retrieval wired in, as configured.
         from engram.client import Engram
@@ -60,6 +73,8 @@ def create_app(
         embedder = embedder if embedder is not None else engram.embedder
         query_handler = query or RetrievalQueryHandler(engram.memory_query)
         closers.append(engram.access.close)
+        if warm_up:
+            warm = functools.partial(engram.warm_up, progress or log.info)
     extra = {} if clock is None else {"clock": clock}
     services = Services(
         engine,
@@ -74,6 +89,8 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if warm is not None:  # uvicorn listens only once this start-up has finished
+            await asyncio.to_thread(warm)
         try:
             yield
         finally:

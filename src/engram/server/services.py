@@ -96,6 +96,7 @@ class Services:
         owns_engine: bool = False,
     ) -> None:
         self.engine = engine
+        self.embedder = embedder
         self.aengine = AsyncMemoryEngine(engine)
         self.settings = settings
         self.options = options or ServiceOptions.of(settings)
