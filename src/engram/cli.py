@@ -221,6 +221,9 @@ def keys_revoke(ctx: click.Context, key_id: str) -> None:
 def serve(ctx: click.Context, host: str, port: int) -> None:
     """Run the HTTP service (tools, call sessions, /v1/memories, /metrics) with uvicorn.
 
+    The embedder and the search's compiled loops load before the port opens, so the first
+    tool call is as fast as the next ones.
+
     Needs the 'server' extra: pip install 'engram-memory[server]'.
     """
     try:
@@ -232,7 +235,8 @@ def serve(ctx: click.Context, host: str, port: int) -> None:
             "the HTTP service needs the 'server' extra: pip install 'engram-memory[server]'"
         ) from None
     settings: Settings = ctx.obj["settings"]
-    uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
+    app = create_app(settings, progress=lambda line: click.echo(f"engram: {line}", err=True))
+    uvicorn.run(app, host=host, port=port, log_level="info")
 
 
 @main.command("erase-user")

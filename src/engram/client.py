@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
+import time
 import uuid
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -29,17 +31,19 @@ from engram.conversation.extraction import ExtractionPipeline, Extractor
 from engram.conversation.summarizer import EngineMemorySink, extractor_from_settings
 from engram.embedders import Embedder, configured_embedder
 from engram.engine import MemoryEngine
-from engram.errors import ValidationError
+from engram.errors import ProviderError, ValidationError
 from engram.index.vectors import VectorIndexer
 from engram.llm.candidates import Candidate
 from engram.llm.key_vocabulary import to_vocabulary
 from engram.retrieval.access import AccessTracker
+from engram.retrieval.budget import token_counter
 from engram.retrieval.categories import load_categories
 from engram.retrieval.memory_query import (
     MemoryQueryRequest,
     MemoryQueryResult,
     MemoryQueryService,
 )
+from engram.storage.base import Capability
 from engram.types import Memory, MemoryFilter, MemoryType, NewMemory, Source
 
 __all__ = ["DEFAULT_ACCOUNT", "Engram", "SearchResult"]
@@ -48,6 +52,8 @@ DEFAULT_ACCOUNT = "default"
 """The account :meth:`Engram.add` and :meth:`Engram.search` use unless told otherwise."""
 
 _MAX_KEYS = 5000
+_WARM_UP_TEXT = "Engram warm-up."
+log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 
@@ -114,6 +120,30 @@ class Engram:
         settings = settings or Settings()
         embedder = configured_embedder(settings)
         return cls(MemoryEngine.open(settings), embedder=embedder, settings=settings)
+
+    def warm_up(self, progress: Callable[[str], None] | None = None) -> None:
+        """Load now what the first call would otherwise load on its way.
+
+        That is the embedder's model (one embedding of a fixed text: no user data), the
+        in-process vector index's compiled loops and the token counter. ``progress``
+        receives a line before and after (names and seconds only); by default they are
+        logged. A failing embedder provider is logged, not raised: the first call tries
+        again and reports it.
+        """
+        say = progress or log.info
+        start = time.perf_counter()
+        if self.embedder is not None:
+            say(f"loading embedder {self.embedder.model_id} …")
+            try:
+                self.embedder.embed([_WARM_UP_TEXT])
+            except ProviderError as exc:
+                log.warning("embedder warm-up failed: %s", type(exc).__name__)
+        if Capability.IN_PROCESS_VECTORS in self.engine.storage.capabilities:
+            from engram.storage.sqlite_vectors import warm_up
+
+            warm_up(self.embedder.dims if self.embedder is not None else 384)
+        token_counter()
+        say(f"warm-up done in {time.perf_counter() - start:.1f} s")
 
     def query(self, request: MemoryQueryRequest | Mapping[str, Any]) -> MemoryQueryResult:
         """Answer a ``memory_query`` request (a :class:`MemoryQueryRequest` or its fields).

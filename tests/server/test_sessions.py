@@ -226,3 +226,107 @@ async def test_openapi_describes_the_routes(api: Api) -> None:
                  "/tools/mark_private", "/sessions", "/sessions/{call_session_id}/end",
                  "/v1/memories", "/v1/proposals/{proposal_id}/confirm", "/metrics"):  # fmt: skip
         assert path in spec["paths"], path
+
+
+async def test_a_skipped_end_says_why(api: Api) -> None:
+    unconnected = await api.session(connected=False)
+    ended = await api.post(f"/sessions/{unconnected}/end")
+    assert ended.json() == {
+        "summarization": "skipped",
+        "reason": "session never connected (POST /sessions/{id}/connected)",
+    }
+    reminder = (
+        await api.post("/sessions", {"accountId": ACCOUNT, "lineId": "line-1",
+                                     "isReminderCall": True})
+    ).json()["callSessionId"]  # fmt: skip
+    await api.post(f"/sessions/{reminder}/connected")
+    assert (await api.post(f"/sessions/{reminder}/end")).json()["reason"] == (
+        "reminder calls are not summarised"
+    )
+    services = api.app.state.services
+    services.settings = services.settings.model_copy(update={"min_session_seconds": 30.0})
+    now = [1000.0]
+    services.clock = lambda: now[0]
+    short = await api.session()
+    now[0] += 12.34
+    assert (await api.post(f"/sessions/{short}/end")).json() == {
+        "summarization": "skipped",
+        "reason": "session lasted 12.3 s < ENGRAM_MIN_SESSION_SECONDS=30",
+    }
+    again = await api.post(f"/sessions/{short}/end")
+    assert again.json() == {"summarization": "skipped", "reason": "session had already ended"}
+
+
+async def test_a_scheduled_end_has_no_reason(api: Api) -> None:
+    sid = await api.session()
+    await say(api, sid, "I live in Portland.")
+    assert (await api.post(f"/sessions/{sid}/end")).json() == {"summarization": "scheduled"}
+
+
+async def test_session_status_follows_the_call_and_its_extraction(api: Api) -> None:
+    services = api.app.state.services
+    now = [1_700_000_000.0]
+    services.clock = lambda: now[0]
+    sid = await api.session(connected=False)
+    status = (await api.client.get(f"/sessions/{sid}", headers=api.auth)).json()
+    assert status["state"] == "created" and status["summarization"] is None
+    assert status["connectedAt"] is None and status["durationSeconds"] is None
+    await api.post(f"/sessions/{sid}/connected")
+    await api.post(
+        "/tools/store_memory",
+        {"callSessionId": sid, "lineId": "line-1", "accountId": ACCOUNT,
+         "memoryType": "fact", "key": "city", "value": "Portland, Oregon"},
+    )  # fmt: skip
+    await say(api, sid, "I have a dog named Biscuit.")
+    assert (await api.client.get(f"/sessions/{sid}", headers=api.auth)).json()["state"] == (
+        "connected"
+    )
+    now[0] += 45.0
+    await api.post(f"/sessions/{sid}/end")
+    await api.join()
+    status = (await api.client.get(f"/sessions/{sid}", headers=api.auth)).json()
+    assert status == {
+        "callSessionId": sid,
+        "lineId": "line-1",
+        "state": "ended",
+        "isReminderCall": False,
+        "createdAt": "2023-11-14T22:13:20Z",
+        "connectedAt": "2023-11-14T22:13:20Z",
+        "endedAt": "2023-11-14T22:14:05Z",
+        "durationSeconds": 45.0,
+        "toolCalls": 1,
+        "summarization": "done",
+        "reason": None,
+        "memoriesExtracted": 1,
+    }
+    assert "Biscuit" not in str(status) and "Portland" not in str(status)
+
+
+async def test_session_status_of_a_skipped_session_gives_the_reason(api: Api) -> None:
+    sid = await api.session(connected=False)
+    await api.post(f"/sessions/{sid}/end")
+    status = (await api.client.get(f"/sessions/{sid}", headers=api.auth)).json()
+    assert status["state"] == "ended" and status["summarization"] == "skipped"
+    assert status["reason"] == "session never connected (POST /sessions/{id}/connected)"
+
+
+async def test_session_status_is_only_for_the_keys_account(api: Api) -> None:
+    sid = await api.session()
+    other = api.app.state.services.keys.create("acct-2")
+    response = await api.client.get(
+        f"/sessions/{sid}", headers={"Authorization": f"Bearer {other}"}
+    )
+    assert response.status_code == 404
+    assert response.json() == {"success": False, "error": "Call session not found"}
+    assert (await api.client.get(f"/sessions/{sid}")).status_code == 401
+
+
+async def test_ending_an_ended_session_keeps_its_outcome(api: Api) -> None:
+    sid = await api.session()
+    await say(api, sid, "I have a dog named Biscuit.")
+    assert (await api.post(f"/sessions/{sid}/end")).json()["summarization"] == "scheduled"
+    await api.join()
+    again = await api.post(f"/sessions/{sid}/end")
+    assert again.json() == {"summarization": "skipped", "reason": "session had already ended"}
+    status = (await api.client.get(f"/sessions/{sid}", headers=api.auth)).json()
+    assert status["summarization"] == "done" and status["memoriesExtracted"] == 1

@@ -36,7 +36,8 @@ def test_tool_call_round_trip_over_a_real_socket(served: tuple[str, str]) -> Non
         )  # fmt: skip
         assert stored.status_code == 200 and stored.json()["success"] is True
         assert client.post(f"/sessions/{sid}/end", headers=auth).json() == {
-            "summarization": "skipped"
+            "summarization": "skipped",
+            "reason": "session never connected (POST /sessions/{id}/connected)",
         }
         listing = client.get("/v1/memories", params={"user_id": "l1"}, headers=auth).json()
         assert [m["value"] for m in listing["memories"]] == ["Lisbon"]

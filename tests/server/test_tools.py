@@ -121,21 +121,25 @@ async def test_tool_calls_are_recorded_as_session_events_without_values(api: Api
 
 
 @pytest.mark.parametrize(
-    ("path", "fields"),
+    ("path", "fields", "missing"),
     [
-        ("/tools/store_memory", {"memoryType": "fact", "key": "k"}),
-        ("/tools/update_memory", {"existingKey": "k"}),
-        ("/tools/forget_memory", {}),
-        ("/tools/mark_private", {}),
+        ("/tools/store_memory", {"memoryType": "fact", "key": "k"}, ["value"]),
+        ("/tools/update_memory", {"existingKey": "k"}, ["newValue"]),
+        ("/tools/forget_memory", {}, ["key", "memoryId"]),
+        ("/tools/mark_private", {}, ["key", "memoryId"]),
     ],
 )
 async def test_missing_fields_are_400_with_the_contract_body(
-    api: Api, path: str, fields: dict[str, object]
+    api: Api, path: str, fields: dict[str, object], missing: list[str]
 ) -> None:
     sid = await api.session()
     response = await api.post(path, body(sid, **fields))
     assert response.status_code == 400
-    assert response.json() == {"success": False, "error": "Missing required fields"}
+    assert response.json() == {
+        "success": False,
+        "error": "Missing required fields",
+        "fields": missing,
+    }
 
 
 async def test_unknown_session_is_404(api: Api) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ __all__ = [
     "SessionSummarizer",
     "extractor_from_settings",
     "should_summarize",
+    "skip_reason",
 ]
 
 log = logging.getLogger(__name__)
@@ -132,9 +134,34 @@ def should_summarize(
     min_seconds: float,
 ) -> bool:
     """Extract only from connected, non-reminder calls that lasted ``min_seconds``."""
-    if connected_at is None or is_reminder:
-        return False
-    return ended_at - connected_at >= min_seconds
+    return (
+        skip_reason(
+            connected_at=connected_at,
+            ended_at=ended_at,
+            is_reminder=is_reminder,
+            min_seconds=min_seconds,
+        )
+        is None
+    )
+
+
+def skip_reason(
+    *,
+    connected_at: float | None,
+    ended_at: float,
+    is_reminder: bool,
+    min_seconds: float,
+) -> str | None:
+    """Why a session is not summarised (times and settings only), or ``None`` if it is."""
+    if connected_at is None:
+        return "session never connected (POST /sessions/{id}/connected)"
+    if is_reminder:
+        return "reminder calls are not summarised"
+    lasted = ended_at - connected_at
+    if lasted < min_seconds:
+        shown = math.floor(max(lasted, 0.0) * 10) / 10  # rounded down: never shown as enough
+        return f"session lasted {shown:g} s < ENGRAM_MIN_SESSION_SECONDS={min_seconds:g}"
+    return None
 
 
 def extractor_from_settings(settings: Settings) -> Extractor:

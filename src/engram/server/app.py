@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from fastapi.responses import PlainTextResponse
+from fastapi_offline import FastAPIOffline
 
 from engram.config import Settings
 from engram.conversation.dispatcher import QueryHandler
@@ -19,6 +23,8 @@ from engram.server.services import ServiceOptions, Services
 
 __all__ = ["create_app"]
 
+log = logging.getLogger(__name__)
+
 
 def create_app(
     settings: Settings | None = None,
@@ -29,6 +35,8 @@ def create_app(
     embedder: object | None = None,
     query: QueryHandler | None = None,
     clock: Callable[[], float] | None = None,
+    warm_up: bool = True,
+    progress: Callable[[str], None] | None = None,
 ) -> FastAPI:
     """Build the HTTP service.
 
@@ -41,6 +49,11 @@ def create_app(
         embedder: enables the embedding test of the de-duplication policy.
         query: the ``memory_query`` handler, when the retrieval layer provides one.
         clock: wall-clock seconds, for tests.
+        warm_up: when the app opens its own engine, load the embedder and the search's
+            compiled loops at start-up, before the server accepts requests, so the first
+            tool call is as fast as the next ones.
+        progress: receives the start-up progress lines (names and seconds only); by
+            default they are logged.
 
     The service container is ``app.state.services``; ``await
     app.state.services.tasks.join()`` waits for background extractions.
@@ -49,6 +62,7 @@ def create_app(
     owns = engine is None
     closers: list[Callable[[], None]] = []
     query_handler = query
+    warm: Callable[[], None] | None = None
     if engine is None:
         # The one wiring (Engram.open): engine, retrieval and extraction, as configured.
         from engram.client import Engram
@@ -60,6 +74,8 @@ def create_app(
         extractor = extractor or engram.extractor
         query_handler = query or RetrievalQueryHandler(engram.memory_query)
         closers.append(engram.access.close)
+        if warm_up:
+            warm = functools.partial(engram.warm_up, progress or log.info)
     extra = {} if clock is None else {"clock": clock}
     services = Services(
         engine,
@@ -74,6 +90,8 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if warm is not None:  # uvicorn listens only once this start-up has finished
+            await asyncio.to_thread(warm)
         try:
             yield
         finally:
@@ -82,11 +100,14 @@ def create_app(
                 close()
             services.close()
 
-    app = FastAPI(
+    # /docs and /redoc with their scripts, styles and icon served by this app (under
+    # /static-offline-docs), never fetched from a CDN; Swagger UI's online validator is off.
+    app = FastAPIOffline(
         title="Engram",
         summary="Long-term memory for LLM agents: tools, call sessions and the memory store.",
         version="0.1.0",
         lifespan=lifespan,
+        swagger_ui_parameters={"validatorUrl": None},
     )
     app.state.services = services
     install_error_handlers(app)

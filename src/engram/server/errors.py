@@ -1,13 +1,20 @@
 """The one place where errors become HTTP answers.
 
-Every error answer has the voice bridge's shape ``{"success": false, "error": message}``.
-Engram's exception tree maps to status codes here; request-validation errors (malformed
-JSON, wrong field types) are 400; anything unexpected is a 500 with no detail.
+Every error answer has the voice bridge's shape ``{"success": false, "error": message}``;
+a client mistake about particular fields adds ``"fields"`` (their names as the request spells
+them) and, for a field with a fixed set of values, ``"allowed"`` (field name to the values it
+takes). Engram's exception tree maps to status codes here; request-validation errors
+(malformed JSON, wrong field types) are 400; anything unexpected is a 500 with no detail.
 """
 
 from __future__ import annotations
 
 import logging
+import re
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from enum import Enum
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -30,7 +37,14 @@ from engram.errors import (
     ValidationError,
 )
 
-__all__ = ["STATUS_BY_ERROR", "ApiError", "error_body", "install_error_handlers", "status_for"]
+__all__ = [
+    "STATUS_BY_ERROR",
+    "ApiError",
+    "allowed_values",
+    "error_body",
+    "install_error_handlers",
+    "status_for",
+]
 
 log = logging.getLogger(__name__)
 
@@ -51,12 +65,25 @@ STATUS_BY_ERROR: tuple[tuple[type[EngramError], int], ...] = (
 
 
 class ApiError(Exception):
-    """An HTTP error raised by a route: a status and a client-safe message."""
+    """An HTTP error raised by a route: a status and a client-safe message.
 
-    def __init__(self, status: int, message: str) -> None:
+    ``fields`` names the request fields at fault (as the request spells them); ``allowed``
+    gives the values a field with a fixed set of values takes.
+    """
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        fields: Sequence[str] = (),
+        allowed: Mapping[str, Sequence[str]] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.fields = tuple(fields)
+        self.allowed = dict(allowed or {})
 
 
 def status_for(exc: EngramError) -> int:
@@ -67,19 +94,55 @@ def status_for(exc: EngramError) -> int:
     return 500
 
 
-def error_body(message: str) -> dict[str, object]:
-    """The JSON body of an error answer."""
-    return {"success": False, "error": message}
+def error_body(
+    message: str,
+    *,
+    fields: Sequence[str] = (),
+    allowed: Mapping[str, Sequence[str]] | None = None,
+) -> dict[str, object]:
+    """The JSON body of an error answer (``fields`` and ``allowed`` only when given)."""
+    body: dict[str, object] = {"success": False, "error": message}
+    if fields:
+        body["fields"] = list(fields)
+    if allowed:
+        body["allowed"] = {name: list(values) for name, values in allowed.items()}
+    return body
 
 
-def _describe(exc: RequestValidationError) -> str:
+def allowed_values(annotation: object) -> list[str] | None:
+    """The values an enum or ``Literal`` annotation (optional or not) admits, else ``None``."""
+    if isinstance(annotation, type) and issubclass(annotation, Enum):
+        return [str(member.value) for member in annotation]
+    origin = typing.get_origin(annotation)
+    if origin is typing.Literal:
+        return [str(value) for value in typing.get_args(annotation)]
+    if origin in (typing.Union, types.UnionType):
+        for arg in typing.get_args(annotation):
+            values = allowed_values(arg)
+            if values is not None:
+                return values
+    return None
+
+
+_QUOTED = re.compile(r"'([^']*)'")
+_CHOICE_ERRORS = frozenset({"enum", "literal_error"})
+
+
+def _describe(exc: RequestValidationError) -> dict[str, object]:
     problems = []
+    fields: list[str] = []
+    allowed: dict[str, list[str]] = {}
     for err in exc.errors():
         if err.get("type") == "json_invalid":
-            return "Malformed JSON body"
+            return error_body("Malformed JSON body")
         loc = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
         problems.append(f"{loc or 'body'}: {err.get('msg', 'invalid')}")
-    return "Invalid request: " + "; ".join(problems)
+        if loc and loc not in fields:
+            fields.append(loc)
+        expected = (err.get("ctx") or {}).get("expected")
+        if loc and err.get("type") in _CHOICE_ERRORS and isinstance(expected, str):
+            allowed[loc] = _QUOTED.findall(expected)
+    return error_body("Invalid request: " + "; ".join(problems), fields=fields, allowed=allowed)
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -87,7 +150,10 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(ApiError)
     async def _api(request: Request, exc: ApiError) -> JSONResponse:
-        return JSONResponse(error_body(exc.message), status_code=exc.status)
+        return JSONResponse(
+            error_body(exc.message, fields=exc.fields, allowed=exc.allowed),
+            status_code=exc.status,
+        )
 
     @app.exception_handler(EngramError)
     async def _engram(request: Request, exc: EngramError) -> JSONResponse:
@@ -102,7 +168,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return JSONResponse(error_body(_describe(exc)), status_code=400)
+        return JSONResponse(_describe(exc), status_code=400)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -1,17 +1,36 @@
-"""Request and response bodies. Voice-bridge routes use camelCase; ``/v1`` uses snake_case."""
+"""Request and response bodies. Voice-bridge routes use camelCase; ``/v1`` uses snake_case.
+
+Every request body carries an example and its ``required`` list in the OpenAPI document. The
+voice-bridge bodies accept missing fields at parse time so the route can answer with the tool
+contract's ``Missing required fields`` (naming them); their schemas still mark them required.
+"""
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any, Literal
+from datetime import UTC, datetime
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from engram.storage.service import CallSessionRow
 from engram.types import Memory
 
 _CAMEL = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
 _SNAKE = ConfigDict(extra="forbid")
+
+
+def _documented(example: dict[str, Any], *, required: list[str] | None = None) -> ConfigDict:
+    """Schema extras: an example body and, when given, the fields the route requires."""
+    extra: dict[str, Any] = {"examples": [example]}
+    if required is not None:
+        extra["required"] = required
+    return ConfigDict(json_schema_extra=extra)
+
+
+_CALL = {"callSessionId": "0b6e4f1c-2f1a-4c7e-9a51-3d2f0c8b7a10", "lineId": "line-42",
+         "accountId": "acme"}  # fmt: skip
+_CALL_REQUIRED = ["callSessionId", "lineId", "accountId"]
 
 
 class ToolCallBody(BaseModel):
@@ -26,6 +45,12 @@ class ToolCallBody(BaseModel):
 class StoreMemoryBody(ToolCallBody):
     """``POST /tools/store_memory``: ``memoryType``, ``key``, ``value`` required."""
 
+    model_config = _documented(
+        {**_CALL, "memoryType": "fact", "key": "dog_name", "value": "Her dog is called Biscuit.",
+         "confidence": 0.9, "suggestReminder": False},
+        required=[*_CALL_REQUIRED, "memoryType", "key", "value"],
+    )  # fmt: skip
+
     memory_type: str | None = None
     key: str | None = None
     value: str | None = None
@@ -36,6 +61,11 @@ class StoreMemoryBody(ToolCallBody):
 class UpdateMemoryBody(ToolCallBody):
     """``POST /tools/update_memory``: ``existingKey`` and ``newValue`` required."""
 
+    model_config = _documented(
+        {**_CALL, "existingKey": "dog_name", "newValue": "Her dog Biscuit is 12."},
+        required=[*_CALL_REQUIRED, "existingKey", "newValue"],
+    )
+
     existing_key: str | None = None
     new_value: str | None = None
     memory_type: str | None = None
@@ -43,14 +73,18 @@ class UpdateMemoryBody(ToolCallBody):
 
 
 class TargetBody(ToolCallBody):
-    """``POST /tools/forget_memory`` and ``/tools/mark_private``: ``key`` or ``memoryId``."""
+    """``POST /tools/forget_memory`` and ``/tools/mark_private``: ``key`` or ``memoryId``
+    (one of the two is required)."""
+
+    model_config = _documented({**_CALL, "key": "dog_name"}, required=_CALL_REQUIRED)
 
     key: str | None = None
     memory_id: str | None = None
 
 
 class ToolResponse(BaseModel):
-    """The answer to a tool call."""
+    """The answer to a tool call, or an error: ``error`` says what is wrong, ``fields`` names
+    the request fields at fault and ``allowed`` the values a field with a fixed set takes."""
 
     model_config = ConfigDict(populate_by_name=True)
     success: bool
@@ -59,12 +93,17 @@ class ToolResponse(BaseModel):
     suggestReminder: bool | None = None
     message: str | None = None
     error: str | None = None
+    fields: list[str] | None = None
+    allowed: dict[str, list[str]] | None = None
 
 
 class CreateSessionBody(BaseModel):
     """``POST /sessions``."""
 
-    model_config = _CAMEL
+    model_config = _CAMEL | _documented(
+        {"accountId": "acme", "lineId": "line-42", "isReminderCall": False},
+        required=["accountId", "lineId"],
+    )
     account_id: str | None = None
     line_id: str | None = None
     is_reminder_call: bool = False
@@ -79,7 +118,10 @@ class CreateSessionResponse(BaseModel):
 class TurnBody(BaseModel):
     """``POST /sessions/{id}/turns``: one utterance, kept in process memory only."""
 
-    model_config = _CAMEL
+    model_config = _CAMEL | _documented(
+        {"speaker": "user", "text": "My dog Biscuit turned twelve today."},
+        required=["speaker", "text"],
+    )
     speaker: Literal["user", "assistant"] | None = None
     text: str | None = None
 
@@ -91,9 +133,68 @@ class OkResponse(BaseModel):
 
 
 class EndSessionResponse(BaseModel):
-    """Whether extraction was scheduled."""
+    """Whether extraction was scheduled; when skipped, why."""
 
     summarization: Literal["scheduled", "skipped"]
+    reason: str | None = None
+
+
+SessionState = Literal["created", "connected", "ended"]
+Summarization = Literal["scheduled", "skipped", "done", "failed"]
+_OUTCOMES: dict[str, Summarization] = {o: o for o in get_args(Summarization)}
+
+
+class SessionStatusResponse(BaseModel):
+    """``GET /sessions/{id}``: a call session's state and its extraction's outcome.
+
+    ``state`` is ``created`` (not yet connected), ``connected`` or ``ended``.
+    ``summarization`` is ``null`` until the call ends, then ``skipped`` (with ``reason``),
+    ``scheduled`` (extraction running), ``done`` or ``failed``; ``memoriesExtracted`` counts
+    the memories extraction stored. Times and counts only, never what was said.
+    """
+
+    callSessionId: str
+    lineId: str
+    state: SessionState
+    isReminderCall: bool
+    createdAt: datetime
+    connectedAt: datetime | None
+    endedAt: datetime | None
+    durationSeconds: float | None
+    toolCalls: int
+    summarization: Summarization | None
+    reason: str | None
+    memoriesExtracted: int
+
+    @classmethod
+    def of(cls, row: CallSessionRow, *, skip_reason: str | None) -> SessionStatusResponse:
+        """From a stored session row."""
+
+        def at(ts: float | None) -> datetime | None:
+            return None if ts is None else datetime.fromtimestamp(ts, UTC)
+
+        state: SessionState = "created"
+        duration = None
+        if row.ended_at is not None:
+            state = "ended"
+            if row.connected_at is not None:
+                duration = max(row.ended_at - row.connected_at, 0.0)
+        elif row.connected_at is not None:
+            state = "connected"
+        return cls(
+            callSessionId=row.id,
+            lineId=row.user_id,
+            state=state,
+            isReminderCall=row.is_reminder,
+            createdAt=datetime.fromtimestamp(row.created_at, UTC),
+            connectedAt=at(row.connected_at),
+            endedAt=at(row.ended_at),
+            durationSeconds=duration,
+            toolCalls=row.tool_calls,
+            summarization=_OUTCOMES.get(row.summarization or ""),
+            reason=skip_reason,
+            memoriesExtracted=row.memories_extracted,
+        )
 
 
 class MemoryOut(BaseModel):
@@ -142,7 +243,11 @@ class MemoryList(BaseModel):
 class NewMemoryBody(BaseModel):
     """``POST /v1/memories``."""
 
-    model_config = _SNAKE
+    model_config = _SNAKE | _documented(
+        {"user_id": "line-42", "key": "dog_name", "value": "Her dog is called Biscuit.",
+         "type": "fact", "confidence": 0.9, "importance": 3, "visibility": "private",
+         "tags": ["pets"]}
+    )  # fmt: skip
     user_id: str
     key: str
     value: str
@@ -156,7 +261,7 @@ class NewMemoryBody(BaseModel):
 class PatchMemoryBody(BaseModel):
     """``PATCH /v1/memories/{id}``."""
 
-    model_config = _SNAKE
+    model_config = _SNAKE | _documented({"value": "Her dog Biscuit is 12."}, required=[])
     value: str | None = None
     type: str | None = None
     confidence: float | None = None

@@ -23,7 +23,7 @@ from engram.conversation.dispatcher import EngineDispatcher, QueryHandler
 from engram.conversation.extraction import DEFAULT_SENSITIVE_KEYS, Extractor
 from engram.conversation.proposals import ProposalStore
 from engram.conversation.realtime import Dispatcher, RealtimeAdapter
-from engram.conversation.summarizer import SessionSummarizer, should_summarize
+from engram.conversation.summarizer import SessionSummarizer, skip_reason
 from engram.engine import MemoryEngine
 from engram.errors import NotFoundError
 from engram.server.auth import ApiKeys
@@ -37,6 +37,9 @@ from engram.types import Memory
 __all__ = ["ServiceOptions", "Services"]
 
 log = logging.getLogger(__name__)
+
+ALREADY_ENDED = "session had already ended"
+NO_TURNS = "no turns were recorded for this session in this process"
 
 
 class ServiceOptions(BaseModel):
@@ -93,6 +96,7 @@ class Services:
         owns_engine: bool = False,
     ) -> None:
         self.engine = engine
+        self.embedder = embedder
         self.aengine = AsyncMemoryEngine(engine)
         self.settings = settings
         self.options = options or ServiceOptions.of(settings)
@@ -179,24 +183,41 @@ class Services:
             return live
         return self.buffer.start(row.id, account_id=row.account_id, user_id=row.user_id)
 
-    async def end_session(self, row: CallSessionRow) -> str:
+    async def end_session(self, row: CallSessionRow) -> tuple[str, str | None]:
         """End a session: clear its buffer and schedule extraction when it qualifies.
 
-        Returns ``"scheduled"`` or ``"skipped"``; never waits for the extraction.
+        Returns ``("scheduled", None)`` or ``("skipped", reason)``; never waits for the
+        extraction. Ending a session that has already ended changes nothing stored.
         """
         now = self.clock()
         snapshot = self.buffer.clear(row.id)
-        qualifies = row.ended_at is None and should_summarize(
+        if row.ended_at is not None:
+            return "skipped", ALREADY_ENDED
+        reason = skip_reason(
             connected_at=row.connected_at,
             ended_at=now,
             is_reminder=row.is_reminder,
             min_seconds=self.settings.min_session_seconds,
         )
-        outcome = "scheduled" if qualifies and snapshot is not None else "skipped"
+        if reason is None and snapshot is None:
+            reason = NO_TURNS
+        outcome = "skipped" if reason is not None else "scheduled"
         await asyncio.to_thread(self.tables.mark_ended, row.id, now, outcome)
-        if outcome == "scheduled" and snapshot is not None:
+        if snapshot is not None and reason is None:
             self.tasks.spawn(self._summarize(snapshot), name=f"summarize-{row.id}")
-        return outcome
+        return outcome, reason
+
+    def skip_reason(self, row: CallSessionRow) -> str | None:
+        """Why an ended session was not summarised, from its stored times and flags."""
+        if row.ended_at is None or row.summarization != "skipped":
+            return None
+        reason = skip_reason(
+            connected_at=row.connected_at,
+            ended_at=row.ended_at,
+            is_reminder=row.is_reminder,
+            min_seconds=self.settings.min_session_seconds,
+        )
+        return reason or NO_TURNS
 
     async def _summarize(self, session: Session) -> None:
         try:

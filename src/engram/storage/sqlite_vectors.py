@@ -78,6 +78,18 @@ class _OwnerIndex:
         return int8_scores(self.codes, self.scales, rows, query)
 
 
+def warm_up(dims: int) -> None:
+    """Search a two-row index once, so the vector loops are compiled (or loaded from numba's
+    on-disk cache) now rather than during the first real search."""
+    vectors = np.random.default_rng(0).standard_normal((2, dims)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    index = _OwnerIndex()
+    index.append(["a", "b"], vectors)
+    q = vectors[0]
+    rows = nearest_by_bits(index.bits, pack_signs(q[None, :])[0], 1)
+    index.scores(rows, q)
+
+
 def quantize(vectors: NDArray[np.float32]) -> tuple[NDArray[np.int8], NDArray[np.float32]]:
     """Symmetric int8 codes with one scale per row: ``vector ≈ codes * scale``."""
     peak = np.abs(vectors).max(axis=1)

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["hamming_distances", "int8_scores", "numba_available", "use_numba"]
+__all__ = ["hamming_distances", "int8_scores", "kernels_ready", "numba_available", "use_numba"]
 
 _M1 = np.uint64(0x5555555555555555)
 _M2 = np.uint64(0x3333333333333333)
@@ -89,6 +89,11 @@ _want_numba = True
 def numba_available() -> bool:
     """Whether numba is installed (the ``fast`` extra), without importing it."""
     return importlib.util.find_spec("numba") is not None
+
+
+def kernels_ready() -> bool:
+    """Whether the loops in use have been chosen (and, with numba, compiled) yet."""
+    return _kernels is not None
 
 
 def use_numba(enabled: bool) -> None:

@@ -19,7 +19,16 @@ router = APIRouter(prefix="/v1", tags=["retrieval"])
 class MemoryQueryBody(BaseModel):
     """A ``memory_query`` for one user of the API key's account."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+        json_schema_extra={
+            "examples": [
+                {"user_id": "line-42", "agent": "default", "query": "what is her dog called?",
+                 "top_k": 3, "return": "bullets", "budget_tokens": 200}
+            ]
+        },
+    )  # fmt: skip
 
     user_id: str = Field(min_length=1, max_length=256)
     agent: str | None = None

@@ -19,6 +19,7 @@ from engram.server.schemas import (
     CreateSessionResponse,
     EndSessionResponse,
     OkResponse,
+    SessionStatusResponse,
     ToolResponse,
     TurnBody,
 )
@@ -38,8 +39,10 @@ async def create_session(
     body: CreateSessionBody, services: Svc, account: Account
 ) -> CreateSessionResponse:
     """Start a call session for a line (user) of the key's account."""
-    if not body.account_id or not body.line_id:
-        raise ApiError(400, "Missing required fields")
+    given = {"accountId": body.account_id, "lineId": body.line_id}
+    missing = [name for name, value in given.items() if not value]
+    if missing:
+        raise ApiError(400, "Missing required fields", fields=missing)
     check_account(account, body.account_id)
     session_id = await asyncio.to_thread(
         lambda: services.start_session(
@@ -65,7 +68,9 @@ async def add_turn(
 ) -> OkResponse:
     """Add an utterance to the session's in-memory buffer (never stored)."""
     if body.speaker is None or body.text is None:
-        raise ApiError(400, "Missing required fields")
+        given = {"speaker": body.speaker, "text": body.text}
+        missing = [name for name, value in given.items() if value is None]
+        raise ApiError(400, "Missing required fields", fields=missing)
     row = await asyncio.to_thread(services.session_of, call_session_id, account_id=account)
     if row.ended_at is not None:
         raise ApiError(409, "Call session has ended")
@@ -77,9 +82,27 @@ async def add_turn(
     return OkResponse()
 
 
-@router.post("/{call_session_id}/end", response_model=EndSessionResponse, responses=_ERRORS)
-async def end_session(call_session_id: str, services: Svc, account: Account) -> EndSessionResponse:
-    """End the call; extraction (if the call qualifies) runs after this answer."""
+@router.get("/{call_session_id}", response_model=SessionStatusResponse, responses=_ERRORS)
+async def session_status(
+    call_session_id: str, services: Svc, account: Account
+) -> SessionStatusResponse:
+    """A call session's state and its extraction's outcome (times and counts, never text)."""
     row = await asyncio.to_thread(services.session_of, call_session_id, account_id=account)
-    outcome = await services.end_session(row)
-    return EndSessionResponse(summarization=outcome)
+    return SessionStatusResponse.of(row, skip_reason=services.skip_reason(row))
+
+
+@router.post(
+    "/{call_session_id}/end",
+    response_model=EndSessionResponse,
+    responses=_ERRORS,
+    response_model_exclude_none=True,
+)
+async def end_session(call_session_id: str, services: Svc, account: Account) -> EndSessionResponse:
+    """End the call; extraction (if the call qualifies) runs after this answer.
+
+    ``"skipped"`` comes with a ``reason``: the call never connected, was a reminder call,
+    was shorter than ``ENGRAM_MIN_SESSION_SECONDS``, had already ended, or had no turns.
+    """
+    row = await asyncio.to_thread(services.session_of, call_session_id, account_id=account)
+    outcome, reason = await services.end_session(row)
+    return EndSessionResponse(summarization=outcome, reason=reason)

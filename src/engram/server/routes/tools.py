@@ -19,7 +19,7 @@ from engram.conversation.tools import (
 )
 from engram.errors import EngramError
 from engram.server.deps import Account, Svc, check_account
-from engram.server.errors import ApiError
+from engram.server.errors import ApiError, allowed_values
 from engram.server.schemas import (
     StoreMemoryBody,
     TargetBody,
@@ -32,6 +32,7 @@ from engram.server.services import Services
 router = APIRouter(prefix="/tools", tags=["tools"])
 
 MISSING = "Missing required fields"
+_CALL = ("call_session_id", "line_id", "account_id")
 _ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": ToolResponse, "description": "Missing required fields or invalid values"},
     401: {"model": ToolResponse, "description": "Missing or invalid API key"},
@@ -40,17 +41,47 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-def _require(*values: object) -> None:
-    if any(v is None or (isinstance(v, str) and not v.strip()) for v in values):
-        raise ApiError(400, MISSING)
+def _request_name(body: type[BaseModel], name: str) -> str:
+    """A body field's name as the request spells it (its camelCase alias)."""
+    field = body.model_fields.get(name)
+    return name if field is None or field.alias is None else field.alias
 
 
-def _args(model: type[BaseModel], data: dict[str, Any]) -> BaseModel:
+def _blank(value: object) -> bool:
+    return value is None or (isinstance(value, str) and not value.strip())
+
+
+def _require(body: BaseModel, *names: str, one_of: tuple[str, ...] = ()) -> None:
+    """400 ``Missing required fields``, naming them, unless every field in ``names`` and at
+    least one of ``one_of`` is given."""
+    missing = [n for n in names if _blank(getattr(body, n))]
+    if one_of and all(_blank(getattr(body, n)) for n in one_of):
+        missing.extend(one_of)
+    if missing:
+        raise ApiError(400, MISSING, fields=[_request_name(type(body), n) for n in missing])
+
+
+def _args(model: type[BaseModel], data: dict[str, Any], body: type[BaseModel]) -> BaseModel:
+    """The tool's arguments; 400 naming the invalid fields (and the values enums allow)."""
     try:
         return model.model_validate(data)
     except PydanticValidationError as exc:
-        fields = sorted({".".join(str(p) for p in e["loc"]) or "body" for e in exc.errors()})
-        raise ApiError(400, f"Invalid fields: {', '.join(fields)}") from None
+        fields: list[str] = []
+        allowed: dict[str, list[str]] = {}
+        for err in exc.errors(include_input=False, include_url=False):
+            name = str(err["loc"][0]) if err["loc"] else ""
+            shown = _request_name(body, name) if name else "body"
+            if shown not in fields:
+                fields.append(shown)
+            field = model.model_fields.get(name)
+            values = None if field is None else allowed_values(field.annotation)
+            if values is not None and err["type"] in ("enum", "literal_error"):
+                allowed[shown] = values
+        fields.sort()
+        message = f"Invalid fields: {', '.join(fields)}" + "".join(
+            f"; {name} must be one of: {', '.join(values)}" for name, values in allowed.items()
+        )
+        raise ApiError(400, message, fields=fields, allowed=allowed) from None
 
 
 async def _run(
@@ -79,9 +110,7 @@ async def _run(
 )
 async def store_memory(body: StoreMemoryBody, services: Svc, account: Account) -> dict[str, Any]:
     """Store a memory silently; a ``follow_up`` with ``suggestReminder`` offers a reminder."""
-    _require(
-        body.call_session_id, body.line_id, body.account_id, body.memory_type, body.key, body.value
-    )
+    _require(body, *_CALL, "memory_type", "key", "value")
     args = _args(
         StoreMemoryArgs,
         {
@@ -91,6 +120,7 @@ async def store_memory(body: StoreMemoryBody, services: Svc, account: Account) -
             "confidence": 1.0 if body.confidence is None else body.confidence,
             "suggest_reminder": bool(body.suggest_reminder),
         },
+        StoreMemoryBody,
     )
     return await _run(services, account, body, "store_memory", args)
 
@@ -103,13 +133,13 @@ async def store_memory(body: StoreMemoryBody, services: Svc, account: Account) -
 )
 async def update_memory(body: UpdateMemoryBody, services: Svc, account: Account) -> dict[str, Any]:
     """Update the memory with ``existingKey`` (case-insensitive), or create it."""
-    _require(body.call_session_id, body.line_id, body.account_id, body.existing_key, body.new_value)
+    _require(body, *_CALL, "existing_key", "new_value")
     data: dict[str, Any] = {"existing_key": body.existing_key, "new_value": body.new_value}
     if body.memory_type is not None:
         data["memory_type"] = body.memory_type
     if body.confidence is not None:
         data["confidence"] = body.confidence
-    args = _args(UpdateMemoryArgs, data)
+    args = _args(UpdateMemoryArgs, data, UpdateMemoryBody)
     return await _run(services, account, body, "update_memory", args)
 
 
@@ -121,8 +151,8 @@ async def update_memory(body: UpdateMemoryBody, services: Svc, account: Account)
 )
 async def forget_memory(body: TargetBody, services: Svc, account: Account) -> dict[str, Any]:
     """Forget (soft-delete) a memory by ``key`` or ``memoryId``."""
-    _require(body.call_session_id, body.line_id, body.account_id, body.key or body.memory_id)
-    args = _args(ForgetMemoryArgs, {"key": body.key, "memory_id": body.memory_id})
+    _require(body, *_CALL, one_of=("key", "memory_id"))
+    args = _args(ForgetMemoryArgs, {"key": body.key, "memory_id": body.memory_id}, TargetBody)
     return await _run(services, account, body, "forget_memory", args)
 
 
@@ -134,6 +164,6 @@ async def forget_memory(body: TargetBody, services: Svc, account: Account) -> di
 )
 async def mark_private(body: TargetBody, services: Svc, account: Account) -> dict[str, Any]:
     """Make a memory private to its user, by ``key`` or ``memoryId``."""
-    _require(body.call_session_id, body.line_id, body.account_id, body.key or body.memory_id)
-    args = _args(MarkPrivateArgs, {"key": body.key, "memory_id": body.memory_id})
+    _require(body, *_CALL, one_of=("key", "memory_id"))
+    args = _args(MarkPrivateArgs, {"key": body.key, "memory_id": body.memory_id}, TargetBody)
     return await _run(services, account, body, "mark_private", args)
