@@ -63,25 +63,6 @@ __all__ = [
     "StorageHarness",
 ]
 
-ALL_SUITES: tuple[type[StorageHarness], ...] = (
-    MemoriesConformance,
-    AuditConformance,
-    PrivacyConformance,
-    AtRestConformance,
-    BlindKeysConformance,
-    BlindKeysUpgradeConformance,
-    ConcurrentWritesConformance,
-    ErasureConformance,
-    IndexVersionsConformance,
-    KeyLifecycleConformance,
-    MemoryQueryConformance,
-    MigrationsConformance,
-    SearchPrimitivesConformance,
-    SingleConnectionConformance,
-    StatefulConformance,
-)
-"""Every suite, each a :class:`StorageHarness` subclass."""
-
 MARKERS = (
     "requires(*capabilities): skip unless the storage has these engram.storage.Capability members",
     "slow: loads the local embedding model",
@@ -113,3 +94,10 @@ def pytest_configure(config: pytest.Config) -> None:
     """Register the suites' markers (this module is a pytest plugin; see the docstring)."""
     for line in MARKERS:
         config.addinivalue_line("markers", line)
+
+
+ALL_SUITES: tuple[type[StorageHarness], ...] = tuple(
+    suite for suite in StorageConformance.__bases__ if issubclass(suite, StorageHarness)
+)
+"""Every suite, each a :class:`StorageHarness` subclass (those :class:`StorageConformance`
+gathers)."""
