@@ -79,6 +79,11 @@ def _fact(memory: Memory) -> SubjectFact:
     )
 
 
+def _oldest_first(memory: Memory) -> tuple[Any, ...]:
+    position = memory.metadata.get("position")
+    return (memory.created_at, position if isinstance(position, int) else 0, memory.id)
+
+
 def facts_section(name: str, facts: Sequence[SubjectFact], *, user_id: str) -> str | None:
     """The prompt section for a subject's facts as ``user_id`` sees them (``None``: none)."""
     if not facts:
@@ -159,6 +164,7 @@ class SubjectFacts:
                     "metadata": {
                         "fact_category": fact.category.value,
                         "conversation_id": conversation_id,
+                        "position": len(plan.new),  # facts of one summary share a time
                     },
                 }
             )
@@ -174,7 +180,7 @@ class SubjectFacts:
             include_shared=True,
         )
         found = self.engine.list_memories(flt, limit=_MAX_FACTS)
-        return [_fact(m) for m in sorted(found, key=lambda m: (m.created_at, m.id))]
+        return [_fact(m) for m in sorted(found, key=_oldest_first)]
 
     def _owned(self, *, account_id: str, user_id: str, fact_id: str) -> Memory:
         """The fact, if ``user_id`` owns it and it is current; :class:`NotFoundError` else
