@@ -15,6 +15,7 @@ from engram.engine import MemoryEngine
 from engram.server.errors import install_error_handlers
 from engram.server.routes import (
     conversations,
+    facts,
     memories,
     proposals,
     realtime,
@@ -110,6 +111,7 @@ def create_app(
         realtime,
         users,
         conversations,
+        facts,
     ):
         app.include_router(module.router)
 
