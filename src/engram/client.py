@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from engram.chat import ChatMemory, ConversationHistory, MessagePage, SavedMessage
+from engram.chat.prompt import Delivery
 from engram.config import Settings
 from engram.conversation.extraction import Extractor
 from engram.conversation.summarizer import extractor_from_settings
@@ -145,6 +146,30 @@ class Engram:
             account_id=account_id,
             user_id=user_id,
             conversation_id=conversation_id,
+            channel=channel,
+        )
+
+    def deliver(
+        self,
+        agent: str,
+        input: str,
+        *,
+        account_id: str,
+        user_id: str,
+        conversation_id: str | None = None,
+        subject_id: str | None = None,
+        channel: str | None = None,
+    ) -> Delivery:
+        """What to send ``agent``'s model this turn, as its profile's delivery mode says
+        (``profiles`` in the categories YAML; :class:`~engram.errors.ValidationError` when
+        the agent has none)."""
+        return self.chat.deliver(
+            self.memory_query.categories.profile(agent),
+            input,
+            account_id=account_id,
+            user_id=user_id,
+            conversation_id=conversation_id,
+            subject_id=subject_id,
             channel=channel,
         )
 

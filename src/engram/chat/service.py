@@ -12,9 +12,10 @@ import concurrent.futures
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from engram.chat.facts import SubjectFacts, facts_section
+from engram.chat.facts import FACT_MEMORY_CATEGORY, SubjectFacts, facts_section
 from engram.chat.history import HistoryBuilder
 from engram.chat.messages import MessageStore
+from engram.chat.prompt import Delivery, build_static_prompt
 from engram.chat.summaries import (
     LLMSummariser,
     OfflineSummariser,
@@ -30,11 +31,14 @@ from engram.chat.types import (
     SubjectFact,
 )
 from engram.config import Settings
+from engram.conversation.prompts import build_system_prompt
 from engram.embedders.base import Embedder
 from engram.engine import MemoryEngine
+from engram.errors import ValidationError
 from engram.llm.base import LLM
 from engram.llm.registry import llm_from_settings
-from engram.types import Visibility
+from engram.retrieval.profiles import AgentProfile, DeliveryMode
+from engram.types import MemoryFilter, Visibility
 
 __all__ = ["ChatMemory"]
 
@@ -146,6 +150,56 @@ class ChatMemory:
             conversation_id=conversation_id,
             channel=channel,
         )
+
+    # ---- prompts -----------------------------------------------------------------------------
+    def deliver(
+        self,
+        profile: AgentProfile,
+        text: str,
+        *,
+        account_id: str,
+        user_id: str,
+        conversation_id: str | None = None,
+        subject_id: str | None = None,
+        channel: str | None = None,
+        memory_limit: int = 100,
+    ) -> Delivery:
+        """What to send the profile's model for this turn, in the profile's delivery mode.
+
+        ``history``: the static prompt (the same bytes every turn), memory as context
+        messages, the conversation's recent messages (``conversation_id`` required).
+        ``instructions``: the static prompt with the user's memories (at most
+        ``memory_limit``) and, given ``subject_id``, the subject's facts written in.
+        """
+        static = build_static_prompt(profile, channel=channel)
+        if profile.delivery is DeliveryMode.HISTORY:
+            if conversation_id is None:
+                raise ValidationError("history delivery needs a conversation_id")
+            history = self.retrieve(
+                text,
+                account_id=account_id,
+                user_id=user_id,
+                conversation_id=conversation_id,
+                channel=channel,
+            )
+            return Delivery(
+                DeliveryMode.HISTORY, static, history.context_messages, history.messages
+            )
+        memories = [
+            m
+            for m in self.engine.list_memories(
+                MemoryFilter(account_id=account_id, user_id=user_id), limit=memory_limit
+            )
+            if m.category != FACT_MEMORY_CATEGORY  # facts come with their visibility below
+        ]
+        prompt = build_system_prompt(static, memories)
+        if subject_id is not None:
+            section = self.facts_prompt(
+                account_id=account_id, user_id=user_id, subject_id=subject_id
+            )
+            if section:
+                prompt = f"{prompt}\n\n{section}"
+        return Delivery(DeliveryMode.INSTRUCTIONS, prompt)
 
     # ---- summaries ---------------------------------------------------------------------------
     async def summarise_if_due(
