@@ -77,7 +77,13 @@ class HistoryBuilder:
         conversation_id: str,
         channel: str | None = None,
     ) -> ConversationHistory:
-        """The history of one conversation for the input ``text``."""
+        """The history of one conversation for the input ``text``.
+
+        The window spans every channel of the conversation; ``channel`` (where the reply
+        goes) is accepted for callers that pass it through, and picks the channel's
+        guidelines in the static prompt (:func:`engram.chat.prompt.build_static_prompt`).
+        Raises :class:`~engram.errors.NotFoundError` for another user's conversation.
+        """
         recent = self.messages.recent(
             account_id=account_id,
             user_id=user_id,
