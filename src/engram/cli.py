@@ -293,12 +293,18 @@ def import_cmd(ctx: click.Context, file: Any, account: str | None, user: str | N
 def purge(
     ctx: click.Context, account: str | None, user: str | None, agent: str | None, yes: bool
 ) -> None:
-    """Purge forgotten memories past their purge date, or (with --account) a whole scope."""
+    """Purge forgotten memories past their purge date and chat messages summarised longer
+    ago than ENGRAM_MESSAGE_RETENTION_DAYS, or (with --account) a whole scope."""
     engine = _engine(ctx)
     if account is None:
         if user or agent:
             raise click.UsageError("--user and --agent need --account")
+        from engram.chat.messages import MessageStore
+
         click.echo(f"purged {engine.purge_expired().purged} memory versions")
+        retention = engine.settings.message_retention_days
+        messages = MessageStore(engine).purge(retention_days=retention)
+        click.echo(f"purged {messages} summarised chat messages")
         return
     if not yes:
         click.confirm(f"Hard-delete every memory in this scope of {account!r}?", abort=True)

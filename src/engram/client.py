@@ -24,6 +24,8 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from engram.chat import ChatMemory, ConversationHistory, MessagePage, SavedMessage
+from engram.chat.prompt import Delivery
 from engram.config import Settings
 from engram.conversation.buffer import SessionBuffer
 from engram.conversation.dedup import DedupPolicy
@@ -106,6 +108,7 @@ class Engram:
             weights=self.settings.ranking,
             access=self.access,
         )
+        self.chat = ChatMemory(engine, settings=self.settings, embedder=embedder)
 
     @classmethod
     def open(cls, settings: Settings | None = None) -> Engram:
@@ -313,6 +316,95 @@ class Engram:
         sink = EngineMemorySink(self.engine, dedup=self._dedup())
         _run(ExtractionPipeline(self.extractor, sink, proposals=None).run(session))
         return sink.stored
+
+    def add_message(
+        self,
+        *,
+        account_id: str,
+        user_id: str,
+        conversation_id: str,
+        role: str,
+        content: str,
+        subject_id: str | None = None,
+        channel: str | None = None,
+    ) -> SavedMessage:
+        """Save a chat message (sealed under the user's key) and run the summary check.
+
+        See :class:`~engram.chat.ChatMemory`; raises :class:`~engram.errors.ValidationError`
+        for bad input and :class:`~engram.errors.NotFoundError` for another user's
+        conversation.
+        """
+        return self.chat.add_message_and_summarise(
+            {
+                "account_id": account_id,
+                "user_id": user_id,
+                "conversation_id": conversation_id,
+                "role": role,
+                "content": content,
+                "subject_id": subject_id,
+                "channel": channel,
+            }
+        )
+
+    def messages(
+        self,
+        *,
+        account_id: str,
+        user_id: str,
+        conversation_id: str,
+        cursor: int | None = None,
+        limit: int = 50,
+    ) -> MessagePage:
+        """A page of a conversation's messages, oldest first (``next_cursor`` continues it)."""
+        return self.chat.list_messages(
+            account_id=account_id,
+            user_id=user_id,
+            conversation_id=conversation_id,
+            cursor=cursor,
+            limit=limit,
+        )
+
+    def retrieve(
+        self,
+        input: str,
+        *,
+        account_id: str,
+        user_id: str,
+        conversation_id: str,
+        channel: str | None = None,
+    ) -> ConversationHistory:
+        """A conversation's recent messages with memory as context messages."""
+        return self.chat.retrieve(
+            input,
+            account_id=account_id,
+            user_id=user_id,
+            conversation_id=conversation_id,
+            channel=channel,
+        )
+
+    def deliver(
+        self,
+        agent: str,
+        input: str,
+        *,
+        account_id: str,
+        user_id: str,
+        conversation_id: str | None = None,
+        subject_id: str | None = None,
+        channel: str | None = None,
+    ) -> Delivery:
+        """What to send ``agent``'s model this turn, as its profile's delivery mode says
+        (``profiles`` in the categories YAML; :class:`~engram.errors.ValidationError` when
+        the agent has none)."""
+        return self.chat.deliver(
+            self.memory_query.categories.profile(agent),
+            input,
+            account_id=account_id,
+            user_id=user_id,
+            conversation_id=conversation_id,
+            subject_id=subject_id,
+            channel=channel,
+        )
 
     def close(self) -> None:
         """Flush access times and release the storage."""

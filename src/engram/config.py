@@ -104,6 +104,18 @@ class Settings(BaseSettings):
         default=None, description="keys whose changes wait for confirmation; default: built in"
     )
     agent_instructions: str = "You are a warm, patient voice companion."
+    message_retention_days: float = Field(
+        default=30.0, ge=0, description="days a chat message is kept once summarised"
+    )
+    history_window: int = Field(
+        default=20, ge=1, le=500, description="recent messages a conversation's history returns"
+    )
+    summary_trigger: int = Field(
+        default=30, ge=2, description="unsummarised messages above which a summary is made"
+    )
+    summary_batch: int = Field(
+        default=20, ge=1, description="oldest unsummarised messages one summary covers"
+    )
 
     @classmethod
     def defaults(cls) -> Settings:

@@ -19,6 +19,8 @@ SYSTEM = [
     "insight",
     "procedural",
     "episodic",
+    "conversation_summary",
+    "subject_fact",
 ]
 
 

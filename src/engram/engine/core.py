@@ -11,9 +11,9 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Self
 
 from engram.config import Settings
@@ -44,6 +44,7 @@ from engram.storage.base import (
     Transaction,
 )
 from engram.storage.keystore import KeyStore, SqlKeyStore
+from engram.storage.messages import MessageTables
 from engram.storage.service import ServiceTables
 from engram.types import (
     ChangeEvent,
@@ -205,33 +206,103 @@ class EngineCore:
     ) -> list[Memory]:
         """Store several memories in one transaction (batch ingestion)."""
         now = utcnow()
-        writes = []
-        for item in items:
-            new = validated(NewMemory, item)
-            memory_id = str(uuid.uuid4())
-            fields = new.model_dump()
-            fields["category"] = new.category or new.type.value
-            memory = Memory(
-                **fields,
-                id=memory_id,
-                lineage_id=memory_id,
-                version=1,
-                state=MemoryState.ACTIVE,
-                created_at=now,
-                updated_at=now,
-            )
-            writes.append(
-                _Write(
-                    memory,
-                    HistoryEventType.ADD,
-                    None,
-                    thread_id or default_thread(new.account_id, new.user_id),
-                    actor or new.actor_id,
-                    {"key": new.key, "type": new.type.value},
-                )
-            )
+        writes = [self._new_write(item, now, actor, thread_id) for item in items]
         self._commit_versions(writes)
         return [w.memory for w in writes]
+
+    def commit_batch(
+        self,
+        *,
+        new: Sequence[NewMemory | Mapping[str, Any]] = (),
+        revisions: Sequence[tuple[Memory, MemoryPatch | Mapping[str, Any]]] = (),
+        within: Callable[[Transaction, Sequence[Memory]], None] | None = None,
+        actor: str | None = None,
+        thread_id: str | None = None,
+    ) -> list[Memory]:
+        """Store new memories and new versions of others, with ``within``'s writes, atomically.
+
+        Everything (the memories, their index rows and audit, each revised head superseded,
+        and whatever ``within`` writes on the same transaction, called last with the
+        transaction and the new versions) commits together or not at
+        all: an embedder error, a failed ``within`` or a database failure stores nothing.
+        Each revision is a compare-and-set on the head as the caller read it
+        (:class:`ConflictError` when it moved). Returns the new versions, new memories first.
+        """
+        now = utcnow()
+        writes = [self._new_write(item, now, actor, thread_id) for item in new]
+        heads = []
+        for head, patch in revisions:
+            if head.state != MemoryState.ACTIVE:
+                raise ConflictError(f"memory {head.id} is {head.state.value}; restore it first")
+            writes.append(self._revision_write(head, patch, now, actor, thread_id))
+            heads.append(head)
+        if not writes and within is not None:
+            with self.storage.transaction() as tx:
+                within(tx, [])
+            return []
+        self._commit_versions(writes, expected_heads=heads, within=within)
+        return [w.memory for w in writes]
+
+    def _new_write(
+        self,
+        item: NewMemory | Mapping[str, Any],
+        now: datetime,
+        actor: str | None,
+        thread_id: str | None,
+    ) -> _Write:
+        new = validated(NewMemory, item)
+        memory_id = str(uuid.uuid4())
+        fields = new.model_dump()
+        fields["category"] = new.category or new.type.value
+        memory = Memory(
+            **fields,
+            id=memory_id,
+            lineage_id=memory_id,
+            version=1,
+            state=MemoryState.ACTIVE,
+            created_at=now,
+            updated_at=now,
+        )
+        return _Write(
+            memory,
+            HistoryEventType.ADD,
+            None,
+            thread_id or default_thread(new.account_id, new.user_id),
+            actor or new.actor_id,
+            {"key": new.key, "type": new.type.value},
+        )
+
+    def _revision_write(
+        self,
+        head: Memory,
+        patch: MemoryPatch | Mapping[str, Any],
+        now: datetime,
+        actor: str | None,
+        thread_id: str | None,
+        event: HistoryEventType = HistoryEventType.UPDATE,
+    ) -> _Write:
+        changes = validated(MemoryPatch, patch).model_dump(exclude_none=True)
+        new_id = str(uuid.uuid4())
+        memory = head.model_copy(
+            update={
+                **changes,
+                "id": new_id,
+                "version": head.version + 1,
+                "row_version": 1,
+                "supersedes_id": head.id,
+                "updated_at": now,
+                "actor_id": actor or head.actor_id,
+            }
+        )
+        memory = validated(Memory, memory.model_dump())
+        return _Write(
+            memory,
+            event,
+            head.id,
+            thread_id or default_thread(head.account_id, head.user_id),
+            actor,
+            {"key": head.key, "fields": sorted(changes)},
+        )
 
     def update(
         self,
@@ -265,31 +336,9 @@ class EngineCore:
             )
         if head.state != MemoryState.ACTIVE:
             raise ConflictError(f"memory {memory_id} is {head.state.value}; restore it first")
-        changes = validated(MemoryPatch, patch).model_dump(exclude_none=True)
-        now = utcnow()
-        new_id = str(uuid.uuid4())
-        memory = head.model_copy(
-            update={
-                **changes,
-                "id": new_id,
-                "version": head.version + 1,
-                "row_version": 1,
-                "supersedes_id": head.id,
-                "updated_at": now,
-                "actor_id": actor or head.actor_id,
-            }
-        )
-        memory = validated(Memory, memory.model_dump())
-        write = _Write(
-            memory,
-            event,
-            head.id,
-            thread_id or default_thread(head.account_id, head.user_id),
-            actor,
-            {"key": head.key, "fields": sorted(changes)},
-        )
-        self._commit_versions([write], expected_head=head, precondition=precondition)
-        return memory
+        write = self._revision_write(head, patch, utcnow(), actor, thread_id, event)
+        self._commit_versions([write], expected_heads=[head], precondition=precondition)
+        return write.memory
 
     def update_by_key(
         self,
@@ -650,6 +699,10 @@ class EngineCore:
         with self.storage.transaction() as tx:
             tx.set_meta(key, value)
 
+    def message_tables(self) -> MessageTables:
+        """The chat messages kept in this store (their contents sealed by the caller)."""
+        return self.storage.message_tables()
+
     def service_tables(self) -> ServiceTables:
         """The service's tables (sessions, API keys, proposals) of this engine's store."""
         return self.storage.service_tables()
@@ -681,13 +734,14 @@ class EngineCore:
         self,
         writes: Sequence[_Write],
         *,
-        expected_head: Memory | None = None,
+        expected_heads: Sequence[Memory] = (),
         precondition: bool = False,
         log_changes: bool = True,
+        within: Callable[[Transaction, Sequence[Memory]], None] | None = None,
     ) -> None:
-        """Insert ``writes`` in one transaction, superseding ``expected_head`` if given.
+        """Insert ``writes`` in one transaction, superseding each of ``expected_heads``.
 
-        ``expected_head`` is compared, under the lineage lock, with the head as it is now: id,
+        Each expected head is compared, under the lineage lock, with the head as it is now: id,
         row version and state must all be what the caller read (an in-place forget or
         visibility change keeps the id but moves the row version). On a mismatch nothing is
         written: :class:`ConflictError`, or :class:`PreconditionFailedError` when the
@@ -699,14 +753,16 @@ class EngineCore:
         memories = [w.memory for w in writes]
         prepared = self._prepare(memories)
         try:
-            self._commit_sealed(writes, prepared, expected_head, precondition, log_changes)
+            self._commit_sealed(writes, prepared, expected_heads, precondition, log_changes, within)
         except _StaleKey:
             # Another process erased one of these users since this one cached their key:
             # seal again under the user's new generation (a fresh key).
             for memory in memories:
                 self.keys.forget(memory.account_id, memory.user_id)
             try:
-                self._commit_sealed(writes, prepared, expected_head, precondition, log_changes)
+                self._commit_sealed(
+                    writes, prepared, expected_heads, precondition, log_changes, within
+                )
             except _StaleKey:
                 raise ConflictError("the user was erased concurrently; retry") from None
 
@@ -714,9 +770,10 @@ class EngineCore:
         self,
         writes: Sequence[_Write],
         prepared: list[list[Any]],
-        expected_head: Memory | None,
+        expected_heads: Sequence[Memory],
         precondition: bool,
         log_changes: bool,
+        within: Callable[[Transaction, Sequence[Memory]], None] | None,
     ) -> None:
         owners: dict[tuple[str, str], OwnerKey] = {}
         rows = []
@@ -732,7 +789,7 @@ class EngineCore:
             for (account_id, user_id), key in owners.items():
                 if tx.key_generation(account_id, user_id) != key.generation:
                     raise _StaleKey
-            if expected_head is not None:
+            for expected_head in expected_heads:
                 locked = tx.lock_lineage(expected_head.account_id, expected_head.lineage_id)
                 read = (expected_head.id, expected_head.row_version, expected_head.state.value)
                 if locked is None or (locked.id, locked.row_version, locked.state) != read:
@@ -749,6 +806,8 @@ class EngineCore:
                 )
                 if log_changes and write.memory.state == MemoryState.ACTIVE:
                     self._change(tx, row, write.thread_id, write.event, write.meta)
+            if within is not None:
+                within(tx, [w.memory for w in writes])
 
     def _transition(
         self,

@@ -2,7 +2,8 @@
 
 The YAML file has ``categories.system`` and ``categories.custom`` (name → ``context: all |
 rag`` and an optional ``rag_length``) and ``allowlists`` (agent name → category names, or
-``"*"`` for all). Engram ships :data:`DEFAULT_CATEGORIES_FILE`.
+``"*"`` for all), and optionally ``profiles`` (agent name → :class:`AgentProfile`). Engram
+ships :data:`DEFAULT_CATEGORIES_FILE`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from engram.errors import ConfigurationError, PermissionDeniedError, ValidationError
+from engram.retrieval.profiles import AgentProfile
 
 __all__ = [
     "DEFAULT_CATEGORIES_FILE",
@@ -79,6 +81,7 @@ class CategoriesConfig(BaseModel):
 
     categories: CategorySections
     allowlists: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    profiles: dict[str, AgentProfile] = Field(default_factory=dict)
 
     @field_validator("allowlists", mode="before")
     @classmethod
@@ -97,6 +100,13 @@ class CategoriesConfig(BaseModel):
                     f"allowlist {agent!r} names unknown categories: {', '.join(unknown)}"
                 )
         return self
+
+    def profile(self, agent: str) -> AgentProfile:
+        """The profile of ``agent``; :class:`ValidationError` when it has none."""
+        found = self.profiles.get(agent)
+        if found is None:
+            raise ValidationError(f"agent {agent!r} has no profile")
+        return found
 
     def all_categories(self) -> dict[str, CategorySpec]:
         """Every category, system first, by name."""

@@ -17,7 +17,16 @@ from engram.conversation.dispatcher import QueryHandler
 from engram.conversation.extraction import Extractor
 from engram.engine import MemoryEngine
 from engram.server.errors import install_error_handlers
-from engram.server.routes import memories, proposals, realtime, sessions, tools, users
+from engram.server.routes import (
+    conversations,
+    facts,
+    memories,
+    proposals,
+    realtime,
+    sessions,
+    tools,
+    users,
+)
 from engram.server.routes import query as query_routes
 from engram.server.services import ServiceOptions, Services
 
@@ -63,6 +72,7 @@ def create_app(
     closers: list[Callable[[], None]] = []
     query_handler = query
     warm: Callable[[], None] | None = None
+    chat = None
     if engine is None:
         # The one wiring (Engram.open): engine, retrieval and extraction, as configured.
         from engram.client import Engram
@@ -73,6 +83,7 @@ def create_app(
         embedder = embedder if embedder is not None else engram.embedder
         extractor = extractor or engram.extractor
         query_handler = query or RetrievalQueryHandler(engram.memory_query)
+        chat = engram.chat
         closers.append(engram.access.close)
         if warm_up:
             warm = functools.partial(engram.warm_up, progress or log.info)
@@ -85,6 +96,7 @@ def create_app(
         embedder=embedder,
         query=query_handler,
         owns_engine=owns,
+        chat=chat,
         **extra,
     )
 
@@ -111,7 +123,17 @@ def create_app(
     )
     app.state.services = services
     install_error_handlers(app)
-    for module in (tools, sessions, memories, query_routes, proposals, realtime, users):
+    for module in (
+        tools,
+        sessions,
+        memories,
+        query_routes,
+        proposals,
+        realtime,
+        users,
+        conversations,
+        facts,
+    ):
         app.include_router(module.router)
 
     @app.get("/metrics", response_class=PlainTextResponse, tags=["ops"])

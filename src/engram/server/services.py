@@ -16,6 +16,7 @@ from datetime import timedelta
 from pydantic import BaseModel, ConfigDict, Field
 
 from engram.async_engine import AsyncMemoryEngine
+from engram.chat import ChatMemory
 from engram.config import Settings
 from engram.conversation.buffer import Session, SessionBuffer
 from engram.conversation.dedup import DedupPolicy
@@ -24,6 +25,7 @@ from engram.conversation.extraction import DEFAULT_SENSITIVE_KEYS, Extractor
 from engram.conversation.proposals import ProposalStore
 from engram.conversation.realtime import Dispatcher, RealtimeAdapter
 from engram.conversation.summarizer import SessionSummarizer, skip_reason
+from engram.embedders.base import Embedder
 from engram.engine import MemoryEngine
 from engram.errors import NotFoundError
 from engram.server.auth import ApiKeys
@@ -81,6 +83,8 @@ class Services:
         embedder: optional, for the embedding test of the de-duplication policy.
         query: the ``memory_query`` handler, if any.
         clock: wall-clock seconds (injectable for tests).
+        chat: the chat memory (messages, history, summaries, subject facts); by default one
+            over ``engine`` without an embedder.
     """
 
     def __init__(
@@ -94,6 +98,7 @@ class Services:
         query: QueryHandler | None = None,
         clock: Callable[[], float] = time.time,
         owns_engine: bool = False,
+        chat: ChatMemory | None = None,
     ) -> None:
         self.engine = engine
         self.embedder = embedder
@@ -136,6 +141,21 @@ class Services:
             sensitive_keys=self.options.sensitive_keys,
         )
         self.loader = EngineMemoryLoader(engine, on_failure=self.metrics.refresh_failed)
+        self.chat = chat or ChatMemory(
+            engine, settings=settings, embedder=embedder if isinstance(embedder, Embedder) else None
+        )
+
+    def schedule_summary(self, *, account_id: str, conversation_id: str) -> None:
+        """Check in the background whether the conversation needs a rolling summary."""
+        self.tasks.spawn(
+            self._summary_check(account_id, conversation_id), name="conversation-summary"
+        )
+
+    async def _summary_check(self, account_id: str, conversation_id: str) -> None:
+        try:
+            await self.chat.summarise_if_due(account_id=account_id, conversation_id=conversation_id)
+        except Exception as exc:  # the range stays unsummarised and is retried next time
+            log.error("conversation summary failed: %s", type(exc).__name__)
 
     def close(self) -> None:
         """Close the engine if this service opened it."""

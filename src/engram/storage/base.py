@@ -24,6 +24,7 @@ from typing import Any, ClassVar, NamedTuple, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
+from engram.storage.messages import MessageTables, MessageWrites
 from engram.storage.service import ServiceTables
 from engram.types import MemoryFilter
 
@@ -284,7 +285,7 @@ class IndexWrites(Protocol):
         ...
 
 
-class Transaction(RowWrites, AuditWrites, IndexWrites, Protocol):
+class Transaction(RowWrites, AuditWrites, IndexWrites, MessageWrites, Protocol):
     """Writes inside one database transaction; see :meth:`Storage.transaction`."""
 
 
@@ -495,6 +496,10 @@ class StoreAdmin(Protocol):
 
     def service_tables(self) -> ServiceTables:
         """The call sessions, API keys and proposals kept in this store."""
+        ...
+
+    def message_tables(self) -> MessageTables:
+        """The chat messages and summarised ranges kept in this store."""
         ...
 
     def count_rows(self, table: str, account_id: str, user_id: str) -> int:

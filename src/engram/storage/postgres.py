@@ -106,6 +106,7 @@ class PostgresTransaction(_BinaryRows, SqlTransaction):
     placeholder: ClassVar[str] = "%s"
     lock_suffix: ClassVar[str] = " FOR UPDATE"
     share_suffix: ClassVar[str] = " FOR SHARE"
+    conversation_lock_sql: ClassVar[str | None] = "SELECT pg_advisory_xact_lock(hashtext(?))"
     vector_column: ClassVar[str] = "embedding"
     vector_param: ClassVar[str] = "?::vector"
 
@@ -380,6 +381,7 @@ class PostgresStorage(SqlStorage):
     _SCRUBBED_TABLES: ClassVar[tuple[str, ...]] = (
         "memories",
         "proposals",
+        "messages",
         "user_keys",
         "data_keys",
     )

@@ -33,6 +33,7 @@ from engram.storage.base import (
     Vector,
 )
 from engram.storage.filters import compile_filter, compile_others_shared
+from engram.storage.messages import MessageTables, SqlMessageTables, SqlMessageWrites
 from engram.storage.migrations import MIGRATIONS, Migration
 from engram.storage.service import ServiceTables
 from engram.types import MemoryFilter
@@ -87,7 +88,13 @@ _UNREAD = object()
 
 _OWNED_TABLES = ("memory_tokens", "relations", "embeddings")
 # Tables with an owner, emptied by erasure; the service tables exist once it has migrated.
-_OPTIONAL_OWNER_TABLES = ("session_events", "call_sessions", "proposals")
+_OPTIONAL_OWNER_TABLES = (
+    "session_events",
+    "call_sessions",
+    "proposals",
+    "messages",
+    "conversation_summaries",
+)
 _OWNER_TABLES = ("history", "ops_events", *_OPTIONAL_OWNER_TABLES, "memories", "data_keys")
 
 
@@ -156,7 +163,7 @@ class SqlExecutor:
         return cursor
 
 
-class SqlTransaction(SqlExecutor):
+class SqlTransaction(SqlMessageWrites, SqlExecutor):
     """Implements :class:`engram.storage.base.Transaction` on one open transaction."""
 
     lock_suffix: ClassVar[str] = ""
@@ -769,6 +776,10 @@ class SqlStorage:
 
         return SqlServiceTables(self)
 
+    def message_tables(self) -> MessageTables:
+        """The chat messages and summarised ranges kept in this database."""
+        return SqlMessageTables(self)
+
     def scrub(self) -> str:
         """Make deleted rows unrecoverable from the database's files (per backend)."""
         raise NotImplementedError
@@ -823,6 +834,8 @@ class SqlStorage:
             "data_keys",
             "user_keys",
             "ops_events",
+            "messages",
+            "conversation_summaries",
         ):
             raise ValueError(f"unknown table {table}")
         with self._reader() as db:

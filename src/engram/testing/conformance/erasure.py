@@ -9,10 +9,12 @@ user key (see ``engram.testing.forensics``).
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
+from engram.chat.messages import MessageStore
 from engram.config import Settings
 from engram.crypto.keyring import KeyRing
 from engram.engine import MemoryEngine
@@ -20,12 +22,14 @@ from engram.errors import IntegrityError
 from engram.storage import open_storage
 from engram.storage.base import Capability, MemoryRow, Storage
 from engram.storage.keystore import KeyStore, open_key_store
+from engram.storage.messages import MessageRow
 from engram.testing.builders import ACCOUNT, add
 from engram.testing.conformance.harness import StorageHarness
 from engram.testing.forensics import CarveReport, carve
 from engram.types import MemoryFilter
 
 SENTINELS = ("ultramarine-okapi-1", "ultramarine-okapi-2", "ultramarine-okapi-3")
+MESSAGE_SENTINELS = ("ultramarine-okapi-said-1", "ultramarine-okapi-said-2")
 
 
 def _fill(engine: MemoryEngine) -> list[MemoryRow]:
@@ -34,7 +38,22 @@ def _fill(engine: MemoryEngine) -> list[MemoryRow]:
         memory = add(engine, key=f"k{index}", value=value)
         engine.update(memory.id, {"value": value + "-v2"}, account_id=ACCOUNT)
     add(engine, key="bystander", value="someone else's", user_id="user-2")
+    chat = MessageStore(engine)
+    for text in MESSAGE_SENTINELS:
+        chat.add(
+            {
+                "account_id": ACCOUNT,
+                "user_id": "user-1",
+                "conversation_id": "conv-erase",
+                "role": "user",
+                "content": text,
+            }
+        )
     return list(engine.storage.iter_owner(ACCOUNT, "user-1"))
+
+
+def _messages(engine: MemoryEngine) -> list[MessageRow]:
+    return engine.message_tables().recent(ACCOUNT, "conv-erase", limit=10)
 
 
 def _probe(
@@ -43,8 +62,12 @@ def _probe(
     files: list[Path],
     key_ids: list[str],
     wrapped_user_keys: list[bytes],
+    messages: Sequence[MessageRow] = (),
 ) -> CarveReport:
     needles: dict[str, bytes] = {}
+    for message in messages:
+        needles[f"message ciphertext {message.index}"] = message.ciphertext
+        needles[f"message wrapped data key {message.index}"] = message.wrapped_key
     for row in rows:
         needles[f"ciphertext of {row.id[:8]}"] = row.ciphertext
         needles[f"wrapped data key of {row.id[:8]}"] = row.wrapped_key
@@ -52,7 +75,7 @@ def _probe(
         needles[f"key id {key_id[:8]}"] = key_id.encode()
     for index, wrapped in enumerate(wrapped_user_keys):
         needles[f"wrapped user key {index}"] = wrapped
-    for value in SENTINELS:
+    for value in (*SENTINELS, *MESSAGE_SENTINELS):
         needles[f"clear value {value}"] = value.encode()
     return carve(
         files,
@@ -88,6 +111,8 @@ class ErasureConformance(StorageHarness):
         self, engine: MemoryEngine, storage: Storage, key_store: KeyStore
     ) -> None:
         rows = _fill(engine)
+        messages = _messages(engine)
+        assert len(messages) == len(MESSAGE_SENTINELS)
         key_row = key_store.get(ACCOUNT, "user-1", "user")
         assert key_row is not None
         # Fold the logs into the data files first: a record in a log may straddle a log page
@@ -96,13 +121,15 @@ class ErasureConformance(StorageHarness):
         key_store.scrub()
         files = storage.data_files() + key_store.data_files()
         # The probe finds what it looks for while the data is there (it can fail).
-        before = _probe(engine, rows, files, [key_row.key_id], [key_row.wrapped])
+        before = _probe(engine, rows, files, [key_row.key_id], [key_row.wrapped], messages)
         assert before.unwrapped_keys >= 1 and len(set(before.decrypted_values)) == len(rows)
+        assert any(name.startswith("message ciphertext") for name in before.found)
 
         receipt = engine.erase_user(account_id=ACCOUNT, user_id="user-1")
 
         files = storage.data_files() + key_store.data_files()
-        after = _probe(engine, rows, files, receipt.key_ids_destroyed, [key_row.wrapped])
+        after = _probe(engine, rows, files, receipt.key_ids_destroyed, [key_row.wrapped], messages)
+        assert receipt.deleted["messages"] == len(MESSAGE_SENTINELS)
         assert after.clean, "\n".join(after.lines())
         assert engine.list_memories(MemoryFilter(account_id=ACCOUNT, user_id="user-2"))
 
