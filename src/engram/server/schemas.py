@@ -20,7 +20,7 @@ _CAMEL = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="igno
 _SNAKE = ConfigDict(extra="forbid")
 
 
-def _documented(example: dict[str, Any], *, required: list[str] | None = None) -> ConfigDict:
+def documented(example: dict[str, Any], *, required: list[str] | None = None) -> ConfigDict:
     """Schema extras: an example body and, when given, the fields the route requires."""
     extra: dict[str, Any] = {"examples": [example]}
     if required is not None:
@@ -45,7 +45,7 @@ class ToolCallBody(BaseModel):
 class StoreMemoryBody(ToolCallBody):
     """``POST /tools/store_memory``: ``memoryType``, ``key``, ``value`` required."""
 
-    model_config = _documented(
+    model_config = documented(
         {**_CALL, "memoryType": "fact", "key": "dog_name", "value": "Her dog is called Biscuit.",
          "confidence": 0.9, "suggestReminder": False},
         required=[*_CALL_REQUIRED, "memoryType", "key", "value"],
@@ -61,7 +61,7 @@ class StoreMemoryBody(ToolCallBody):
 class UpdateMemoryBody(ToolCallBody):
     """``POST /tools/update_memory``: ``existingKey`` and ``newValue`` required."""
 
-    model_config = _documented(
+    model_config = documented(
         {**_CALL, "existingKey": "dog_name", "newValue": "Her dog Biscuit is 12."},
         required=[*_CALL_REQUIRED, "existingKey", "newValue"],
     )
@@ -76,7 +76,7 @@ class TargetBody(ToolCallBody):
     """``POST /tools/forget_memory`` and ``/tools/mark_private``: ``key`` or ``memoryId``
     (one of the two is required)."""
 
-    model_config = _documented({**_CALL, "key": "dog_name"}, required=_CALL_REQUIRED)
+    model_config = documented({**_CALL, "key": "dog_name"}, required=_CALL_REQUIRED)
 
     key: str | None = None
     memory_id: str | None = None
@@ -100,7 +100,7 @@ class ToolResponse(BaseModel):
 class CreateSessionBody(BaseModel):
     """``POST /sessions``."""
 
-    model_config = _CAMEL | _documented(
+    model_config = _CAMEL | documented(
         {"accountId": "acme", "lineId": "line-42", "isReminderCall": False},
         required=["accountId", "lineId"],
     )
@@ -118,7 +118,7 @@ class CreateSessionResponse(BaseModel):
 class TurnBody(BaseModel):
     """``POST /sessions/{id}/turns``: one utterance, kept in process memory only."""
 
-    model_config = _CAMEL | _documented(
+    model_config = _CAMEL | documented(
         {"speaker": "user", "text": "My dog Biscuit turned twelve today."},
         required=["speaker", "text"],
     )
@@ -243,7 +243,7 @@ class MemoryList(BaseModel):
 class NewMemoryBody(BaseModel):
     """``POST /v1/memories``."""
 
-    model_config = _SNAKE | _documented(
+    model_config = _SNAKE | documented(
         {"user_id": "line-42", "key": "dog_name", "value": "Her dog is called Biscuit.",
          "type": "fact", "confidence": 0.9, "importance": 3, "visibility": "private",
          "tags": ["pets"]}
@@ -261,7 +261,7 @@ class NewMemoryBody(BaseModel):
 class PatchMemoryBody(BaseModel):
     """``PATCH /v1/memories/{id}``."""
 
-    model_config = _SNAKE | _documented({"value": "Her dog Biscuit is 12."}, required=[])
+    model_config = _SNAKE | documented({"value": "Her dog Biscuit is 12."}, required=[])
     value: str | None = None
     type: str | None = None
     confidence: float | None = None

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from engram.chat.types import MAX_MESSAGE_CHARS, ChatMessage
 from engram.server.deps import Account, Svc
+from engram.server.schemas import documented
 
 router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
 
@@ -25,7 +26,11 @@ ConversationId = Annotated[str, Field(min_length=1, max_length=256)]
 class NewMessageBody(BaseModel):
     """A message to save; ``subject_id`` names who the conversation is about."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid") | documented(
+        {"user_id": "line-42", "role": "user", "content": "My sister Maya moved to Lisbon.",
+         "subject_id": "maya", "channel": "chat"},
+        required=["user_id", "role", "content"],
+    )  # fmt: skip
 
     user_id: str = Field(min_length=1, max_length=256)
     role: Literal["user", "assistant"]
@@ -113,7 +118,10 @@ async def list_messages(
 class RetrieveBody(BaseModel):
     """The user's new input, to find memory relevant to it."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid") | documented(
+        {"user_id": "line-42", "input": "Where does Maya live now?", "channel": "chat"},
+        required=["user_id", "input"],
+    )
 
     user_id: str = Field(min_length=1, max_length=256)
     input: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from engram.chat.types import SubjectFact
 from engram.server.deps import Account, Svc
+from engram.server.schemas import documented
 
 router = APIRouter(prefix="/v1", tags=["facts"])
 
@@ -60,7 +61,9 @@ class FactList(BaseModel):
 class VisibilityBody(BaseModel):
     """Who may see the fact: its owner only, or every user of the account."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid") | documented(
+        {"user_id": "line-42", "visibility": "shared"}, required=["user_id", "visibility"]
+    )
 
     user_id: str = Field(min_length=1, max_length=256)
     visibility: Literal["private", "shared"]
