@@ -46,6 +46,11 @@ class ConflictError(EngramError):
     """The operation does not fit the current state (e.g. restoring an active memory)."""
 
 
+class StaleKeyError(ConflictError):
+    """The user's key was destroyed (the user erased) since this process read it; a write
+    sealed under it is refused, so it can be sealed again under the user's new key."""
+
+
 class PreconditionFailedError(ConflictError):
     """The caller named the state it read (an expected row version), and it has changed."""
 

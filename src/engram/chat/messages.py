@@ -19,7 +19,7 @@ from typing import Any
 from engram.chat.types import ChatMessage, MessagePage, NewMessage, SavedMessage
 from engram.crypto.envelope import SealedValue
 from engram.engine import MemoryEngine
-from engram.errors import NotFoundError, ValidationError
+from engram.errors import ConflictError, NotFoundError, StaleKeyError, ValidationError
 from engram.storage.messages import MessageRow
 from engram.types import validated
 
@@ -47,7 +47,21 @@ class MessageStore:
         new = validated(NewMessage, message)
         message_id = str(uuid.uuid4())
         payload = json.dumps({"c": new.content}).encode()
-        key_id, sealed = self.engine.seal_value(
+        try:
+            return self._insert(new, message_id, payload, now)
+        except StaleKeyError:
+            # Another process erased the user since this one cached their key: seal again
+            # under the user's new key (never write under a destroyed one).
+            self.engine.forget_user_key(new.account_id, new.user_id)
+            try:
+                return self._insert(new, message_id, payload, now)
+            except StaleKeyError:
+                raise ConflictError("the user was erased concurrently; retry") from None
+
+    def _insert(
+        self, new: NewMessage, message_id: str, payload: bytes, now: float | None
+    ) -> SavedMessage:
+        key_id, generation, sealed = self.engine.seal_for_write(
             payload, account_id=new.account_id, user_id=new.user_id, record_id=message_id
         )
         row = MessageRow(
@@ -65,7 +79,7 @@ class MessageStore:
             ciphertext=sealed.ciphertext,
             wrapped_key=sealed.wrapped_key,
         )
-        index = self.tables.next_index_and_insert(row)
+        index = self.tables.next_index_and_insert(row, key_generation=generation)
         return SavedMessage(id=message_id, index=index)
 
     def check_owner(self, *, account_id: str, user_id: str, conversation_id: str) -> bool:

@@ -172,6 +172,23 @@ class EngineCore:
             user_key = self.keys.by_id(account_id, user_id, key_id)
         return key_id, self.envelope.seal(user_key, payload, account_id, user_id, record_id)
 
+    def seal_for_write(
+        self, payload: bytes, *, account_id: str, user_id: str, record_id: str
+    ) -> tuple[str, int, SealedValue]:
+        """Seal new data of a user as :meth:`seal_value` does, with the key's generation.
+
+        The caller's write transaction must check the generation (``tx.key_generation``)
+        and raise :class:`StaleKeyError` when it moved; :meth:`forget_user_key` then lets
+        the next seal use the user's new key.
+        """
+        key = self.keys.current(account_id, user_id)
+        sealed = self.envelope.seal(key.raw, payload, account_id, user_id, record_id)
+        return key.key_id, key.generation, sealed
+
+    def forget_user_key(self, account_id: str, user_id: str) -> None:
+        """Drop this process's cached keys of a user (they were found destroyed)."""
+        self.keys.forget(account_id, user_id)
+
     def open_value(
         self, sealed: SealedValue, *, account_id: str, user_id: str, record_id: str, key_id: str
     ) -> bytes:

@@ -20,7 +20,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
-from engram.errors import NotFoundError
+from engram.errors import NotFoundError, StaleKeyError
 
 __all__ = [
     "MessageRow",
@@ -151,11 +151,13 @@ class SqlMessageWrites:
 class MessageTables(Protocol):
     """Reads of messages and summarised ranges, and writes that stand alone."""
 
-    def next_index_and_insert(self, row: MessageRow) -> int:
+    def next_index_and_insert(self, row: MessageRow, *, key_generation: int) -> int:
         """Insert ``row`` at the conversation's next index (its ``index`` is ignored).
 
         Returns the index given. Raises :class:`~engram.errors.NotFoundError` when the
-        conversation holds another user's messages.
+        conversation holds another user's messages, and :class:`~engram.errors.StaleKeyError`
+        when the user's key generation is no longer ``key_generation`` (the user was erased
+        since the row was sealed).
         """
         ...
 
@@ -202,9 +204,11 @@ class SqlMessageTables:
     def __init__(self, storage: _Connections) -> None:
         self._storage = storage
 
-    def next_index_and_insert(self, row: MessageRow) -> int:
+    def next_index_and_insert(self, row: MessageRow, *, key_generation: int) -> int:
         """Insert ``row`` at the conversation's next index, serialised per conversation."""
         with self._storage.transaction() as tx:
+            if tx.key_generation(row.account_id, row.user_id) != key_generation:
+                raise StaleKeyError("the user's key changed since the message was sealed")
             tx.lock_conversation(row.account_id, row.conversation_id)
             first = tx.run(
                 "SELECT user_id FROM messages WHERE account_id = ? AND conversation_id = ? LIMIT 1",

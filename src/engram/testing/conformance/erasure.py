@@ -179,6 +179,29 @@ class ErasureConformance(StorageHarness):
             with pytest.raises(IntegrityError):
                 reader.get(row.id, account_id=ACCOUNT)
 
+    def test_erasure_by_another_process_is_noticed_by_message_writers(
+        self,
+        engine: MemoryEngine,
+        storage: Storage,
+        storage_url: str,
+        key_store_url: str,
+        request: pytest.FixtureRequest,
+    ) -> None:
+        """A chat message is never sealed under a key another process destroyed."""
+        serving = MessageStore(engine)
+        said = {"account_id": ACCOUNT, "user_id": "user-1", "conversation_id": "conv-1"}
+        serving.add({**said, "role": "user", "content": "said before the erasure"})
+        operator = _second_process(storage_url, key_store_url, engine.settings, request)
+        receipt = operator.erase_user(account_id=ACCOUNT, user_id="user-1")
+        assert receipt.deleted["messages"] == 1
+
+        serving.add({**said, "role": "user", "content": "said after the erasure"})
+        rows = engine.message_tables().recent(ACCOUNT, "conv-1", limit=10)
+        assert [r.key_id in receipt.key_ids_destroyed for r in rows] == [False]
+        for reader in (serving, MessageStore(operator)):
+            page = reader.page(account_id=ACCOUNT, user_id="user-1", conversation_id="conv-1")
+            assert [m.content for m in page.messages] == ["said after the erasure"]
+
     def test_erasure_by_another_process_is_noticed_by_writers(
         self,
         engine: MemoryEngine,
