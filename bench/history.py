@@ -6,13 +6,14 @@ Usage: python bench/history.py [--backend sqlite|postgres|both] [--messages 300]
 For each backend, one generated conversation of ``--messages`` messages (user and
 assistant alternating) is saved through :class:`engram.chat.ChatMemory` with the local
 MiniLM embedder and the offline summariser; after every message the summary check runs as
-the service runs it after each POST. Twelve facts are stated only in the first 40 messages
-(the offline rules recognise them); the rest is small talk. After the last message:
+the service runs it after each POST. Eighteen facts are stated only in the first 40 messages
+(twelve phrased as the offline rules recognise them, six phrased as they do not, reported
+apart as ``recall_free_phrased``); the rest is small talk. After the last message:
 
 * ``retrieve`` p50/p95 over ``--retrieves`` calls with distinct inputs, so each embeds
   its input (the embedder's query cache never hits; goal: p95 <= 30 ms);
 * the summaries made and their ranges;
-* recall: the share of the twelve facts whose answer word appears in what ``retrieve``
+* recall: the share of the facts whose answer word appears in what ``retrieve``
   returns (messages or context messages) when asked about it (goal >= 0.8). The stated
   facts left the 20-message window long before, so only the memory tiers can bring them.
 
@@ -62,6 +63,17 @@ FACTS = (
     ("I used to teach geography.", "What subject did I used to teach?", "geography"),
     ("I work as a nurse at the hospital.", "Where do I work?", "nurse"),
 )
+# Facts phrased as the offline rules do not know them: what recall is on someone else's
+# conversation depends on these, not on the phrasings above.
+FREE_FACTS = (
+    ("I keep bees on my allotment.", "What do I keep on my allotment?", "bees"),
+    ("Our caravan is parked in Whitby every summer.", "Where is our caravan in summer?", "Whitby"),
+    ("My granddaughter Zoe is studying law in Bristol.", "What is Zoe studying?", "law"),
+    ("I drive a red Honda Jazz these days.", "What car do I drive?", "Honda"),
+    ("Every Thursday I volunteer at the food bank.", "Where do I volunteer?", "food bank"),
+    ("My late mother was born in Cork.", "Where was my mother born?", "Cork"),
+)
+STATED = FACTS + FREE_FACTS
 _USER_SMALL_TALK = (
     "The weather was grey this morning.",
     "I had toast for breakfast today.",
@@ -85,8 +97,10 @@ def conversation(n: int, seed: int = 11) -> list[tuple[str, str]]:
     """``n`` messages ``(role, text)``: the facts among the first 40, then small talk."""
     rng = random.Random(seed)
     user_turns = [rng.choice(_USER_SMALL_TALK) for _ in range(n)]
-    slots = sorted(rng.sample(range(20), len(FACTS)))  # user turns 0..19 = messages 0..38
-    for slot, (statement, _, _) in zip(slots, FACTS, strict=True):
+    slots = sorted(rng.sample(range(20), len(STATED)))  # user turns 0..19 = messages 0..38
+    stated = list(STATED)
+    rng.shuffle(stated)
+    for slot, (statement, _, _) in zip(slots, stated, strict=True):
         user_turns[slot] = statement
     out = []
     for i in range(n):
@@ -176,7 +190,8 @@ def run(kind: str, messages: int, retrieves: int, workdir: Path) -> dict[str, An
             parts += [c.content for c in history.context_messages]
             return "\n".join(parts)
 
-        surfaced = [answer in ask(question) for _, question, answer in FACTS]
+        surfaced = [answer in ask(question) for _, question, answer in STATED]
+        free = surfaced[len(FACTS) :]
         # Every input distinct, so each call embeds (the embedder's query cache never hits).
         inputs = [f"{text} ({i})" for i, (_, text) in enumerate(conversation(retrieves + 1, 5))]
         ask(inputs.pop())  # warm up (first embedding, connections)
@@ -196,10 +211,11 @@ def run(kind: str, messages: int, retrieves: int, workdir: Path) -> dict[str, An
         "retrieve_calls": len(latencies),
         "retrieve_p50_ms": round(pct(latencies, 0.5), 2),
         "retrieve_p95_ms": round(pct(latencies, 0.95), 2),
-        "facts": len(FACTS),
+        "facts": len(STATED),
         "recalled": sum(surfaced),
-        "recall": round(sum(surfaced) / len(FACTS), 3),
-        "missed": [answer for (_, _, answer), ok in zip(FACTS, surfaced, strict=True) if not ok],
+        "recall": round(sum(surfaced) / len(STATED), 3),
+        "recall_free_phrased": round(sum(free) / len(FREE_FACTS), 3),
+        "missed": [answer for (_, _, answer), ok in zip(STATED, surfaced, strict=True) if not ok],
     }
 
 
@@ -223,7 +239,8 @@ def main() -> None:
             f"save p50 {result['save_p50_ms']:.1f} ms; "
             f"summaries {result['summaries']} {result['ranges']}; "
             f"recall {result['recalled']}/{result['facts']} = {result['recall']:.2f} "
-            f"(goal >= 0.8) missed {result['missed']}"
+            f"(goal >= 0.8; phrasings the offline rules do not know: "
+            f"{result['recall_free_phrased']:.2f}) missed {result['missed']}"
         )
     payload = json.dumps({"bench": "history", "results": results}, indent=2)
     print(payload)

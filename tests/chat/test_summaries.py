@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from engram.chat import ChatMemory, FactCategory
 from engram.chat.facts import FACT_MEMORY_CATEGORY
 from engram.chat.history import CHUNK_CATEGORY
 from engram.chat.summaries import SUMMARY_PROMPT, LLMSummariser, OfflineSummariser
+from engram.chat.types import ChatMessage
 from engram.embedders.openai import OpenAICompatibleEmbedder
 from engram.engine import MemoryEngine
 from engram.errors import ProviderError, StorageError
@@ -284,3 +286,26 @@ def test_the_offline_summariser_is_deterministic_and_finds_facts(engine: MemoryE
     opened = chat.messages.open(engine.message_tables().messages(ACCOUNT, "c1", after=-1, limit=20))
     again = asyncio.run(OfflineSummariser().summarise(opened))
     assert again.summary == chunk.value
+
+
+def test_offline_facts_keep_what_the_rules_have_no_pattern_for() -> None:
+    """A statement the user makes about themselves is a fact even without a rule for it;
+    questions, hypotheticals and sentences about nobody in particular are not."""
+    lines = [
+        ("user", "I keep bees on my allotment."),
+        ("user", "Do you think it will rain tomorrow?"),
+        ("user", "If I had a boat I would sail to Norway."),
+        ("user", "The weather was grey this morning."),
+        ("assistant", "I love hearing about your garden."),
+        ("user", "My dog is called Biscuit."),
+    ]
+    when = datetime.now(UTC)
+    messages = [
+        ChatMessage(id=f"m{i}", index=i, role=role, content=text, timestamp=when)
+        for i, (role, text) in enumerate(lines)
+    ]
+    summary = asyncio.run(OfflineSummariser().summarise(messages))
+    assert {(f.category, f.content) for f in summary.facts} == {
+        (FactCategory.OTHER, "I keep bees on my allotment."),
+        (FactCategory.RELATIONSHIP, "My dog is called Biscuit."),
+    }

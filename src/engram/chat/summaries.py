@@ -172,9 +172,17 @@ def _category(key: str, kind: MemoryType) -> FactCategory:
     return FactCategory.OTHER
 
 
+_FIRST_PERSON = re.compile(r"\b(i|i'm|i've|i'd|i'll|me|my|mine|we|we're|we've|our|ours|us)\b", re.I)
+
+
 class OfflineSummariser:
     """Extractive and deterministic: the user's most informative sentences, and the facts
-    the offline rules find in them (each fact is the user's own sentence)."""
+    in them (each fact is the user's own sentence).
+
+    A sentence the offline rules recognise gets their category; any other statement the
+    user makes about themselves (first person, not a question or a hypothetical) is kept
+    as an ``other`` fact, so what the rules have no pattern for is not lost.
+    """
 
     def __init__(self) -> None:
         self.rules = OfflineExtractor()
@@ -196,7 +204,11 @@ class OfflineSummariser:
                 found = self.rules.extract_text(text)
                 for candidate in found:
                     facts.append(ExtractedFact(_category(candidate.key, candidate.type), text))
-                scored.append((2.0 * bool(found) + min(len(text), 160) / 160, position, text))
+                about_user = not found and _FIRST_PERSON.search(text) is not None
+                if about_user:
+                    facts.append(ExtractedFact(FactCategory.OTHER, text))
+                weight = 2.0 * bool(found) + 1.0 * about_user
+                scored.append((weight + min(len(text), 160) / 160, position, text))
                 position += 1
         if not scored:
             line = next((m.content for m in messages if m.content.strip()), "")
