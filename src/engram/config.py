@@ -97,6 +97,11 @@ class Settings(BaseSettings):
     llm_api_key: SecretStr | None = None
     llm_model: str | None = None
     min_session_seconds: float = Field(default=30.0, ge=0)
+    max_body_bytes: int = Field(
+        default=1_048_576,
+        ge=1024,
+        description="The largest HTTP request body accepted (413 above it).",
+    )
     dedup_text_threshold: float = Field(default=0.92, ge=0.0, le=1.0)
     dedup_cosine_threshold: float = Field(default=0.95, ge=0.0, le=1.0)
     proposal_ttl_days: float = Field(default=7.0, gt=0)

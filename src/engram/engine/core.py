@@ -86,6 +86,10 @@ def default_thread(account_id: str, user_id: str) -> str:
     return f"{account_id}/{user_id}"
 
 
+MAX_OFFSET = 1_000_000_000
+"""The largest listing offset (databases take 64-bit integers; no listing is that long)."""
+
+
 @dataclass(frozen=True, slots=True)
 class _Write:
     """One memory version to write, with the audit facts that go with it."""
@@ -516,8 +520,8 @@ class EngineCore:
         self, flt: MemoryFilter, *, limit: int = 100, offset: int = 0
     ) -> list[Memory]:
         """Memories matching every filter, newest first."""
-        if not 1 <= limit <= 10_000 or offset < 0:
-            raise ValidationError("limit must be 1..10000 and offset >= 0")
+        if not 1 <= limit <= 10_000 or not 0 <= offset <= MAX_OFFSET:
+            raise ValidationError(f"limit must be 1..10000 and offset 0..{MAX_OFFSET}")
         rows = self.storage.list_memories(
             self.storage_filter(flt), Page(limit=limit, offset=offset)
         )

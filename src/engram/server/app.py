@@ -17,6 +17,7 @@ from engram.conversation.dispatcher import QueryHandler
 from engram.conversation.extraction import Extractor
 from engram.engine import MemoryEngine
 from engram.server.errors import install_error_handlers
+from engram.server.guard import RequestGuard
 from engram.server.routes import (
     conversations,
     facts,
@@ -123,6 +124,7 @@ def create_app(
     )
     app.state.services = services
     install_error_handlers(app)
+    app.add_middleware(RequestGuard, max_body_bytes=settings.max_body_bytes)
     for module in (
         tools,
         sessions,

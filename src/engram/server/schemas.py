@@ -8,13 +8,19 @@ contract's ``Missing required fields`` (naming them); their schemas still mark t
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from engram.storage.service import CallSessionRow
-from engram.types import Memory
+from engram.types import MAX_VALUE_CHARS, Memory
+
+# Upper bounds for the voice-bridge bodies' strings (they accept missing fields, so that the
+# route can name them, but never an unbounded string).
+_Id = Annotated[str, Field(max_length=256)]
+_Short = Annotated[str, Field(max_length=128)]
+_Text = Annotated[str, Field(max_length=MAX_VALUE_CHARS)]
 
 _CAMEL = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
 _SNAKE = ConfigDict(extra="forbid")
@@ -37,9 +43,9 @@ class ToolCallBody(BaseModel):
     """Fields every tool call carries: the call session, the line (user) and the account."""
 
     model_config = _CAMEL
-    call_session_id: str | None = None
-    line_id: str | None = None
-    account_id: str | None = None
+    call_session_id: _Id | None = None
+    line_id: _Id | None = None
+    account_id: _Id | None = None
 
 
 class StoreMemoryBody(ToolCallBody):
@@ -51,9 +57,9 @@ class StoreMemoryBody(ToolCallBody):
         required=[*_CALL_REQUIRED, "memoryType", "key", "value"],
     )  # fmt: skip
 
-    memory_type: str | None = None
-    key: str | None = None
-    value: str | None = None
+    memory_type: _Short | None = None
+    key: _Short | None = None
+    value: _Text | None = None
     confidence: float | None = None
     suggest_reminder: bool | None = None
 
@@ -66,9 +72,9 @@ class UpdateMemoryBody(ToolCallBody):
         required=[*_CALL_REQUIRED, "existingKey", "newValue"],
     )
 
-    existing_key: str | None = None
-    new_value: str | None = None
-    memory_type: str | None = None
+    existing_key: _Short | None = None
+    new_value: _Text | None = None
+    memory_type: _Short | None = None
     confidence: float | None = None
 
 
@@ -78,8 +84,8 @@ class TargetBody(ToolCallBody):
 
     model_config = documented({**_CALL, "key": "dog_name"}, required=_CALL_REQUIRED)
 
-    key: str | None = None
-    memory_id: str | None = None
+    key: _Short | None = None
+    memory_id: _Id | None = None
 
 
 class ToolResponse(BaseModel):
@@ -104,8 +110,8 @@ class CreateSessionBody(BaseModel):
         {"accountId": "acme", "lineId": "line-42", "isReminderCall": False},
         required=["accountId", "lineId"],
     )
-    account_id: str | None = None
-    line_id: str | None = None
+    account_id: _Id | None = None
+    line_id: _Id | None = None
     is_reminder_call: bool = False
 
 
@@ -123,7 +129,7 @@ class TurnBody(BaseModel):
         required=["speaker", "text"],
     )
     speaker: Literal["user", "assistant"] | None = None
-    text: str | None = None
+    text: _Text | None = None
 
 
 class OkResponse(BaseModel):

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Response
 
+from engram.engine.core import MAX_OFFSET
 from engram.server.deps import Account, Svc
 from engram.server.errors import ApiError
 from engram.server.schemas import (
@@ -65,7 +66,7 @@ async def list_memories(
     account: Account,
     user_id: Annotated[str, Query(min_length=1, max_length=256)],
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
 ) -> MemoryList:
     """A user's active memories, newest first."""
     memories = await services.aengine.list_memories(
