@@ -97,6 +97,11 @@ class Settings(BaseSettings):
     llm_api_key: SecretStr | None = None
     llm_model: str | None = None
     min_session_seconds: float = Field(default=30.0, ge=0)
+    session_sweep_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        description="How often call sessions idle for 30 minutes are dropped from memory.",
+    )
     max_body_bytes: int = Field(
         default=1_048_576,
         ge=1024,

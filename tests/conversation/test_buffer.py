@@ -166,3 +166,18 @@ def test_entities_skip_sentence_starters_and_keep_time_phrases() -> None:
         "next week",
         "tomorrow",
     )
+
+
+def test_sessions_idle_past_the_window_are_evicted_without_a_new_turn(
+    buffer: SessionBuffer, clock: Clock
+) -> None:
+    buffer.start("s2", account_id="acct", user_id="u2")
+    clock.now = T0 + timedelta(minutes=20)
+    buffer.add_turn("s2", "user", "still here")
+    clock.now = T0 + timedelta(minutes=31)
+    assert buffer.evict_idle() == 1  # s1 saw nothing for 31 minutes; s2 spoke 11 ago
+    assert buffer.session_ids() == ("s2",)
+    clock.now = T0 + timedelta(minutes=51)
+    assert buffer.evict_idle() == 1
+    assert len(buffer) == 0 and buffer.evicted == 2
+    assert buffer.evict_idle() == 0

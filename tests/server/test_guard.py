@@ -3,9 +3,12 @@ surrogates, NUL characters and out-of-range numbers."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 from tests.server.conftest import ACCOUNT, Api
 
+from engram.conversation.buffer import SessionBuffer
 from engram.server.guard import MAX_JSON_DEPTH, json_problem
 
 JSON = {"content-type": "application/json"}
@@ -91,3 +94,15 @@ async def test_voice_bridge_strings_are_bounded(api: Api) -> None:
     assert response.status_code == 400
     assert response.json()["fields"] == ["lineId"]
     assert len(api.app.state.services.buffer) == 0
+
+
+@pytest.mark.asyncio
+async def test_evicted_sessions_are_counted_in_the_metrics(api: Api) -> None:
+    now = [datetime(2026, 1, 1, tzinfo=UTC)]
+    services = api.app.state.services
+    services.buffer = SessionBuffer(clock=lambda: now[0])
+    await api.session("line-evicted")
+    now[0] += timedelta(minutes=31)
+    assert services.buffer.evict_idle() == 1
+    metrics = await api.client.get("/metrics")
+    assert "engram_sessions_evicted_total 1" in metrics.text

@@ -2,7 +2,9 @@
 
 Nothing here is ever written to a database, a file or a log; ``repr`` of a turn or a session
 shows counts, never what was said. Turns older than ``max_age`` and beyond ``max_turns`` are
-pruned on every add. All methods are thread-safe.
+pruned on every add, and :meth:`SessionBuffer.evict_idle` drops whole sessions that saw no
+activity for ``max_age`` (a call that never ends must not stay in memory for ever; the
+service runs it on a timer). All methods are thread-safe.
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ class _Live:
     start_time: datetime
     turns: list[Turn]
     stored_keys: set[str]
+    last_active: datetime
 
     def snapshot(self) -> Session:
         return Session(
@@ -97,6 +100,7 @@ class SessionBuffer:
         self._clock = clock
         self._lock = threading.Lock()
         self._sessions: dict[str, _Live] = {}
+        self._evicted = 0
 
     def start(
         self,
@@ -124,6 +128,7 @@ class SessionBuffer:
                     start_time=start_time or self._clock(),
                     turns=[],
                     stored_keys=set(),
+                    last_active=self._clock(),
                 )
                 self._sessions[session_id] = live
             elif (live.account_id, live.user_id) != (account_id, user_id):
@@ -152,6 +157,7 @@ class SessionBuffer:
         with self._lock:
             live = self._live(session_id)
             live.turns.append(turn)
+            live.last_active = self._clock()
             self._prune(live)
         return turn
 
@@ -162,7 +168,9 @@ class SessionBuffer:
             NotFoundError: no open session has this id.
         """
         with self._lock:
-            self._live(session_id).stored_keys.add(key.lower())
+            live = self._live(session_id)
+            live.stored_keys.add(key.lower())
+            live.last_active = self._clock()
 
     def get(self, session_id: str) -> Session | None:
         """A snapshot of the session, or ``None``."""
@@ -175,6 +183,25 @@ class SessionBuffer:
         with self._lock:
             live = self._sessions.pop(session_id, None)
             return None if live is None else live.snapshot()
+
+    def evict_idle(self) -> int:
+        """Drop the sessions with no activity (start, turn, stored key) for ``max_age``.
+
+        Returns how many were dropped now; :attr:`evicted` counts them all.
+        """
+        cutoff = self._clock() - self._max_age
+        with self._lock:
+            idle = [i for i, live in self._sessions.items() if live.last_active < cutoff]
+            for session_id in idle:
+                del self._sessions[session_id]
+            self._evicted += len(idle)
+        return len(idle)
+
+    @property
+    def evicted(self) -> int:
+        """How many idle sessions :meth:`evict_idle` has dropped since this buffer began."""
+        with self._lock:
+            return self._evicted
 
     def session_ids(self) -> tuple[str, ...]:
         """Ids of the open sessions."""

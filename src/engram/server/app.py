@@ -105,9 +105,11 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if warm is not None:  # uvicorn listens only once this start-up has finished
             await asyncio.to_thread(warm)
+        sweeper = asyncio.create_task(_evict_idle_sessions(services, settings))
         try:
             yield
         finally:
+            sweeper.cancel()
             await services.tasks.join()
             for close in closers:
                 close()
@@ -149,3 +151,12 @@ def create_app(
         return {"status": "ok"}
 
     return app
+
+
+async def _evict_idle_sessions(services: Services, settings: Settings) -> None:
+    """Drop call sessions idle past their window, whether or not another turn arrives."""
+    while True:
+        await asyncio.sleep(settings.session_sweep_seconds)
+        evicted = services.buffer.evict_idle()
+        if evicted:
+            log.info("evicted %d idle call sessions", evicted)

@@ -42,9 +42,16 @@ class Histogram:
 class Metrics:
     """Counters and histograms of one service process (thread-safe)."""
 
-    def __init__(self, *, integrity_failures: Callable[[], int] | None = None) -> None:
-        """``integrity_failures`` reads the engine's count of rows that failed authentication."""
+    def __init__(
+        self,
+        *,
+        integrity_failures: Callable[[], int] | None = None,
+        sessions_evicted: Callable[[], int] | None = None,
+    ) -> None:
+        """``integrity_failures`` reads the engine's count of rows that failed authentication;
+        ``sessions_evicted`` the session buffer's count of idle sessions it dropped."""
         self._integrity_failures = integrity_failures
+        self._sessions_evicted = sessions_evicted
         self._lock = threading.Lock()
         self.memories_stored = 0
         self.memories_updated = 0
@@ -111,6 +118,11 @@ class Metrics:
                 "engram_integrity_failures_total",
                 "Stored rows that failed authentication (tampered) and were left out.",
                 0 if self._integrity_failures is None else self._integrity_failures(),
+            ),
+            (
+                "engram_sessions_evicted_total",
+                "Call sessions dropped from process memory after 30 idle minutes (never ended).",
+                0 if self._sessions_evicted is None else self._sessions_evicted(),
             ),
         )
         with self._lock:

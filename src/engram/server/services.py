@@ -110,7 +110,10 @@ class Services:
         self.tables = engine.service_tables()
         self.keys = ApiKeys(self.tables)
         self.buffer = SessionBuffer()
-        self.metrics = Metrics(integrity_failures=lambda: engine.integrity_failures)
+        self.metrics = Metrics(
+            integrity_failures=lambda: engine.integrity_failures,
+            sessions_evicted=lambda: self.buffer.evicted,
+        )
         self.tasks = TaskRegistry()
         self.dedup = DedupPolicy(
             text_threshold=self.options.dedup_text_threshold,
