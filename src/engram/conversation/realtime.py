@@ -94,8 +94,8 @@ class RealtimeAdapter:
         """Handle one server event given as JSON text; return client events as JSON text."""
         try:
             event = json.loads(text)
-        except json.JSONDecodeError:
-            log.warning("realtime: ignored a server event that is not JSON")
+        except (json.JSONDecodeError, RecursionError):
+            log.warning("realtime: ignored a server event that is not usable JSON")
             return []
         if not isinstance(event, dict):
             return []

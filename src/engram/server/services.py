@@ -110,6 +110,7 @@ class Services:
         self.tables = engine.service_tables()
         self.keys = ApiKeys(self.tables)
         self.buffer = SessionBuffer()
+        self._ending = asyncio.Lock()
         self.metrics = Metrics(
             integrity_failures=lambda: engine.integrity_failures,
             sessions_evicted=lambda: self.buffer.evicted,
@@ -206,16 +207,30 @@ class Services:
             return live
         return self.buffer.start(row.id, account_id=row.account_id, user_id=row.user_id)
 
+    async def connect_session(self, row: CallSessionRow) -> None:
+        """Record that the call connected (the first time only)."""
+        now = self.clock()
+        await asyncio.to_thread(self.tables.mark_connected, row.id, now)
+        await asyncio.to_thread(self.tables.add_event, row.id, "connected", now)
+
     async def end_session(self, row: CallSessionRow) -> tuple[str, str | None]:
         """End a session: clear its buffer and schedule extraction when it qualifies.
 
         Returns ``("scheduled", None)`` or ``("skipped", reason)``; never waits for the
-        extraction. Ending a session that has already ended changes nothing stored.
+        extraction. Ending a session that has already ended changes nothing stored; when
+        two enders race (the Realtime socket closing and ``POST .../end``), one ends it and
+        extraction is scheduled at most once.
         """
+        async with self._ending:
+            return await self._end_session(row)
+
+    async def _end_session(self, row: CallSessionRow) -> tuple[str, str | None]:
+        fresh = await asyncio.to_thread(self.tables.get_session, row.id)
+        if fresh is None or fresh.ended_at is not None:
+            return "skipped", ALREADY_ENDED
+        row = fresh
         now = self.clock()
         snapshot = self.buffer.clear(row.id)
-        if row.ended_at is not None:
-            return "skipped", ALREADY_ENDED
         reason = skip_reason(
             connected_at=row.connected_at,
             ended_at=now,
@@ -225,7 +240,8 @@ class Services:
         if reason is None and snapshot is None:
             reason = NO_TURNS
         outcome = "skipped" if reason is not None else "scheduled"
-        await asyncio.to_thread(self.tables.mark_ended, row.id, now, outcome)
+        if not await asyncio.to_thread(self.tables.mark_ended, row.id, now, outcome):
+            return "skipped", ALREADY_ENDED  # another process ended it first
         if snapshot is not None and reason is None:
             self.tasks.spawn(self._summarize(snapshot), name=f"summarize-{row.id}")
         return outcome, reason

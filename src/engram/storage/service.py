@@ -96,8 +96,9 @@ class ServiceTables(Protocol):
         """Record when the call connected (the first time only)."""
         ...
 
-    def mark_ended(self, session_id: str, ts: float, summarization: str) -> None:
-        """Record the end of the call and whether it was summarised."""
+    def mark_ended(self, session_id: str, ts: float, summarization: str) -> bool:
+        """Record the end of the call and whether it was summarised; ``False`` (and nothing
+        written) when it had already ended."""
         ...
 
     def set_extracted(self, session_id: str, count: int, outcome: str) -> None:

@@ -109,15 +109,19 @@ class SqlServiceTables:
                 [ts, session_id],
             )
 
-    def mark_ended(self, session_id: str, ts: float, summarization: str) -> None:
-        """Record the end of the call and whether it was summarised."""
+    def mark_ended(self, session_id: str, ts: float, summarization: str) -> bool:
+        """Record the end of the call and whether it was summarised; ``False`` (and nothing
+        written) when it had already ended."""
         with self._write() as tx:
-            tx.run(
-                "UPDATE call_sessions SET ended_at = COALESCE(ended_at, ?), summarization = ? "
-                "WHERE id = ?",
+            ended = tx.run(
+                "UPDATE call_sessions SET ended_at = ?, summarization = ? "
+                "WHERE id = ? AND ended_at IS NULL",
                 [ts, summarization, session_id],
-            )
+            ).rowcount
+            if ended != 1:
+                return False
             self._event(tx, session_id, "ended", None, None, None, None, ts)
+            return True
 
     def set_extracted(self, session_id: str, count: int, outcome: str) -> None:
         """Record how many memories extraction stored for the session."""

@@ -76,6 +76,9 @@ async def realtime(websocket: WebSocket, call_session_id: str) -> None:
         await websocket.close(code=status.WS_1008_POLICY_VIOLATION)
         return
     await websocket.accept()
+    # The socket is the call: opening it connects the session, closing it ends the call
+    # (extraction as ``POST /sessions/{id}/end`` schedules it, once even if both happen).
+    await services.connect_session(row)
     session = services.buffer_session(row)
     dispatcher = KeyBoundDispatcher(services.dispatcher, services.keys, token)
     adapter = services.adapter(session.session_id, dispatcher=dispatcher)
@@ -89,4 +92,6 @@ async def realtime(websocket: WebSocket, call_session_id: str) -> None:
                 await websocket.close(code=status.WS_1008_POLICY_VIOLATION)
                 return
     except WebSocketDisconnect:
-        return
+        pass
+    finally:
+        await services.end_session(row)

@@ -56,9 +56,7 @@ async def create_session(
 async def session_connected(call_session_id: str, services: Svc, account: Account) -> OkResponse:
     """Record that the call connected (the session's duration counts from here)."""
     row = await asyncio.to_thread(services.session_of, call_session_id, account_id=account)
-    now = services.clock()
-    await asyncio.to_thread(services.tables.mark_connected, row.id, now)
-    await asyncio.to_thread(services.tables.add_event, row.id, "connected", now)
+    await services.connect_session(row)
     return OkResponse()
 
 
