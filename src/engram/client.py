@@ -407,9 +407,12 @@ class Engram:
         )
 
     def close(self) -> None:
-        """Flush access times and release the storage."""
+        """Flush access times, release the storage and the embedder's connections."""
         self.access.close()
         self.engine.close()
+        close_embedder = getattr(self.embedder, "close", None)
+        if callable(close_embedder):
+            close_embedder()
 
     def __enter__(self) -> Engram:
         return self

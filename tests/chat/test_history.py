@@ -105,8 +105,11 @@ def test_semantic_tier_needs_similarity_of_at_least_0_8(engine: MemoryEngine) ->
 def test_a_failing_tier_is_left_out_and_the_rest_returned(
     engine: MemoryEngine, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with ScriptedLLMServer() as server:  # no /embeddings there: every embedding fails
-        broken = OpenAICompatibleEmbedder(model="absent", base_url=server.base_url, dims=64)
+    # No /embeddings on the scripted LLM server: every embedding fails.
+    with (
+        ScriptedLLMServer() as server,
+        OpenAICompatibleEmbedder(model="absent", base_url=server.base_url, dims=64) as broken,
+    ):
         chat = ChatMemory(engine, embedder=broken)
         _say(chat, 0, "my secret input words")
         add(engine, key="grandson", value="Her grandson Theo plays the cello", importance=4)

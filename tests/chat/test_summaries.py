@@ -194,10 +194,10 @@ def test_an_embedder_error_stores_nothing(engine: MemoryEngine) -> None:
         chat = _llm_chat(engine, server)
         _fill(chat, 31)
         # Vectors from an endpoint with no /embeddings: every embedding fails.
-        broken = OpenAICompatibleEmbedder(model="absent", base_url=server.base_url, dims=8)
-        engine.add_indexer(VectorIndexer(engine.storage, broken, link_top_k=0))
-        with pytest.raises(ProviderError):
-            _run(chat)
+        with OpenAICompatibleEmbedder(model="absent", base_url=server.base_url, dims=8) as broken:
+            engine.add_indexer(VectorIndexer(engine.storage, broken, link_top_k=0))
+            with pytest.raises(ProviderError):
+                _run(chat)
     _assert_nothing_stored(engine)
 
 

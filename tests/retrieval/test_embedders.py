@@ -136,15 +136,19 @@ def test_openai_compatible_batches_orders_and_normalises(server: _EmbeddingsServ
     indirect=True,
 )
 def test_openai_compatible_errors_become_provider_errors(server: _EmbeddingsServer) -> None:
-    embedder = OpenAICompatibleEmbedder(model="m", base_url=server.base_url, dims=3)
-    with pytest.raises(ProviderError) as info:
+    with (
+        OpenAICompatibleEmbedder(model="m", base_url=server.base_url, dims=3) as embedder,
+        pytest.raises(ProviderError) as info,
+    ):
         embedder.embed_one("private text")
     assert "private text" not in str(info.value)
 
 
 def test_unreachable_endpoint_is_a_provider_error() -> None:
-    embedder = OpenAICompatibleEmbedder(model="m", base_url="http://127.0.0.1:9/v1", dims=3)
-    with pytest.raises(ProviderError):
+    with (
+        OpenAICompatibleEmbedder(model="m", base_url="http://127.0.0.1:9/v1", dims=3) as embedder,
+        pytest.raises(ProviderError),
+    ):
         embedder.embed(["x"])
 
 

@@ -41,6 +41,12 @@ class CachedEmbedder:
         """The wrapped embedder's dimensions."""
         return self.inner.dims
 
+    def close(self) -> None:
+        """Close the wrapped embedder's connections, if it holds any."""
+        close = getattr(self.inner, "close", None)
+        if callable(close):
+            close()
+
     def embed(self, texts: Sequence[str]) -> Vectors:
         """Embed texts, asking the wrapped embedder only for those not cached."""
         keys = [hashlib.sha256(t.encode("utf-8")).digest() for t in texts]

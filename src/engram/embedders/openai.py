@@ -37,9 +37,21 @@ class OpenAICompatibleEmbedder:
         self._dims = dims
         self.batch_size = batch_size
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._owns_client = client is None
         self._client = client or httpx.Client(timeout=timeout)
         self._url = base_url.rstrip("/") + "/embeddings"
         self._headers = headers
+
+    def close(self) -> None:
+        """Close the connection pool (unless it was passed in)."""
+        if self._owns_client:
+            self._client.close()
+
+    def __enter__(self) -> OpenAICompatibleEmbedder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @property
     def model_id(self) -> str:
