@@ -388,3 +388,40 @@ MIGRATIONS = (
         postgres=(*_chat("BYTEA", "DOUBLE PRECISION"), *no_statistics("messages")),
     ),
 )
+
+
+def _apps(real: str, serial: str) -> tuple[str, ...]:
+    # App memories: a memory in an app's curated scope names the app (``app_id``; NULL for a
+    # user's own memory), and the partial index finds a scope's memories without walking
+    # users'. ``apps`` holds each app's display name and cap override (never content).
+    # ``llm_usage`` is the ledger of LLM calls (operation, scope, tokens, cost units) and
+    # ``usage_polls`` each caller's last poll of it; ``deferred_work`` keeps background
+    # memory work held back by the account's budget (its payload sealed by the caller).
+    return (
+        "ALTER TABLE memories ADD COLUMN IF NOT EXISTS app_id TEXT",
+        "CREATE INDEX IF NOT EXISTS memories_app ON memories "
+        "(account_id, app_id, state, created_at) WHERE app_id IS NOT NULL",
+        f"""CREATE TABLE IF NOT EXISTS apps (
+            account_id TEXT NOT NULL, app_id TEXT NOT NULL, name TEXT,
+            memory_cap INTEGER, created_at {real} NOT NULL, uninstalled_at {real},
+            PRIMARY KEY (account_id, app_id))""",
+        f"""CREATE TABLE IF NOT EXISTS llm_usage (
+            id {serial}, account_id TEXT NOT NULL, operation TEXT NOT NULL, scope TEXT,
+            prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL,
+            calls INTEGER NOT NULL, cost_units {real} NOT NULL, ts {real} NOT NULL)""",
+        "CREATE INDEX IF NOT EXISTS llm_usage_account ON llm_usage (account_id, ts)",
+        f"""CREATE TABLE IF NOT EXISTS usage_polls (
+            account_id TEXT NOT NULL, caller TEXT NOT NULL, polled_at {real} NOT NULL,
+            PRIMARY KEY (account_id, caller))""",
+    )
+
+
+MIGRATIONS = (
+    *MIGRATIONS,
+    Migration(
+        version=10,
+        name="app-memories",
+        sqlite=_apps("REAL", "INTEGER PRIMARY KEY AUTOINCREMENT"),
+        postgres=_apps("DOUBLE PRECISION", "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"),
+    ),
+)
