@@ -24,6 +24,7 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from engram.apps import AppMemories, AppMessage, EndOutcome
 from engram.chat import ChatMemory, ConversationHistory, MessagePage, SavedMessage
 from engram.chat.prompt import Delivery
 from engram.config import Settings
@@ -37,6 +38,8 @@ from engram.errors import ProviderError, ValidationError
 from engram.index.vectors import VectorIndexer
 from engram.llm.candidates import Candidate
 from engram.llm.key_vocabulary import to_vocabulary
+from engram.llm.registry import llm_from_settings
+from engram.llm.usage import MeteredLLM, UsageLedger, UsageReport
 from engram.retrieval.access import AccessTracker
 from engram.retrieval.budget import token_counter
 from engram.retrieval.categories import load_categories
@@ -109,6 +112,18 @@ class Engram:
             access=self.access,
         )
         self.chat = ChatMemory(engine, settings=self.settings, embedder=embedder)
+        self.usage = UsageLedger(
+            engine.app_tables(),
+            prices=self.settings.llm_prices,
+            budget_units=self.settings.llm_budget_units,
+        )
+        llm = llm_from_settings(self.settings)
+        self.apps = AppMemories(
+            engine,
+            settings=self.settings,
+            llm=None if llm is None else MeteredLLM(llm, self.usage),
+            ledger=self.usage,
+        )
 
     @classmethod
     def open(cls, settings: Settings | None = None) -> Engram:
@@ -405,6 +420,42 @@ class Engram:
             subject_id=subject_id,
             channel=channel,
         )
+
+    def end_app_conversation(
+        self,
+        app_id: str,
+        conversation_id: str,
+        messages: Sequence[AppMessage | Mapping[str, Any]],
+        *,
+        reason: str | None = None,
+        account_id: str = DEFAULT_ACCOUNT,
+    ) -> EndOutcome:
+        """Write one memory of an ended conversation for the app and keep it within its cap.
+
+        Blocks until done (the service's route answers at once and works in the background).
+        The messages (``{"role", "content"}``) are not stored. While the account has less
+        than 20% of its daily LLM budget left the work is deferred (``outcome.deferred``).
+        Raises :class:`~engram.errors.ValidationError` for a bad app id or messages.
+        """
+        return _run(
+            self.apps.end_conversation(
+                account_id=account_id,
+                app_id=app_id,
+                conversation_id=conversation_id,
+                messages=[m if isinstance(m, AppMessage) else dict(m) for m in messages],
+                reason=reason,
+            )
+        )
+
+    def app_context(self, app_id: str, *, account_id: str = DEFAULT_ACCOUNT) -> str:
+        """The app's system message: its memories, newest first (``""`` when none)."""
+        return self.apps.context(account_id, app_id)
+
+    def usage_since_last_poll(
+        self, *, account_id: str = DEFAULT_ACCOUNT, caller: str = "sdk"
+    ) -> UsageReport:
+        """LLM usage totals per operation since this caller's previous poll."""
+        return self.usage.since_last_poll(account_id, caller)
 
     def close(self) -> None:
         """Flush access times and release the storage."""

@@ -18,6 +18,7 @@ from engram.conversation.extraction import Extractor
 from engram.engine import MemoryEngine
 from engram.server.errors import install_error_handlers
 from engram.server.routes import (
+    apps,
     conversations,
     facts,
     memories,
@@ -73,6 +74,7 @@ def create_app(
     query_handler = query
     warm: Callable[[], None] | None = None
     chat = None
+    app_memories = None
     if engine is None:
         # The one wiring (Engram.open): engine, retrieval and extraction, as configured.
         from engram.client import Engram
@@ -84,6 +86,7 @@ def create_app(
         extractor = extractor or engram.extractor
         query_handler = query or RetrievalQueryHandler(engram.memory_query)
         chat = engram.chat
+        app_memories = engram.apps
         closers.append(engram.access.close)
         if warm_up:
             warm = functools.partial(engram.warm_up, progress or log.info)
@@ -97,6 +100,7 @@ def create_app(
         query=query_handler,
         owns_engine=owns,
         chat=chat,
+        apps=app_memories,
         **extra,
     )
 
@@ -133,8 +137,10 @@ def create_app(
         users,
         conversations,
         facts,
+        apps,
     ):
         app.include_router(module.router)
+    app.include_router(apps.admin_router)
 
     @app.get("/metrics", response_class=PlainTextResponse, tags=["ops"])
     async def metrics() -> str:

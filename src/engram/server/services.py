@@ -15,6 +15,7 @@ from datetime import timedelta
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from engram.apps import AppMemories, AppMessage
 from engram.async_engine import AsyncMemoryEngine
 from engram.chat import ChatMemory
 from engram.config import Settings
@@ -28,6 +29,8 @@ from engram.conversation.summarizer import SessionSummarizer, skip_reason
 from engram.embedders.base import Embedder
 from engram.engine import MemoryEngine
 from engram.errors import NotFoundError
+from engram.llm.registry import llm_from_settings
+from engram.llm.usage import MeteredLLM, UsageLedger
 from engram.server.auth import ApiKeys
 from engram.server.loader import EngineMemoryLoader
 from engram.server.metrics import Metrics
@@ -85,6 +88,8 @@ class Services:
         clock: wall-clock seconds (injectable for tests).
         chat: the chat memory (messages, history, summaries, subject facts); by default one
             over ``engine`` without an embedder.
+        apps: the app memories; by default over ``engine`` with the configured LLM, its
+            calls recorded in the usage ledger.
     """
 
     def __init__(
@@ -99,6 +104,7 @@ class Services:
         clock: Callable[[], float] = time.time,
         owns_engine: bool = False,
         chat: ChatMemory | None = None,
+        apps: AppMemories | None = None,
     ) -> None:
         self.engine = engine
         self.embedder = embedder
@@ -144,6 +150,61 @@ class Services:
         self.chat = chat or ChatMemory(
             engine, settings=settings, embedder=embedder if isinstance(embedder, Embedder) else None
         )
+        if apps is None:
+            ledger = UsageLedger(
+                engine.app_tables(),
+                prices=settings.llm_prices,
+                budget_units=settings.llm_budget_units,
+            )
+            llm = llm_from_settings(settings)
+            apps = AppMemories(
+                engine,
+                settings=settings,
+                llm=None if llm is None else MeteredLLM(llm, ledger),
+                ledger=ledger,
+            )
+        self.apps = apps
+        if self.apps.ledger is not None:
+            self.apps.ledger.on_record = self.metrics.llm_call
+        self.apps.on_compaction = self.metrics.app_compacted
+
+    def schedule_app_end(
+        self,
+        *,
+        account_id: str,
+        app_id: str,
+        conversation_id: str,
+        messages: Sequence[AppMessage],
+        reason: str | None,
+    ) -> None:
+        """Write the app memory of an ended conversation in the background."""
+        self.tasks.spawn(
+            self._app_end(account_id, app_id, conversation_id, messages, reason),
+            name="app-memory",
+        )
+
+    async def _app_end(
+        self,
+        account_id: str,
+        app_id: str,
+        conversation_id: str,
+        messages: Sequence[AppMessage],
+        reason: str | None,
+    ) -> None:
+        try:
+            outcome = await self.apps.end_conversation(
+                account_id=account_id,
+                app_id=app_id,
+                conversation_id=conversation_id,
+                messages=messages,
+                reason=reason,
+            )
+            if not outcome.deferred:
+                # Work an earlier end left for the budget may run now.
+                await self.apps.resume_deferred(account_id)
+        except Exception as exc:  # a failed memory must not take the service down
+            self.metrics.app_memory_failed()
+            log.error("app memory failed: %s", type(exc).__name__)
 
     def schedule_summary(self, *, account_id: str, conversation_id: str) -> None:
         """Check in the background whether the conversation needs a rolling summary."""

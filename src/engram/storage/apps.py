@@ -22,6 +22,7 @@ __all__ = [
     "AppRow",
     "AppTables",
     "AppWrites",
+    "DeferredRow",
     "SqlAppTables",
     "SqlAppWrites",
     "UsageRow",
@@ -53,6 +54,21 @@ class UsageRow:
     calls: int
     cost_units: float
     ts: float
+
+
+@dataclass(frozen=True, slots=True)
+class DeferredRow:
+    """Background work held back by the account's LLM budget; its payload sealed by the
+    caller under the scope owner's key, bound to ``id``."""
+
+    id: str
+    account_id: str
+    operation: str
+    scope: str
+    created_at: float
+    key_id: str
+    ciphertext: bytes
+    wrapped_key: bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +156,18 @@ class AppTables(Protocol):
 
     def swap_poll(self, account_id: str, caller: str, now: float) -> float | None:
         """Record ``now`` as the caller's last poll; the previous one (``None``: first)."""
+        ...
+
+    def defer(self, row: DeferredRow) -> None:
+        """Keep a piece of background work until the budget allows it."""
+        ...
+
+    def deferred(self, account_id: str | None, limit: int) -> list[DeferredRow]:
+        """Deferred work, oldest first (of one account, or of all)."""
+        ...
+
+    def drop_deferred(self, work_id: str) -> bool:
+        """Delete a piece of deferred work once done; False when another worker took it."""
         ...
 
 
@@ -265,3 +293,52 @@ class SqlAppTables:
                 [account_id, caller, now],
             )
         return None if row is None else float(row[0])
+
+    def defer(self, row: DeferredRow) -> None:
+        """Keep a piece of background work until the budget allows it."""
+        with self._storage.transaction() as tx:
+            tx.run(
+                f"INSERT INTO deferred_work ({_DEFERRED_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    row.id,
+                    row.account_id,
+                    row.operation,
+                    row.scope,
+                    row.created_at,
+                    row.key_id,
+                    row.ciphertext,
+                    row.wrapped_key,
+                ],
+            )
+
+    def deferred(self, account_id: str | None, limit: int) -> list[DeferredRow]:
+        """Deferred work, oldest first (of one account, or of all)."""
+        sql = f"SELECT {_DEFERRED_COLUMNS} FROM deferred_work"
+        params: list[Any] = []
+        if account_id is not None:
+            sql += " WHERE account_id = ?"
+            params.append(account_id)
+        with self._storage.reader() as db:
+            rows = db.run(sql + " ORDER BY created_at, id LIMIT ?", [*params, limit]).fetchall()
+        return [
+            DeferredRow(
+                id=r[0],
+                account_id=r[1],
+                operation=r[2],
+                scope=r[3],
+                created_at=float(r[4]),
+                key_id=r[5],
+                ciphertext=bytes(r[6]),
+                wrapped_key=bytes(r[7]),
+            )
+            for r in rows
+        ]
+
+    def drop_deferred(self, work_id: str) -> bool:
+        """Delete a piece of deferred work once done; False when another worker took it."""
+        with self._storage.transaction() as tx:
+            cursor = tx.run("DELETE FROM deferred_work WHERE id = ?", [work_id])
+        return int(cursor.rowcount) == 1
+
+
+_DEFERRED_COLUMNS = "id, account_id, operation, scope, created_at, key_id, ciphertext, wrapped_key"

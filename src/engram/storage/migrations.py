@@ -390,7 +390,7 @@ MIGRATIONS = (
 )
 
 
-def _apps(real: str, serial: str) -> tuple[str, ...]:
+def _apps(blob: str, real: str, serial: str) -> tuple[str, ...]:
     # App memories: a memory in an app's curated scope names the app (``app_id``; NULL for a
     # user's own memory), and the partial index finds a scope's memories without walking
     # users'. ``apps`` holds each app's display name and cap override (never content).
@@ -413,7 +413,16 @@ def _apps(real: str, serial: str) -> tuple[str, ...]:
         f"""CREATE TABLE IF NOT EXISTS usage_polls (
             account_id TEXT NOT NULL, caller TEXT NOT NULL, polled_at {real} NOT NULL,
             PRIMARY KEY (account_id, caller))""",
+        f"""CREATE TABLE IF NOT EXISTS deferred_work (
+            id TEXT PRIMARY KEY, account_id TEXT NOT NULL, operation TEXT NOT NULL,
+            scope TEXT NOT NULL, created_at {real} NOT NULL,
+            key_id TEXT NOT NULL, ciphertext {blob} NOT NULL, wrapped_key {blob} NOT NULL)""",
+        "CREATE INDEX IF NOT EXISTS deferred_work_account "
+        "ON deferred_work (account_id, created_at)",
     )
+
+
+_SECRET_COLUMNS["deferred_work"] = ("ciphertext", "wrapped_key", "key_id")
 
 
 MIGRATIONS = (
@@ -421,7 +430,10 @@ MIGRATIONS = (
     Migration(
         version=10,
         name="app-memories",
-        sqlite=_apps("REAL", "INTEGER PRIMARY KEY AUTOINCREMENT"),
-        postgres=_apps("DOUBLE PRECISION", "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"),
+        sqlite=_apps("BLOB", "REAL", "INTEGER PRIMARY KEY AUTOINCREMENT"),
+        postgres=(
+            *_apps("BYTEA", "DOUBLE PRECISION", "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"),
+            *no_statistics("deferred_work"),
+        ),
     ),
 )
