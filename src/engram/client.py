@@ -30,7 +30,7 @@ from engram.chat.prompt import Delivery
 from engram.config import Settings
 from engram.conversation.buffer import SessionBuffer
 from engram.conversation.dedup import DedupPolicy
-from engram.conversation.extraction import ExtractionPipeline, Extractor
+from engram.conversation.extraction import ExtractionPipeline, Extractor, LLMExtractor
 from engram.conversation.summarizer import EngineMemorySink, extractor_from_settings
 from engram.embedders import Embedder, configured_embedder
 from engram.engine import MemoryEngine
@@ -39,7 +39,7 @@ from engram.index.vectors import VectorIndexer
 from engram.llm.candidates import Candidate
 from engram.llm.key_vocabulary import to_vocabulary
 from engram.llm.registry import llm_from_settings
-from engram.llm.usage import MeteredLLM, UsageLedger, UsageReport
+from engram.llm.usage import MeteredLLM, UsageLedger, UsageReport, metered
 from engram.retrieval.access import AccessTracker
 from engram.retrieval.budget import token_counter
 from engram.retrieval.categories import load_categories
@@ -102,7 +102,17 @@ class Engram:
                     link_min=self.settings.link_min,
                 )
             )
-        self.extractor = extractor or extractor_from_settings(self.settings)
+        # Every LLM call Engram makes goes through one metered client: the usage ledger.
+        self.usage = UsageLedger(
+            engine.app_tables(),
+            prices=self.settings.llm_prices,
+            budget_units=self.settings.llm_budget_units,
+        )
+        configured = llm_from_settings(self.settings)
+        llm = None if configured is None else MeteredLLM(configured, self.usage)
+        self.extractor = extractor or (
+            extractor_from_settings(self.settings) if llm is None else LLMExtractor(llm)
+        )
         self.access = AccessTracker(engine.storage)
         self.memory_query = MemoryQueryService(
             engine,
@@ -111,19 +121,10 @@ class Engram:
             weights=self.settings.ranking,
             access=self.access,
         )
-        self.chat = ChatMemory(engine, settings=self.settings, embedder=embedder)
-        self.usage = UsageLedger(
-            engine.app_tables(),
-            prices=self.settings.llm_prices,
-            budget_units=self.settings.llm_budget_units,
+        self.chat = ChatMemory(
+            engine, settings=self.settings, embedder=embedder, llm=llm, ledger=self.usage
         )
-        llm = llm_from_settings(self.settings)
-        self.apps = AppMemories(
-            engine,
-            settings=self.settings,
-            llm=None if llm is None else MeteredLLM(llm, self.usage),
-            ledger=self.usage,
-        )
+        self.apps = AppMemories(engine, settings=self.settings, llm=llm, ledger=self.usage)
 
     @classmethod
     def open(cls, settings: Settings | None = None) -> Engram:
@@ -329,7 +330,8 @@ class Engram:
         if session is None:  # pragma: no cover - started above, cleared only here
             return []
         sink = EngineMemorySink(self.engine, dedup=self._dedup())
-        _run(ExtractionPipeline(self.extractor, sink, proposals=None).run(session))
+        with metered(account_id, "extraction", f"user:{user_id}"):
+            _run(ExtractionPipeline(self.extractor, sink, proposals=None).run(session))
         return sink.stored
 
     def add_message(

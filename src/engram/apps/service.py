@@ -41,8 +41,6 @@ __all__ = ["AppMemories", "AppSettings", "EndOutcome"]
 
 log = logging.getLogger(__name__)
 
-DEFER_BELOW = 0.2
-"""Background memory work waits while less than this share of the daily budget is left."""
 _MAX_MESSAGES = 1000
 _MAX_NAME = 100
 _MESSAGES = TypeAdapter(list[AppMessage])
@@ -187,8 +185,7 @@ class AppMemories:
     def _must_defer(self, account_id: str) -> bool:
         if self.llm is None or self.ledger is None:
             return False
-        left = self.ledger.remaining_fraction(account_id)
-        return left is not None and left < DEFER_BELOW
+        return self.ledger.must_defer(account_id)
 
     async def _end(
         self,

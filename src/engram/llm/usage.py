@@ -25,11 +25,13 @@ from engram.config import LLMPrice
 from engram.llm.base import LLM, Message
 from engram.storage.apps import AppTables, UsageRow, UsageTotals
 
-__all__ = ["MeteredLLM", "UsageLedger", "UsageReport", "metered"]
+__all__ = ["DEFER_BELOW", "MeteredLLM", "UsageLedger", "UsageReport", "metered"]
 
 log = logging.getLogger(__name__)
 
 _DAY = 86_400.0
+DEFER_BELOW = 0.2
+"""Background memory work waits while less than this share of the daily budget is left."""
 _CHARS_PER_TOKEN = 4
 
 
@@ -161,7 +163,12 @@ class UsageLedger:
         if self.budget_units is None:
             return None
         spent = self.tables.spent_units(account_id, self.day_start())
-        return max(0.0, 1.0 - spent / self.budget_units)
+        return max(0.0, round(1.0 - spent / self.budget_units, 9))
+
+    def must_defer(self, account_id: str) -> bool:
+        """Whether background LLM work of the account waits (below 20% of today's budget)."""
+        left = self.remaining_fraction(account_id)
+        return left is not None and left < DEFER_BELOW
 
 
 def estimate_tokens(text: str) -> int:

@@ -26,6 +26,7 @@ from engram.server.routes import (
     realtime,
     sessions,
     tools,
+    usage,
     users,
 )
 from engram.server.routes import query as query_routes
@@ -108,9 +109,12 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if warm is not None:  # uvicorn listens only once this start-up has finished
             await asyncio.to_thread(warm)
+        resumer = asyncio.create_task(services.resume_deferred_forever(), name="app-resume")
         try:
             yield
         finally:
+            resumer.cancel()
+            await asyncio.gather(resumer, return_exceptions=True)
             await services.tasks.join()
             for close in closers:
                 close()
@@ -138,6 +142,7 @@ def create_app(
         conversations,
         facts,
         apps,
+        usage,
     ):
         app.include_router(module.router)
     app.include_router(apps.admin_router)

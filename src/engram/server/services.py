@@ -22,7 +22,7 @@ from engram.config import Settings
 from engram.conversation.buffer import Session, SessionBuffer
 from engram.conversation.dedup import DedupPolicy
 from engram.conversation.dispatcher import EngineDispatcher, QueryHandler
-from engram.conversation.extraction import DEFAULT_SENSITIVE_KEYS, Extractor
+from engram.conversation.extraction import DEFAULT_SENSITIVE_KEYS, Extractor, LLMExtractor
 from engram.conversation.proposals import ProposalStore
 from engram.conversation.realtime import Dispatcher, RealtimeAdapter
 from engram.conversation.summarizer import SessionSummarizer, skip_reason
@@ -118,6 +118,17 @@ class Services:
         self.buffer = SessionBuffer()
         self.metrics = Metrics(integrity_failures=lambda: engine.integrity_failures)
         self.tasks = TaskRegistry()
+        # Unless given their parts, extraction, summaries and app memories share one
+        # metered client: every call they make is in the usage ledger.
+        self.usage = UsageLedger(
+            engine.app_tables(),
+            prices=settings.llm_prices,
+            budget_units=settings.llm_budget_units,
+        )
+        configured = llm_from_settings(settings)
+        self.metered_llm = None if configured is None else MeteredLLM(configured, self.usage)
+        if extractor is None and self.metered_llm is not None:
+            extractor = LLMExtractor(self.metered_llm)
         self.dedup = DedupPolicy(
             text_threshold=self.options.dedup_text_threshold,
             cosine_threshold=self.options.dedup_cosine_threshold,
@@ -148,24 +159,19 @@ class Services:
         )
         self.loader = EngineMemoryLoader(engine, on_failure=self.metrics.refresh_failed)
         self.chat = chat or ChatMemory(
-            engine, settings=settings, embedder=embedder if isinstance(embedder, Embedder) else None
+            engine,
+            settings=settings,
+            embedder=embedder if isinstance(embedder, Embedder) else None,
+            llm=self.metered_llm,
+            ledger=self.usage,
         )
         if apps is None:
-            ledger = UsageLedger(
-                engine.app_tables(),
-                prices=settings.llm_prices,
-                budget_units=settings.llm_budget_units,
-            )
-            llm = llm_from_settings(settings)
-            apps = AppMemories(
-                engine,
-                settings=settings,
-                llm=None if llm is None else MeteredLLM(llm, ledger),
-                ledger=ledger,
-            )
+            apps = AppMemories(engine, settings=settings, llm=self.metered_llm, ledger=self.usage)
         self.apps = apps
+        self.usage.on_record = self.metrics.llm_call
         if self.apps.ledger is not None:
-            self.apps.ledger.on_record = self.metrics.llm_call
+            self.usage = self.apps.ledger
+            self.usage.on_record = self.metrics.llm_call
         self.apps.on_compaction = self.metrics.app_compacted
 
     def schedule_app_end(
@@ -182,6 +188,15 @@ class Services:
             self._app_end(account_id, app_id, conversation_id, messages, reason),
             name="app-memory",
         )
+
+    async def resume_deferred_forever(self, interval: float = 60.0) -> None:
+        """Every ``interval`` seconds, do app memory work the budget deferred and now allows."""
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.apps.resume_deferred()
+            except Exception as exc:  # the next round tries again
+                log.error("resuming deferred app memories failed: %s", type(exc).__name__)
 
     async def _app_end(
         self,

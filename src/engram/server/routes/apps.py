@@ -59,7 +59,9 @@ class AppContextOut(BaseModel):
 class AppSettingsBody(BaseModel):
     """An app's display name (shown in its context) and cap override (``null``: default)."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True) | documented(
+        {"name": "Team Notes", "memoryCap": 5}, required=[]
+    )
 
     name: str | None = Field(default=None, min_length=1, max_length=100)
     memory_cap: int | None = Field(default=None, ge=1, le=100, alias="memoryCap")
