@@ -12,6 +12,7 @@ import pytest
 from tests.apps.conftest import ACCOUNT, ApiFactory, llm_of, transcript
 
 from engram.apps import AppMemories
+from engram.chat import ChatMemory
 from engram.client import Engram
 from engram.config import LLMPrice, Settings
 from engram.engine import MemoryEngine
@@ -173,3 +174,40 @@ async def test_usage_route_and_metrics(apps_api: ApiFactory, llm_server: Scripte
         metrics = (await api.client.get("/metrics")).text
         assert 'engram_llm_calls_total{operation="app_memory"} 1' in metrics
         assert 'engram_llm_tokens_total{operation="app_memory",kind="completion"}' in metrics
+
+
+def test_chat_summaries_wait_below_20_percent(
+    engine: MemoryEngine, settings: Settings, llm_server: ScriptedLLMServer
+) -> None:
+    clock = Clock()
+    ledger = UsageLedger(
+        engine.app_tables(),
+        prices={"*": LLMPrice(prompt_per_1k=0, completion_per_1k=0, per_call=1)},
+        budget_units=10,
+        clock=clock,
+    )
+    chat = ChatMemory(
+        engine,
+        settings=settings.model_copy(update={"summary_trigger": 2, "summary_batch": 2}),
+        llm=MeteredLLM(llm_of(llm_server), ledger),
+        ledger=ledger,
+    )
+    ledger.record(
+        account_id=ACCOUNT, operation="other", scope=None, prompt_tokens=0,
+        completion_tokens=0, calls=9,
+    )  # fmt: skip
+    for n in range(3):
+        chat.add_message(
+            {"account_id": ACCOUNT, "user_id": "u1", "conversation_id": "chat-1",
+             "role": "user", "content": f"line {n}"}
+        )  # fmt: skip
+    run = chat.summarise_if_due(account_id=ACCOUNT, conversation_id="chat-1")
+    assert asyncio.run(run) is None
+    assert llm_server.requests == []
+    assert len(engine.message_tables().unsummarised(ACCOUNT, "chat-1")) == 3
+    clock.now += DAY
+    llm_server.enqueue(json.dumps({"summary": "They counted lines.", "facts": []}))
+    outcome = asyncio.run(chat.summarise_if_due(account_id=ACCOUNT, conversation_id="chat-1"))
+    assert outcome is not None
+    assert len(engine.message_tables().unsummarised(ACCOUNT, "chat-1")) == 1
+    assert ledger.report(ACCOUNT, since=ledger.day_start(), until=clock.now + 1).calls == 1
