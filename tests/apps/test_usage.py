@@ -211,3 +211,18 @@ def test_chat_summaries_wait_below_20_percent(
     assert outcome is not None
     assert len(engine.message_tables().unsummarised(ACCOUNT, "chat-1")) == 1
     assert ledger.report(ACCOUNT, since=ledger.day_start(), until=clock.now + 1).calls == 1
+
+
+def test_extraction_is_metered_with_its_scope(
+    engine: MemoryEngine, settings: Settings, llm_server: ScriptedLLMServer
+) -> None:
+    llm_server.enqueue("[]")
+    sdk = Engram(engine, embedder=None, settings=_llm_settings(settings, llm_server))
+    sdk.add(
+        [{"role": "user", "content": "My dog is called Rex."}], user_id="u1", account_id=ACCOUNT
+    )
+    [op] = sdk.usage_since_last_poll(account_id=ACCOUNT).operations
+    assert (op.operation, op.calls) == ("extraction", 1)
+    with engine.storage.reader() as db:  # type: ignore[attr-defined]
+        rows = db.run("SELECT account_id, operation, scope, calls FROM llm_usage").fetchall()
+    assert [tuple(r) for r in rows] == [(ACCOUNT, "extraction", "user:u1", 1)]

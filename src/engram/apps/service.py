@@ -282,12 +282,17 @@ class AppMemories:
             if not await asyncio.to_thread(self.tables.drop_deferred, row.id):
                 continue  # another worker took it
             work = json.loads(raw)
-            await self._end(
-                scope,
-                str(work["conversation_id"]),
-                parse_messages(work["messages"]),
-                work.get("reason"),
-            )
+            try:
+                await self._end(
+                    scope,
+                    str(work["conversation_id"]),
+                    parse_messages(work["messages"]),
+                    work.get("reason"),
+                )
+            except Exception:
+                # Deferred, never dropped: the work goes back for the next round.
+                await asyncio.to_thread(self.tables.defer, row)
+                raise
             done += 1
         return done
 
