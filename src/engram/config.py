@@ -140,7 +140,7 @@ class Settings(BaseSettings):
     )
     llm_prices: dict[str, LLMPrice] = Field(
         default_factory=dict,
-        description='price table by operation, "*" for the rest: {"compaction": {"per_call": 1}}',
+        description='prices by operation, "*" for the rest: {"app_compaction": {"per_call": 1}}',
     )
 
     @classmethod
