@@ -8,11 +8,13 @@ import pytest
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
+from engram.chat.summaries import LLMSummariser
 from engram.cli import main
 from engram.client import Engram
 from engram.config import Settings
 from engram.conversation.extraction import LLMExtractor
 from engram.llm.offline import OfflineExtractor
+from engram.llm.usage import MeteredLLM
 from engram.server import create_app
 
 KEK = bytes(range(32)).hex()
@@ -35,6 +37,18 @@ def test_open_wires_the_configured_llm_extractor(home: Path) -> None:
     with Engram.open(Settings()) as engram:
         assert isinstance(engram.extractor, LLMExtractor)
         assert engram.memory_query.embedder is None
+
+
+def test_open_meters_every_llm_client_once(home: Path) -> None:
+    with Engram.open(Settings()) as engram:
+        apps_llm = engram.apps.llm
+        assert isinstance(apps_llm, MeteredLLM) and apps_llm.ledger is engram.usage
+        assert engram.apps.compactor.llm is apps_llm
+        assert isinstance(engram.extractor, LLMExtractor)
+        assert engram.extractor._llm is apps_llm
+        summariser = engram.chat.summaries.summariser
+        assert isinstance(summariser, LLMSummariser) and summariser.llm is apps_llm
+        assert engram.chat.ledger is engram.usage
 
 
 def test_without_an_llm_extraction_is_offline(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -168,15 +168,24 @@ def keys_retire(ctx: click.Context) -> None:
     help="An agent the key may act as (repeatable; the first is used when a request "
     "names none). Without it the key acts as agent 'default' only.",
 )
-@click.option("--admin", is_flag=True, help="Also allow operator routes (erasing a user).")
+@click.option("--admin", is_flag=True, help="Also allow operator routes (same as --scope admin).")
+@click.option(
+    "--scope",
+    type=click.Choice(["admin", "service", "read"]),
+    default=None,
+    help="service (default): agent routes; read: only routes that change nothing; "
+    "admin: service plus operator routes (erasure, the app admin API).",
+)
 @click.pass_context
-def keys_create(ctx: click.Context, account: str, agents: tuple[str, ...], admin: bool) -> None:
+def keys_create(
+    ctx: click.Context, account: str, agents: tuple[str, ...], admin: bool, scope: str | None
+) -> None:
     """Create an API key for the HTTP service and print it (alone) on standard output.
 
     Only its SHA-256 hash is stored: keep the printed key, it cannot be shown again.
     """
     try:
-        token = _api_keys(ctx).create(account, agents=agents, admin=admin)
+        token = _api_keys(ctx).create(account, agents=agents, admin=admin, scope=scope)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     click.echo(token)
@@ -190,17 +199,45 @@ def _when(ts: float) -> str:
 @click.option("--account", required=True, help="The account (tenant) whose keys to list.")
 @click.pass_context
 def keys_list(ctx: click.Context, account: str) -> None:
-    """List an account's API keys, one a line: id, created, active or revoked, agents.
+    """List an account's API keys, one a line: id, created, scope, active or revoked, agents.
 
     Tokens cannot be shown: only their hashes are stored, and those are not printed.
     """
+    from engram.server.auth import scope_of
+
     rows = _api_keys(ctx).of_account(account)
     if not rows:
         click.echo(f"no API keys for account {account}", err=True)
     for row in rows:
         state = "active" if row.revoked_at is None else f"revoked {_when(row.revoked_at)}"
         agents = ",".join(row.agents) if row.agents else "default (unbound)"
-        click.echo(f"{row.id}  created {_when(row.created_at)}  {state}  agents {agents}")
+        click.echo(
+            f"{row.id}  created {_when(row.created_at)}  scope {scope_of(row.scopes)}  "
+            f"{state}  agents {agents}"
+        )
+
+
+@main.group(cls=_Group)
+def apps() -> None:
+    """Manage apps and their memories."""
+
+
+@apps.command("uninstall")
+@click.argument("app_id")
+@click.option("--account", default="default", show_default=True, help="The app's account.")
+@click.option(
+    "--purge",
+    is_flag=True,
+    help="Also crypto-shred the app's memories (deleted with their keys; cannot be undone).",
+)
+@click.pass_context
+def apps_uninstall(ctx: click.Context, app_id: str, account: str, purge: bool) -> None:
+    """Uninstall APP_ID. Its memories are kept (reinstalling finds them) unless --purge."""
+    deleted = _engram(ctx).apps.uninstall(account, app_id, purge=purge)
+    if purge:
+        click.echo(f"uninstalled app {app_id}; purged {deleted} memory rows and its keys")
+    else:
+        click.echo(f"uninstalled app {app_id}; its memories are kept")
 
 
 @keys.command("revoke")

@@ -24,12 +24,13 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from engram.apps import AppMemories, AppMessage, EndOutcome
 from engram.chat import ChatMemory, ConversationHistory, MessagePage, SavedMessage
 from engram.chat.prompt import Delivery
 from engram.config import Settings
 from engram.conversation.buffer import SessionBuffer
 from engram.conversation.dedup import DedupPolicy
-from engram.conversation.extraction import ExtractionPipeline, Extractor
+from engram.conversation.extraction import ExtractionPipeline, Extractor, LLMExtractor
 from engram.conversation.summarizer import EngineMemorySink, extractor_from_settings
 from engram.embedders import Embedder, configured_embedder
 from engram.engine import MemoryEngine
@@ -37,6 +38,8 @@ from engram.errors import ProviderError, ValidationError
 from engram.index.vectors import VectorIndexer
 from engram.llm.candidates import Candidate
 from engram.llm.key_vocabulary import to_vocabulary
+from engram.llm.registry import llm_from_settings
+from engram.llm.usage import MeteredLLM, UsageLedger, UsageReport, metered
 from engram.retrieval.access import AccessTracker
 from engram.retrieval.budget import token_counter
 from engram.retrieval.categories import load_categories
@@ -99,7 +102,17 @@ class Engram:
                     link_min=self.settings.link_min,
                 )
             )
-        self.extractor = extractor or extractor_from_settings(self.settings)
+        # Every LLM call Engram makes goes through one metered client: the usage ledger.
+        self.usage = UsageLedger(
+            engine.app_tables(),
+            prices=self.settings.llm_prices,
+            budget_units=self.settings.llm_budget_units,
+        )
+        configured = llm_from_settings(self.settings)
+        llm = None if configured is None else MeteredLLM(configured, self.usage)
+        self.extractor = extractor or (
+            extractor_from_settings(self.settings) if llm is None else LLMExtractor(llm)
+        )
         self.access = AccessTracker(engine.storage)
         self.memory_query = MemoryQueryService(
             engine,
@@ -108,7 +121,10 @@ class Engram:
             weights=self.settings.ranking,
             access=self.access,
         )
-        self.chat = ChatMemory(engine, settings=self.settings, embedder=embedder)
+        self.chat = ChatMemory(
+            engine, settings=self.settings, embedder=embedder, llm=llm, ledger=self.usage
+        )
+        self.apps = AppMemories(engine, settings=self.settings, llm=llm, ledger=self.usage)
 
     @classmethod
     def open(cls, settings: Settings | None = None) -> Engram:
@@ -314,7 +330,8 @@ class Engram:
         if session is None:  # pragma: no cover - started above, cleared only here
             return []
         sink = EngineMemorySink(self.engine, dedup=self._dedup())
-        _run(ExtractionPipeline(self.extractor, sink, proposals=None).run(session))
+        with metered(account_id, "extraction", f"user:{user_id}"):
+            _run(ExtractionPipeline(self.extractor, sink, proposals=None).run(session))
         return sink.stored
 
     def add_message(
@@ -405,6 +422,42 @@ class Engram:
             subject_id=subject_id,
             channel=channel,
         )
+
+    def end_app_conversation(
+        self,
+        app_id: str,
+        conversation_id: str,
+        messages: Sequence[AppMessage | Mapping[str, Any]],
+        *,
+        reason: str | None = None,
+        account_id: str = DEFAULT_ACCOUNT,
+    ) -> EndOutcome:
+        """Write one memory of an ended conversation for the app and keep it within its cap.
+
+        Blocks until done (the service's route answers at once and works in the background).
+        The messages (``{"role", "content"}``) are not stored. While the account has less
+        than 20% of its daily LLM budget left the work is deferred (``outcome.deferred``).
+        Raises :class:`~engram.errors.ValidationError` for a bad app id or messages.
+        """
+        return _run(
+            self.apps.end_conversation(
+                account_id=account_id,
+                app_id=app_id,
+                conversation_id=conversation_id,
+                messages=[m if isinstance(m, AppMessage) else dict(m) for m in messages],
+                reason=reason,
+            )
+        )
+
+    def app_context(self, app_id: str, *, account_id: str = DEFAULT_ACCOUNT) -> str:
+        """The app's system message: its memories, newest first (``""`` when none)."""
+        return self.apps.context(account_id, app_id)
+
+    def usage_since_last_poll(
+        self, *, account_id: str = DEFAULT_ACCOUNT, caller: str = "sdk"
+    ) -> UsageReport:
+        """LLM usage totals per operation since this caller's previous poll."""
+        return self.usage.since_last_poll(account_id, caller)
 
     def close(self) -> None:
         """Flush access times, release the storage and the embedder's connections."""

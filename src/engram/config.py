@@ -36,6 +36,17 @@ class RankingWeights(BaseModel):
     expand_top: int = Field(default=30, ge=0, description="seeds whose edges are followed")
 
 
+class LLMPrice(BaseModel):
+    """Cost units of LLM calls: per 1,000 prompt tokens, per 1,000 completion tokens, per
+    call (a row of the price table ``ENGRAM_LLM_PRICES``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    prompt_per_1k: float = Field(default=1.0, ge=0.0)
+    completion_per_1k: float = Field(default=2.0, ge=0.0)
+    per_call: float = Field(default=0.0, ge=0.0)
+
+
 class Settings(BaseSettings):
     """Engram's configuration. Every field can be set by an ``ENGRAM_<NAME>`` variable."""
 
@@ -125,6 +136,21 @@ class Settings(BaseSettings):
     )
     summary_batch: int = Field(
         default=20, ge=1, description="oldest unsummarised messages one summary covers"
+    )
+    app_memory_cap: int = Field(
+        default=10, ge=1, le=100, description="memories an app scope keeps (per app: overridable)"
+    )
+    app_llm_timeout: float = Field(
+        default=30.0, gt=0, description="seconds an app-memory LLM call may take before fallback"
+    )
+    llm_budget_units: float | None = Field(
+        default=None,
+        gt=0,
+        description="cost units of LLM calls an account may spend per day (none: no budget)",
+    )
+    llm_prices: dict[str, LLMPrice] = Field(
+        default_factory=dict,
+        description='prices by operation, "*" for the rest: {"app_compaction": {"per_call": 1}}',
     )
 
     @classmethod

@@ -186,6 +186,9 @@ class NewMemory(BaseModel):
     actor_id: Identifier | None = None
     role: Annotated[str, Field(min_length=1, max_length=32)] | None = None
     subject_id: Identifier | None = None
+    app_id: Identifier | None = None
+    """The app whose curated scope holds this memory (see :mod:`engram.apps`); ``None``
+    for a user's own memory."""
     confidence: Confidence = 1.0
     importance: Importance = 2
     source: Source = Source.API
@@ -258,6 +261,7 @@ class Memory(BaseModel):
     actor_id: str | None = None
     role: str | None = None
     subject_id: str | None = None
+    app_id: str | None = None
     type: MemoryType
     category: str | None = None
     key: str
@@ -286,6 +290,8 @@ class MemoryFilter(BaseModel):
 
     ``states`` defaults to active memories only. ``include_shared`` widens a user's view to
     memories other users of the same account shared about the same ``subject_id``.
+    ``app_id`` names one app's scope; without it only memories outside every app scope
+    match (users' memories never mix with apps').
     """
 
     model_config = _FROZEN
@@ -297,6 +303,7 @@ class MemoryFilter(BaseModel):
     actor_id: Identifier | None = None
     role: str | None = None
     subject_id: Identifier | None = None
+    app_id: Identifier | None = None
     types: tuple[MemoryType, ...] | None = None
     categories: tuple[str, ...] | None = None
     keys: tuple[str, ...] | None = None

@@ -37,6 +37,7 @@ from engram.engine import MemoryEngine
 from engram.errors import ValidationError
 from engram.llm.base import LLM
 from engram.llm.registry import llm_from_settings
+from engram.llm.usage import UsageLedger, metered
 from engram.retrieval.profiles import AgentProfile, DeliveryMode
 from engram.types import MemoryFilter, Visibility
 
@@ -64,8 +65,10 @@ class ChatMemory:
         embedder: Embedder | None = None,
         llm: LLM | None = None,
         summariser: Summariser | None = None,
+        ledger: UsageLedger | None = None,
     ) -> None:
         self.engine = engine
+        self.ledger = ledger
         self.settings = settings or engine.settings
         self.messages = MessageStore(engine)
         self.facts = SubjectFacts(engine)
@@ -205,8 +208,15 @@ class ChatMemory:
     async def summarise_if_due(
         self, *, account_id: str, conversation_id: str
     ) -> SummaryOutcome | None:
-        """Summarise the conversation's oldest messages when enough are unsummarised."""
-        return await self.summaries.run(account_id=account_id, conversation_id=conversation_id)
+        """Summarise the conversation's oldest messages when enough are unsummarised.
+
+        Waits (returns ``None``, the messages kept for the next check) while the account
+        has less than 20% of its daily LLM budget left.
+        """
+        if self.ledger is not None and self.ledger.must_defer(account_id):
+            return None  # the range stays unsummarised: the next trigger takes it up
+        with metered(account_id, "chat_summary", f"conversation:{conversation_id}"):
+            return await self.summaries.run(account_id=account_id, conversation_id=conversation_id)
 
     # ---- subject facts -----------------------------------------------------------------------
     def subject_facts(self, *, account_id: str, user_id: str, subject_id: str) -> list[SubjectFact]:

@@ -32,6 +32,7 @@ from engram.llm.base import LLM
 from engram.llm.candidates import Candidate, TurnLike
 from engram.llm.offline import OfflineExtractor
 from engram.llm.registry import llm_from_settings
+from engram.llm.usage import metered
 from engram.types import Memory, MemoryFilter, NewMemory
 
 __all__ = [
@@ -216,7 +217,8 @@ class SessionSummarizer:
             proposals=self._proposals,
             sensitive_keys=self._sensitive,
         )
-        report = await pipeline.run(session)
+        with metered(session.account_id, "extraction", f"user:{session.user_id}"):
+            report = await pipeline.run(session)
         seconds = self._clock() - start
         log.info(
             "summarization: created=%d duplicates=%d proposed=%d",

@@ -33,6 +33,7 @@ from engram.index.codec import Contents, MemoryCodec, from_ts, row_binding
 from engram.index.lexical import Indexer, LexicalIndexer
 from engram.index.vectors import require_vector_indexer
 from engram.keys.owner_keys import OwnerKey, OwnerKeys
+from engram.storage.apps import AppTables
 from engram.storage.base import (
     ChangeRow,
     HistoryRow,
@@ -239,30 +240,74 @@ class EngineCore:
         within: Callable[[Transaction, Sequence[Memory]], None] | None = None,
         actor: str | None = None,
         thread_id: str | None = None,
+        forget: Sequence[Memory] = (),
+        event: HistoryEventType = HistoryEventType.UPDATE,
+        meta: Mapping[str, Any] | None = None,
     ) -> list[Memory]:
         """Store new memories and new versions of others, with ``within``'s writes, atomically.
 
         Everything (the memories, their index rows and audit, each revised head superseded,
-        and whatever ``within`` writes on the same transaction, called last with the
-        transaction and the new versions) commits together or not at
-        all: an embedder error, a failed ``within`` or a database failure stores nothing.
-        Each revision is a compare-and-set on the head as the caller read it
-        (:class:`ConflictError` when it moved). Returns the new versions, new memories first.
+        each memory of ``forget`` soft-deleted, and whatever ``within`` writes on the same
+        transaction, called last with the transaction and the new versions) commits together
+        or not at all: an embedder error, a failed ``within`` or a database failure stores
+        nothing. Each revision and each forget is a compare-and-set on the head as the caller
+        read it (:class:`ConflictError` when it moved). Revisions are audited as ``event``;
+        ``meta`` (ids and codes, never memory text) is added to the audit of every revision
+        and forget. Returns the new versions, new memories first.
         """
         now = utcnow()
+        extra = dict(meta or {})
         writes = [self._new_write(item, now, actor, thread_id) for item in new]
         heads = []
-        for head, patch in revisions:
+        for head in [*(h for h, _ in revisions), *forget]:
             if head.state != MemoryState.ACTIVE:
                 raise ConflictError(f"memory {head.id} is {head.state.value}; restore it first")
-            writes.append(self._revision_write(head, patch, now, actor, thread_id))
+        for head, patch in revisions:
+            write = self._revision_write(head, patch, now, actor, thread_id, event)
+            write.meta.update(extra)
+            writes.append(write)
             heads.append(head)
+        if forget:
+            within = self._forgetting(forget, now, actor, thread_id, extra, within)
         if not writes and within is not None:
             with self.storage.transaction() as tx:
                 within(tx, [])
             return []
         self._commit_versions(writes, expected_heads=heads, within=within)
         return [w.memory for w in writes]
+
+    def _forgetting(
+        self,
+        memories: Sequence[Memory],
+        now: datetime,
+        actor: str | None,
+        thread_id: str | None,
+        meta: dict[str, Any],
+        then: Callable[[Transaction, Sequence[Memory]], None] | None,
+    ) -> Callable[[Transaction, Sequence[Memory]], None]:
+        """A ``within`` that soft-deletes ``memories`` (compare-and-set), then runs ``then``."""
+        purge_at = (now + timedelta(days=self.settings.soft_delete_retention_days)).timestamp()
+
+        def forget_all(tx: Transaction, written: Sequence[Memory]) -> None:
+            for memory in memories:
+                head = self._lock_head(tx, memory.account_id, memory.lineage_id)
+                read = (memory.id, memory.row_version, memory.state.value)
+                if head is None or (head.id, head.row_version, head.state) != read:
+                    raise ConflictError(_CHANGED_CONCURRENTLY)
+                fields = {
+                    "state": MemoryState.SOFT_DELETED.value,
+                    "purge_at": purge_at,
+                    "updated_at": now.timestamp(),
+                }
+                tx.update_memory(head.id, fields)
+                audit = {"key": head.key, **meta}
+                self._history(tx, head, HistoryEventType.DELETE, head.id, head.id, actor, audit)
+                thread = thread_id or default_thread(head.account_id, head.user_id)
+                self._change(tx, head, thread, HistoryEventType.DELETE, audit)
+            if then is not None:
+                then(tx, written)
+
+        return forget_all
 
     def _new_write(
         self,
@@ -723,6 +768,10 @@ class EngineCore:
     def message_tables(self) -> MessageTables:
         """The chat messages kept in this store (their contents sealed by the caller)."""
         return self.storage.message_tables()
+
+    def app_tables(self) -> AppTables:
+        """App settings and the LLM usage ledger kept in this store (no memory text)."""
+        return self.storage.app_tables()
 
     def service_tables(self) -> ServiceTables:
         """The service's tables (sessions, API keys, proposals) of this engine's store."""

@@ -144,6 +144,7 @@ class MemoryCodec:
             last_accessed_at=to_ts(memory.last_accessed_at),
             purge_at=to_ts(memory.purge_at),
             expires_at=to_ts(memory.expires_at),
+            app_id=memory.app_id,
             key_id=key_id,
             ciphertext=sealed.ciphertext,
             wrapped_key=sealed.wrapped_key,
@@ -213,4 +214,5 @@ class MemoryCodec:
             last_accessed_at=from_ts(row.last_accessed_at),
             purge_at=from_ts(row.purge_at),
             expires_at=from_ts(row.expires_at),
+            app_id=row.app_id,
         )

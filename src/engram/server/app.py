@@ -19,6 +19,7 @@ from engram.engine import MemoryEngine
 from engram.server.errors import install_error_handlers
 from engram.server.guard import RequestGuard
 from engram.server.routes import (
+    apps,
     conversations,
     facts,
     memories,
@@ -26,6 +27,7 @@ from engram.server.routes import (
     realtime,
     sessions,
     tools,
+    usage,
     users,
 )
 from engram.server.routes import query as query_routes
@@ -74,6 +76,7 @@ def create_app(
     query_handler = query
     warm: Callable[[], None] | None = None
     chat = None
+    app_memories = None
     if engine is None:
         # The one wiring (Engram.open): engine, retrieval and extraction, as configured.
         from engram.client import Engram
@@ -85,6 +88,7 @@ def create_app(
         extractor = extractor or engram.extractor
         query_handler = query or RetrievalQueryHandler(engram.memory_query)
         chat = engram.chat
+        app_memories = engram.apps
         closers.append(engram.access.close)
         if warm_up:
             warm = functools.partial(engram.warm_up, progress or log.info)
@@ -98,6 +102,7 @@ def create_app(
         query=query_handler,
         owns_engine=owns,
         chat=chat,
+        apps=app_memories,
         **extra,
     )
 
@@ -105,11 +110,16 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if warm is not None:  # uvicorn listens only once this start-up has finished
             await asyncio.to_thread(warm)
-        sweeper = asyncio.create_task(_evict_idle_sessions(services, settings))
+        background = [
+            asyncio.create_task(_evict_idle_sessions(services, settings), name="session-sweep"),
+            asyncio.create_task(services.resume_deferred_forever(), name="app-resume"),
+        ]
         try:
             yield
         finally:
-            sweeper.cancel()
+            for task in background:
+                task.cancel()
+            await asyncio.gather(*background, return_exceptions=True)
             await services.tasks.join()
             for close in closers:
                 close()
@@ -137,8 +147,11 @@ def create_app(
         users,
         conversations,
         facts,
+        apps,
+        usage,
     ):
         app.include_router(module.router)
+    app.include_router(apps.admin_router)
 
     @app.get("/metrics", response_class=PlainTextResponse, tags=["ops"])
     async def metrics() -> str:

@@ -8,6 +8,10 @@ next request on, in every running server.
 
 Agents: a key made without agents acts as agent ``default`` only; a key made with agents
 acts as exactly those, and a request naming no agent acts as the key's first one.
+
+Scopes: ``service`` (every agent-facing route: what every key could do before scopes
+existed, so keys made then are ``service`` keys), ``read`` (only routes that change
+nothing) and ``admin`` (``service`` plus the operator routes: erasure, the app admin API).
 """
 
 from __future__ import annotations
@@ -27,6 +31,9 @@ __all__ = ["DEFAULT_AGENT", "ApiKey", "ApiKeys", "hash_token"]
 
 PREFIX = "egk"
 ADMIN_SCOPE = "admin"
+SERVICE_SCOPE = "service"
+READ_SCOPE = "read"
+SCOPES = (ADMIN_SCOPE, SERVICE_SCOPE, READ_SCOPE)
 DEFAULT_AGENT = "default"
 """The agent of a key made without agents (the allowlist name Engram ships)."""
 _MAX_AGENT = 64  # the longest agent name ``memory_query`` accepts
@@ -46,6 +53,13 @@ class ApiKey:
     agents: tuple[str, ...]
     admin: bool = False
     """Whether the key may call operator routes (``DELETE /v1/users/{id}``)."""
+    scope: str = SERVICE_SCOPE
+    """``admin``, ``service`` or ``read`` (see the module docstring)."""
+
+    @property
+    def read_only(self) -> bool:
+        """Whether the key may only call routes that change nothing."""
+        return self.scope == READ_SCOPE
 
     @property
     def allowed_agents(self) -> tuple[str, ...]:
@@ -63,6 +77,16 @@ class ApiKey:
         if requested not in self.allowed_agents:
             raise PermissionDeniedError(f"API key may not act as agent {requested!r}")
         return requested
+
+
+def scope_of(stored: str) -> str:
+    """The scope a stored ``scopes`` value grants (empty: a key made before scopes:
+    ``service``)."""
+    names = stored.split(",")
+    for scope in SCOPES:
+        if scope in names:
+            return scope
+    return SERVICE_SCOPE
 
 
 def _agent_names(agents: Iterable[str]) -> tuple[str, ...]:
@@ -86,18 +110,32 @@ class ApiKeys:
         """API keys kept in ``storage``."""
         return cls(storage.service_tables())
 
-    def create(self, account_id: str, *, agents: Iterable[str] = (), admin: bool = False) -> str:
+    def create(
+        self,
+        account_id: str,
+        *,
+        agents: Iterable[str] = (),
+        admin: bool = False,
+        scope: str | None = None,
+    ) -> str:
         """Make a key for ``account_id`` and return the token (it is not stored).
 
         ``agents`` are the agents the key may act as, the first being the one a request
-        naming none acts as; without any, the key acts as agent ``default`` only. An
-        ``admin`` key may also call operator routes (erasing a user).
+        naming none acts as; without any, the key acts as agent ``default`` only.
+        ``scope`` is ``service`` (the default), ``read`` or ``admin``; ``admin=True`` is
+        ``scope="admin"`` (an admin key may also call operator routes).
 
         Raises:
-            ValidationError: an empty account id or a malformed agent name.
+            ValidationError: an empty account id, a malformed agent name, an unknown scope
+                or ``admin`` with another scope.
         """
         if not account_id.strip():
             raise ValidationError("account id must not be empty")
+        if scope is not None and scope not in SCOPES:
+            raise ValidationError(f"scope must be one of {', '.join(SCOPES)}")
+        if admin and scope not in (None, ADMIN_SCOPE):
+            raise ValidationError("an admin key has the admin scope")
+        chosen = ADMIN_SCOPE if admin else (scope or SERVICE_SCOPE)
         names = _agent_names(agents)
         key_id = secrets.token_hex(8)
         token = f"{PREFIX}_{key_id}_{secrets.token_urlsafe(32)}"
@@ -109,7 +147,7 @@ class ApiKeys:
                 created_at=time.time(),
                 revoked_at=None,
                 agents=names,
-                scopes=ADMIN_SCOPE if admin else "",
+                scopes=chosen,
             )
         )
         return token
@@ -145,6 +183,7 @@ class ApiKeys:
             account_id=row.account_id,
             agents=row.agents,
             admin=ADMIN_SCOPE in row.scopes.split(","),
+            scope=scope_of(row.scopes),
         )
 
     def account_of(self, token: str) -> str | None:

@@ -50,7 +50,21 @@ async def require_key(
     key = await asyncio.to_thread(services.keys.verify, credentials.credentials)
     if key is None:
         raise ApiError(401, "Invalid API key")
+    if key.read_only and not _reads(request):
+        raise ApiError(403, "This route needs an API key with the service scope")
     return key
+
+
+_READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+_READ_POSTS = ("/v1/memory_query", "/retrieve")
+"""POST routes that change nothing (a query's body is too large for a URL)."""
+
+
+def _reads(request: Request) -> bool:
+    """Whether the request only reads (what a ``read`` key may do)."""
+    if request.method in _READ_METHODS:
+        return True
+    return request.method == "POST" and request.url.path.endswith(_READ_POSTS)
 
 
 async def require_account(key: Annotated[ApiKey, Depends(require_key)]) -> str:

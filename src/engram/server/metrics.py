@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from engram.apps import CompactionOutcome
+    from engram.storage.apps import UsageRow
 
 __all__ = ["Histogram", "Metrics"]
 
@@ -61,6 +66,66 @@ class Metrics:
         self.summarization_failures = 0
         self.summarization_seconds = Histogram(DURATION_BUCKETS)
         self.extracted_per_session = Histogram(COUNT_BUCKETS)
+        self.llm_calls: dict[str, int] = {}
+        self.llm_tokens: dict[tuple[str, str], int] = {}
+        self.llm_cost_units: dict[str, float] = {}
+        self.app_compactions: dict[tuple[str, str], int] = {}
+        self.app_memory_failures = 0
+
+    def llm_call(self, row: UsageRow) -> None:
+        """Count an LLM call of the usage ledger, by operation."""
+        with self._lock:
+            op = row.operation
+            self.llm_calls[op] = self.llm_calls.get(op, 0) + row.calls
+            for kind, tokens in (
+                ("prompt", row.prompt_tokens),
+                ("completion", row.completion_tokens),
+            ):
+                self.llm_tokens[(op, kind)] = self.llm_tokens.get((op, kind), 0) + tokens
+            self.llm_cost_units[op] = self.llm_cost_units.get(op, 0.0) + row.cost_units
+
+    def app_compacted(self, outcome: CompactionOutcome) -> None:
+        """Count the evictions and merges of one compaction, by action and decider."""
+        with self._lock:
+            for action, decided_by, _cause in outcome.changes:
+                key = (action, decided_by)
+                self.app_compactions[key] = self.app_compactions.get(key, 0) + 1
+
+    def _labelled(self) -> list[str]:
+        """The counters with labels (operation, decider); call with the lock held."""
+        lines = ["# HELP engram_llm_calls_total LLM calls Engram made, by operation.",
+                 "# TYPE engram_llm_calls_total counter"]  # fmt: skip
+        lines += [
+            f'engram_llm_calls_total{{operation="{op}"}} {n}'
+            for op, n in sorted(self.llm_calls.items())
+        ]
+        lines += ["# HELP engram_llm_tokens_total LLM tokens, by operation and kind.",
+                  "# TYPE engram_llm_tokens_total counter"]  # fmt: skip
+        lines += [
+            f'engram_llm_tokens_total{{operation="{op}",kind="{kind}"}} {n}'
+            for (op, kind), n in sorted(self.llm_tokens.items())
+        ]
+        lines += ["# HELP engram_llm_cost_units_total LLM cost units, by operation.",
+                  "# TYPE engram_llm_cost_units_total counter"]  # fmt: skip
+        lines += [
+            f'engram_llm_cost_units_total{{operation="{op}"}} {units:g}'
+            for op, units in sorted(self.llm_cost_units.items())
+        ]
+        lines += ["# HELP engram_app_compactions_total App memories evicted or merged.",
+                  "# TYPE engram_app_compactions_total counter"]  # fmt: skip
+        lines += [
+            f'engram_app_compactions_total{{action="{a}",decided_by="{d}"}} {n}'
+            for (a, d), n in sorted(self.app_compactions.items())
+        ]
+        lines += ["# HELP engram_app_memory_failures_total App memories that failed.",
+                  "# TYPE engram_app_memory_failures_total counter",
+                  f"engram_app_memory_failures_total {self.app_memory_failures}"]  # fmt: skip
+        return lines
+
+    def app_memory_failed(self) -> None:
+        """Count an app memory that could not be written."""
+        with self._lock:
+            self.app_memory_failures += 1
 
     def memory_written(self, action: str) -> None:
         """Count a tool or extraction write: ``created`` or ``updated``."""
@@ -135,4 +200,5 @@ class Metrics:
             lines += self.extracted_per_session.render(
                 "engram_memories_extracted_per_session", "Memories extracted per session."
             )
+            lines += self._labelled()
         return "\n".join(lines) + "\n"

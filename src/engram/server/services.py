@@ -15,19 +15,22 @@ from datetime import timedelta
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from engram.apps import AppMemories, AppMessage
 from engram.async_engine import AsyncMemoryEngine
 from engram.chat import ChatMemory
 from engram.config import Settings
 from engram.conversation.buffer import Session, SessionBuffer
 from engram.conversation.dedup import DedupPolicy
 from engram.conversation.dispatcher import EngineDispatcher, QueryHandler
-from engram.conversation.extraction import DEFAULT_SENSITIVE_KEYS, Extractor
+from engram.conversation.extraction import DEFAULT_SENSITIVE_KEYS, Extractor, LLMExtractor
 from engram.conversation.proposals import ProposalStore
 from engram.conversation.realtime import Dispatcher, RealtimeAdapter
 from engram.conversation.summarizer import SessionSummarizer, skip_reason
 from engram.embedders.base import Embedder
 from engram.engine import MemoryEngine
 from engram.errors import NotFoundError
+from engram.llm.registry import llm_from_settings
+from engram.llm.usage import MeteredLLM, UsageLedger
 from engram.server.auth import ApiKeys
 from engram.server.loader import EngineMemoryLoader
 from engram.server.metrics import Metrics
@@ -85,6 +88,8 @@ class Services:
         clock: wall-clock seconds (injectable for tests).
         chat: the chat memory (messages, history, summaries, subject facts); by default one
             over ``engine`` without an embedder.
+        apps: the app memories; by default over ``engine`` with the configured LLM, its
+            calls recorded in the usage ledger.
     """
 
     def __init__(
@@ -99,6 +104,7 @@ class Services:
         clock: Callable[[], float] = time.time,
         owns_engine: bool = False,
         chat: ChatMemory | None = None,
+        apps: AppMemories | None = None,
     ) -> None:
         self.engine = engine
         self.embedder = embedder
@@ -116,6 +122,17 @@ class Services:
             sessions_evicted=lambda: self.buffer.evicted,
         )
         self.tasks = TaskRegistry()
+        # Unless given their parts, extraction, summaries and app memories share one
+        # metered client: every call they make is in the usage ledger.
+        self.usage = UsageLedger(
+            engine.app_tables(),
+            prices=settings.llm_prices,
+            budget_units=settings.llm_budget_units,
+        )
+        configured = llm_from_settings(settings)
+        self.metered_llm = None if configured is None else MeteredLLM(configured, self.usage)
+        if extractor is None and self.metered_llm is not None:
+            extractor = LLMExtractor(self.metered_llm)
         self.dedup = DedupPolicy(
             text_threshold=self.options.dedup_text_threshold,
             cosine_threshold=self.options.dedup_cosine_threshold,
@@ -146,8 +163,67 @@ class Services:
         )
         self.loader = EngineMemoryLoader(engine, on_failure=self.metrics.refresh_failed)
         self.chat = chat or ChatMemory(
-            engine, settings=settings, embedder=embedder if isinstance(embedder, Embedder) else None
+            engine,
+            settings=settings,
+            embedder=embedder if isinstance(embedder, Embedder) else None,
+            llm=self.metered_llm,
+            ledger=self.usage,
         )
+        if apps is None:
+            apps = AppMemories(engine, settings=settings, llm=self.metered_llm, ledger=self.usage)
+        self.apps = apps
+        self.usage.on_record = self.metrics.llm_call
+        if self.apps.ledger is not None:
+            self.usage = self.apps.ledger
+            self.usage.on_record = self.metrics.llm_call
+        self.apps.on_compaction = self.metrics.app_compacted
+
+    def schedule_app_end(
+        self,
+        *,
+        account_id: str,
+        app_id: str,
+        conversation_id: str,
+        messages: Sequence[AppMessage],
+        reason: str | None,
+    ) -> None:
+        """Write the app memory of an ended conversation in the background."""
+        self.tasks.spawn(
+            self._app_end(account_id, app_id, conversation_id, messages, reason),
+            name="app-memory",
+        )
+
+    async def resume_deferred_forever(self, interval: float = 60.0) -> None:
+        """Every ``interval`` seconds, do app memory work the budget deferred and now allows."""
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.apps.resume_deferred()
+            except Exception as exc:  # the next round tries again
+                log.error("resuming deferred app memories failed: %s", type(exc).__name__)
+
+    async def _app_end(
+        self,
+        account_id: str,
+        app_id: str,
+        conversation_id: str,
+        messages: Sequence[AppMessage],
+        reason: str | None,
+    ) -> None:
+        try:
+            outcome = await self.apps.end_conversation(
+                account_id=account_id,
+                app_id=app_id,
+                conversation_id=conversation_id,
+                messages=messages,
+                reason=reason,
+            )
+            if not outcome.deferred:
+                # Work an earlier end left for the budget may run now.
+                await self.apps.resume_deferred(account_id)
+        except Exception as exc:  # a failed memory must not take the service down
+            self.metrics.app_memory_failed()
+            log.error("app memory failed: %s", type(exc).__name__)
 
     def schedule_summary(self, *, account_id: str, conversation_id: str) -> None:
         """Check in the background whether the conversation needs a rolling summary."""

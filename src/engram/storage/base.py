@@ -24,6 +24,7 @@ from typing import Any, ClassVar, NamedTuple, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
+from engram.storage.apps import AppTables, AppWrites
 from engram.storage.messages import MessageTables, MessageWrites
 from engram.storage.service import ServiceTables
 from engram.types import MemoryFilter
@@ -77,6 +78,7 @@ class MemoryRow(NamedTuple):
     last_accessed_at: float | None
     purge_at: float | None
     expires_at: float | None
+    app_id: str | None
     key_id: str
     ciphertext: bytes
     wrapped_key: bytes
@@ -285,7 +287,7 @@ class IndexWrites(Protocol):
         ...
 
 
-class Transaction(RowWrites, AuditWrites, IndexWrites, MessageWrites, Protocol):
+class Transaction(RowWrites, AuditWrites, IndexWrites, MessageWrites, AppWrites, Protocol):
     """Writes inside one database transaction; see :meth:`Storage.transaction`."""
 
 
@@ -500,6 +502,10 @@ class StoreAdmin(Protocol):
 
     def message_tables(self) -> MessageTables:
         """The chat messages and summarised ranges kept in this store."""
+        ...
+
+    def app_tables(self) -> AppTables:
+        """App settings and the LLM usage ledger kept in this store."""
         ...
 
     def count_rows(self, table: str, account_id: str, user_id: str) -> int:

@@ -39,6 +39,13 @@ def compile_filter(flt: MemoryFilter, alias: str = "m") -> tuple[str, list[Any]]
             clauses.append(f"{p}user_id = ?")
             params.append(flt.user_id)
 
+    # An app's scope is a filter of its own; without one, only memories outside every app.
+    if flt.app_id is not None:
+        clauses.append(f"{p}app_id = ?")
+        params.append(flt.app_id)
+    else:
+        clauses.append(f"{p}app_id IS NULL")
+
     for column in ("agent_id", "run_id", "actor_id", "role", "subject_id"):
         value = getattr(flt, column)
         if value is not None:

@@ -388,3 +388,52 @@ MIGRATIONS = (
         postgres=(*_chat("BYTEA", "DOUBLE PRECISION"), *no_statistics("messages")),
     ),
 )
+
+
+def _apps(blob: str, real: str, serial: str) -> tuple[str, ...]:
+    # App memories: a memory in an app's curated scope names the app (``app_id``; NULL for a
+    # user's own memory), and the partial index finds a scope's memories without walking
+    # users'. ``apps`` holds each app's display name and cap override (never content).
+    # ``llm_usage`` is the ledger of LLM calls (operation, scope, tokens, cost units) and
+    # ``usage_polls`` each caller's last poll of it; ``deferred_work`` keeps background
+    # memory work held back by the account's budget (its payload sealed by the caller).
+    return (
+        "ALTER TABLE memories ADD COLUMN IF NOT EXISTS app_id TEXT",
+        "CREATE INDEX IF NOT EXISTS memories_app ON memories "
+        "(account_id, app_id, state, created_at) WHERE app_id IS NOT NULL",
+        f"""CREATE TABLE IF NOT EXISTS apps (
+            account_id TEXT NOT NULL, app_id TEXT NOT NULL, name TEXT,
+            memory_cap INTEGER, created_at {real} NOT NULL, uninstalled_at {real},
+            PRIMARY KEY (account_id, app_id))""",
+        f"""CREATE TABLE IF NOT EXISTS llm_usage (
+            id {serial}, account_id TEXT NOT NULL, operation TEXT NOT NULL, scope TEXT,
+            prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL,
+            calls INTEGER NOT NULL, cost_units {real} NOT NULL, ts {real} NOT NULL)""",
+        "CREATE INDEX IF NOT EXISTS llm_usage_account ON llm_usage (account_id, ts)",
+        f"""CREATE TABLE IF NOT EXISTS usage_polls (
+            account_id TEXT NOT NULL, caller TEXT NOT NULL, polled_at {real} NOT NULL,
+            PRIMARY KEY (account_id, caller))""",
+        f"""CREATE TABLE IF NOT EXISTS deferred_work (
+            id TEXT PRIMARY KEY, account_id TEXT NOT NULL, operation TEXT NOT NULL,
+            scope TEXT NOT NULL, created_at {real} NOT NULL,
+            key_id TEXT NOT NULL, ciphertext {blob} NOT NULL, wrapped_key {blob} NOT NULL)""",
+        "CREATE INDEX IF NOT EXISTS deferred_work_account "
+        "ON deferred_work (account_id, created_at)",
+    )
+
+
+_SECRET_COLUMNS["deferred_work"] = ("ciphertext", "wrapped_key", "key_id")
+
+
+MIGRATIONS = (
+    *MIGRATIONS,
+    Migration(
+        version=10,
+        name="app-memories",
+        sqlite=_apps("BLOB", "REAL", "INTEGER PRIMARY KEY AUTOINCREMENT"),
+        postgres=(
+            *_apps("BYTEA", "DOUBLE PRECISION", "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"),
+            *no_statistics("deferred_work"),
+        ),
+    ),
+)

@@ -107,6 +107,7 @@ class PostgresTransaction(_BinaryRows, SqlTransaction):
     lock_suffix: ClassVar[str] = " FOR UPDATE"
     share_suffix: ClassVar[str] = " FOR SHARE"
     conversation_lock_sql: ClassVar[str | None] = "SELECT pg_advisory_xact_lock(hashtext(?))"
+    app_lock_sql: ClassVar[str | None] = "SELECT pg_advisory_xact_lock(hashtext(?))"
     vector_column: ClassVar[str] = "embedding"
     vector_param: ClassVar[str] = "?::vector"
 

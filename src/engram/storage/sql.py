@@ -19,6 +19,7 @@ import numpy as np
 
 from engram.crypto.envelope import BLIND_KEY_PREFIX
 from engram.errors import EmbedderMismatchError
+from engram.storage.apps import AppTables, SqlAppTables, SqlAppWrites
 from engram.storage.base import (
     MEMORY_COLUMNS,
     ChangeRow,
@@ -46,6 +47,7 @@ _UPDATABLE = frozenset(MEMORY_COLUMNS) - {
     "user_id",
     "lineage_id",
     "row_version",
+    "app_id",
 }
 
 
@@ -163,7 +165,7 @@ class SqlExecutor:
         return cursor
 
 
-class SqlTransaction(SqlMessageWrites, SqlExecutor):
+class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlExecutor):
     """Implements :class:`engram.storage.base.Transaction` on one open transaction."""
 
     lock_suffix: ClassVar[str] = ""
@@ -779,6 +781,10 @@ class SqlStorage:
     def message_tables(self) -> MessageTables:
         """The chat messages and summarised ranges kept in this database."""
         return SqlMessageTables(self)
+
+    def app_tables(self) -> AppTables:
+        """App settings and the LLM usage ledger kept in this database."""
+        return SqlAppTables(self)
 
     def scrub(self) -> str:
         """Make deleted rows unrecoverable from the database's files (per backend)."""

@@ -63,7 +63,7 @@ def _legacy_memory(engine: MemoryEngine, key: str, value: str, memory_id: str) -
     row = MemoryRow(
         memory_id, ACCOUNT, "user-1", None, None, None, None, None, "preference", "preference",
         key, 1.0, 2, "api", "private", False, "active", 1, 1, None, memory_id, ts, ts, None, None,
-        None, key_id, sealed.ciphertext, sealed.wrapped_key,
+        None, None, key_id, sealed.ciphertext, sealed.wrapped_key,
     )  # fmt: skip
     meta = json.dumps({"key": key, "type": "preference"})
     with engine.storage.transaction() as tx:

@@ -1,0 +1,344 @@
+"""App scopes and the LLM usage ledger: rows, role protocols and their SQL.
+
+An app's memories are ordinary memory rows whose ``app_id`` names the app; this module
+keeps what is not a memory: each app's settings (display name, cap override, whether it is
+uninstalled), the ledger of LLM calls and each caller's last poll of it.
+
+Two roles, as for chat messages: :class:`AppWrites`, the writes and reads an app scope's
+compaction runs inside the engine's memory transaction (the scope lock, the scope's count),
+and :class:`AppTables`, reads and self-contained writes on a storage
+(``Storage.app_tables()``). Both SQL backends share the SQL below, written once with ``?``
+placeholders.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol
+
+__all__ = [
+    "AppRow",
+    "AppTables",
+    "AppWrites",
+    "DeferredRow",
+    "SqlAppTables",
+    "SqlAppWrites",
+    "UsageRow",
+    "UsageTotals",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class AppRow:
+    """An app's settings: display name and cap override (``None``: the defaults)."""
+
+    account_id: str
+    app_id: str
+    name: str | None
+    memory_cap: int | None
+    created_at: float
+    uninstalled_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class UsageRow:
+    """One LLM call (or a batch of them) in the ledger: never a prompt or an answer."""
+
+    account_id: str
+    operation: str
+    scope: str | None
+    prompt_tokens: int
+    completion_tokens: int
+    calls: int
+    cost_units: float
+    ts: float
+
+
+@dataclass(frozen=True, slots=True)
+class DeferredRow:
+    """Background work held back by the account's LLM budget; its payload sealed by the
+    caller under the scope owner's key, bound to ``id``."""
+
+    id: str
+    account_id: str
+    operation: str
+    scope: str
+    created_at: float
+    key_id: str
+    ciphertext: bytes
+    wrapped_key: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class UsageTotals:
+    """Ledger totals of one operation over a period."""
+
+    operation: str
+    prompt_tokens: int
+    completion_tokens: int
+    calls: int
+    cost_units: float
+
+
+class _Runs(Protocol):
+    def run(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        """Run one statement; returns its cursor."""
+        ...
+
+
+class AppWrites(Protocol):
+    """App-scope work inside a memory transaction."""
+
+    def lock_app_scope(self, account_id: str, app_id: str) -> None:
+        """Hold off other writers of this app scope until this transaction ends."""
+        ...
+
+    def count_app_memories(self, account_id: str, app_id: str) -> int:
+        """Active memories in the scope, as this transaction sees them."""
+        ...
+
+
+class SqlAppWrites:
+    """:class:`AppWrites` in SQL; mixed into the SQL backends' transactions."""
+
+    app_lock_sql: ClassVar[str | None] = None
+    """A statement that serialises writers of one app scope until commit (``None``: the
+    backend serialises every write transaction already, as SQLite does)."""
+
+    def lock_app_scope(self: _Runs, account_id: str, app_id: str) -> None:
+        """Hold off other writers of this app scope until this transaction ends."""
+        sql = type(self).app_lock_sql  # type: ignore[attr-defined]
+        if sql is not None:
+            self.run(sql, [f"app-scope/{account_id}/{app_id}"])
+
+    def count_app_memories(self: _Runs, account_id: str, app_id: str) -> int:
+        """Active memories in the scope, as this transaction sees them."""
+        row = self.run(
+            "SELECT COUNT(*) FROM memories WHERE account_id = ? AND app_id = ? "
+            "AND state = 'active'",
+            [account_id, app_id],
+        ).fetchone()
+        return int(row[0])
+
+
+class AppTables(Protocol):
+    """App settings and the LLM usage ledger."""
+
+    def get_app(self, account_id: str, app_id: str) -> AppRow | None:
+        """The app's settings row, if it has one."""
+        ...
+
+    def put_app(
+        self, account_id: str, app_id: str, *, name: str | None, memory_cap: int | None, ts: float
+    ) -> AppRow:
+        """Create or replace the app's name and cap override (installing it again)."""
+        ...
+
+    def mark_uninstalled(self, account_id: str, app_id: str, ts: float) -> AppRow:
+        """Record that the app was uninstalled (creating its row when it had none)."""
+        ...
+
+    def record_usage(self, row: UsageRow) -> None:
+        """Append one entry to the ledger."""
+        ...
+
+    def usage_totals(
+        self, account_id: str, *, since: float | None, until: float | None = None
+    ) -> list[UsageTotals]:
+        """Totals per operation of the account's entries in ``[since, until)``."""
+        ...
+
+    def spent_units(self, account_id: str, since: float) -> float:
+        """Cost units the account spent since ``since``."""
+        ...
+
+    def swap_poll(self, account_id: str, caller: str, now: float) -> float | None:
+        """Record ``now`` as the caller's last poll; the previous one (``None``: first)."""
+        ...
+
+    def defer(self, row: DeferredRow) -> None:
+        """Keep a piece of background work until the budget allows it."""
+        ...
+
+    def deferred(self, account_id: str | None, limit: int) -> list[DeferredRow]:
+        """Deferred work, oldest first (of one account, or of all)."""
+        ...
+
+    def drop_deferred(self, work_id: str) -> bool:
+        """Delete a piece of deferred work once done; False when another worker took it."""
+        ...
+
+
+class _Connections(Protocol):
+    def reader(self) -> AbstractContextManager[Any]: ...
+
+    def transaction(self) -> AbstractContextManager[Any]: ...
+
+
+_APP_COLUMNS = "account_id, app_id, name, memory_cap, created_at, uninstalled_at"
+
+
+def _app(values: Sequence[Any]) -> AppRow:
+    account_id, app_id, name, cap, created, uninstalled = values
+    return AppRow(account_id, app_id, name, None if cap is None else int(cap), created, uninstalled)
+
+
+class SqlAppTables:
+    """:class:`AppTables` over a SQL storage (its reader and its transactions)."""
+
+    def __init__(self, storage: _Connections) -> None:
+        self._storage = storage
+
+    def get_app(self, account_id: str, app_id: str) -> AppRow | None:
+        """The app's settings row, if it has one."""
+        with self._storage.reader() as db:
+            row = db.run(
+                f"SELECT {_APP_COLUMNS} FROM apps WHERE account_id = ? AND app_id = ?",
+                [account_id, app_id],
+            ).fetchone()
+        return None if row is None else _app(row)
+
+    def put_app(
+        self, account_id: str, app_id: str, *, name: str | None, memory_cap: int | None, ts: float
+    ) -> AppRow:
+        """Create or replace the app's name and cap override (installing it again)."""
+        with self._storage.transaction() as tx:
+            tx.run(
+                f"INSERT INTO apps ({_APP_COLUMNS}) VALUES (?, ?, ?, ?, ?, NULL) "
+                "ON CONFLICT (account_id, app_id) DO UPDATE SET name = excluded.name, "
+                "memory_cap = excluded.memory_cap, uninstalled_at = NULL",
+                [account_id, app_id, name, memory_cap, ts],
+            )
+            row = tx.run(
+                f"SELECT {_APP_COLUMNS} FROM apps WHERE account_id = ? AND app_id = ?",
+                [account_id, app_id],
+            ).fetchone()
+        return _app(row)
+
+    def mark_uninstalled(self, account_id: str, app_id: str, ts: float) -> AppRow:
+        """Record that the app was uninstalled (creating its row when it had none)."""
+        with self._storage.transaction() as tx:
+            tx.run(
+                f"INSERT INTO apps ({_APP_COLUMNS}) VALUES (?, ?, NULL, NULL, ?, ?) "
+                "ON CONFLICT (account_id, app_id) "
+                "DO UPDATE SET uninstalled_at = excluded.uninstalled_at",
+                [account_id, app_id, ts, ts],
+            )
+            row = tx.run(
+                f"SELECT {_APP_COLUMNS} FROM apps WHERE account_id = ? AND app_id = ?",
+                [account_id, app_id],
+            ).fetchone()
+        return _app(row)
+
+    def record_usage(self, row: UsageRow) -> None:
+        """Append one entry to the ledger."""
+        with self._storage.transaction() as tx:
+            tx.run(
+                "INSERT INTO llm_usage (account_id, operation, scope, prompt_tokens, "
+                "completion_tokens, calls, cost_units, ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    row.account_id,
+                    row.operation,
+                    row.scope,
+                    row.prompt_tokens,
+                    row.completion_tokens,
+                    row.calls,
+                    row.cost_units,
+                    row.ts,
+                ],
+            )
+
+    def usage_totals(
+        self, account_id: str, *, since: float | None, until: float | None = None
+    ) -> list[UsageTotals]:
+        """Totals per operation of the account's entries in ``[since, until)``."""
+        sql = (
+            "SELECT operation, SUM(prompt_tokens), SUM(completion_tokens), SUM(calls), "
+            "SUM(cost_units) FROM llm_usage WHERE account_id = ?"
+        )
+        params: list[Any] = [account_id]
+        if since is not None:
+            sql += " AND ts >= ?"
+            params.append(since)
+        if until is not None:
+            sql += " AND ts < ?"
+            params.append(until)
+        with self._storage.reader() as db:
+            rows = db.run(sql + " GROUP BY operation ORDER BY operation", params).fetchall()
+        return [UsageTotals(str(r[0]), int(r[1]), int(r[2]), int(r[3]), float(r[4])) for r in rows]
+
+    def spent_units(self, account_id: str, since: float) -> float:
+        """Cost units the account spent since ``since``."""
+        with self._storage.reader() as db:
+            row = db.run(
+                "SELECT COALESCE(SUM(cost_units), 0) FROM llm_usage "
+                "WHERE account_id = ? AND ts >= ?",
+                [account_id, since],
+            ).fetchone()
+        return float(row[0])
+
+    def swap_poll(self, account_id: str, caller: str, now: float) -> float | None:
+        """Record ``now`` as the caller's last poll; the previous one (``None``: first)."""
+        with self._storage.transaction() as tx:
+            row = tx.run(
+                "SELECT polled_at FROM usage_polls WHERE account_id = ? AND caller = ?"
+                + getattr(tx, "lock_suffix", ""),
+                [account_id, caller],
+            ).fetchone()
+            tx.run(
+                "INSERT INTO usage_polls (account_id, caller, polled_at) VALUES (?, ?, ?) "
+                "ON CONFLICT (account_id, caller) DO UPDATE SET polled_at = excluded.polled_at",
+                [account_id, caller, now],
+            )
+        return None if row is None else float(row[0])
+
+    def defer(self, row: DeferredRow) -> None:
+        """Keep a piece of background work until the budget allows it."""
+        with self._storage.transaction() as tx:
+            tx.run(
+                f"INSERT INTO deferred_work ({_DEFERRED_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    row.id,
+                    row.account_id,
+                    row.operation,
+                    row.scope,
+                    row.created_at,
+                    row.key_id,
+                    row.ciphertext,
+                    row.wrapped_key,
+                ],
+            )
+
+    def deferred(self, account_id: str | None, limit: int) -> list[DeferredRow]:
+        """Deferred work, oldest first (of one account, or of all)."""
+        sql = f"SELECT {_DEFERRED_COLUMNS} FROM deferred_work"
+        params: list[Any] = []
+        if account_id is not None:
+            sql += " WHERE account_id = ?"
+            params.append(account_id)
+        with self._storage.reader() as db:
+            rows = db.run(sql + " ORDER BY created_at, id LIMIT ?", [*params, limit]).fetchall()
+        return [
+            DeferredRow(
+                id=r[0],
+                account_id=r[1],
+                operation=r[2],
+                scope=r[3],
+                created_at=float(r[4]),
+                key_id=r[5],
+                ciphertext=bytes(r[6]),
+                wrapped_key=bytes(r[7]),
+            )
+            for r in rows
+        ]
+
+    def drop_deferred(self, work_id: str) -> bool:
+        """Delete a piece of deferred work once done; False when another worker took it."""
+        with self._storage.transaction() as tx:
+            cursor = tx.run("DELETE FROM deferred_work WHERE id = ?", [work_id])
+        return int(cursor.rowcount) == 1
+
+
+_DEFERRED_COLUMNS = "id, account_id, operation, scope, created_at, key_id, ciphertext, wrapped_key"

@@ -1,0 +1,228 @@
+"""The LLM usage ledger on both backends: every call of app memories and chat summaries is
+recorded with operation, scope, tokens and cost units; polls see what came since the last
+one; below 20% of the daily budget app memory work is deferred (sealed) and resumes when the
+budget refills."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from tests.apps.conftest import ACCOUNT, ApiFactory, llm_of, transcript
+
+from engram.apps import AppMemories
+from engram.chat import ChatMemory
+from engram.client import Engram
+from engram.config import LLMPrice, Settings
+from engram.engine import MemoryEngine
+from engram.llm.usage import MeteredLLM, UsageLedger
+from engram.testing.scripted_llm import ScriptedLLMServer
+
+PARAGRAPH = "The user prefers option 1 for the report."
+DAY = 86_400.0
+
+
+def _llm_settings(settings: Settings, server: ScriptedLLMServer, **extra: object) -> Settings:
+    return settings.model_copy(
+        update={"llm_base_url": server.base_url, "llm_model": "scripted", **extra}
+    )
+
+
+def test_every_call_is_in_the_ledger_and_polls_see_what_is_new(
+    engine: MemoryEngine, settings: Settings, llm_server: ScriptedLLMServer
+) -> None:
+    summary = json.dumps({"summary": "They talked.", "facts": []})
+    llm_server.enqueue(PARAGRAPH, summary)
+    prices = {"app_memory": LLMPrice(prompt_per_1k=0, completion_per_1k=0, per_call=5)}
+    sdk = Engram(
+        engine,
+        embedder=None,
+        settings=_llm_settings(
+            settings, llm_server, llm_prices=prices, summary_trigger=2, summary_batch=2
+        ),
+    )
+    assert sdk.usage_since_last_poll(account_id=ACCOUNT).operations == ()
+    sdk.end_app_conversation("notes", "c1", transcript(1), account_id=ACCOUNT)
+    for n in range(3):
+        sdk.add_message(
+            account_id=ACCOUNT, user_id="u1", conversation_id="chat-1",
+            role="user", content=f"line {n}",
+        )  # fmt: skip
+    report = sdk.usage_since_last_poll(account_id=ACCOUNT)
+    by_op = {o.operation: o for o in report.operations}
+    assert set(by_op) == {"app_memory", "chat_summary"}
+    assert by_op["app_memory"].calls == 1 and by_op["app_memory"].cost_units == 5.0
+    assert by_op["app_memory"].prompt_tokens > 10
+    assert by_op["app_memory"].completion_tokens == len(PARAGRAPH) // 4 + 1
+    default = LLMPrice()
+    chat = by_op["chat_summary"]
+    assert chat.cost_units == pytest.approx(
+        chat.prompt_tokens * default.prompt_per_1k / 1000
+        + chat.completion_tokens * default.completion_per_1k / 1000
+    )
+    assert len(llm_server.requests) == 2
+    assert sdk.usage_since_last_poll(account_id=ACCOUNT).operations == ()
+    # Another caller polls on its own.
+    assert sdk.usage_since_last_poll(account_id=ACCOUNT, caller="other").calls == 2
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0 + 3600.0  # one hour into a UTC day
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _budgeted(
+    engine: MemoryEngine, server: ScriptedLLMServer, clock: Clock
+) -> tuple[AppMemories, UsageLedger]:
+    ledger = UsageLedger(
+        engine.app_tables(),
+        prices={"*": LLMPrice(prompt_per_1k=0, completion_per_1k=0, per_call=1)},
+        budget_units=10,
+        clock=clock,
+    )
+    return AppMemories(engine, llm=MeteredLLM(llm_of(server), ledger), ledger=ledger), ledger
+
+
+def _end(apps: AppMemories, n: int) -> bool:
+    outcome = asyncio.run(
+        apps.end_conversation(
+            account_id=ACCOUNT, app_id="notes", conversation_id=f"c{n}", messages=transcript(n)
+        )
+    )
+    return outcome.deferred
+
+
+def test_below_20_percent_work_is_deferred_then_resumes(
+    engine: MemoryEngine, llm_server: ScriptedLLMServer
+) -> None:
+    clock = Clock()
+    apps, ledger = _budgeted(engine, llm_server, clock)
+    ledger.record(
+        account_id=ACCOUNT, operation="other", scope=None, prompt_tokens=0,
+        completion_tokens=0, calls=8,
+    )  # fmt: skip
+    assert ledger.remaining_fraction(ACCOUNT) == pytest.approx(0.2)
+    llm_server.enqueue(PARAGRAPH)
+    assert not _end(apps, 1)  # exactly 20% left: not below
+    assert ledger.remaining_fraction(ACCOUNT) == pytest.approx(0.1)
+    assert _end(apps, 2) and _end(apps, 3)
+    assert len(llm_server.requests) == 1  # deferred work made no call
+    assert apps.deferred_count(ACCOUNT) == 2
+    assert [m.metadata["conversation_id"] for m in apps.memories(ACCOUNT, "notes")] == ["c1"]
+    rows = engine.app_tables().deferred(ACCOUNT, 10)
+    assert all(b"option" not in row.ciphertext for row in rows)  # sealed, not in clear
+    # Still below: nothing resumes. A new UTC day refills the budget.
+    assert asyncio.run(apps.resume_deferred(ACCOUNT)) == 0
+    clock.now += DAY
+    llm_server.enqueue("Second memory.", "Third memory.")
+    assert asyncio.run(apps.resume_deferred(ACCOUNT)) == 2
+    assert apps.deferred_count(ACCOUNT) == 0
+    memories = apps.memories(ACCOUNT, "notes")
+    assert [(m.metadata["conversation_id"], m.value) for m in memories] == [
+        ("c3", "Third memory."),
+        ("c2", "Second memory."),
+        ("c1", PARAGRAPH),
+    ]
+    assert ledger.remaining_fraction(ACCOUNT) == pytest.approx(0.8)
+
+
+def test_without_an_llm_nothing_is_deferred(engine: MemoryEngine) -> None:
+    ledger = UsageLedger(engine.app_tables(), budget_units=1)
+    ledger.record(
+        account_id=ACCOUNT, operation="other", scope=None, prompt_tokens=0,
+        completion_tokens=0, calls=1000,
+    )  # fmt: skip
+    apps = AppMemories(engine, llm=None, ledger=ledger)
+    assert not _end(apps, 1)
+    assert len(apps.memories(ACCOUNT, "notes")) == 1
+
+
+@pytest.mark.asyncio
+async def test_usage_route_and_metrics(apps_api: ApiFactory, llm_server: ScriptedLLMServer) -> None:
+    llm_server.enqueue(PARAGRAPH)
+    async with apps_api(
+        llm_base_url=llm_server.base_url, llm_model="scripted", llm_budget_units=100.0
+    ) as api:
+        first = await api.client.get("/v1/usage", headers=api.headers())
+        assert first.status_code == 200
+        assert first.json()["since"] is None and first.json()["operations"] == []
+        assert (await api.end("notes", "c1", {"messages": transcript(1)})).status_code == 202
+        await api.join()
+        body = (await api.client.get("/v1/usage", headers=api.headers())).json()
+        assert set(body) == {"since", "until", "calls", "costUnits", "operations", "budget"}
+        assert body["since"] is not None and body["calls"] == 1
+        [op] = body["operations"]
+        assert set(op) == {"operation", "calls", "promptTokens", "completionTokens", "costUnits"}
+        assert op["operation"] == "app_memory"
+        assert body["budget"]["units"] == 100.0 and 0.9 < body["budget"]["remainingFraction"] < 1
+        again = (await api.client.get("/v1/usage", headers=api.headers())).json()
+        assert again["operations"] == [] and again["calls"] == 0
+        since = (
+            await api.client.get(
+                "/v1/usage", params={"since": "2000-01-01T00:00:00Z"}, headers=api.headers()
+            )
+        ).json()
+        assert since["calls"] == 1
+        bad = await api.client.get(
+            "/v1/usage", params={"since": "yesterday"}, headers=api.headers()
+        )
+        assert bad.status_code == 400
+        metrics = (await api.client.get("/metrics")).text
+        assert 'engram_llm_calls_total{operation="app_memory"} 1' in metrics
+        assert 'engram_llm_tokens_total{operation="app_memory",kind="completion"}' in metrics
+
+
+def test_chat_summaries_wait_below_20_percent(
+    engine: MemoryEngine, settings: Settings, llm_server: ScriptedLLMServer
+) -> None:
+    clock = Clock()
+    ledger = UsageLedger(
+        engine.app_tables(),
+        prices={"*": LLMPrice(prompt_per_1k=0, completion_per_1k=0, per_call=1)},
+        budget_units=10,
+        clock=clock,
+    )
+    chat = ChatMemory(
+        engine,
+        settings=settings.model_copy(update={"summary_trigger": 2, "summary_batch": 2}),
+        llm=MeteredLLM(llm_of(llm_server), ledger),
+        ledger=ledger,
+    )
+    ledger.record(
+        account_id=ACCOUNT, operation="other", scope=None, prompt_tokens=0,
+        completion_tokens=0, calls=9,
+    )  # fmt: skip
+    for n in range(3):
+        chat.add_message(
+            {"account_id": ACCOUNT, "user_id": "u1", "conversation_id": "chat-1",
+             "role": "user", "content": f"line {n}"}
+        )  # fmt: skip
+    run = chat.summarise_if_due(account_id=ACCOUNT, conversation_id="chat-1")
+    assert asyncio.run(run) is None
+    assert llm_server.requests == []
+    assert len(engine.message_tables().unsummarised(ACCOUNT, "chat-1")) == 3
+    clock.now += DAY
+    llm_server.enqueue(json.dumps({"summary": "They counted lines.", "facts": []}))
+    outcome = asyncio.run(chat.summarise_if_due(account_id=ACCOUNT, conversation_id="chat-1"))
+    assert outcome is not None
+    assert len(engine.message_tables().unsummarised(ACCOUNT, "chat-1")) == 1
+    assert ledger.report(ACCOUNT, since=ledger.day_start(), until=clock.now + 1).calls == 1
+
+
+def test_extraction_is_metered_with_its_scope(
+    engine: MemoryEngine, settings: Settings, llm_server: ScriptedLLMServer
+) -> None:
+    llm_server.enqueue("[]")
+    sdk = Engram(engine, embedder=None, settings=_llm_settings(settings, llm_server))
+    sdk.add(
+        [{"role": "user", "content": "My dog is called Rex."}], user_id="u1", account_id=ACCOUNT
+    )
+    [op] = sdk.usage_since_last_poll(account_id=ACCOUNT).operations
+    assert (op.operation, op.calls) == ("extraction", 1)
+    with engine.storage.reader() as db:  # type: ignore[attr-defined]
+        rows = db.run("SELECT account_id, operation, scope, calls FROM llm_usage").fetchall()
+    assert [tuple(r) for r in rows] == [(ACCOUNT, "extraction", "user:u1", 1)]
