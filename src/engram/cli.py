@@ -272,7 +272,9 @@ def serve(ctx: click.Context, host: str, port: int) -> None:
             "the HTTP service needs the 'server' extra: pip install 'engram-memory[server]'"
         ) from None
     settings: Settings = ctx.obj["settings"]
-    app = create_app(settings, progress=lambda line: click.echo(f"engram: {line}", err=True))
+    app = create_app(
+        settings, progress=lambda line: click.echo(f"engram: {line}", err=True), bind_host=host
+    )
     uvicorn.run(app, host=host, port=port, log_level="info")
 
 

@@ -7,6 +7,7 @@ Well-known variables keep their own names: ``MEMORY_ENCRYPTION_KEY``, ``XAI_API_
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, field_validator
@@ -108,6 +109,14 @@ class Settings(BaseSettings):
     llm_api_key: SecretStr | None = None
     llm_model: str | None = None
     min_session_seconds: float = Field(default=30.0, ge=0)
+    metrics_public: bool = Field(
+        default=False,
+        description="Serve /metrics without an API key (counts across every tenant).",
+    )
+    api_docs: Literal["auto", "on", "off"] = Field(
+        default="auto",
+        description="/docs, /redoc and /openapi.json: auto serves them only on loopback.",
+    )
     session_sweep_seconds: float = Field(
         default=60.0,
         gt=0,

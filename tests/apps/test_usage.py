@@ -171,7 +171,7 @@ async def test_usage_route_and_metrics(apps_api: ApiFactory, llm_server: Scripte
             "/v1/usage", params={"since": "yesterday"}, headers=api.headers()
         )
         assert bad.status_code == 400
-        metrics = (await api.client.get("/metrics")).text
+        metrics = (await api.client.get("/metrics", headers=api.headers())).text
         assert 'engram_llm_calls_total{operation="app_memory"} 1' in metrics
         assert 'engram_llm_tokens_total{operation="app_memory",kind="completion"}' in metrics
 

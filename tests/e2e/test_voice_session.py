@@ -157,7 +157,7 @@ async def test_a_voice_session_end_to_end(
 
             listing = await http.get("/v1/memories", params={"user_id": LINE}, headers=auth)
             stored = {m["key"]: m for m in listing.json()["memories"]}
-            metrics = (await http.get("/metrics")).text
+            metrics = (await http.get("/metrics", headers=auth)).text
 
     assert stored["preferred_name"]["value"] == "Margaret"
     assert stored["preferred_name"]["version"] == 2

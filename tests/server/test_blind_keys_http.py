@@ -84,5 +84,5 @@ async def test_a_tampered_row_is_left_out_and_counted(api: Api) -> None:
     one = await api.client.get(f"/v1/memories/{ids[1]}", headers=api.auth)
     assert one.status_code == 500
     assert one.json()["success"] is False and "Traceback" not in one.text
-    metrics = (await api.client.get("/metrics")).text
+    metrics = (await api.client.get("/metrics", headers=api.auth)).text
     assert "engram_integrity_failures_total 2" in metrics

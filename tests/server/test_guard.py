@@ -5,10 +5,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import httpx
 import pytest
 from tests.server.conftest import ACCOUNT, Api
 
+from engram.config import Settings
 from engram.conversation.buffer import SessionBuffer
+from engram.engine import MemoryEngine
+from engram.server import create_app
 from engram.server.guard import MAX_JSON_DEPTH, json_problem
 
 JSON = {"content-type": "application/json"}
@@ -104,5 +108,40 @@ async def test_evicted_sessions_are_counted_in_the_metrics(api: Api) -> None:
     await api.session("line-evicted")
     now[0] += timedelta(minutes=31)
     assert services.buffer.evict_idle() == 1
-    metrics = await api.client.get("/metrics")
+    metrics = await api.client.get("/metrics", headers=api.auth)
     assert "engram_sessions_evicted_total 1" in metrics.text
+
+
+@pytest.mark.asyncio
+async def test_metrics_need_a_key_unless_made_public(
+    engine: MemoryEngine, settings: Settings
+) -> None:
+    for public, anonymous in ((False, 401), (True, 200)):
+        app = create_app(settings.model_copy(update={"metrics_public": public}), engine=engine)
+        token = app.state.services.keys.create(ACCOUNT)
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            assert (await client.get("/metrics")).status_code == anonymous
+            keyed = await client.get("/metrics", headers={"Authorization": f"Bearer {token}"})
+            assert keyed.status_code == 200
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    ("docs", "host", "served"),
+    [
+        ("auto", "127.0.0.1", True),
+        ("auto", None, True),
+        ("auto", "0.0.0.0", False),
+        ("on", "0.0.0.0", True),
+        ("off", "127.0.0.1", False),
+    ],
+)
+async def test_api_docs_are_served_on_loopback_unless_configured(
+    engine: MemoryEngine, settings: Settings, docs: str, host: str | None, served: bool
+) -> None:
+    app = create_app(settings.model_copy(update={"api_docs": docs}), engine=engine, bind_host=host)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+        for path in ("/docs", "/redoc", "/openapi.json"):
+            assert (await client.get(path)).status_code == (200 if served else 404), path

@@ -191,7 +191,7 @@ async def test_metrics_report_writes_and_summaries(api: Api) -> None:
     await say(api, sid, "I live in Portland.")
     await api.post(f"/sessions/{sid}/end")
     await api.join()
-    text = (await api.client.get("/metrics")).text
+    text = (await api.client.get("/metrics", headers=api.auth)).text
     assert "engram_memories_stored_total 2" in text
     assert "engram_memories_updated_total 1" in text
     assert "engram_refresh_failures_total 0" in text

@@ -8,7 +8,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.responses import PlainTextResponse
 from fastapi_offline import FastAPIOffline
 
@@ -16,6 +16,7 @@ from engram.config import Settings
 from engram.conversation.dispatcher import QueryHandler
 from engram.conversation.extraction import Extractor
 from engram.engine import MemoryEngine
+from engram.server.deps import require_key
 from engram.server.errors import install_error_handlers
 from engram.server.guard import RequestGuard
 from engram.server.routes import (
@@ -49,6 +50,7 @@ def create_app(
     clock: Callable[[], float] | None = None,
     warm_up: bool = True,
     progress: Callable[[str], None] | None = None,
+    bind_host: str | None = None,
 ) -> FastAPI:
     """Build the HTTP service.
 
@@ -66,6 +68,8 @@ def create_app(
             tool call is as fast as the next ones.
         progress: receives the start-up progress lines (names and seconds only); by
             default they are logged.
+        bind_host: the address the server listens on; with ``ENGRAM_API_DOCS=auto`` the
+            API docs are served only when it is a loopback address (or unknown).
 
     The service container is ``app.state.services``; ``await
     app.state.services.tasks.join()`` waits for background extractions.
@@ -125,15 +129,29 @@ def create_app(
                 close()
             services.close()
 
-    # /docs and /redoc with their scripts, styles and icon served by this app (under
-    # /static-offline-docs), never fetched from a CDN; Swagger UI's online validator is off.
-    app = FastAPIOffline(
-        title="Engram",
-        summary="Long-term memory for LLM agents: tools, call sessions and the memory store.",
-        version="0.1.0",
-        lifespan=lifespan,
-        swagger_ui_parameters={"validatorUrl": None},
-    )
+    title, version = "Engram", "0.1.0"
+    summary = "Long-term memory for LLM agents: tools, call sessions and the memory store."
+    app: FastAPI
+    if _serves_docs(settings, bind_host):
+        # /docs and /redoc with their scripts, styles and icon served by this app (under
+        # /static-offline-docs), never fetched from a CDN; Swagger UI's validator is off.
+        app = FastAPIOffline(
+            title=title,
+            summary=summary,
+            version=version,
+            lifespan=lifespan,
+            swagger_ui_parameters={"validatorUrl": None},
+        )
+    else:
+        app = FastAPI(
+            title=title,
+            summary=summary,
+            version=version,
+            lifespan=lifespan,
+            docs_url=None,
+            redoc_url=None,
+            openapi_url=None,
+        )
     app.state.services = services
     install_error_handlers(app)
     app.add_middleware(RequestGuard, max_body_bytes=settings.max_body_bytes)
@@ -153,9 +171,13 @@ def create_app(
         app.include_router(module.router)
     app.include_router(apps.admin_router)
 
-    @app.get("/metrics", response_class=PlainTextResponse, tags=["ops"])
+    # Counts across every tenant: any valid API key (read scope) unless made public.
+    guard = [] if settings.metrics_public else [Depends(require_key)]
+
+    @app.get("/metrics", response_class=PlainTextResponse, tags=["ops"], dependencies=guard)
     async def metrics() -> str:
-        """Prometheus text-format metrics (counts and durations, never user data)."""
+        """Prometheus text-format metrics (counts and durations, never user data); needs an
+        API key unless ``ENGRAM_METRICS_PUBLIC=1``."""
         return services.metrics.render()
 
     @app.get("/healthz", tags=["ops"])
@@ -164,6 +186,12 @@ def create_app(
         return {"status": "ok"}
 
     return app
+
+
+def _serves_docs(settings: Settings, bind_host: str | None) -> bool:
+    if settings.api_docs != "auto":
+        return settings.api_docs == "on"
+    return bind_host is None or bind_host in ("127.0.0.1", "::1", "localhost")
 
 
 async def _evict_idle_sessions(services: Services, settings: Settings) -> None:
