@@ -65,7 +65,7 @@ def storage_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'engram.db'}"
     server: EmbeddedPostgres = request.getfixturevalue("postgres_server")
-    return server.create_database(template="engram_template")
+    return server.temporary_database(request, template="engram_template")
 
 
 @pytest.fixture

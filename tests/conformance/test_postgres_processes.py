@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from engram.engine import default_thread
 from engram.storage.postgres import PostgresStorage
 from engram.testing.postgres import EmbeddedPostgres
@@ -26,9 +28,9 @@ storage.close()
 
 
 def test_processes_writing_one_thread_get_consecutive_revisions(
-    postgres_server: EmbeddedPostgres,
+    postgres_server: EmbeddedPostgres, request: pytest.FixtureRequest
 ) -> None:
-    uri = postgres_server.create_database(template="engram_template")
+    uri = postgres_server.temporary_database(request, template="engram_template")
     kek = bytes(range(32)).hex()
     procs = [subprocess.Popen([sys.executable, "-c", WRITER, uri, kek, str(n)]) for n in range(3)]
     assert [p.wait(timeout=120) for p in procs] == [0, 0, 0]

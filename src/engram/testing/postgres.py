@@ -97,6 +97,14 @@ class EmbeddedPostgres:
         """Drop a database (forcing out connections)."""
         self.psql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE);')
 
+    def temporary_database(self, request: Any, *, template: str | None = None) -> str:
+        """:meth:`create_database` for one pytest test: dropped when the test's fixtures
+        are torn down (``request`` is the fixture request)."""
+        uri = self.create_database(template=template)
+        name = uri.rsplit("/", 1)[1].split("?", 1)[0]
+        request.addfinalizer(lambda: self.drop_database(name))
+        return uri
+
     def stop(self) -> None:
         """Stop the server (and delete its folder if this object made it)."""
         self._server.cleanup()
