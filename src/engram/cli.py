@@ -239,6 +239,55 @@ def serve(ctx: click.Context, host: str, port: int) -> None:
     uvicorn.run(app, host=host, port=port, log_level="info")
 
 
+@main.command("mcp")
+@click.option("--http", "use_http", is_flag=True, help="Serve streamable HTTP (else stdio).")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface (with --http).")
+@click.option("--port", default=8765, show_default=True, type=int, help="Port (with --http).")
+@click.option("--account", help="The account to act for (required over stdio).")
+@click.option("--user", help="Pin every call to this user (else tools take user_id).")
+@click.option("--agent", default="default", show_default=True, help="Agent (stdio).")
+@click.pass_context
+def mcp_cmd(
+    ctx: click.Context,
+    use_http: bool,
+    host: str,
+    port: int,
+    account: str | None,
+    user: str | None,
+    agent: str,
+) -> None:
+    """Serve the memory tools over the Model Context Protocol (stdio, or HTTP with --http).
+
+    Over stdio the scope comes from --account (and --user, --agent). Over HTTP every request
+    needs a bearer API key from `engram keys create`: its account and agents decide.
+    Needs the 'mcp' extra: pip install 'engram-memory[mcp]'.
+    """
+    try:
+        import uvicorn
+
+        from engram.mcp_server import McpScope, create_mcp_server, open_services
+    except ImportError:
+        raise click.ClickException(
+            "engram mcp needs the 'mcp' extra: pip install 'engram-memory[mcp]'"
+        ) from None
+    if not use_http and not account:
+        raise click.UsageError("over stdio, --account is required")
+    engram = _engram(ctx)
+    services = open_services(engram)
+    ctx.call_on_close(services.close)
+    server = create_mcp_server(
+        services,
+        McpScope(account_id=account, user_id=user, agent=agent),
+        http=use_http,
+        url=f"http://{host}:{port}/mcp",
+    )
+    if use_http:
+        app = server.streamable_http_app(host=host)
+        uvicorn.run(app, host=host, port=port, log_level="warning")
+    else:
+        server.run("stdio")
+
+
 @main.command("erase-user")
 @click.option("--account", required=True, help="Account (tenant) id.")
 @click.option("--user", required=True, help="User id.")
