@@ -28,6 +28,7 @@ from engram.server.routes import (
     users,
 )
 from engram.server.routes import query as query_routes
+from engram.server.routes import sdk as sdk_routes
 from engram.server.services import ServiceOptions, Services
 
 __all__ = ["create_app"]
@@ -73,6 +74,7 @@ def create_app(
     query_handler = query
     warm: Callable[[], None] | None = None
     chat = None
+    sdk = None
     if engine is None:
         # The one wiring (Engram.open): engine, retrieval and extraction, as configured.
         from engram.client import Engram
@@ -84,6 +86,7 @@ def create_app(
         extractor = extractor or engram.extractor
         query_handler = query or RetrievalQueryHandler(engram.memory_query)
         chat = engram.chat
+        sdk = engram
         closers.append(engram.access.close)
         if warm_up:
             warm = functools.partial(engram.warm_up, progress or log.info)
@@ -122,6 +125,7 @@ def create_app(
         swagger_ui_parameters={"validatorUrl": None},
     )
     app.state.services = services
+    services.sdk = sdk
     install_error_handlers(app)
     for module in (
         tools,
@@ -133,6 +137,7 @@ def create_app(
         users,
         conversations,
         facts,
+        sdk_routes,
     ):
         app.include_router(module.router)
 
