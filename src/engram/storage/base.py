@@ -24,6 +24,7 @@ from typing import Any, ClassVar, NamedTuple, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
+from engram.storage.checkpoints import CheckpointTables
 from engram.storage.messages import MessageTables, MessageWrites
 from engram.storage.service import ServiceTables
 from engram.types import MemoryFilter
@@ -500,6 +501,10 @@ class StoreAdmin(Protocol):
 
     def message_tables(self) -> MessageTables:
         """The chat messages and summarised ranges kept in this store."""
+        ...
+
+    def checkpoint_tables(self) -> CheckpointTables:
+        """The LangGraph checkpoints kept in this store (sealed by the caller)."""
         ...
 
     def count_rows(self, table: str, account_id: str, user_id: str) -> int:

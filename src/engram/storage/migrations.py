@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from engram.storage.checkpoints import checkpoint_ddl
+
 
 @dataclass(frozen=True, slots=True)
 class Migration:
@@ -386,5 +388,23 @@ MIGRATIONS = (
         name="chat-messages",
         sqlite=_chat("BLOB", "REAL"),
         postgres=(*_chat("BYTEA", "DOUBLE PRECISION"), *no_statistics("messages")),
+    ),
+)
+
+# Migration 10 belongs to per-app memories (key scopes), made on another line of work.
+_SECRET_COLUMNS["checkpoints"] = ("ciphertext", "wrapped_key", "key_id")
+_SECRET_COLUMNS["checkpoint_blobs"] = ("ciphertext", "wrapped_key", "key_id")
+_SECRET_COLUMNS["checkpoint_writes"] = ("ciphertext", "wrapped_key", "key_id")
+
+MIGRATIONS = (
+    *MIGRATIONS,
+    Migration(
+        version=11,
+        name="langgraph-checkpoints",
+        sqlite=checkpoint_ddl("BLOB", "REAL"),
+        postgres=(
+            *checkpoint_ddl("BYTEA", "DOUBLE PRECISION"),
+            *no_statistics("checkpoints", "checkpoint_blobs", "checkpoint_writes"),
+        ),
     ),
 )

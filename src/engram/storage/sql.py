@@ -32,6 +32,7 @@ from engram.storage.base import (
     ScoredId,
     Vector,
 )
+from engram.storage.checkpoints import CheckpointTables, SqlCheckpointTables
 from engram.storage.filters import compile_filter, compile_others_shared
 from engram.storage.messages import MessageTables, SqlMessageTables, SqlMessageWrites
 from engram.storage.migrations import MIGRATIONS, Migration
@@ -779,6 +780,10 @@ class SqlStorage:
     def message_tables(self) -> MessageTables:
         """The chat messages and summarised ranges kept in this database."""
         return SqlMessageTables(self)
+
+    def checkpoint_tables(self) -> CheckpointTables:
+        """The LangGraph checkpoints kept in this database."""
+        return SqlCheckpointTables(self)
 
     def scrub(self) -> str:
         """Make deleted rows unrecoverable from the database's files (per backend)."""
