@@ -7,5 +7,6 @@ policy; :class:`EngramStore` is a ``BaseStore`` over Engram's memories.
 from __future__ import annotations
 
 from engram.langgraph.checkpoint import EngramCheckpointSaver
+from engram.langgraph.store import EngramStore
 
-__all__ = ["EngramCheckpointSaver"]
+__all__ = ["EngramCheckpointSaver", "EngramStore"]
