@@ -29,6 +29,7 @@ from engram.server.routes import (
 )
 from engram.server.routes import query as query_routes
 from engram.server.routes import sdk as sdk_routes
+from engram.server.routes import ui as ui_routes
 from engram.server.services import ServiceOptions, Services
 
 __all__ = ["create_app"]
@@ -138,6 +139,7 @@ def create_app(
         conversations,
         facts,
         sdk_routes,
+        ui_routes,
     ):
         app.include_router(module.router)
 

@@ -507,6 +507,10 @@ class StoreAdmin(Protocol):
         """The LangGraph checkpoints kept in this store (sealed by the caller)."""
         ...
 
+    def user_ids(self, account_id: str, *, limit: int = 1000) -> list[str]:
+        """The ids of the account's users that have memories (not purged), sorted."""
+        ...
+
     def count_rows(self, table: str, account_id: str, user_id: str) -> int:
         """Rows of one user in a table (for tests and receipts)."""
         ...
