@@ -217,8 +217,11 @@ def keys_revoke(ctx: click.Context, key_id: str) -> None:
 @main.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to bind.")
 @click.option("--port", default=8000, show_default=True, type=int, help="TCP port.")
+@click.option(
+    "--json-logs", is_flag=True, help="Structured JSON log lines (route templates, no paths)."
+)
 @click.pass_context
-def serve(ctx: click.Context, host: str, port: int) -> None:
+def serve(ctx: click.Context, host: str, port: int, json_logs: bool) -> None:
     """Run the HTTP service (tools, call sessions, /v1/memories, /metrics) with uvicorn.
 
     The embedder and the search's compiled loops load before the port opens, so the first
@@ -236,6 +239,16 @@ def serve(ctx: click.Context, host: str, port: int) -> None:
         ) from None
     settings: Settings = ctx.obj["settings"]
     app = create_app(settings, progress=lambda line: click.echo(f"engram: {line}", err=True))
+    if json_logs:
+        from engram.server.logs import JsonFormatter
+
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(JsonFormatter())
+        logging.getLogger().handlers[:] = [handler]
+        logging.getLogger().setLevel(logging.INFO)
+        # Engram's own access line (engram.access) replaces uvicorn's, which names raw paths.
+        uvicorn.run(app, host=host, port=port, log_config=None, access_log=False)
+        return
     uvicorn.run(app, host=host, port=port, log_level="info")
 
 

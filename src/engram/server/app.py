@@ -11,12 +11,15 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from fastapi.responses import PlainTextResponse
 from fastapi_offline import FastAPIOffline
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 from engram.config import Settings
 from engram.conversation.dispatcher import QueryHandler
 from engram.conversation.extraction import Extractor
 from engram.engine import MemoryEngine
 from engram.server.errors import install_error_handlers
+from engram.server.logs import access_log
+from engram.server.metrics import RouteTimer
 from engram.server.routes import (
     conversations,
     facts,
@@ -127,6 +130,8 @@ def create_app(
     )
     app.state.services = services
     services.sdk = sdk
+    # Per-route latency into the app's metrics registry, and one structured access line.
+    app.add_middleware(RouteTimer, metrics=services.metrics, log=access_log)
     install_error_handlers(app)
     for module in (
         tools,
@@ -144,9 +149,9 @@ def create_app(
         app.include_router(module.router)
 
     @app.get("/metrics", response_class=PlainTextResponse, tags=["ops"])
-    async def metrics() -> str:
+    async def metrics() -> PlainTextResponse:
         """Prometheus text-format metrics (counts and durations, never user data)."""
-        return services.metrics.render()
+        return PlainTextResponse(services.metrics.render(), media_type=CONTENT_TYPE_PLAIN_0_0_4)
 
     @app.get("/healthz", tags=["ops"])
     async def healthz() -> dict[str, str]:
