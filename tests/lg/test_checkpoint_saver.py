@@ -139,3 +139,18 @@ def test_latest_state_row_per_user_and_thread_survives_a_restart(
         assert saver.latest("ann", "t8") is None
     finally:
         second.close()
+
+
+def test_erasing_the_owner_deletes_their_graph_state(
+    engine: MemoryEngine, storage: Storage
+) -> None:
+    saver = EngramCheckpointSaver(engine, account_id="acme")
+    _graph(saver).invoke({"notes": [SECRET]}, _config("t10", "ann"))
+    _graph(saver).invoke({"notes": ["kept"]}, _config("t11", "bob"))
+    tables = ("checkpoints", "checkpoint_blobs", "checkpoint_writes", "supervisor_checkpoints")
+    assert all(storage.count_rows(t, "acme", "ann") > 0 for t in tables)
+    receipt = engine.erase_user(account_id="acme", user_id="ann")
+    assert all(receipt.deleted[t] > 0 for t in tables)
+    assert all(storage.count_rows(t, "acme", "ann") == 0 for t in tables)
+    assert saver.get_tuple(_config("t10", "ann")) is None
+    assert saver.get_tuple(_config("t11", "bob")) is not None

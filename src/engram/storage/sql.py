@@ -95,6 +95,10 @@ _OPTIONAL_OWNER_TABLES = (
     "proposals",
     "messages",
     "conversation_summaries",
+    "checkpoints",
+    "checkpoint_blobs",
+    "checkpoint_writes",
+    "supervisor_checkpoints",
 )
 _OWNER_TABLES = ("history", "ops_events", *_OPTIONAL_OWNER_TABLES, "memories", "data_keys")
 
@@ -851,6 +855,10 @@ class SqlStorage:
             "ops_events",
             "messages",
             "conversation_summaries",
+            "checkpoints",
+            "checkpoint_blobs",
+            "checkpoint_writes",
+            "supervisor_checkpoints",
         ):
             raise ValueError(f"unknown table {table}")
         with self._reader() as db:
