@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 # `make test` (and lint, bench): everything the suite and the linters need. `fast` (numba)
 # compiles the SQLite vector index's loops; the tests compare them with NumPy's.
-EXTRAS ?= test,postgres,local,server,tokens,fast
+EXTRAS ?= test,postgres,local,server,tokens,fast,mcp,langgraph
 # `make run`: the demo's embedder (local), `engram serve` (server) and exact token budgets
 # (tokens); no test tools, no PostgreSQL driver, no numba.
 RUN_EXTRAS ?= local,server,tokens

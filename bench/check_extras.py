@@ -52,7 +52,7 @@ def resolve(extras: str) -> list[tuple[str, str]]:
 
 
 # The extras `make run` (RUN_EXTRAS) and `make test` (EXTRAS) install.
-MAKE_SETS = ("local,server,tokens", "test,postgres,local,server,tokens,fast")
+MAKE_SETS = ("local,server,tokens", "test,postgres,local,server,tokens,fast,mcp,langgraph")
 
 
 def main() -> int:

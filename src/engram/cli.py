@@ -254,8 +254,11 @@ def keys_revoke(ctx: click.Context, key_id: str) -> None:
 @main.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to bind.")
 @click.option("--port", default=8000, show_default=True, type=int, help="TCP port.")
+@click.option(
+    "--json-logs", is_flag=True, help="Structured JSON log lines (route templates, no paths)."
+)
 @click.pass_context
-def serve(ctx: click.Context, host: str, port: int) -> None:
+def serve(ctx: click.Context, host: str, port: int, json_logs: bool) -> None:
     """Run the HTTP service (tools, call sessions, /v1/memories, /metrics) with uvicorn.
 
     The embedder and the search's compiled loops load before the port opens, so the first
@@ -275,7 +278,66 @@ def serve(ctx: click.Context, host: str, port: int) -> None:
     app = create_app(
         settings, progress=lambda line: click.echo(f"engram: {line}", err=True), bind_host=host
     )
+    if json_logs:
+        from engram.server.logs import JsonFormatter
+
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(JsonFormatter())
+        logging.getLogger().handlers[:] = [handler]
+        logging.getLogger().setLevel(logging.INFO)
+        # Engram's own access line (engram.access) replaces uvicorn's, which names raw paths.
+        uvicorn.run(app, host=host, port=port, log_config=None, access_log=False)
+        return
     uvicorn.run(app, host=host, port=port, log_level="info")
+
+
+@main.command("mcp")
+@click.option("--http", "use_http", is_flag=True, help="Serve streamable HTTP (else stdio).")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface (with --http).")
+@click.option("--port", default=8765, show_default=True, type=int, help="Port (with --http).")
+@click.option("--account", help="The account to act for (required over stdio).")
+@click.option("--user", help="Pin every call to this user (else tools take user_id).")
+@click.option("--agent", default="default", show_default=True, help="Agent (stdio).")
+@click.pass_context
+def mcp_cmd(
+    ctx: click.Context,
+    use_http: bool,
+    host: str,
+    port: int,
+    account: str | None,
+    user: str | None,
+    agent: str,
+) -> None:
+    """Serve the memory tools over the Model Context Protocol (stdio, or HTTP with --http).
+
+    Over stdio the scope comes from --account (and --user, --agent). Over HTTP every request
+    needs a bearer API key from `engram keys create`: its account and agents decide.
+    Needs the 'mcp' extra: pip install 'engram-memory[mcp]'.
+    """
+    try:
+        import uvicorn
+
+        from engram.mcp_server import McpScope, create_mcp_server, open_services
+    except ImportError:
+        raise click.ClickException(
+            "engram mcp needs the 'mcp' extra: pip install 'engram-memory[mcp]'"
+        ) from None
+    if not use_http and not account:
+        raise click.UsageError("over stdio, --account is required")
+    engram = _engram(ctx)
+    services = open_services(engram)
+    ctx.call_on_close(services.close)
+    server = create_mcp_server(
+        services,
+        McpScope(account_id=account, user_id=user, agent=agent),
+        http=use_http,
+        url=f"http://{host}:{port}/mcp",
+    )
+    if use_http:
+        app = server.streamable_http_app(host=host)
+        uvicorn.run(app, host=host, port=port, log_level="warning")
+    else:
+        server.run("stdio")
 
 
 @main.command("erase-user")

@@ -21,7 +21,6 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from engram.apps import AppMemories, AppMessage, EndOutcome
@@ -40,6 +39,7 @@ from engram.llm.candidates import Candidate
 from engram.llm.key_vocabulary import to_vocabulary
 from engram.llm.registry import llm_from_settings
 from engram.llm.usage import MeteredLLM, UsageLedger, UsageReport, metered
+from engram.remote import AsyncRemoteEngram, RemoteEngram
 from engram.retrieval.access import AccessTracker
 from engram.retrieval.budget import token_counter
 from engram.retrieval.categories import load_categories
@@ -48,6 +48,7 @@ from engram.retrieval.memory_query import (
     MemoryQueryResult,
     MemoryQueryService,
 )
+from engram.retrieval.results import SearchResult
 from engram.storage.base import Capability
 from engram.types import Memory, MemoryFilter, MemoryType, NewMemory, Source
 
@@ -60,19 +61,6 @@ _MAX_KEYS = 5000
 _WARM_UP_TEXT = "Engram warm-up."
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
-
-
-@dataclass(frozen=True, kw_only=True)
-class SearchResult:
-    """One ranked answer of :meth:`Engram.search`.
-
-    ``score`` is the ranking score (higher is better); ``similarity`` the cosine similarity
-    to the question, ``None`` without an embedder or for a memory found only by its words.
-    """
-
-    memory: Memory
-    score: float
-    similarity: float | None
 
 
 class Engram:
@@ -139,6 +127,20 @@ class Engram:
         settings = settings or Settings()
         embedder = configured_embedder(settings)
         return cls(MemoryEngine.open(settings), embedder=embedder, settings=settings)
+
+    @staticmethod
+    def remote(url: str, api_key: str, *, timeout: float = 30.0) -> RemoteEngram:
+        """The same calls against a running ``engram serve`` (blocking).
+
+        ``add``, ``search``, ``query`` and ``engine``'s memory operations, acting in the API
+        key's account and raising the same errors; see :class:`~engram.remote.RemoteEngram`.
+        """
+        return RemoteEngram(url, api_key, timeout=timeout)
+
+    @staticmethod
+    def remote_async(url: str, api_key: str, *, timeout: float = 30.0) -> AsyncRemoteEngram:
+        """:meth:`remote` for asyncio callers (every call is awaited)."""
+        return AsyncRemoteEngram(url, api_key, timeout=timeout)
 
     def warm_up(self, progress: Callable[[str], None] | None = None) -> None:
         """Load now what the first call would otherwise load on its way.

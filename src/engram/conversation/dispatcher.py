@@ -27,6 +27,7 @@ from engram.conversation.proposals import ProposalStore
 from engram.conversation.tools import (
     ForgetMemoryArgs,
     MarkPrivateArgs,
+    MemoryHistoryArgs,
     MemoryQueryArgs,
     StoreMemoryArgs,
     UpdateMemoryArgs,
@@ -81,8 +82,9 @@ WriteHook = Callable[[str], None]
 
 
 class EngineDispatcher:
-    """Runs ``store_memory``, ``update_memory``, ``forget_memory``, ``mark_private`` and
-    ``memory_query`` for one user at a time.
+    """Runs ``store_memory``, ``update_memory``, ``forget_memory``, ``mark_private``,
+    ``memory_query`` and ``memory_history`` (the audit events of a memory, no values) for one
+    user at a time.
 
     Args:
         engine: the memory engine.
@@ -148,6 +150,22 @@ class EngineDispatcher:
                 memory.id, account_id=owner.account_id, actor="agent"
             )
             result = {"success": True, "memoryId": memory.id, "action": "private"}
+        elif name == "memory_history" and isinstance(args, MemoryHistoryArgs):
+            memory = self._target(args, owner)
+            events = self._engine.history(memory.id, account_id=owner.account_id)
+            # Ids, event kinds, actors and times: an audit event never carries a value.
+            history = [
+                {
+                    "event": e.event.value,
+                    "memoryId": e.memory_id,
+                    "oldRef": e.old_ref,
+                    "newRef": e.new_ref,
+                    "actor": e.actor,
+                    "ts": e.ts.isoformat(),
+                }
+                for e in events
+            ]
+            return {"success": True, "memoryId": memory.id, "history": history}
         else:
             raise ValidationError(f"unknown tool {name!r}")
         if self._tool_log is not None and owner.session_id is not None:
@@ -249,7 +267,9 @@ class EngineDispatcher:
         self._notify("created")
         return memory, "created"
 
-    def _target(self, args: ForgetMemoryArgs | MarkPrivateArgs, owner: Owner) -> Memory:
+    def _target(
+        self, args: ForgetMemoryArgs | MarkPrivateArgs | MemoryHistoryArgs, owner: Owner
+    ) -> Memory:
         if args.memory_id:
             memory = self._engine.get(args.memory_id, account_id=owner.account_id)
             if memory.user_id != owner.user_id:

@@ -24,6 +24,7 @@ __all__ = [
     "TOOL_NAMES",
     "ForgetMemoryArgs",
     "MarkPrivateArgs",
+    "MemoryHistoryArgs",
     "MemoryQueryArgs",
     "StoreMemoryArgs",
     "ToolExample",
@@ -289,6 +290,10 @@ class MarkPrivateArgs(_TargetArgs):
     """Arguments of ``mark_private``: ``key`` or ``memory_id``."""
 
 
+class MemoryHistoryArgs(_TargetArgs):
+    """Arguments of ``memory_history`` (MCP only): ``key`` or ``memory_id``."""
+
+
 class MemoryQueryArgs(BaseModel):
     """Arguments of ``memory_query``."""
 
@@ -311,6 +316,7 @@ _MODELS: dict[str, type[BaseModel]] = {
     "forget_memory": ForgetMemoryArgs,
     "mark_private": MarkPrivateArgs,
     "memory_query": MemoryQueryArgs,
+    "memory_history": MemoryHistoryArgs,
 }
 
 

@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager
 from fastapi import Depends, FastAPI
 from fastapi.responses import PlainTextResponse
 from fastapi_offline import FastAPIOffline
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 from engram.config import Settings
 from engram.conversation.dispatcher import QueryHandler
@@ -19,6 +20,8 @@ from engram.engine import MemoryEngine
 from engram.server.deps import require_key
 from engram.server.errors import install_error_handlers
 from engram.server.guard import RequestGuard
+from engram.server.logs import access_log
+from engram.server.metrics import RouteTimer
 from engram.server.routes import (
     apps,
     conversations,
@@ -32,6 +35,8 @@ from engram.server.routes import (
     users,
 )
 from engram.server.routes import query as query_routes
+from engram.server.routes import sdk as sdk_routes
+from engram.server.routes import ui as ui_routes
 from engram.server.services import ServiceOptions, Services
 
 __all__ = ["create_app"]
@@ -81,6 +86,7 @@ def create_app(
     warm: Callable[[], None] | None = None
     chat = None
     app_memories = None
+    sdk = None
     if engine is None:
         # The one wiring (Engram.open): engine, retrieval and extraction, as configured.
         from engram.client import Engram
@@ -93,6 +99,7 @@ def create_app(
         query_handler = query or RetrievalQueryHandler(engram.memory_query)
         chat = engram.chat
         app_memories = engram.apps
+        sdk = engram
         closers.append(engram.access.close)
         if warm_up:
             warm = functools.partial(engram.warm_up, progress or log.info)
@@ -153,6 +160,9 @@ def create_app(
             openapi_url=None,
         )
     app.state.services = services
+    services.sdk = sdk
+    # Per-route latency into the app's metrics registry, and one structured access line.
+    app.add_middleware(RouteTimer, metrics=services.metrics, log=access_log)
     install_error_handlers(app)
     app.add_middleware(RequestGuard, max_body_bytes=settings.max_body_bytes)
     for module in (
@@ -167,6 +177,8 @@ def create_app(
         facts,
         apps,
         usage,
+        sdk_routes,
+        ui_routes,
     ):
         app.include_router(module.router)
     app.include_router(apps.admin_router)
@@ -175,10 +187,10 @@ def create_app(
     guard = [] if settings.metrics_public else [Depends(require_key)]
 
     @app.get("/metrics", response_class=PlainTextResponse, tags=["ops"], dependencies=guard)
-    async def metrics() -> str:
+    async def metrics() -> PlainTextResponse:
         """Prometheus text-format metrics (counts and durations, never user data); needs an
         API key unless ``ENGRAM_METRICS_PUBLIC=1``."""
-        return services.metrics.render()
+        return PlainTextResponse(services.metrics.render(), media_type=CONTENT_TYPE_PLAIN_0_0_4)
 
     @app.get("/healthz", tags=["ops"])
     async def healthz() -> dict[str, str]:

@@ -221,6 +221,18 @@ class MemoryOut(BaseModel):
     state: str
     created_at: datetime
     updated_at: datetime
+    # The rest of the memory, so the remote SDK returns the same Memory as the embedded one.
+    account_id: str | None = None
+    user_id: str | None = None
+    subject_id: str | None = None
+    category: str | None = None
+    importance: int | None = None
+    source: str | None = None
+    pinned: bool | None = None
+    lineage_id: str | None = None
+    supersedes_id: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    expires_at: datetime | None = None
 
     @classmethod
     def of(cls, memory: Memory) -> MemoryOut:
@@ -237,6 +249,17 @@ class MemoryOut(BaseModel):
             state=memory.state.value,
             created_at=memory.created_at,
             updated_at=memory.updated_at,
+            account_id=memory.account_id,
+            user_id=memory.user_id,
+            subject_id=memory.subject_id,
+            category=memory.category,
+            importance=memory.importance,
+            source=memory.source.value,
+            pinned=memory.pinned,
+            lineage_id=memory.lineage_id,
+            supersedes_id=memory.supersedes_id,
+            tags=list(memory.tags),
+            expires_at=memory.expires_at,
         )
 
 

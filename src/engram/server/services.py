@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -38,6 +39,9 @@ from engram.server.tasks import TaskRegistry
 from engram.storage.base import SERVICE_KEYS_BLINDED
 from engram.storage.service import CallSessionRow
 from engram.types import Memory
+
+if TYPE_CHECKING:
+    from engram.client import Engram
 
 __all__ = ["ServiceOptions", "Services"]
 
@@ -162,6 +166,8 @@ class Services:
             sensitive_keys=self.options.sensitive_keys,
         )
         self.loader = EngineMemoryLoader(engine, on_failure=self.metrics.refresh_failed)
+        self.sdk: Engram | None = None
+        """The SDK over this engine when the app opened it (``/v1/add``, ``/v1/search``)."""
         self.chat = chat or ChatMemory(
             engine,
             settings=settings,

@@ -25,6 +25,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from engram.storage.apps import AppTables, AppWrites
+from engram.storage.checkpoints import CheckpointTables
 from engram.storage.messages import MessageTables, MessageWrites
 from engram.storage.service import ServiceTables
 from engram.types import MemoryFilter
@@ -506,6 +507,14 @@ class StoreAdmin(Protocol):
 
     def app_tables(self) -> AppTables:
         """App settings and the LLM usage ledger kept in this store."""
+        ...
+
+    def checkpoint_tables(self) -> CheckpointTables:
+        """The LangGraph checkpoints kept in this store (sealed by the caller)."""
+        ...
+
+    def user_ids(self, account_id: str, *, limit: int = 1000) -> list[str]:
+        """The ids of the account's users that have memories (not purged), sorted."""
         ...
 
     def count_rows(self, table: str, account_id: str, user_id: str) -> int:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from engram.storage.checkpoints import checkpoint_ddl
+
 
 @dataclass(frozen=True, slots=True)
 class Migration:
@@ -424,6 +426,9 @@ def _apps(blob: str, real: str, serial: str) -> tuple[str, ...]:
 
 _SECRET_COLUMNS["deferred_work"] = ("ciphertext", "wrapped_key", "key_id")
 
+_SECRET_COLUMNS["checkpoints"] = ("ciphertext", "wrapped_key", "key_id")
+_SECRET_COLUMNS["checkpoint_blobs"] = ("ciphertext", "wrapped_key", "key_id")
+_SECRET_COLUMNS["checkpoint_writes"] = ("ciphertext", "wrapped_key", "key_id")
 
 MIGRATIONS = (
     *MIGRATIONS,
@@ -434,6 +439,15 @@ MIGRATIONS = (
         postgres=(
             *_apps("BYTEA", "DOUBLE PRECISION", "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"),
             *no_statistics("deferred_work"),
+        ),
+    ),
+    Migration(
+        version=11,
+        name="langgraph-checkpoints",
+        sqlite=checkpoint_ddl("BLOB", "REAL"),
+        postgres=(
+            *checkpoint_ddl("BYTEA", "DOUBLE PRECISION"),
+            *no_statistics("checkpoints", "checkpoint_blobs", "checkpoint_writes"),
         ),
     ),
 )

@@ -33,11 +33,12 @@ from engram.storage.base import (
     ScoredId,
     Vector,
 )
+from engram.storage.checkpoints import CheckpointTables, SqlCheckpointTables
 from engram.storage.filters import compile_filter, compile_others_shared
 from engram.storage.messages import MessageTables, SqlMessageTables, SqlMessageWrites
 from engram.storage.migrations import MIGRATIONS, Migration
 from engram.storage.service import ServiceTables
-from engram.types import MemoryFilter
+from engram.types import MemoryFilter, MemoryState
 
 MEMORY_SELECT = ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
 # row_version is not set by callers: every update bumps it (see SqlTransaction.update_memory).
@@ -96,6 +97,10 @@ _OPTIONAL_OWNER_TABLES = (
     "proposals",
     "messages",
     "conversation_summaries",
+    "checkpoints",
+    "checkpoint_blobs",
+    "checkpoint_writes",
+    "supervisor_checkpoints",
 )
 _OWNER_TABLES = ("history", "ops_events", *_OPTIONAL_OWNER_TABLES, "memories", "data_keys")
 
@@ -786,6 +791,20 @@ class SqlStorage:
         """App settings and the LLM usage ledger kept in this database."""
         return SqlAppTables(self)
 
+    def checkpoint_tables(self) -> CheckpointTables:
+        """The LangGraph checkpoints kept in this database."""
+        return SqlCheckpointTables(self)
+
+    def user_ids(self, account_id: str, *, limit: int = 1000) -> list[str]:
+        """See :meth:`Storage.user_ids`."""
+        with self._reader() as db:
+            rows = db.run(
+                "SELECT DISTINCT user_id FROM memories WHERE account_id = ? AND state <> ? "
+                "ORDER BY user_id LIMIT ?",
+                [account_id, MemoryState.PURGED.value, limit],
+            ).fetchall()
+        return [str(r[0]) for r in rows]
+
     def scrub(self) -> str:
         """Make deleted rows unrecoverable from the database's files (per backend)."""
         raise NotImplementedError
@@ -842,6 +861,10 @@ class SqlStorage:
             "ops_events",
             "messages",
             "conversation_summaries",
+            "checkpoints",
+            "checkpoint_blobs",
+            "checkpoint_writes",
+            "supervisor_checkpoints",
         ):
             raise ValueError(f"unknown table {table}")
         with self._reader() as db:

@@ -19,7 +19,7 @@ from engram.server.schemas import (
     PatchMemoryBody,
     ToolResponse,
 )
-from engram.types import Memory, MemoryFilter, Source
+from engram.types import Memory, MemoryFilter, MemoryState, Source
 
 router = APIRouter(prefix="/v1/memories", tags=["memories"])
 
@@ -67,11 +67,15 @@ async def list_memories(
     user_id: Annotated[str, Query(min_length=1, max_length=256)],
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
+    include_forgotten: bool = False,
 ) -> MemoryList:
-    """A user's active memories, newest first."""
-    memories = await services.aengine.list_memories(
-        MemoryFilter(account_id=account, user_id=user_id), limit=limit, offset=offset
-    )
+    """A user's active memories (and forgotten ones, still restorable, on request), newest
+    first."""
+    states = (MemoryState.ACTIVE, MemoryState.SOFT_DELETED) if include_forgotten else None
+    flt = MemoryFilter(account_id=account, user_id=user_id)
+    if states is not None:
+        flt = flt.model_copy(update={"states": states})
+    memories = await services.aengine.list_memories(flt, limit=limit, offset=offset)
     return MemoryList(memories=[MemoryOut.of(m) for m in memories])
 
 
