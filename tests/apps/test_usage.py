@@ -173,7 +173,7 @@ async def test_usage_route_and_metrics(apps_api: ApiFactory, llm_server: Scripte
         assert bad.status_code == 400
         metrics = (await api.client.get("/metrics", headers=api.headers())).text
         assert 'engram_llm_calls_total{operation="app_memory"} 1' in metrics
-        assert 'engram_llm_tokens_total{operation="app_memory",kind="completion"}' in metrics
+        assert 'engram_llm_tokens_total{kind="completion",operation="app_memory"}' in metrics
 
 
 def test_chat_summaries_wait_below_20_percent(

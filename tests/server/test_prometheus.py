@@ -35,7 +35,7 @@ async def test_metrics_parse_and_time_each_route_by_template(api: Api) -> None:
     memory_id = created.json()["id"]
     assert (await api.client.get(f"/v1/memories/{memory_id}", headers=api.auth)).status_code == 200
     assert (await api.client.get("/no/such/thing")).status_code == 404
-    response = await api.client.get("/metrics")
+    response = await api.client.get("/metrics", headers=api.auth)
     assert response.headers["content-type"].startswith("text/plain; version=0.0.4")
     families = {f.name: f for f in text_string_to_metric_families(response.text)}
     assert set(families) >= EARLIER_NAMES | {"engram_http_request_duration_seconds"}

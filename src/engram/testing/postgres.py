@@ -100,8 +100,8 @@ class EmbeddedPostgres:
     def temporary_database(self, request: Any, *, template: str | None = None) -> str:
         """:meth:`create_database` for one pytest test: dropped when the test's fixtures
         are torn down (``request`` is the fixture request)."""
-        uri = self.create_database(template=template)
-        name = uri.rsplit("/", 1)[1].split("?", 1)[0]
+        name = f"engram_{uuid.uuid4().hex[:12]}"
+        uri = self.create_database(name, template=template)
         request.addfinalizer(lambda: self.drop_database(name))
         return uri
 
