@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic import ValidationError as PydanticValidationError
 
 from engram.errors import ValidationError
@@ -141,6 +141,19 @@ class HistoryEventType(StrEnum):
 
 
 Identifier = Annotated[str, Field(min_length=1, max_length=256)]
+
+APP_OWNER_PREFIX = "app:"
+"""User ids with this prefix are reserved: an app's memories are kept (and encrypted) under
+the owner ``app:<app_id>``, so no user's data may be sealed under that owner's keys."""
+
+
+def check_user_id(user_id: str) -> str:
+    """``user_id`` unless it is reserved for an app scope (:data:`APP_OWNER_PREFIX`)."""
+    if user_id.startswith(APP_OWNER_PREFIX):
+        raise ValueError(f"user ids starting with {APP_OWNER_PREFIX!r} are reserved for app scopes")
+    return user_id
+
+
 Confidence = Annotated[float, Field(ge=0.0, le=1.0)]
 Importance = Annotated[int, Field(ge=1, le=5)]
 
@@ -212,6 +225,15 @@ class NewMemory(BaseModel):
     @classmethod
     def _tags_ok(cls, v: tuple[str, ...]) -> tuple[str, ...]:
         return _check_tags(v)
+
+    @model_validator(mode="after")
+    def _owner_ok(self) -> NewMemory:
+        # An app scope's memories belong to its reserved owner, and only they may.
+        if self.app_id is None:
+            check_user_id(self.user_id)
+        elif self.user_id != APP_OWNER_PREFIX + self.app_id:
+            raise ValueError(f"an app memory belongs to the user {APP_OWNER_PREFIX}<app_id>")
+        return self
 
 
 class MemoryPatch(BaseModel):

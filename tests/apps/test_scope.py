@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from pydantic import ValidationError as PydanticValidationError
 from tests.apps.conftest import ACCOUNT, llm_of, transcript
 
 from engram.apps import AppMemories, AppScope, offline_paragraph
@@ -106,12 +107,14 @@ def test_isolation_from_users_and_other_apps(engine: MemoryEngine) -> None:
     _end(apps, "notes", 1)
     _end(apps, "mail", 2)
     _end(apps, "notes", 3, account="acct-2")
-    # A user whose id is the app's owner id still sees only user memories.
-    engine.store(NewMemory(account_id=ACCOUNT, user_id="app:notes", key="k", value="user's own"))
+    # The app's owner id is reserved: no user's memory is stored (or sealed) under it.
+    with pytest.raises(PydanticValidationError, match="reserved for app scopes"):
+        NewMemory(account_id=ACCOUNT, user_id="app:notes", key="k", value="user's own")
+    engine.store(NewMemory(account_id=ACCOUNT, user_id="u1", key="k", value="user's own"))
     assert [m.metadata["conversation_id"] for m in apps.memories(ACCOUNT, "notes")] == ["c1"]
     assert [m.metadata["conversation_id"] for m in apps.memories(ACCOUNT, "mail")] == ["c2"]
     assert [m.metadata["conversation_id"] for m in apps.memories("acct-2", "notes")] == ["c3"]
-    user_view = engine.list_memories(MemoryFilter(account_id=ACCOUNT, user_id="app:notes"))
+    user_view = engine.list_memories(MemoryFilter(account_id=ACCOUNT, user_id="u1"))
     assert [m.value for m in user_view] == ["user's own"]
     everything = engine.list_memories(MemoryFilter(account_id=ACCOUNT))
     assert [m.value for m in everything] == ["user's own"]

@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from engram.errors import ValidationError
+from engram.types import APP_OWNER_PREFIX
 
 __all__ = [
     "APP_CATEGORY",
@@ -20,10 +21,6 @@ __all__ = [
     "clip",
 ]
 
-APP_OWNER_PREFIX = "app:"
-"""An app's memories are kept (and encrypted) under the owner ``app:<app_id>`` of their
-account: the app has keys of its own, and erasing that owner crypto-shreds the app's
-memories."""
 APP_CATEGORY = "app_memory"
 MAX_MEMORY_CHARS = 200
 MAX_CONTEXT_CHARS = 2000

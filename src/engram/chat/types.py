@@ -10,9 +10,9 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from engram.types import Identifier
+from engram.types import Identifier, check_user_id
 
 __all__ = [
     "FACT_CATEGORIES",
@@ -59,6 +59,11 @@ class NewMessage(BaseModel):
     content: Annotated[str, Field(min_length=1, max_length=MAX_MESSAGE_CHARS)]
     subject_id: Identifier | None = None
     channel: Annotated[str, Field(min_length=1, max_length=64)] | None = None
+
+    @field_validator("user_id")
+    @classmethod
+    def _user_ok(cls, v: str) -> str:
+        return check_user_id(v)
 
 
 class SavedMessage(BaseModel):
