@@ -75,7 +75,7 @@ def carve(
     :class:`IntegrityError` when the key does not open the row).
     """
     report = CarveReport(files=len(files))
-    blobs = {path: path.read_bytes() for path in files}
+    blobs = {path: blob for path in files if (blob := _read(path)) is not None}
     for name, needle in needles.items():
         places = [f"{p.name}@{b.find(needle)}" for p, b in blobs.items() if needle in b]
         if places:
@@ -111,3 +111,12 @@ def carve(
                 continue
             report.decrypted_values.append(repr(value).encode())
     return report
+
+
+def _read(path: Path) -> bytes | None:
+    """The file's bytes, or ``None`` when the server removed it after it was listed (a
+    running PostgreSQL rewrites files such as ``global/pg_internal.init`` at any time)."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
