@@ -160,7 +160,11 @@ class QueryCachedEmbedder:
 
 
 def _row(name: str, m: dict[str, Any]) -> str:
-    cats = " ".join(f"{m['per_category'][str(c)]['recall@10']:.3f}" for c in SCORED_CATEGORIES)
+    # A data file may leave a category out: its column shows "-".
+    per = m["per_category"]
+    cats = " ".join(
+        f"{per[str(c)]['recall@10']:.3f}" if str(c) in per else "  -  " for c in SCORED_CATEGORIES
+    )
     return (
         f"{name:<22} {m['recall@5']:.3f}  {m['recall@10']:.3f}  {m['recall@20']:.3f}  | {cats} |"
         f" {m['p50_ms']:7.2f} {m['p95_ms']:7.2f} {m['ingest_per_s']:8.1f}"
@@ -195,24 +199,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-mem0", action="store_true")
     parser.add_argument("--cache", action="store_true")
     args = parser.parse_args(argv)
+    lines: list[str] = []
+    say = lines.append
     data_path = args.data if args.data.is_absolute() else REPO_ROOT / args.data
     data = load_conversations(data_path)
-    print(
+    say(
         f"data: {data_path.name}: {len(data.conversations)} conversations, "
         f"{sum(len(c.turns) for c in data.conversations)} turns, "
         f"{len(data.questions)} scored questions (categories 1-4)"
     )
-    print(
+    say(
         f"evidence ids: {data.evidence_normalised} normalised, {data.evidence_skipped} "
         f"skipped ({', '.join(data.skipped_examples) or 'none'}); "
         f"{data.questions_without_evidence} questions left without evidence were dropped"
     )
-    print(f"engram backend: {args.backend} (real engine)")
+    say(f"engram backend: {args.backend} (real engine)")
     local = LocalMiniLMEmbedder()
     base: Embedder = DiskCachedEmbedder(local, RESULTS / "embeddings") if args.cache else local
     local.embed_one("warm up")  # model load is not part of the measurement
     bare_per_s = embedder_throughput(local, data)
-    print(f"embedder: {local.model_id} via onnxruntime, {bare_per_s:.1f} texts/s bare")
+    say(f"embedder: {local.model_id} via onnxruntime, {bare_per_s:.1f} texts/s bare")
     side = EngineSide(args.backend, QueryCachedEmbedder(base, local))
     try:
         engram = evaluate(side, data)
@@ -223,7 +229,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     engram["embedder_per_s"] = round(bare_per_s, 1)
     engram["ingest_vs_embedder"] = round(engram["ingest_per_s"] / bare_per_s, 3)
     engram["backend"] = args.backend
-    print(
+    say(
         f"ingestion {engram['ingest_per_s']:.1f}/s = {engram['ingest_vs_embedder']:.2f} of the "
         "bare embedder's batch throughput"
     )
@@ -231,32 +237,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.no_mem0:
         mem0_side = make_mem0_side()
         if mem0_side is None:
-            print("mem0: not installed (pip install 'engram[bench]'), skipped")
+            say("mem0: not installed (pip install 'engram[bench]'), skipped")
         else:
             mem0 = evaluate(mem0_side, data)
-    print()
-    print(HEADER)
-    print(_row("engram", engram))
+    say("")
+    say(HEADER)
+    say(_row("engram", engram))
     if mem0 is not None:
-        print(_row("mem0 (infer=False)", mem0))
+        say(_row("mem0 (infer=False)", mem0))
         ratio = {
             k: engram[k] / mem0[k] if mem0[k] else float("nan")
             for k in ("recall@5", "recall@10", "recall@20", "p50_ms", "p95_ms", "ingest_per_s")
         }
-        print("engram/mem0 ratios: " + ", ".join(f"{k} {v:.2f}x" for k, v in ratio.items()))
-    print(
+        say("engram/mem0 ratios: " + ", ".join(f"{k} {v:.2f}x" for k, v in ratio.items()))
+    say(
         "engram recall@10 per conversation: "
         + ", ".join(f"{c} {v:.3f}" for c, v in engram["_per_conversation"].items())
     )
     if args.ablation:
-        print("\nablation (engram, recall only; timings include cached embeddings)")
-        print(HEADER)
+        say("\nablation (engram, recall only; timings include cached embeddings)")
+        say(HEADER)
         embedder = CachedEmbedder(local, max_entries=4096)
         for name, change in ABLATIONS.items():
             weights = RankingWeights().model_copy(update=change)
             links = LinkParams() if weights.w_related else LinkParams(top_k=0)
             proto = EngramSide(embedder, weights=weights, links=links, ingest_embedder=base)
-            print(_row(name, evaluate(proto, data)))
+            say(_row(name, evaluate(proto, data)))
+    # The figures are on disk before anything is printed (a broken pipe loses no result).
     if args.json_out is not None:
         out = {
             "engram": {k: v for k, v in engram.items() if not k.startswith("_")},
@@ -266,7 +273,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         }
         args.json_out.parent.mkdir(parents=True, exist_ok=True)
         args.json_out.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
-        print(f"\nwrote {args.json_out}")
+        say(f"\nwrote {args.json_out}")
+    print("\n".join(lines))
     return 0
 
 
