@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import json
 import logging
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -30,6 +28,7 @@ from engram.apps.scope import MAX_MEMORY_CHARS, AppScope, clip
 from engram.crypto.envelope import SealedValue
 from engram.engine import MemoryEngine
 from engram.errors import ConflictError, EngramError, ProviderError, StorageError
+from engram.llm.answers import json_object
 from engram.llm.base import LLM, Message
 from engram.storage.base import Transaction
 from engram.types import HistoryEventType, Memory, MemoryFilter
@@ -55,7 +54,6 @@ COMPACTION_PROMPT = (
     'nothing else: {{"action": "delete" | "edit", "targetMemoryId": "...", '
     '"newContent": "...", "reason": "..."}}.'
 )
-_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 _SPARE_ROUNDS = 5
 Cause = Literal["no_llm", "llm_error", "llm_timeout", "invalid_decision", "database_error"]
 
@@ -94,16 +92,10 @@ def parse_decision(text: str, memories: Sequence[Memory], new: Memory) -> Decisi
         InvalidDecisionError: not JSON, an unknown action or target, an edit without
             content or an edit of the new memory into itself.
     """
-    body = text.strip()
-    fenced = _FENCE.match(body)
-    if fenced:
-        body = fenced.group(1)
     try:
-        data = json.loads(body)
-    except (json.JSONDecodeError, ValueError):
-        raise InvalidDecisionError("compaction answer is not JSON") from None
-    if not isinstance(data, dict):
-        raise InvalidDecisionError("compaction answer is not a JSON object")
+        data = json_object(text)
+    except ValueError as exc:
+        raise InvalidDecisionError(f"compaction answer {exc}") from None
     action = data.get("action")
     target = data.get("targetMemoryId")
     if action not in ("delete", "edit"):

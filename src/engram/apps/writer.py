@@ -15,6 +15,7 @@ from typing import Protocol
 
 from engram.apps.scope import MAX_MEMORY_CHARS, AppMessage, clip
 from engram.errors import ProviderError
+from engram.llm.answers import unfenced
 from engram.llm.base import LLM, Message
 
 __all__ = ["MEMORY_PROMPT", "LLMMemoryWriter", "MemoryWriter", "offline_paragraph"]
@@ -26,7 +27,6 @@ MEMORY_PROMPT = (
     "preferences, decisions, problems solved and open items. No preamble, no list, no quotes."
 )
 _TRANSCRIPT_CHARS = 24_000
-_FENCE = re.compile(r"^```(?:\w+)?\s*(.*?)\s*```$", re.DOTALL)
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
 _SIGNALS = (
     "prefer", "like", "love", "hate", "want", "always", "never", "decid", "chose", "choose",
@@ -70,11 +70,7 @@ class LLMMemoryWriter:
             )
         except TimeoutError:
             raise ProviderError(f"LLM request timed out after {self.timeout:g}s") from None
-        body = answer.strip()
-        fenced = _FENCE.match(body)
-        if fenced:
-            body = fenced.group(1)
-        body = clip(body.strip().strip('"').strip())
+        body = clip(unfenced(answer).strip('"').strip())
         if not body:
             raise ProviderError("LLM answered with an empty memory")
         return body

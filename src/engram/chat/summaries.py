@@ -17,7 +17,6 @@ Without an LLM, :class:`OfflineSummariser` (extractive and deterministic) does t
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import re
 import time
@@ -31,6 +30,7 @@ from engram.chat.messages import MessageStore
 from engram.chat.types import ChatMessage, FactCategory
 from engram.engine import MemoryEngine
 from engram.errors import ProviderError
+from engram.llm.answers import json_object
 from engram.llm.base import LLM, Message
 from engram.llm.offline import OfflineExtractor, split_clauses
 from engram.storage.base import Transaction
@@ -57,7 +57,6 @@ SUMMARY_PROMPT = (
     "each one short sentence; category is one of personality, hobby, relationship, "
     "milestone, occupation, preference, habit, other. No facts: an empty list."
 )
-_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,16 +80,10 @@ def parse_summary(text: str) -> Summary:
 
     An unknown fact category becomes ``other``; a fact without text is dropped.
     """
-    body = text.strip()
-    fenced = _FENCE.match(body)
-    if fenced:
-        body = fenced.group(1)
     try:
-        data = json.loads(body)
-    except (json.JSONDecodeError, ValueError):
-        raise ProviderError("summary answer is not JSON") from None
-    if not isinstance(data, dict):
-        raise ProviderError("summary answer is not a JSON object")
+        data = json_object(text)
+    except ValueError as exc:
+        raise ProviderError(f"summary answer {exc}") from None
     summary = data.get("summary")
     facts = data.get("facts", [])
     if not isinstance(summary, str) or not summary.strip() or not isinstance(facts, list):
