@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,7 @@ POSTGRES_SETTINGS = {"shared_buffers": "2GB"}
 neither the HNSW index nor the rows at 100k memories; this machine has 24 GB)."""
 
 
-def open_storage(backend: str, folder: Path) -> tuple[Storage, Any]:
+def open_storage(backend: str, folder: Path, *, pool_max: int = 8) -> tuple[Storage, Any]:
     """A fresh migrated storage under ``folder`` and whatever must be stopped afterwards."""
     if backend == "sqlite":
         from engram.storage.sqlite import SqliteStorage
@@ -49,9 +50,27 @@ def open_storage(backend: str, folder: Path) -> tuple[Storage, Any]:
     from engram.testing.postgres import EmbeddedPostgres
 
     server = EmbeddedPostgres(folder / "pg", settings=POSTGRES_SETTINGS)
-    postgres = PostgresStorage(server.create_database("bench"))
+    postgres = PostgresStorage(server.create_database("bench"), max_size=pool_max)
     postgres.migrate()
     return postgres, server
+
+
+@contextmanager
+def bench_storage(backend: str, folder: Path, *, pool_max: int = 8) -> Iterator[Storage]:
+    """:func:`open_storage`, closed (and its server stopped) on exit."""
+    storage, server = open_storage(backend, folder, pool_max=pool_max)
+    try:
+        yield storage
+    finally:
+        storage.close()
+        if server is not None:
+            server.stop()
+
+
+def pct_ms(samples: Sequence[float], q: float) -> float:
+    """The q-quantile (nearest rank) of ``samples`` in seconds, in milliseconds."""
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] * 1000
 
 
 def settle(storage: Storage) -> None:

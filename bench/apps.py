@@ -28,17 +28,15 @@ import re
 import statistics
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from _engine_side import bench_storage, pct_ms
 from engram.apps import AppMemories
 from engram.config import Settings
 from engram.crypto.keyring import KeyRing
 from engram.engine import MemoryEngine
 from engram.llm.openai_compat import OpenAICompatibleLLM
-from engram.storage.base import Storage
 from engram.testing.scripted_llm import RecordedRequest, ScriptedLLMServer, ScriptedReply
 from engram.types import MemoryFilter, MemoryState
 
@@ -46,38 +44,6 @@ ACCOUNT = "bench-acct"
 KEK = bytes(range(32))
 CAP = 10
 _IDS = re.compile(r"\[([0-9a-f-]{36})\]")
-
-
-def pct(samples: list[float], q: float) -> float:
-    """The q-quantile of ``samples`` (seconds) in milliseconds."""
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] * 1000
-
-
-@contextmanager
-def storage_of(kind: str, workdir: Path) -> Iterator[Storage]:
-    """A migrated storage of ``kind`` under ``workdir``."""
-    if kind == "sqlite":
-        from engram.storage.sqlite import SqliteStorage
-
-        sqlite = SqliteStorage(workdir / "apps.db")
-        sqlite.migrate()
-        try:
-            yield sqlite
-        finally:
-            sqlite.close()
-        return
-    from engram.storage.postgres import PostgresStorage
-    from engram.testing.postgres import EmbeddedPostgres
-
-    server = EmbeddedPostgres()
-    postgres = PostgresStorage(server.create_database("apps"), max_size=16)
-    postgres.migrate()
-    try:
-        yield postgres
-    finally:
-        postgres.close()
-        server.stop()
 
 
 def responder(delay: float) -> Any:
@@ -130,8 +96,8 @@ async def creation(engine: MemoryEngine, ends: int, delay: float) -> dict[str, A
         "ends": ends,
         "llm_delay_s": delay,
         "llm_calls": calls,
-        "p50_ms": round(pct(samples, 0.5), 2),
-        "p95_ms": round(pct(samples, 0.95), 2),
+        "p50_ms": round(pct_ms(samples, 0.5), 2),
+        "p95_ms": round(pct_ms(samples, 0.95), 2),
         "mean_ms": round(statistics.fmean(samples) * 1000, 2),
     }
 
@@ -148,8 +114,8 @@ def context(engine: MemoryEngine, calls: int = 500) -> dict[str, Any]:
     return {
         "calls": calls,
         "chars": len(text),
-        "p50_ms": round(pct(samples, 0.5), 3),
-        "p95_ms": round(pct(samples, 0.95), 3),
+        "p50_ms": round(pct_ms(samples, 0.5), 3),
+        "p95_ms": round(pct_ms(samples, 0.95), 3),
     }
 
 
@@ -214,7 +180,10 @@ async def scale(
 
 def run(kind: str, args: argparse.Namespace) -> dict[str, Any]:
     """Every part on one backend."""
-    with tempfile.TemporaryDirectory() as tmp, storage_of(kind, Path(tmp)) as storage:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        bench_storage(kind, Path(tmp), pool_max=16) as storage,
+    ):
         settings = Settings(home=Path(tmp) / "home", encryption_key=KEK.hex())
         engine = MemoryEngine(storage, KeyRing(primary=KEK), settings=settings)
         result: dict[str, Any] = {"backend": kind}

@@ -29,11 +29,10 @@ import json
 import random
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from _engine_side import bench_storage, pct_ms
 from engram.chat import ChatMemory
 from engram.chat.summaries import OfflineSummariser
 from engram.config import Settings
@@ -41,7 +40,6 @@ from engram.crypto.keyring import KeyRing
 from engram.embedders import build_embedder
 from engram.engine import MemoryEngine
 from engram.index.vectors import VectorIndexer
-from engram.storage.base import Storage
 
 ACCOUNT = "bench-acct"
 USER = "user-1"
@@ -96,7 +94,7 @@ _ASSISTANT = (
 def conversation(n: int, seed: int = 11) -> list[tuple[str, str]]:
     """``n`` messages ``(role, text)``: the facts among the first 40, then small talk."""
     rng = random.Random(seed)
-    user_turns = [rng.choice(_USER_SMALL_TALK) for _ in range(n)]
+    user_turns = [rng.choice(_USER_SMALL_TALK) for _ in range(max(n, 40))]
     slots = sorted(rng.sample(range(20), len(STATED)))  # user turns 0..19 = messages 0..38
     stated = list(STATED)
     rng.shuffle(stated)
@@ -111,44 +109,12 @@ def conversation(n: int, seed: int = 11) -> list[tuple[str, str]]:
     return out
 
 
-def pct(samples: list[float], q: float) -> float:
-    """The q-quantile of ``samples`` (seconds) in milliseconds."""
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] * 1000
-
-
-@contextmanager
-def storage_of(kind: str, workdir: Path) -> Iterator[Storage]:
-    """A migrated storage of ``kind`` under ``workdir``."""
-    if kind == "sqlite":
-        from engram.storage.sqlite import SqliteStorage
-
-        sqlite = SqliteStorage(workdir / "history.db")
-        sqlite.migrate()
-        try:
-            yield sqlite
-        finally:
-            sqlite.close()
-        return
-    from engram.storage.postgres import PostgresStorage
-    from engram.testing.postgres import EmbeddedPostgres
-
-    server = EmbeddedPostgres()
-    postgres = PostgresStorage(server.create_database("history"))
-    postgres.migrate()
-    try:
-        yield postgres
-    finally:
-        postgres.close()
-        server.stop()
-
-
 def run(kind: str, messages: int, retrieves: int, workdir: Path) -> dict[str, Any]:
     """Measure one backend."""
     settings = Settings(home=workdir / "home")
     embedder = build_embedder("local:all-MiniLM-L6-v2")
     assert embedder is not None
-    with storage_of(kind, workdir) as storage:
+    with bench_storage(kind, workdir) as storage:
         engine = MemoryEngine(storage, KeyRing(primary=KEK), settings=settings)
         # As Engram.open wires it: relation edges to the closest memories on every write.
         engine.add_indexer(
@@ -203,14 +169,14 @@ def run(kind: str, messages: int, retrieves: int, workdir: Path) -> dict[str, An
     return {
         "backend": kind,
         "messages": messages,
-        "save_p50_ms": round(pct(save, 0.5), 2),
-        "save_p95_ms": round(pct(save, 0.95), 2),
+        "save_p50_ms": round(pct_ms(save, 0.5), 2),
+        "save_p95_ms": round(pct_ms(save, 0.95), 2),
         "summaries": len(ranges),
         "ranges": ranges,
-        "summary_p50_ms": round(pct(summarise, 0.5), 2) if summarise else None,
+        "summary_p50_ms": round(pct_ms(summarise, 0.5), 2) if summarise else None,
         "retrieve_calls": len(latencies),
-        "retrieve_p50_ms": round(pct(latencies, 0.5), 2),
-        "retrieve_p95_ms": round(pct(latencies, 0.95), 2),
+        "retrieve_p50_ms": round(pct_ms(latencies, 0.5), 2),
+        "retrieve_p95_ms": round(pct_ms(latencies, 0.95), 2),
         "facts": len(STATED),
         "recalled": sum(surfaced),
         "recall": round(sum(surfaced) / len(STATED), 3),

@@ -15,17 +15,16 @@ import random
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from _engine_side import bench_storage, pct_ms
 from engram.config import Settings
 from engram.crypto.envelope import Envelope
 from engram.crypto.keyring import KeyRing
 from engram.engine import MemoryEngine
 from engram.index.codec import MemoryCodec
-from engram.storage.base import Storage
 from engram.types import MemoryFilter
 
 KEK = bytes(range(32))
@@ -73,11 +72,6 @@ def _sentence(rng: random.Random) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(rng.randint(6, 16))).capitalize() + "."
 
 
-def _pct(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
-
-
 # `...`: the callers' lambdas bind loop variables as default arguments, which mypy cannot
 # check against `Callable[[], Any]`.
 def _timed(fn: Callable[..., Any], into: list[float]) -> Any:
@@ -87,35 +81,10 @@ def _timed(fn: Callable[..., Any], into: list[float]) -> Any:
     return result
 
 
-@contextmanager
-def _storage(kind: str, workdir: Path) -> Iterator[Storage]:
-    if kind == "sqlite":
-        from engram.storage.sqlite import SqliteStorage
-
-        sqlite = SqliteStorage(workdir / "bench.db")
-        sqlite.migrate()
-        try:
-            yield sqlite
-        finally:
-            sqlite.close()
-        return
-    from engram.storage.postgres import PostgresStorage
-    from engram.testing.postgres import EmbeddedPostgres
-
-    server = EmbeddedPostgres(workdir / "pg")
-    postgres = PostgresStorage(server.create_database("bench"))
-    postgres.migrate()
-    try:
-        yield postgres
-    finally:
-        postgres.close()
-        server.stop()
-
-
 def run(kind: str, n: int, workdir: Path) -> dict[str, Any]:
     """Measure one backend."""
     rng = random.Random(7)
-    with _storage(kind, workdir) as storage:
+    with bench_storage(kind, workdir) as storage:
         engine = MemoryEngine(storage, KeyRing(primary=KEK), settings=Settings(home=workdir))
         engine.codec = MemoryCodec(TimedEnvelope(engine.envelope.cipher, engine.keyring))
         TimedEnvelope.seconds = 0.0
@@ -152,7 +121,7 @@ def run(kind: str, n: int, workdir: Path) -> dict[str, Any]:
             flt = MemoryFilter(account_id="bench", user_id=users[i % len(users)])
             _timed(lambda f=flt: engine.list_memories(f, limit=20), listing)
     result: dict[str, Any] = {
-        op: {"p50_ms": round(_pct(s, 0.5), 3), "p95_ms": round(_pct(s, 0.95), 3), "n": len(s)}
+        op: {"p50_ms": round(pct_ms(s, 0.5), 3), "p95_ms": round(pct_ms(s, 0.95), 3), "n": len(s)}
         for op, s in (("store", store), ("update", update), ("get", get), ("list", listing))
     }
     result["encryption_share_of_store"] = round(seal_share, 4)
