@@ -142,6 +142,10 @@ def _body_problem(scope: Scope, body: bytes) -> str | None:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         return "it is not valid UTF-8"
+    # Only an escape can make a lone surrogate or a NUL inside a JSON string, and nesting
+    # needs brackets: a body with neither is left to the route's one parse (the hot path).
+    if "\\u" not in text and text.count("[") + text.count("{") <= MAX_JSON_DEPTH:
+        return None
     try:
         value = json.loads(text)
     except RecursionError:
