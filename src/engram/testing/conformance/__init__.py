@@ -31,10 +31,12 @@ from engram.testing.conformance.concurrent_writes import ConcurrentWritesConform
 from engram.testing.conformance.erasure import ErasureConformance
 from engram.testing.conformance.harness import TEST_KEK, StorageHarness
 from engram.testing.conformance.index_versions import IndexVersionsConformance
+from engram.testing.conformance.insights import InsightsConformance
 from engram.testing.conformance.key_lifecycle import KeyLifecycleConformance
 from engram.testing.conformance.memories import MemoriesConformance
 from engram.testing.conformance.memory_query import MemoryQueryConformance
 from engram.testing.conformance.migrations import MigrationsConformance
+from engram.testing.conformance.multifact import MultiFactConformance
 from engram.testing.conformance.privacy import PrivacyConformance
 from engram.testing.conformance.search_primitives import SearchPrimitivesConformance
 from engram.testing.conformance.single_connection import SingleConnectionConformance
@@ -51,10 +53,12 @@ __all__ = [
     "ConcurrentWritesConformance",
     "ErasureConformance",
     "IndexVersionsConformance",
+    "InsightsConformance",
     "KeyLifecycleConformance",
     "MemoriesConformance",
     "MemoryQueryConformance",
     "MigrationsConformance",
+    "MultiFactConformance",
     "PrivacyConformance",
     "SearchPrimitivesConformance",
     "SingleConnectionConformance",
@@ -80,9 +84,11 @@ class StorageConformance(
     ConcurrentWritesConformance,
     ErasureConformance,
     IndexVersionsConformance,
+    InsightsConformance,
     KeyLifecycleConformance,
     MemoryQueryConformance,
     MigrationsConformance,
+    MultiFactConformance,
     SearchPrimitivesConformance,
     SingleConnectionConformance,
     StatefulConformance,
