@@ -112,3 +112,10 @@ def test_the_tally_counts_the_first_pass_rate() -> None:
     other = WritingTally()
     other.merge(tally)
     assert other.total == 4 and other.first_pass_rate == 0.5
+
+
+def test_a_pronoun_set_or_a_quote_is_mentioned_not_used() -> None:
+    assert check_semantic("they/them", keyed=True).outcome is Outcome.ACCEPTED
+    assert check_semantic("The user uses she/her pronouns.").outcome is Outcome.ACCEPTED
+    said = 'The user\'s motto is "I can do it".'
+    assert check_semantic(said).outcome is Outcome.ACCEPTED

@@ -45,7 +45,8 @@ _LABEL = re.compile(
     r"^(?:insight|fact|memory|note|summary|candidate|answer)\s*\d*\s*:\s+", re.IGNORECASE
 )
 _WORD = re.compile(r"[A-Za-z0-9]+(?:['\u2019][A-Za-z]+)*")
-_QUOTED = re.compile(r"\"[^\"]*\"|\u201c[^\u201d]*\u201d")
+# Quoted words and pronoun sets ("she/her") are mentioned, not used as pronouns.
+_QUOTED = re.compile(r"\"[^\"]*\"|\u201c[^\u201d]*\u201d|\b[A-Za-z]+(?:/[A-Za-z]+)+\b")
 
 
 def _vocabulary(text: str) -> frozenset[str]:
@@ -124,7 +125,7 @@ class Verdict:
 
 
 def _words(text: str) -> list[str]:
-    return [w.lower().replace("\u2019", "'") for w in _WORD.findall(_QUOTED.sub(" ", text))]
+    return [w.lower().replace("\u2019", "'") for w in _WORD.findall(_QUOTED.sub(" mention ", text))]
 
 
 def _sentences(text: str) -> list[str]:
@@ -169,14 +170,15 @@ def _is_past(words: list[str]) -> bool:
 
 def _common_problem(text: str) -> str | None:
     """The rule ``text`` breaks that both guards enforce, or ``None``."""
-    words = _words(text)
-    if not words:
+    if not text.strip():
         return "empty"
+    words = _words(text)
     if any(w in _FIRST_SECOND_PERSON for w in words):
         return "not_third_person"
-    if words[0] in _DANGLING_OPENERS:
+    if words and words[0] in _DANGLING_OPENERS:
         return "not_self_contained"
-    if text.endswith(("...", "\u2026", ",", ":", ";", "-")) or words[-1] in _DANGLING_ENDINGS:
+    ends = text.endswith(("...", "\u2026", ",", ":", ";", "-"))
+    if ends or (words and words[-1] in _DANGLING_ENDINGS):
         return "incomplete"
     return None
 
@@ -216,12 +218,13 @@ def check_semantic(text: str, *, keyed: bool = False) -> Verdict:
     if problem is not None:
         return _verdict(text, None, problem)
     words = _words(cleaned)
-    if keyed and len(words) <= MAX_KEYED_FRAGMENT_WORDS and not _has_verb(words):
-        return _verdict(text, cleaned, reason)
-    if len(words) < 3 or not _has_verb(words):
-        return _verdict(text, None, "incomplete")
-    if words[0] in _VERBS:
+    if words and words[0] in _VERBS:
         return _verdict(text, None, "no_subject")
+    fragment = len(words) < 3 or not _has_verb(words)
+    if keyed and fragment and len(words) <= MAX_KEYED_FRAGMENT_WORDS:
+        return _verdict(text, cleaned, reason)
+    if fragment:
+        return _verdict(text, None, "incomplete")
     return _verdict(text, cleaned, reason)
 
 

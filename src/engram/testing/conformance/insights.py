@@ -28,6 +28,21 @@ from engram.workers.insights import INSIGHT_CATEGORY, INSIGHT_PROMPT, InsightRep
 ACCOUNT = "acct-insights"
 USER = "user-1"
 
+CALM = "The user seems to draw calm from a steady morning routine."
+OUTDOORS = '- "The user values time outdoors in the garden."'
+COMFORT = "The user finds comfort in the garden."
+STEADY = "The user keeps a steady routine."
+MIXED = (
+    "I think the user is lonely.",
+    "She likes mornings.",
+    "The user values a quiet start to the day.",
+    "The user cares about the garden.",
+    "The user enjoys long walks.",
+)
+SCRIPTED_INSIGHTS = (CALM, OUTDOORS, COMFORT, STEADY, *MIXED[:3])
+"""The insights the scripted model writes in these tests and the job reads (the first
+three of an answer), for the writing rules' first-pass figure (``bench/writing_rules.py``)."""
+
 
 def _answer(*summaries: str, tags: tuple[str, ...] = ("routine",)) -> str:
     return json.dumps(
@@ -102,12 +117,7 @@ class InsightsConformance(StorageHarness):
         ledger: UsageLedger,
     ) -> None:
         _seed(engine, episodes=7, facts=5)
-        llm_server.enqueue(
-            _answer(
-                "The user seems to draw calm from a steady morning routine.",
-                '- "The user values time outdoors in the garden."',
-            )
-        )
+        llm_server.enqueue(_answer(CALM, OUTDOORS))
         report = self._insight_run(
             self._insight_writer(engine, settings, llm_server, ledger),
             recent_context="x" * 400 + "The user said the roses bloomed early." * 50,
@@ -122,10 +132,7 @@ class InsightsConformance(StorageHarness):
         assert len(facts.splitlines()) == 1 + 3  # at most three new semantic memories
         assert len(context.splitlines()[1]) == 1000  # the last 1,000 characters
         stored = sorted(_insights(engine), key=lambda m: m.value)
-        assert [m.value for m in stored] == [
-            "The user seems to draw calm from a steady morning routine.",
-            "The user values time outdoors in the garden.",
-        ]
+        assert [m.value for m in stored] == [CALM, "The user values time outdoors in the garden."]
         assert {m.id for m in stored} == set(report.memory_ids)
         for memory in stored:
             assert (memory.category, memory.importance, memory.source) == (
@@ -161,7 +168,7 @@ class InsightsConformance(StorageHarness):
         ledger: UsageLedger,
     ) -> None:
         _seed(engine)
-        llm_server.enqueue(_answer("The user finds comfort in the garden."))
+        llm_server.enqueue(_answer(COMFORT))
         writer = self._insight_writer(engine, settings, llm_server, ledger)
         assert self._insight_run(writer).stored == 1
         later = utcnow() + timedelta(hours=23)
@@ -169,7 +176,7 @@ class InsightsConformance(StorageHarness):
         engine.forget(_insights(engine)[0].id, account_id=ACCOUNT)
         assert self._insight_run(writer, now=later).skipped == "recent_insight"  # forgotten counts
         assert len(llm_server.requests) == 1
-        llm_server.enqueue(_answer("The user keeps a steady routine."))
+        llm_server.enqueue(_answer(STEADY))
         report = self._insight_run(writer, now=utcnow() + timedelta(hours=25))
         assert (report.skipped, report.stored) == (None, 1)
 
@@ -181,19 +188,11 @@ class InsightsConformance(StorageHarness):
         ledger: UsageLedger,
     ) -> None:
         _seed(engine)
-        llm_server.enqueue(
-            _answer(
-                "I think the user is lonely.",
-                "She likes mornings.",
-                "The user values a quiet start to the day.",
-                "The user cares about the garden.",
-                "The user enjoys long walks.",
-            )
-        )
+        llm_server.enqueue(_answer(*MIXED))
         report = self._insight_run(self._insight_writer(engine, settings, llm_server, ledger))
         assert (report.proposed, report.rejected, report.stored) == (3, 2, 1)
         [stored] = _insights(engine)
-        assert stored.value == "The user values a quiet start to the day."
+        assert stored.value == MIXED[2]
 
     def test_insight_job_nothing_to_read_or_no_budget_makes_no_call(
         self,
@@ -235,7 +234,7 @@ class InsightsConformance(StorageHarness):
     ) -> None:
         _seed(engine)
         before = _all(engine)
-        llm_server.enqueue(reply, _answer("The user finds comfort in the garden."))
+        llm_server.enqueue(reply, _answer(COMFORT))
         writer = self._insight_writer(engine, settings, llm_server, ledger)
         with pytest.raises(ProviderError):
             self._insight_run(writer)

@@ -42,6 +42,12 @@ FACTS = [
     ("preference", "likes", "The user enjoys learning Spanish at the community center."),
 ]
 
+NEVER_SAID = ("fact", "car", "The user drives a red sports car.")
+FIRST_PERSON = ("fact", "mood", "I feel busy.")
+SCRIPTED_FACTS = tuple(v for _, _, v in [*FACTS, NEVER_SAID, FIRST_PERSON])
+"""The candidate values the scripted model writes in these tests, for the writing rules'
+first-pass figure (``bench/writing_rules.py``)."""
+
 
 def _answer(facts: list[tuple[str, str, str]]) -> str:
     return json.dumps([{"type": t, "key": k, "value": v, "confidence": 0.9} for t, k, v in facts])
@@ -113,8 +119,8 @@ class MultiFactConformance(StorageHarness):
             _answer(
                 [
                     FACTS[3],  # a near-twin of a stored memory: not stored twice
-                    ("fact", "car", "The user drives a red sports car."),  # never said
-                    ("fact", "mood", "I feel busy."),  # breaks the writing rules
+                    NEVER_SAID,
+                    FIRST_PERSON,  # breaks the writing rules
                     FACTS[0],
                 ]
             )
