@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from engram.client import Engram
+from engram.config import Settings
+from engram.conversation.extraction import LLMExtractor
 from engram.conversation.writing import (
     Outcome,
     WritingTally,
     check_episodic,
     check_semantic,
 )
+from engram.engine import MemoryEngine
+from engram.testing.scripted_llm import ScriptedLLMServer
 
 
 @pytest.mark.parametrize(
@@ -119,3 +126,29 @@ def test_a_pronoun_set_or_a_quote_is_mentioned_not_used() -> None:
     assert check_semantic("The user uses she/her pronouns.").outcome is Outcome.ACCEPTED
     said = 'The user\'s motto is "I can do it".'
     assert check_semantic(said).outcome is Outcome.ACCEPTED
+
+
+def test_the_sdk_sends_a_models_candidates_through_the_rules(
+    engine: MemoryEngine, settings: Settings
+) -> None:
+    answer = json.dumps(
+        [
+            {"type": "fact", "key": "pet_dog_name", "value": "Rex"},
+            {"type": "fact", "key": "mood", "value": "I feel happy about Rex."},
+            {"type": "fact", "key": "note", "value": '"The user walks Rex every day."'},
+        ]
+    )
+    with ScriptedLLMServer([answer]) as server:
+        configured = settings.model_copy(
+            update={"llm_base_url": server.base_url, "llm_model": "scripted"}
+        )
+        sdk = Engram(engine, embedder=None, settings=configured)
+        said = "My dog is called Rex. I feel happy about Rex. I walk Rex every day."
+        stored = sdk.add([{"role": "user", "content": said}], user_id="u1", account_id="acct")
+    assert sorted(m.value for m in stored) == ["Rex", "The user walks Rex every day."]
+    assert isinstance(sdk.extractor, LLMExtractor)
+    assert sdk.extractor.writing.counts == {
+        Outcome.ACCEPTED: 1,
+        Outcome.TRIMMED: 1,
+        Outcome.REJECTED: 1,
+    }
