@@ -15,7 +15,8 @@
    each passes the semantic writing guard (third person, at most 280 characters) and the
    survivors are stored in one transaction as type ``insight``, category
    ``relationship_dynamic``, importance 2 (ranking gives them a low weight, see
-   ``RankingWeights.w_insight``). An empty list stores nothing.
+   ``RankingWeights.w_insight``). An insight that restates one the user has (the write-time
+   de-duplication policy's bands) is not stored again. An empty list stores nothing.
 
 A failed call or a malformed answer raises :class:`~engram.errors.ProviderError` before
 anything is written, so the worker may retry the job with backoff. Nothing here logs a
@@ -33,6 +34,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from engram.config import Settings
+from engram.conversation.dedup import DedupPolicy
 from engram.conversation.writing import Outcome, WritingTally, check_semantic
 from engram.engine import MemoryEngine
 from engram.errors import ProviderError
@@ -118,6 +120,7 @@ class InsightReport:
     proposed: int = 0
     stored: int = 0
     rejected: int = 0
+    duplicates: int = 0
     first_pass: int = 0
     memory_ids: tuple[str, ...] = ()
 
@@ -190,6 +193,8 @@ class InsightWriter:
             in the usage ledger); ``None``: every run is skipped (``no_llm``).
         settings: the engine's settings.
         ledger: the usage ledger whose daily budget the job respects (``None``: no budget).
+        dedup: the write-time de-duplication policy (the service's, with its embedder);
+            default: the bands of ``settings``, text only.
         timeout: seconds the model's call may take.
     """
 
@@ -200,12 +205,17 @@ class InsightWriter:
         settings: Settings,
         *,
         ledger: UsageLedger | None = None,
+        dedup: DedupPolicy | None = None,
         timeout: float = 30.0,
     ) -> None:
         self.engine = engine
         self.llm = llm
         self.settings = settings
         self.ledger = ledger
+        self.dedup = dedup or DedupPolicy(
+            text_threshold=settings.dedup_text_threshold,
+            cosine_threshold=settings.dedup_cosine_threshold,
+        )
         self.timeout = timeout
         self.writing = WritingTally()
         """Verdicts of the writing rules on every insight the model wrote."""
@@ -261,12 +271,14 @@ class InsightWriter:
         stored: list[Memory] = []
         if kept:
             stored = await asyncio.to_thread(self._store, account_id, user_id, kept)
+        duplicates = len(kept) - len(stored)
         return self._logged(
             replace(
                 report,
                 proposed=len(proposed),
                 stored=len(stored),
                 rejected=len(proposed) - len(kept),
+                duplicates=duplicates,
                 first_pass=first_pass,
                 memory_ids=tuple(m.id for m in stored),
             )
@@ -300,6 +312,16 @@ class InsightWriter:
         new: list[dict[str, Any]] = []
         number = 1
         for text, insight in kept:
+            twin = self.dedup.find_duplicate(
+                self.engine,
+                account_id=account_id,
+                user_id=user_id,
+                key="insight",
+                value=text,
+                memory_type=MemoryType.INSIGHT,
+            )
+            if twin is not None or any(n["value"] == text for n in new):
+                continue
             while f"insight.{number}" in taken:
                 number += 1
             taken.add(f"insight.{number}")
@@ -318,15 +340,16 @@ class InsightWriter:
                     "metadata": {"model_importance": insight.importance},
                 }
             )
-        return self.engine.commit_batch(new=new, actor="insights")
+        return self.engine.commit_batch(new=new, actor="insights") if new else []
 
     @staticmethod
     def _logged(report: InsightReport) -> InsightReport:
         log.info(
-            "insights: skipped=%s proposed=%d stored=%d rejected=%d",
+            "insights: skipped=%s proposed=%d stored=%d rejected=%d duplicates=%d",
             report.skipped or "no",
             report.proposed,
             report.stored,
             report.rejected,
+            report.duplicates,
         )
         return report

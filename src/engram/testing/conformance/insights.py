@@ -176,9 +176,12 @@ class InsightsConformance(StorageHarness):
         engine.forget(_insights(engine)[0].id, account_id=ACCOUNT)
         assert self._insight_run(writer, now=later).skipped == "recent_insight"  # forgotten counts
         assert len(llm_server.requests) == 1
-        llm_server.enqueue(_answer(STEADY))
+        llm_server.enqueue(_answer(COMFORT, STEADY))  # a forgotten one may come back
         report = self._insight_run(writer, now=utcnow() + timedelta(hours=25))
-        assert (report.skipped, report.stored) == (None, 1)
+        assert (report.skipped, report.stored, report.duplicates) == (None, 2, 0)
+        llm_server.enqueue(_answer("The user finds comfort in the garden!", MIXED[3]))
+        report = self._insight_run(writer, now=utcnow() + timedelta(hours=50))
+        assert (report.stored, report.duplicates) == (1, 1)  # an active twin is not stored
 
     def test_insight_job_at_most_three_insights_and_the_writing_rules_apply(
         self,
