@@ -152,3 +152,8 @@ def test_the_sdk_sends_a_models_candidates_through_the_rules(
         Outcome.TRIMMED: 1,
         Outcome.REJECTED: 1,
     }
+
+
+def test_plural_nouns_are_not_taken_for_verbs() -> None:
+    assert check_semantic("The user's many hobbies and interests").reason == "incomplete"
+    assert check_semantic("The user walks and reads daily.").outcome is Outcome.ACCEPTED

@@ -71,6 +71,8 @@ _DETERMINERS = _vocabulary(
     "every each no any all both two three four five six seven eight nine ten of on in at "
     "for with by from to into about over under after before during per"
 )
+# "many hobbies", "and interests": a word after these is a noun, not a verb ending in -s.
+_NOT_BEFORE_VERB = _DETERMINERS | {"and", "or", "but", "nor"}
 _VERBS = _vocabulary(
     """is are was were be been being am has have had does do did can could will would shall
     should may might must likes loves hates enjoys prefers wants needs lives works plays
@@ -149,7 +151,7 @@ def _has_verb(words: list[str]) -> bool:
     for i, word in enumerate(words):
         if word in _VERBS:
             return True
-        if i == 0 or words[i - 1] in _DETERMINERS or words[i - 1].isdigit():
+        if i == 0 or words[i - 1] in _NOT_BEFORE_VERB or words[i - 1].isdigit():
             continue
         if len(word) >= 4 and (word.endswith("ed") or word.endswith("s")) and word[-2:] != "ss":
             return True
