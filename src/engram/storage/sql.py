@@ -872,6 +872,7 @@ class SqlStorage:
             "checkpoint_blobs",
             "checkpoint_writes",
             "supervisor_checkpoints",
+            "consolidation_pairs",
         ):
             raise ValueError(f"unknown table {table}")
         with self._reader() as db:

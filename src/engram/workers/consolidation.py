@@ -217,7 +217,8 @@ class Consolidator:
                 if vector is None:
                     continue
                 hits = index.vector_search(recent, vector, cfg.consolidation_neighbours + 1)
-                hits_of[row.id] = [(h.memory_id, h.score, h.row) for h in hits]
+                # Stored vectors are quantised: a cosine may come back a hair above 1.
+                hits_of[row.id] = [(h.memory_id, min(1.0, h.score), h.row) for h in hits]
             wanted = [r for r in chunk if r.id not in opened]
             wanted_ids = {i for hits in hits_of.values() for i, _, _ in hits} - opened.keys()
             known = {row.id: row for hits in hits_of.values() for _, _, row in hits if row}

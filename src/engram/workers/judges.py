@@ -322,7 +322,7 @@ def _names(text: str) -> tuple[set[str], set[str]]:
             if not bare[:1].isupper() or bare.lower() in _NOT_NAMES:
                 continue
             capitalised.add(bare.lower())
-            if position > 0 and bare.lower() not in _MEMBER:
+            if position > 0 and _singular(bare.lower()) not in _MEMBER:
                 named.add(bare.lower())
     return named, capitalised
 
