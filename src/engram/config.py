@@ -171,13 +171,13 @@ class Settings(BaseSettings):
         default=1.0, ge=-1.0, le=1.0, description="highest cosine of that band"
     )
     consolidation_same_cosine: float = Field(
-        default=0.8,
+        default=0.69,
         ge=0.0,
         le=1.0,
         description="cosine of the two values the offline judge needs to call them one fact",
     )
     consolidation_same_key_cosine: float = Field(
-        default=0.7,
+        default=0.65,
         ge=0.0,
         le=1.0,
         description="the same, for two memories whose keys are of one vocabulary family",

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from engram.config import Settings
 from engram.errors import ProviderError
 from engram.llm import OpenAICompatibleLLM
 from engram.llm.usage import MeteredLLM, UsageLedger
@@ -24,6 +25,7 @@ from engram.workers.judges import (
     Verdict,
     batches,
     difference,
+    judge_from_settings,
     parse_verdicts,
 )
 
@@ -176,3 +178,13 @@ def test_batch_size_is_bounded() -> None:
         llm = OpenAICompatibleLLM(base_url=server.base_url, model="scripted")
         with pytest.raises(ValueError, match="5-10"):
             LLMJudge(llm, largest_batch=12)
+
+
+def test_the_offline_judge_is_the_default_without_a_model() -> None:
+    settings = Settings.defaults().model_copy(update={"consolidation_same_cosine": 0.75})
+    offline = judge_from_settings(settings, embedder=None, llm=None)
+    assert isinstance(offline, OfflineJudge) and offline.same_cosine == 0.75
+    assert offline.available("acct")
+    with ScriptedLLMServer() as server:
+        llm = OpenAICompatibleLLM(base_url=server.base_url, model="scripted")
+        assert isinstance(judge_from_settings(settings, embedder=None, llm=llm), LLMJudge)

@@ -17,8 +17,8 @@ of an account):
    anything is written, so a judge that fails (the model unreachable) leaves the data as it
    was and the job can be retried.
 4. **Merge**: pairs judged the same fact join groups (never two memories judged different);
-   each group becomes one new version of its oldest memory (the newest value, or the
-   judge's wording; the highest importance and confidence; the tags of all), with
+   each group becomes one new version of its oldest memory (the value that says the most,
+   or the judge's wording; the highest importance and confidence; the tags of all), with
    ``merged_from`` edges to every source version, a ``MERGE`` history event and change-log
    entry on it and a ``MERGE`` event on each memory merged away, which leaves retrieval
    (soft-deleted: restorable until purged). Pairs judged different get a ``related_to`` edge.
@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 import logging
 import math
 from collections.abc import Iterator, Sequence
@@ -44,7 +45,7 @@ from engram.storage.base import EdgeRow, MemoryRow, OpRow, Page, Transaction
 from engram.types import APP_OWNER_PREFIX, HistoryEventType, Memory, MemoryFilter, utcnow
 from engram.workers.judges import Pair, SameFactJudge, Verdict, numbers_in
 
-__all__ = ["ConsolidationReport", "Consolidator", "fingerprint"]
+__all__ = ["ConsolidationReport", "Consolidator", "fingerprint", "merge_groups"]
 
 log = logging.getLogger(__name__)
 
@@ -110,15 +111,23 @@ class Consolidator:
         engine: the memory engine (its store must be indexed with an embedder).
         judge: decides which pairs are one fact (the offline judge without an LLM).
         settings: the ``consolidation_*`` settings (default: the engine's).
+        max_candidates: candidates one run examines at most (``None``: all), bounding its
+            runtime; the rest wait for the next run.
     """
 
     def __init__(
-        self, engine: MemoryEngine, judge: SameFactJudge, settings: Settings | None = None
+        self,
+        engine: MemoryEngine,
+        judge: SameFactJudge,
+        settings: Settings | None = None,
+        *,
+        max_candidates: int | None = None,
     ) -> None:
         self.engine = engine
         self.judge = judge
         self.settings = settings or engine.settings
         self.tables = engine.consolidation_tables()
+        self.max_candidates = max_candidates
 
     async def run_account(
         self, account_id: str, *, now: datetime | None = None
@@ -255,6 +264,8 @@ class Consolidator:
             return len(found.pairs) >= left
 
         for row in self._candidates(flt, when):
+            if self.max_candidates is not None and found.candidates >= self.max_candidates:
+                break
             if row.id in seen_candidates or row.updated_at < recent_since.timestamp():
                 continue
             seen_candidates.add(row.id)
@@ -299,7 +310,7 @@ class Consolidator:
         report.undecided = len(pairs) - len(decided)
         report.same = sum(v.same for _, v in decided)
         account_id, user_id = report.account_id, report.user_id
-        for group, best, worded in _groups(decided):
+        for group, best, worded in merge_groups(decided):
             try:
                 merged = self._merge(group, best, worded, when)
             except ConflictError:
@@ -329,10 +340,11 @@ class Consolidator:
     ) -> Memory:
         survivor = min(group, key=lambda m: (m.created_at, m.id))
         others = [m for m in group if m.id != survivor.id]
-        newest = max(group, key=lambda m: (m.updated_at, m.id))
+        # The wording that says the most (distinct search terms), the newest among equals.
+        fullest = max(group, key=lambda m: (len(set(terms(m.value))), m.updated_at, m.id))
         tags = list(dict.fromkeys(t for m in group for t in m.tags))[:32]
         patch: dict[str, Any] = {
-            "value": worded or newest.value,
+            "value": worded or fullest.value,
             "importance": max(m.importance for m in group),
             "confidence": max(m.confidence for m in group),
             "pinned": any(m.pinned for m in group),
@@ -392,7 +404,7 @@ def _op(memory: Memory, op: str, score: float, when: datetime) -> OpRow:
     )
 
 
-def _groups(
+def merge_groups(
     decided: Sequence[tuple[Pair, Verdict]],
 ) -> list[tuple[list[Memory], float, str | None]]:
     """Memories to merge, grouped: pairs judged the same fact join their groups, best
@@ -403,11 +415,13 @@ def _groups(
     groups: dict[int, list[Memory]] = {}
     best: dict[int, tuple[float, str | None]] = {}
     same = sorted((pv for pv in decided if pv[1].same), key=lambda pv: -pv[0].score)
+    numbers = itertools.count()
     for pair, verdict in same:
         for memory in (pair.first, pair.second):
             if memory.id not in group_of:
-                group_of[memory.id] = len(groups)
-                groups[len(groups)] = [memory]
+                number = next(numbers)
+                group_of[memory.id] = number
+                groups[number] = [memory]
         a, b = group_of[pair.first.id], group_of[pair.second.id]
         if a == b:
             continue
