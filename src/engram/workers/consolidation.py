@@ -191,9 +191,10 @@ class Consolidator:
         yield from self._paged(changed)
         total = storage.count_memories(flt)
         top = self.tables.most_retrieved(flt.account_id, flt.user_id or "", math.ceil(total / 10))
+        rank = {memory_id: position for position, memory_id in enumerate(top)}
         for start in range(0, len(top), _PAGE):
             rows = storage.filter_memories(flt, top[start : start + _PAGE])
-            yield from sorted(rows, key=lambda r: top.index(r.id))
+            yield from sorted(rows, key=lambda r: rank[r.id])
         yield from self._paged(flt.model_copy(update={"importance_min": 3}))
 
     def _paged(self, flt: MemoryFilter) -> Iterator[MemoryRow]:
