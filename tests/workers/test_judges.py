@@ -73,6 +73,10 @@ def _judge(pairs: Sequence[Pair], judge: LLMJudge | OfflineJudge) -> list[Verdic
         ("Goes swimming on Mondays", "Goes swimming on Tuesdays", "contrast"),
         ("Likes spicy food", "Does not like spicy food", "negation"),
         ("Drinks coffee every morning", "Drinks tea every morning", "contrast"),
+        ("Has three children", "Has three grandchildren", "contrast"),
+        ("Her cousin Pedro is a pilot", "Her cousin Pedro is a chef", "contrast"),
+        ("Takes the bus to the clinic", "Takes a taxi to the clinic", "contrast"),
+        ("Enjoys walking her dog", "Enjoys walking her neighbour's dog", "contrast"),
     ],
 )
 def test_the_offline_judge_sets_apart_facts_that_differ_in_one_detail(

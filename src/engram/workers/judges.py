@@ -141,6 +141,7 @@ _GROUPS: dict[str, dict[str, str]] = {
         **{w: w for w in ("mother", "father", "parent", "sister", "brother", "sibling")},
         **{w: w for w in ("son", "daughter", "child", "cousin", "aunt", "uncle", "niece")},
         **{w: w for w in ("nephew", "grandmother", "grandfather", "grandson", "granddaughter")},
+        "grandchild": "grandchild",
         **{w: w for w in ("wife", "husband", "spouse", "partner", "boyfriend", "girlfriend")},
         **{w: w for w in ("fiance", "fiancee", "friend", "neighbor", "colleague", "boss")},
         **{w: w for w in ("roommate", "stepmother", "stepfather", "stepson", "stepdaughter")},
@@ -248,6 +249,28 @@ _GROUPS: dict[str, dict[str, str]] = {
         **{w: w for w in ("crossword", "puzzle", "poker", "bridge", "backgammon", "mahjong")},
         "draughts": "checkers",
     },
+    "occupation": {
+        **{w: w for w in ("nurse", "teacher", "doctor", "dentist", "lawyer", "engineer")},
+        **{w: w for w in ("farmer", "driver", "mechanic", "electrician", "plumber", "baker")},
+        **{w: w for w in ("carpenter", "secretary", "accountant", "professor", "pharmacist")},
+        **{w: w for w in ("firefighter", "pilot", "chef", "waiter", "waitress", "cleaner")},
+        **{w: w for w in ("librarian", "journalist", "architect", "programmer", "banker")},
+        **{w: w for w in ("soldier", "policeman", "priest", "therapist", "veterinarian")},
+        **{w: w for w in ("hairdresser", "physiotherapist", "tailor", "butcher", "fisherman")},
+        "cook": "chef",
+        "vet": "veterinarian",
+        "physician": "doctor",
+        "gp": "doctor",
+    },
+    "transport": {
+        **{w: w for w in ("bus", "taxi", "car", "train", "tram", "bicycle", "subway")},
+        **{w: w for w in ("plane", "boat", "ferry", "motorbike", "scooter", "coach")},
+        "bike": "bicycle",
+        "metro": "subway",
+        "underground": "subway",
+        "cab": "taxi",
+        "airplane": "plane",
+    },
     "relative_age": {"older": "older", "younger": "younger", "elder": "older"},
     "frequency": {
         **{w: w for w in ("daily", "weekly", "monthly", "yearly", "annually", "hourly")},
@@ -307,11 +330,16 @@ def numbers_in(text: str) -> frozenset[str]:
     return frozenset(found)
 
 
+_IRREGULAR = {"children": "child", "grandchildren": "grandchild", "buses": "bus"}
+
+
 def _singular(word: str) -> str:
     if word.endswith("'s"):
         word = word[:-2]
     if word in _MEMBER or len(word) <= 3:
         return word
+    if word in _IRREGULAR:
+        return _IRREGULAR[word]
     if word.endswith("ies") and word[:-3] + "y" in _MEMBER:
         return word[:-3] + "y"
     if word.endswith("s") and word[:-1] in _MEMBER:
