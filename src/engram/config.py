@@ -175,6 +175,44 @@ class Settings(BaseSettings):
         default_factory=dict,
         description='prices by operation, "*" for the rest: {"app_compaction": {"per_call": 1}}',
     )
+    consolidation_cosine_min: float = Field(
+        default=0.6,
+        ge=-1.0,
+        le=1.0,
+        description="lowest cosine of two memories consolidation considers judging as one fact",
+    )
+    consolidation_cosine_max: float = Field(
+        default=1.0, ge=-1.0, le=1.0, description="highest cosine of that band"
+    )
+    consolidation_same_cosine: float = Field(
+        default=0.69,
+        ge=0.0,
+        le=1.0,
+        description="cosine of the two values the offline judge needs to call them one fact",
+    )
+    consolidation_same_key_cosine: float = Field(
+        default=0.65,
+        ge=0.0,
+        le=1.0,
+        description="the same, for two memories whose keys are of one vocabulary family",
+    )
+    consolidation_pairs_per_day: int = Field(
+        default=50, ge=0, description="pairs consolidation judges per user and day at most"
+    )
+    consolidation_recheck_days: float = Field(
+        default=14.0, ge=0, description="days before consolidation judges a pair again"
+    )
+    consolidation_changed_hours: float = Field(
+        default=72.0,
+        gt=0,
+        description="memories changed this recently are consolidation candidates",
+    )
+    consolidation_recent_days: float = Field(
+        default=90.0, gt=0, description="both memories of a judged pair changed within these days"
+    )
+    consolidation_neighbours: int = Field(
+        default=5, ge=1, le=50, description="nearest memories each candidate is paired with"
+    )
 
     @classmethod
     def defaults(cls) -> Settings:

@@ -44,6 +44,7 @@ from engram.storage.base import (
     Storage,
     Transaction,
 )
+from engram.storage.consolidation import ConsolidationTables
 from engram.storage.keystore import KeyStore, SqlKeyStore
 from engram.storage.messages import MessageTables
 from engram.storage.service import ServiceTables
@@ -243,6 +244,7 @@ class EngineCore:
         forget: Sequence[Memory] = (),
         event: HistoryEventType = HistoryEventType.UPDATE,
         meta: Mapping[str, Any] | None = None,
+        forget_event: HistoryEventType = HistoryEventType.DELETE,
     ) -> list[Memory]:
         """Store new memories and new versions of others, with ``within``'s writes, atomically.
 
@@ -253,7 +255,10 @@ class EngineCore:
         nothing. Each revision and each forget is a compare-and-set on the head as the caller
         read it (:class:`ConflictError` when it moved). Revisions are audited as ``event``;
         ``meta`` (ids and codes, never memory text) is added to the audit of every revision
-        and forget. Returns the new versions, new memories first.
+        and forget. Each forget is audited as ``forget_event``: ``DELETE`` (with a change-log
+        entry), or ``MERGE`` for a memory merged into a revision of this batch (whose own
+        change-log entry tells the thread; the merged memory stays restorable). Returns the
+        new versions, new memories first.
         """
         now = utcnow()
         extra = dict(meta or {})
@@ -268,7 +273,9 @@ class EngineCore:
             writes.append(write)
             heads.append(head)
         if forget:
-            within = self._forgetting(forget, now, actor, thread_id, extra, within)
+            within = self._forgetting(
+                forget, now, actor, thread_id, extra, within, event=forget_event
+            )
         if not writes and within is not None:
             with self.storage.transaction() as tx:
                 within(tx, [])
@@ -284,6 +291,8 @@ class EngineCore:
         thread_id: str | None,
         meta: dict[str, Any],
         then: Callable[[Transaction, Sequence[Memory]], None] | None,
+        *,
+        event: HistoryEventType = HistoryEventType.DELETE,
     ) -> Callable[[Transaction, Sequence[Memory]], None]:
         """A ``within`` that soft-deletes ``memories`` (compare-and-set), then runs ``then``."""
         purge_at = (now + timedelta(days=self.settings.soft_delete_retention_days)).timestamp()
@@ -301,9 +310,10 @@ class EngineCore:
                 }
                 tx.update_memory(head.id, fields)
                 audit = {"key": head.key, **meta}
-                self._history(tx, head, HistoryEventType.DELETE, head.id, head.id, actor, audit)
-                thread = thread_id or default_thread(head.account_id, head.user_id)
-                self._change(tx, head, thread, HistoryEventType.DELETE, audit)
+                self._history(tx, head, event, head.id, head.id, actor, audit)
+                if event == HistoryEventType.DELETE:
+                    thread = thread_id or default_thread(head.account_id, head.user_id)
+                    self._change(tx, head, thread, event, audit)
             if then is not None:
                 then(tx, written)
 
@@ -772,6 +782,10 @@ class EngineCore:
     def app_tables(self) -> AppTables:
         """App settings and the LLM usage ledger kept in this store (no memory text)."""
         return self.storage.app_tables()
+
+    def consolidation_tables(self) -> ConsolidationTables:
+        """The consolidation job's judged pairs and retrieval counts (no memory text)."""
+        return self.storage.consolidation_tables()
 
     def service_tables(self) -> ServiceTables:
         """The service's tables (sessions, API keys, proposals) of this engine's store."""

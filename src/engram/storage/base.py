@@ -26,6 +26,7 @@ from numpy.typing import NDArray
 
 from engram.storage.apps import AppTables, AppWrites
 from engram.storage.checkpoints import CheckpointTables
+from engram.storage.consolidation import ConsolidationTables
 from engram.storage.messages import MessageTables, MessageWrites
 from engram.storage.service import ServiceTables
 from engram.types import MemoryFilter
@@ -511,6 +512,10 @@ class StoreAdmin(Protocol):
 
     def checkpoint_tables(self) -> CheckpointTables:
         """The LangGraph checkpoints kept in this store (sealed by the caller)."""
+        ...
+
+    def consolidation_tables(self) -> ConsolidationTables:
+        """The consolidation job's judged pairs and retrieval counts kept in this store."""
         ...
 
     def user_ids(self, account_id: str, *, limit: int = 1000) -> list[str]:

@@ -451,3 +451,33 @@ MIGRATIONS = (
         ),
     ),
 )
+
+
+def _consolidation(real: str) -> tuple[str, ...]:
+    # Pairs the consolidation job has judged, so it does not judge them again for a while:
+    # one row per fingerprint, a digest of the two memory ids and their rounded similarity
+    # (no memory text, not even the ids in clear). ``access_count`` counts the retrievals
+    # of a memory version, for the job's "most retrieved" candidates; the partial index
+    # finds a user's retrieved memories without walking the rest.
+    return (
+        f"""CREATE TABLE IF NOT EXISTS consolidation_pairs (
+            account_id TEXT NOT NULL, user_id TEXT NOT NULL, fingerprint TEXT NOT NULL,
+            verdict TEXT NOT NULL, checked_at {real} NOT NULL,
+            PRIMARY KEY (account_id, user_id, fingerprint))""",
+        "CREATE INDEX IF NOT EXISTS consolidation_pairs_checked "
+        "ON consolidation_pairs (account_id, user_id, checked_at)",
+        "ALTER TABLE memories ADD COLUMN IF NOT EXISTS access_count INTEGER NOT NULL DEFAULT 0",
+        "CREATE INDEX IF NOT EXISTS memories_accessed "
+        "ON memories (account_id, user_id, access_count) WHERE access_count > 0",
+    )
+
+
+MIGRATIONS = (
+    *MIGRATIONS,
+    Migration(
+        version=13,
+        name="consolidation",
+        sqlite=_consolidation("REAL"),
+        postgres=_consolidation("DOUBLE PRECISION"),
+    ),
+)

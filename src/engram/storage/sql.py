@@ -34,6 +34,7 @@ from engram.storage.base import (
     Vector,
 )
 from engram.storage.checkpoints import CheckpointTables, SqlCheckpointTables
+from engram.storage.consolidation import ConsolidationTables, SqlConsolidationTables
 from engram.storage.filters import compile_filter, compile_others_shared
 from engram.storage.messages import MessageTables, SqlMessageTables, SqlMessageWrites
 from engram.storage.migrations import MIGRATIONS, Migration
@@ -101,6 +102,7 @@ _OPTIONAL_OWNER_TABLES = (
     "checkpoint_blobs",
     "checkpoint_writes",
     "supervisor_checkpoints",
+    "consolidation_pairs",
 )
 _OWNER_TABLES = ("history", "ops_events", *_OPTIONAL_OWNER_TABLES, "memories", "data_keys")
 
@@ -643,9 +645,10 @@ class SqlStorage:
         with self.transaction() as tx:
             for chunk in _chunks(memory_ids):
                 marks = ", ".join("?" for _ in chunk)
+                # The count feeds consolidation's "most retrieved" candidates.
                 tx.run(
-                    f"UPDATE memories SET last_accessed_at = ? WHERE account_id = ? "
-                    f"AND id IN ({marks})",
+                    f"UPDATE memories SET last_accessed_at = ?, access_count = access_count + 1 "
+                    f"WHERE account_id = ? AND id IN ({marks})",
                     [when, account_id, *chunk],
                 )
 
@@ -795,6 +798,10 @@ class SqlStorage:
         """The LangGraph checkpoints kept in this database."""
         return SqlCheckpointTables(self)
 
+    def consolidation_tables(self) -> ConsolidationTables:
+        """The consolidation job's judged pairs and retrieval counts in this database."""
+        return SqlConsolidationTables(self)
+
     def user_ids(self, account_id: str, *, limit: int = 1000) -> list[str]:
         """See :meth:`Storage.user_ids`."""
         with self._reader() as db:
@@ -865,6 +872,7 @@ class SqlStorage:
             "checkpoint_blobs",
             "checkpoint_writes",
             "supervisor_checkpoints",
+            "consolidation_pairs",
         ):
             raise ValueError(f"unknown table {table}")
         with self._reader() as db:

@@ -28,6 +28,7 @@ from engram.testing.conformance.audit import AuditConformance
 from engram.testing.conformance.blind_keys import BlindKeysConformance
 from engram.testing.conformance.blind_keys_upgrade import BlindKeysUpgradeConformance
 from engram.testing.conformance.concurrent_writes import ConcurrentWritesConformance
+from engram.testing.conformance.consolidation import ConsolidationConformance
 from engram.testing.conformance.erasure import ErasureConformance
 from engram.testing.conformance.harness import TEST_KEK, StorageHarness
 from engram.testing.conformance.index_versions import IndexVersionsConformance
@@ -51,6 +52,7 @@ __all__ = [
     "BlindKeysConformance",
     "BlindKeysUpgradeConformance",
     "ConcurrentWritesConformance",
+    "ConsolidationConformance",
     "ErasureConformance",
     "IndexVersionsConformance",
     "InsightsConformance",
@@ -82,6 +84,7 @@ class StorageConformance(
     BlindKeysConformance,
     BlindKeysUpgradeConformance,
     ConcurrentWritesConformance,
+    ConsolidationConformance,
     ErasureConformance,
     IndexVersionsConformance,
     InsightsConformance,

@@ -1,0 +1,606 @@
+"""Same-fact judges: do two memories of one user say the same thing?
+
+Consolidation asks a :class:`SameFactJudge` about pairs its pre-filters let through. Two
+judges ship:
+
+* :class:`OfflineJudge`, the default (no key, no network): two values are one fact when
+  their embeddings are close enough and nothing sets them apart: no different numbers
+  ("walks 2 miles" / "walks 3 miles"), no different names, no different word of one kind
+  (a sister is not a cousin, Monday is not Tuesday) and no negation on one side only. Keys
+  of one vocabulary family lower the similarity it needs.
+* :class:`LLMJudge`: batches of 5-10 pairs per prompt (:data:`JUDGE_PROMPT`) to the
+  configured model through the usage ledger, answered as one JSON object; it can also word
+  the merged fact. It defers while the account's LLM budget is low.
+
+A judge answers a :class:`Verdict` per pair, or ``None`` when it could not decide (a
+malformed answer): such a pair is left for a later run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from engram.config import Settings
+from engram.embedders import Embedder
+from engram.errors import ProviderError
+from engram.llm.answers import json_object
+from engram.llm.base import LLM, Message
+from engram.llm.key_vocabulary import GENERIC_KEY, family
+from engram.llm.usage import UsageLedger, metered
+from engram.types import Memory
+
+__all__ = [
+    "JUDGE_PROMPT",
+    "LLMJudge",
+    "OfflineJudge",
+    "Pair",
+    "SameFactJudge",
+    "Verdict",
+    "batches",
+    "judge_from_settings",
+    "numbers_in",
+]
+
+log = logging.getLogger(__name__)
+
+MAX_MERGED_CHARS = 280
+OPERATION = "consolidation"
+"""The ledger operation of the LLM judge's calls."""
+
+
+@dataclass(frozen=True, slots=True)
+class Pair:
+    """Two active memories of one user and the cosine of their stored embeddings."""
+
+    first: Memory
+    second: Memory
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """A judge's answer about one pair.
+
+    ``reason`` is a code (``similar``, ``numbers``, ``names``, ``contrast``, ``negation``,
+    ``distant``, ``llm``), never memory text; ``merged`` is the fact as the judge worded it
+    for the merged memory (``None``: keep the newer of the two values).
+    """
+
+    same: bool
+    reason: str
+    merged: str | None = None
+
+
+class SameFactJudge(Protocol):
+    """Decides whether pairs of memories state the same fact."""
+
+    name: str
+    """``offline`` or ``llm``: recorded with every merge."""
+
+    def available(self, account_id: str) -> bool:
+        """Whether the judge may run for the account now (an LLM judge waits on a low budget)."""
+        ...
+
+    async def judge(
+        self, pairs: Sequence[Pair], *, account_id: str, user_id: str
+    ) -> list[Verdict | None]:
+        """A verdict per pair, in order; ``None`` for a pair it could not decide.
+
+        Raises:
+            ProviderError: the model could not be reached (nothing was decided).
+        """
+        ...
+
+
+# ---- features the offline judge compares --------------------------------------------------
+_NUMBER_WORDS = {
+    "zero": "0",
+    "one": "1",
+    "once": "1",
+    "two": "2",
+    "twice": "2",
+    "three": "3",
+    "four": "4",
+    "five": "5",
+    "six": "6",
+    "seven": "7",
+    "eight": "8",
+    "nine": "9",
+    "ten": "10",
+    "eleven": "11",
+    "twelve": "12",
+    "fifteen": "15",
+    "twenty": "20",
+    "thirty": "30",
+    "forty": "40",
+    "fifty": "50",
+    "hundred": "100",
+    "first": "1st",
+    "second": "2nd",
+    "third": "3rd",
+    "fourth": "4th",
+    "fifth": "5th",
+    "half": "0.5",
+    "dozen": "12",
+}
+_DIGITS = re.compile(r"\d+(?:[.,:]\d+)?")
+_WORD = re.compile(r"[A-Za-z][A-Za-z'\-]*")
+
+# Words of one kind: two values naming different members of a group state different facts.
+# Synonyms share a canonical member.
+_GROUPS: dict[str, dict[str, str]] = {
+    "kin": {
+        **{w: w for w in ("mother", "father", "parent", "sister", "brother", "sibling")},
+        **{w: w for w in ("son", "daughter", "child", "cousin", "aunt", "uncle", "niece")},
+        **{w: w for w in ("nephew", "grandmother", "grandfather", "grandson", "granddaughter")},
+        "grandchild": "grandchild",
+        **{w: w for w in ("wife", "husband", "spouse", "partner", "boyfriend", "girlfriend")},
+        **{w: w for w in ("fiance", "fiancee", "friend", "neighbor", "colleague", "boss")},
+        **{w: w for w in ("roommate", "stepmother", "stepfather", "stepson", "stepdaughter")},
+        "mom": "mother",
+        "mum": "mother",
+        "dad": "father",
+        "grandma": "grandmother",
+        "granny": "grandmother",
+        "grandpa": "grandfather",
+        "kid": "child",
+        "neighbour": "neighbor",
+        "coworker": "colleague",
+        "co-worker": "colleague",
+    },
+    "weekday": {
+        w: w for w in ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+    },
+    "month": {
+        w: w
+        for w in (
+            "january",
+            "february",
+            "march",
+            "april",
+            "may",
+            "june",
+            "july",
+            "august",
+            "september",
+            "october",
+            "november",
+            "december",
+        )
+    },
+    "season": {
+        **{w: w for w in ("spring", "summer", "autumn", "winter")},
+        "fall": "autumn",
+    },
+    "daypart": {
+        w: w for w in ("morning", "afternoon", "evening", "night", "noon", "midnight", "dawn")
+    },
+    "meal": {w: w for w in ("breakfast", "brunch", "lunch", "dinner", "supper")},
+    "colour": {
+        **{w: w for w in ("red", "blue", "green", "yellow", "purple", "orange", "pink")},
+        **{w: w for w in ("black", "white", "brown", "grey", "teal", "violet")},
+        "gray": "grey",
+    },
+    "animal": {
+        **{w: w for w in ("dog", "cat", "bird", "fish", "hamster", "rabbit", "horse")},
+        **{w: w for w in ("parrot", "turtle", "snake", "lizard", "guinea", "ferret")},
+        "puppy": "dog",
+        "kitten": "cat",
+        "bunny": "rabbit",
+    },
+    "drink": {
+        **{w: w for w in ("coffee", "tea", "water", "juice", "milk", "wine", "beer")},
+        **{w: w for w in ("soda", "cocoa", "lemonade", "whisky", "whiskey")},
+    },
+    "sport": {
+        **{w: w for w in ("tennis", "soccer", "football", "basketball", "golf", "baseball")},
+        **{w: w for w in ("swimming", "running", "cycling", "yoga", "hiking", "skiing")},
+        **{w: w for w in ("chess", "bowling", "boxing", "climbing", "rowing", "pilates")},
+        "biking": "cycling",
+        "jogging": "running",
+        "swim": "swimming",
+        "run": "running",
+        "hike": "hiking",
+    },
+    "instrument": {
+        w: w
+        for w in ("piano", "guitar", "violin", "cello", "drums", "flute", "saxophone", "ukulele")
+    },
+    "language": {
+        **{w: w for w in ("english", "spanish", "french", "german", "italian", "portuguese")},
+        **{w: w for w in ("chinese", "mandarin", "japanese", "korean", "arabic", "russian")},
+        **{w: w for w in ("hindi", "dutch", "greek", "polish", "turkish", "swedish")},
+    },
+    # Days, weeks and years are left out: "daily" and "every day" say one thing.
+    "unit": {
+        **{w: w for w in ("mile", "kilometer", "meter", "minute", "hour", "pound", "kilogram")},
+        **{w: w for w in ("gram", "liter", "cup", "glass", "dollar", "euro", "step")},
+        "km": "kilometer",
+        "kilometre": "kilometer",
+        "metre": "meter",
+        "kg": "kilogram",
+        "lb": "pound",
+        "litre": "liter",
+        "min": "minute",
+        "hr": "hour",
+    },
+    "feeling": {
+        **{w: w for w in ("happy", "sad", "lonely", "anxious", "tired", "proud", "relaxed")},
+        **{w: w for w in ("excited", "calm", "angry", "worried", "bored", "scared", "grateful")},
+        "afraid": "scared",
+        "nervous": "anxious",
+    },
+    "genre": {
+        **{w: w for w in ("mystery", "romance", "thriller", "fantasy", "horror", "comedy")},
+        **{w: w for w in ("biography", "history", "poetry", "western", "drama", "documentary")},
+        "crime": "mystery",
+        "detective": "mystery",
+    },
+    "game": {
+        **{w: w for w in ("chess", "cards", "checkers", "bingo", "scrabble", "sudoku", "dominoes")},
+        **{w: w for w in ("crossword", "puzzle", "poker", "bridge", "backgammon", "mahjong")},
+        "draughts": "checkers",
+    },
+    "occupation": {
+        **{w: w for w in ("nurse", "teacher", "doctor", "dentist", "lawyer", "engineer")},
+        **{w: w for w in ("farmer", "driver", "mechanic", "electrician", "plumber", "baker")},
+        **{w: w for w in ("carpenter", "secretary", "accountant", "professor", "pharmacist")},
+        **{w: w for w in ("firefighter", "pilot", "chef", "waiter", "waitress", "cleaner")},
+        **{w: w for w in ("librarian", "journalist", "architect", "programmer", "banker")},
+        **{w: w for w in ("soldier", "policeman", "priest", "therapist", "veterinarian")},
+        **{w: w for w in ("hairdresser", "physiotherapist", "tailor", "butcher", "fisherman")},
+        "cook": "chef",
+        "vet": "veterinarian",
+        "physician": "doctor",
+        "gp": "doctor",
+    },
+    "transport": {
+        **{w: w for w in ("bus", "taxi", "car", "train", "tram", "bicycle", "subway")},
+        **{w: w for w in ("plane", "boat", "ferry", "motorbike", "scooter", "coach")},
+        "bike": "bicycle",
+        "metro": "subway",
+        "underground": "subway",
+        "cab": "taxi",
+        "airplane": "plane",
+    },
+    "relative_age": {"older": "older", "younger": "younger", "elder": "older"},
+    "frequency": {
+        **{w: w for w in ("daily", "weekly", "monthly", "yearly", "annually", "hourly")},
+        "everyday": "daily",
+        "nightly": "daily",
+    },
+}
+_MEMBER: dict[str, tuple[str, str]] = {
+    word: (group, canonical)
+    for group, words in _GROUPS.items()
+    for word, canonical in words.items()
+}
+_NEGATIONS = frozenset(
+    {
+        "not",
+        "no",
+        "never",
+        "none",
+        "nobody",
+        "nothing",
+        "neither",
+        "nor",
+        "without",
+        "cannot",
+        "dislike",
+        "dislikes",
+        "disliked",
+        "hate",
+        "hates",
+        "hated",
+        "avoid",
+        "avoids",
+        "stopped",
+        "quit",
+        "former",
+        "formerly",
+        "ex",
+        "used",
+        "anymore",
+        "longer",
+    }
+)
+# Capitalised words that are not names.
+_NOT_NAMES = frozenset(
+    {"user", "the", "a", "an", "i", "he", "she", "they", "his", "her", "their", "it", "this"}
+)
+
+
+def _words(text: str) -> list[str]:
+    return [w.lower() for w in _WORD.findall(text.replace("\u2019", "'"))]
+
+
+def numbers_in(text: str) -> frozenset[str]:
+    """The numbers a text states, digits and number words alike (``"two"`` is ``"2"``)."""
+    found = {m.replace(",", ".") for m in _DIGITS.findall(text)}
+    found.update(_NUMBER_WORDS[w] for w in _words(text) if w in _NUMBER_WORDS)
+    return frozenset(found)
+
+
+_IRREGULAR = {"children": "child", "grandchildren": "grandchild", "buses": "bus"}
+
+
+def _singular(word: str) -> str:
+    if word.endswith("'s"):
+        word = word[:-2]
+    if word in _MEMBER or len(word) <= 3:
+        return word
+    if word in _IRREGULAR:
+        return _IRREGULAR[word]
+    if word.endswith("ies") and word[:-3] + "y" in _MEMBER:
+        return word[:-3] + "y"
+    if word.endswith("s") and word[:-1] in _MEMBER:
+        return word[:-1]
+    return word
+
+
+def _members(words: Sequence[str]) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for word in words:
+        hit = _MEMBER.get(_singular(word))
+        if hit is not None:
+            out.setdefault(hit[0], set()).add(hit[1])
+    return out
+
+
+def _negated(words: Sequence[str]) -> bool:
+    return any(w in _NEGATIONS or w.endswith("n't") for w in words)
+
+
+def _names(text: str) -> tuple[set[str], set[str]]:
+    """(names: capitalised words inside a sentence, every capitalised word), lower-cased."""
+    named: set[str] = set()
+    capitalised: set[str] = set()
+    for sentence in re.split(r"[.!?;:]\s+", text):
+        for position, word in enumerate(_WORD.findall(sentence)):
+            bare = word.removesuffix("'s").removesuffix("\u2019s")
+            if not bare[:1].isupper() or bare.lower() in _NOT_NAMES:
+                continue
+            capitalised.add(bare.lower())
+            if position > 0 and _singular(bare.lower()) not in _MEMBER:
+                named.add(bare.lower())
+    return named, capitalised
+
+
+def difference(first: str, second: str) -> str | None:
+    """Why two values cannot be one fact (``numbers``, ``names``, ``contrast``,
+    ``negation``), or ``None`` when nothing sets them apart."""
+    numbers_a, numbers_b = numbers_in(first), numbers_in(second)
+    if numbers_a and numbers_b and numbers_a != numbers_b:
+        return "numbers"
+    names_a, caps_a = _names(first)
+    names_b, caps_b = _names(second)
+    if names_a - caps_b and names_b - caps_a:
+        return "names"
+    words_a, words_b = _words(first), _words(second)
+    groups_a, groups_b = _members(words_a), _members(words_b)
+    for group in groups_a.keys() & groups_b.keys():
+        if groups_a[group] != groups_b[group]:
+            return "contrast"
+    # A person on one side only ("her dog" / "her neighbour's dog") is another fact.
+    if ("kin" in groups_a) != ("kin" in groups_b):
+        return "contrast"
+    if _negated(words_a) != _negated(words_b):
+        return "negation"
+    return None
+
+
+def _same_family(first: Memory, second: Memory) -> bool:
+    family_a, family_b = family(first.key)[0], family(second.key)[0]
+    return family_a == family_b and family_a != GENERIC_KEY
+
+
+class OfflineJudge:
+    """The same-fact judge that needs no model (see the module docstring).
+
+    The default cosine (0.69) is the one ``bench/consolidation.py`` chooses on the dev half
+    of its labelled pairs (``ENGRAM_CONSOLIDATION_SAME_COSINE``).
+
+    Args:
+        embedder: embeds the two values (without the date the index adds) for their cosine;
+            ``None``: the cosine of the stored embeddings.
+        same_cosine: the cosine two values need to be one fact.
+        same_key_cosine: the cosine they need when their keys are of one vocabulary family.
+    """
+
+    name = "offline"
+
+    def __init__(
+        self,
+        embedder: Embedder | None = None,
+        *,
+        same_cosine: float = 0.69,
+        same_key_cosine: float = 0.65,
+    ) -> None:
+        self.embedder = embedder
+        self.same_cosine = same_cosine
+        self.same_key_cosine = same_key_cosine
+
+    def available(self, account_id: str) -> bool:
+        """Always: the offline judge spends nothing."""
+        return True
+
+    def cosines(self, pairs: Sequence[Pair]) -> list[float]:
+        """The cosine of each pair's two values (see ``embedder``)."""
+        if self.embedder is None or not pairs:
+            return [p.score for p in pairs]
+        texts = list(dict.fromkeys(v for p in pairs for v in (p.first.value, p.second.value)))
+        vectors = np.asarray(self.embedder.embed(texts), dtype=np.float32)
+        row = {text: i for i, text in enumerate(texts)}
+        return [float(vectors[row[p.first.value]] @ vectors[row[p.second.value]]) for p in pairs]
+
+    def decide(self, pair: Pair, cosine: float) -> Verdict:
+        """The verdict on one pair given the cosine of its values."""
+        apart = difference(pair.first.value, pair.second.value)
+        if apart is not None:
+            return Verdict(False, apart)
+        needed = self.same_key_cosine if _same_family(pair.first, pair.second) else self.same_cosine
+        return Verdict(True, "similar") if cosine >= needed else Verdict(False, "distant")
+
+    async def judge(
+        self, pairs: Sequence[Pair], *, account_id: str, user_id: str
+    ) -> list[Verdict | None]:
+        """A verdict on every pair (the offline judge always decides)."""
+        cosines = await asyncio.to_thread(self.cosines, pairs)
+        return [self.decide(p, c) for p, c in zip(pairs, cosines, strict=True)]
+
+
+# ---- the LLM judge ---------------------------------------------------------------------------
+JUDGE_PROMPT = (
+    "You keep the long-term memory of an assistant about one user, and decide which memories "
+    "state the same fact twice. Two memories state the same fact when either says everything "
+    "the other says, in other words, so one of them can go without losing anything. They are "
+    "different facts when they differ in a person, a relation, a number, a time, a place, or "
+    'whether something holds: "Walks 2 miles daily" and "Walks 3 miles daily" are different '
+    'facts; so are "Has a sister named Ana" and "Has a cousin named Ana". For each numbered '
+    "pair answer whether its two memories state the same fact and, when they do, one sentence "
+    f"in the third person that states it (at most {MAX_MERGED_CHARS} characters). Answer with "
+    'one JSON object and nothing else: {"pairs": [{"pair": 1, "same": true, "merged": "..."}, '
+    '{"pair": 2, "same": false}]}.'
+)
+MIN_BATCH = 5
+MAX_BATCH = 10
+
+
+def batches(count: int, *, largest: int = MAX_BATCH) -> list[range]:
+    """Split ``count`` pairs into as few prompts of at most ``largest`` pairs as possible,
+    their sizes as even as can be (so each holds at least 5 when there are 5 pairs)."""
+    if count <= 0:
+        return []
+    parts = math.ceil(count / largest)
+    size, extra = divmod(count, parts)
+    out, start = [], 0
+    for index in range(parts):
+        end = start + size + (1 if index < extra else 0)
+        out.append(range(start, end))
+        start = end
+    return out
+
+
+def _prompt(pairs: Sequence[Pair]) -> list[Message]:
+    blocks = [f"Pair {n}:\nA: {p.first.value}\nB: {p.second.value}" for n, p in enumerate(pairs, 1)]
+    return [
+        {"role": "system", "content": JUDGE_PROMPT},
+        {"role": "user", "content": "\n\n".join(blocks)},
+    ]
+
+
+def parse_verdicts(text: str, count: int) -> list[Verdict | None]:
+    """The verdicts an answer gives on ``count`` pairs; ``None`` for each it does not
+    answer usably (all of them when the answer is not the JSON object asked for)."""
+    out: list[Verdict | None] = [None] * count
+    try:
+        data = json_object(text)
+    except ValueError:
+        return out
+    entries = data.get("pairs")
+    if not isinstance(entries, list):
+        return out
+    for entry in entries:
+        if not isinstance(entry, dict):
+            continue
+        number, same = entry.get("pair"), entry.get("same")
+        if isinstance(number, bool) or not isinstance(number, int) or not isinstance(same, bool):
+            continue
+        if not 1 <= number <= count or out[number - 1] is not None:
+            continue
+        merged = entry.get("merged")
+        worded = (
+            merged.strip()
+            if same and isinstance(merged, str) and 0 < len(merged.strip()) <= MAX_MERGED_CHARS
+            else None
+        )
+        out[number - 1] = Verdict(same, "llm", worded)
+    return out
+
+
+class LLMJudge:
+    """The same-fact judge that asks a model, 5-10 pairs a prompt (see the module).
+
+    Args:
+        llm: the model, normally the metered client (its calls go to the usage ledger).
+        ledger: the usage ledger whose budget the judge respects (``None``: no budget).
+        timeout: seconds one call may take.
+        largest_batch: pairs per prompt at most (5-10).
+    """
+
+    name = "llm"
+
+    def __init__(
+        self,
+        llm: LLM,
+        *,
+        ledger: UsageLedger | None = None,
+        timeout: float = 30.0,
+        largest_batch: int = MAX_BATCH,
+    ) -> None:
+        if not MIN_BATCH <= largest_batch <= MAX_BATCH:
+            raise ValueError(f"largest_batch must be {MIN_BATCH}-{MAX_BATCH}")
+        self.llm = llm
+        self.ledger = ledger
+        self.timeout = timeout
+        self.largest_batch = largest_batch
+
+    def available(self, account_id: str) -> bool:
+        """False while the account's LLM budget for the day is low (background work waits)."""
+        return self.ledger is None or not self.ledger.must_defer(account_id)
+
+    async def judge(
+        self, pairs: Sequence[Pair], *, account_id: str, user_id: str
+    ) -> list[Verdict | None]:
+        """Verdicts from the model, one prompt per batch.
+
+        Raises:
+            ProviderError: a call failed or timed out; nothing is decided then.
+        """
+        out: list[Verdict | None] = []
+        with metered(account_id, OPERATION, f"user:{user_id}"):
+            for part in batches(len(pairs), largest=self.largest_batch):
+                chunk = [pairs[i] for i in part]
+                try:
+                    answer = await asyncio.wait_for(
+                        self.llm.complete(_prompt(chunk), temperature=0.0, timeout=self.timeout),
+                        self.timeout,
+                    )
+                except TimeoutError:
+                    raise ProviderError("the same-fact judge timed out") from None
+                verdicts = parse_verdicts(answer, len(chunk))
+                if any(v is None for v in verdicts):
+                    log.warning(
+                        "same-fact judge left %d of %d pairs undecided",
+                        sum(v is None for v in verdicts),
+                        len(chunk),
+                    )
+                out.extend(verdicts)
+        return out
+
+
+def judge_from_settings(
+    settings: Settings,
+    *,
+    embedder: Embedder | None,
+    llm: LLM | None,
+    ledger: UsageLedger | None = None,
+) -> SameFactJudge:
+    """The LLM judge when a model is configured (``llm``, normally the metered client), else
+    the offline judge with the ``consolidation_same_*`` cosines."""
+    if llm is not None:
+        return LLMJudge(llm, ledger=ledger)
+    return OfflineJudge(
+        embedder,
+        same_cosine=settings.consolidation_same_cosine,
+        same_key_cosine=settings.consolidation_same_key_cosine,
+    )

@@ -1,0 +1,194 @@
+"""The same-fact judges: the offline judge's rules, and the LLM judge's plumbing over real
+HTTP to the scripted server (batching, malformed answers, failures, the usage ledger)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from engram.config import Settings
+from engram.errors import ProviderError
+from engram.llm import OpenAICompatibleLLM
+from engram.llm.usage import MeteredLLM, UsageLedger
+from engram.storage.sqlite import SqliteStorage
+from engram.testing.scripted_llm import RecordedRequest, ScriptedLLMServer, ScriptedReply
+from engram.types import Memory, MemoryState, MemoryType, Source, Visibility, utcnow
+from engram.workers.judges import (
+    JUDGE_PROMPT,
+    LLMJudge,
+    OfflineJudge,
+    Pair,
+    Verdict,
+    batches,
+    difference,
+    judge_from_settings,
+    parse_verdicts,
+)
+
+
+def _memory(n: int, value: str, key: str = "note") -> Memory:
+    now = utcnow()
+    return Memory(
+        id=f"m{n}",
+        account_id="acct",
+        user_id="ana",
+        type=MemoryType.FACT,
+        key=key,
+        value=value,
+        confidence=1.0,
+        importance=2,
+        source=Source.API,
+        visibility=Visibility.PRIVATE,
+        pinned=False,
+        state=MemoryState.ACTIVE,
+        version=1,
+        lineage_id=f"m{n}",
+        created_at=now,
+        updated_at=now,
+    )
+
+
+def _pairs(count: int) -> list[Pair]:
+    return [
+        Pair(_memory(2 * i, f"Fact {i} said once"), _memory(2 * i + 1, f"Fact {i} said again"), 0.9)
+        for i in range(count)
+    ]
+
+
+def _judge(pairs: Sequence[Pair], judge: LLMJudge | OfflineJudge) -> list[Verdict | None]:
+    return asyncio.run(judge.judge(pairs, account_id="acct", user_id="ana"))
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "why"),
+    [
+        ("Walks 2 miles daily", "Walks 3 miles daily", "numbers"),
+        ("Walks two miles daily", "Walks 3 miles daily", "numbers"),
+        ("Has a sister named Ana", "Has a cousin named Ana", "contrast"),
+        ("Her sister is called Ana", "Her sister is called Maria", "names"),
+        ("Goes swimming on Mondays", "Goes swimming on Tuesdays", "contrast"),
+        ("Likes spicy food", "Does not like spicy food", "negation"),
+        ("Drinks coffee every morning", "Drinks tea every morning", "contrast"),
+        ("Has three children", "Has three grandchildren", "contrast"),
+        ("Her cousin Pedro is a pilot", "Her cousin Pedro is a chef", "contrast"),
+        ("Takes the bus to the clinic", "Takes a taxi to the clinic", "contrast"),
+        ("Enjoys walking her dog", "Enjoys walking her neighbour's dog", "contrast"),
+    ],
+)
+def test_the_offline_judge_sets_apart_facts_that_differ_in_one_detail(
+    first: str, second: str, why: str
+) -> None:
+    assert difference(first, second) == why
+    verdict = OfflineJudge().decide(Pair(_memory(1, first), _memory(2, second), 0.99), 0.99)
+    assert verdict == Verdict(False, why)
+
+
+def test_the_offline_judge_needs_the_cosine_less_for_keys_of_one_family() -> None:
+    judge = OfflineJudge(same_cosine=0.8, same_key_cosine=0.7)
+    said = ("Ana is the user's sister", "Has a sister named Ana")
+    plain = Pair(_memory(1, said[0]), _memory(2, said[1]), 0.75)
+    keyed = Pair(_memory(1, said[0], "sister_name"), _memory(2, said[1], "sister_name"), 0.75)
+    assert difference(*said) is None
+    assert judge.decide(plain, 0.75) == Verdict(False, "distant")
+    assert judge.decide(keyed, 0.75) == Verdict(True, "similar")
+    assert _judge([plain], OfflineJudge(same_cosine=0.7)) == [Verdict(True, "similar")]
+
+
+@pytest.mark.parametrize("count", [1, 4, 5, 9, 10, 11, 19, 23, 50])
+def test_batches_hold_five_to_ten_pairs(count: int) -> None:
+    parts = batches(count)
+    assert [i for part in parts for i in part] == list(range(count))
+    assert all(len(p) <= 10 for p in parts)
+    assert all(len(p) >= 5 for p in parts) or len(parts) == 1
+
+
+def test_the_llm_judge_asks_in_batches_and_reads_each_answer(tmp_path: Path) -> None:
+    def answer(request: RecordedRequest) -> ScriptedReply:
+        asked = request.messages[1]["content"].count("Pair ")
+        verdicts = [
+            {"pair": n, "same": n % 2 == 1, "merged": f"Merged fact {n}"}
+            for n in range(1, asked + 1)
+        ]
+        return ScriptedReply(content="```json\n" + json.dumps({"pairs": verdicts}) + "\n```")
+
+    storage = SqliteStorage(tmp_path / "engram.db")
+    storage.migrate()
+    ledger = UsageLedger(storage.app_tables())
+    with ScriptedLLMServer(responder=answer) as server:
+        llm = MeteredLLM(OpenAICompatibleLLM(base_url=server.base_url, model="scripted"), ledger)
+        verdicts = _judge(_pairs(12), LLMJudge(llm, ledger=ledger))
+        requests = server.requests
+    assert [r.messages[0]["content"] for r in requests] == [JUDGE_PROMPT, JUDGE_PROMPT]
+    assert [r.messages[1]["content"].count("Pair ") for r in requests] == [6, 6]
+    assert all(r.json["temperature"] == 0.0 for r in requests)
+    assert "A: Fact 0 said once\nB: Fact 0 said again" in requests[0].messages[1]["content"]
+    assert [v.same if v else None for v in verdicts] == [n % 2 == 0 for n in range(12)]
+    assert verdicts[0] == Verdict(True, "llm", "Merged fact 1")
+    assert verdicts[1] == Verdict(False, "llm", None)  # no wording for different facts
+    (totals,) = ledger.report("acct", since=None).operations
+    assert (totals.operation, totals.calls) == ("consolidation", 2)
+    storage.close()
+
+
+def test_malformed_answers_leave_their_pairs_undecided() -> None:
+    partial = json.dumps(
+        {
+            "pairs": [
+                {"pair": 1, "same": True},
+                {"pair": 2, "same": "yes"},
+                {"pair": 3, "same": False},
+                {"pair": 3, "same": True},
+                {"pair": 99, "same": True},
+                {"pair": True, "same": True},
+                {"pair": 4, "same": True, "merged": "x" * 281},
+            ]
+        }
+    )
+    with ScriptedLLMServer(["this is not JSON", partial]) as server:
+        llm = OpenAICompatibleLLM(base_url=server.base_url, model="scripted")
+        verdicts = _judge(_pairs(10), LLMJudge(llm, largest_batch=5))
+    assert verdicts[:5] == [None] * 5
+    assert verdicts[5:] == [
+        Verdict(True, "llm"),
+        None,
+        Verdict(False, "llm"),  # the first answer about a pair counts
+        Verdict(True, "llm"),  # a wording over 280 characters is dropped
+        None,
+    ]
+    assert parse_verdicts("[1, 2]", 2) == [None, None]
+    assert parse_verdicts('{"pairs": "all"}', 1) == [None]
+
+
+def test_a_failed_call_decides_nothing() -> None:
+    with ScriptedLLMServer(default=ScriptedReply(status=503)) as server:
+        llm = OpenAICompatibleLLM(base_url=server.base_url, model="scripted")
+        with pytest.raises(ProviderError):
+            _judge(_pairs(3), LLMJudge(llm))
+
+
+def test_a_slow_model_times_out_as_a_provider_error() -> None:
+    with ScriptedLLMServer([ScriptedReply(content="{}", delay=5.0)]) as server:
+        llm = OpenAICompatibleLLM(base_url=server.base_url, model="scripted")
+        with pytest.raises(ProviderError):
+            _judge(_pairs(1), LLMJudge(llm, timeout=0.2))
+
+
+def test_batch_size_is_bounded() -> None:
+    with ScriptedLLMServer() as server:
+        llm = OpenAICompatibleLLM(base_url=server.base_url, model="scripted")
+        with pytest.raises(ValueError, match="5-10"):
+            LLMJudge(llm, largest_batch=12)
+
+
+def test_the_offline_judge_is_the_default_without_a_model() -> None:
+    settings = Settings.defaults().model_copy(update={"consolidation_same_cosine": 0.75})
+    offline = judge_from_settings(settings, embedder=None, llm=None)
+    assert isinstance(offline, OfflineJudge) and offline.same_cosine == 0.75
+    assert offline.available("acct")
+    with ScriptedLLMServer() as server:
+        llm = OpenAICompatibleLLM(base_url=server.base_url, model="scripted")
+        assert isinstance(judge_from_settings(settings, embedder=None, llm=llm), LLMJudge)
