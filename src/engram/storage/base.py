@@ -307,6 +307,8 @@ class Capability(StrEnum):
     """The vector index lives in this process's memory, loaded from the database."""
     DATA_FILES = "data_files"
     """:meth:`Storage.data_files` names the files that hold the data (readable here)."""
+    ROW_SECURITY = "row_security"
+    """The database confines each transaction to one account's rows (row-level security)."""
 
 
 class MemoryRows(Protocol):

@@ -169,6 +169,13 @@ class SqlExecutor:
         cursor: Cursor = self.conn.execute(sql, params)
         return cursor
 
+    def scope_to(self, account_id: str) -> None:
+        """Confine what follows in this transaction to one account's rows.
+
+        A no-op where the database has no row-level security (SQLite); PostgreSQL sets
+        ``engram.account_id`` for the rest of the transaction (see ``engram.storage.postgres``).
+        """
+
 
 class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlExecutor):
     """Implements :class:`engram.storage.base.Transaction` on one open transaction."""
@@ -177,6 +184,7 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlExecutor):
 
     def insert_memory(self, row: MemoryRow) -> None:
         """Insert a memory version, with its key lower-cased for case-insensitive lookups."""
+        self.scope_to(row.account_id)
         columns = (*MEMORY_COLUMNS, "key_lc")
         values = [getattr(row, c) for c in MEMORY_COLUMNS] + [row.key.lower()]
         self.run(
@@ -206,6 +214,7 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlExecutor):
 
     def lock_lineage(self, account_id: str, lineage_id: str) -> MemoryRow | None:
         """The newest version of a lineage, read with ``lock_suffix`` (None: no such lineage)."""
+        self.scope_to(account_id)
         row = self.run(
             f"SELECT {MEMORY_SELECT} FROM memories m WHERE m.account_id = ? "
             "AND m.lineage_id = ? ORDER BY m.version DESC LIMIT 1" + self.lock_suffix,
@@ -215,6 +224,7 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlExecutor):
 
     def lineage_ids(self, account_id: str, lineage_id: str) -> list[str]:
         """Ids of every version of one memory, oldest first (read in this transaction)."""
+        self.scope_to(account_id)
         rows = self.run(
             "SELECT m.id FROM memories m WHERE m.account_id = ? AND m.lineage_id = ? "
             "ORDER BY m.version",
@@ -224,6 +234,7 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlExecutor):
 
     def add_history(self, row: HistoryRow) -> None:
         """Append an audit event (the database assigns its ``id``)."""
+        self.scope_to(row.account_id)
         self.run(
             "INSERT INTO history (account_id, user_id, memory_id, lineage_id, event, old_ref, "
             "new_ref, actor, meta, ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -243,6 +254,7 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlExecutor):
 
     def next_rev(self, account_id: str, thread_id: str) -> int:
         """Increment and return the thread's revision counter (1 for a new thread)."""
+        self.scope_to(account_id)
         # The upsert takes a row lock (PostgreSQL) or runs under the single writer (SQLite),
         # so concurrent writers of one thread get consecutive revisions.
         row = self.run(
@@ -254,6 +266,7 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlExecutor):
 
     def add_change(self, account_id: str, row: ChangeRow) -> None:
         """Append a change-log entry."""
+        self.scope_to(account_id)
         self.run(
             "INSERT INTO changes (thread_id, rev, account_id, memory_id, event, meta, ts) "
             "VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -264,6 +277,7 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlExecutor):
         self, memory_id: str, account_id: str, user_id: str, tokens: Mapping[int, int]
     ) -> None:
         """Replace a memory's blind lexical tokens (keyed hash -> term frequency)."""
+        self.scope_to(account_id)
         self.run("DELETE FROM memory_tokens WHERE memory_id = ?", [memory_id])
         if not tokens:
             return
@@ -278,6 +292,7 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlExecutor):
         self, memory_id: str, account_id: str, user_id: str, model_id: str, vector: Vector
     ) -> None:
         """Replace a memory's embedding."""
+        self.scope_to(account_id)
         self.run("DELETE FROM embeddings WHERE memory_id = ?", [memory_id])
         self.run(
             "INSERT INTO embeddings (memory_id, account_id, user_id, model_id, "
@@ -295,6 +310,7 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlExecutor):
 
     def put_edges(self, account_id: str, user_id: str, edges: Sequence[EdgeRow]) -> None:
         """Add relation edges, skipping self-loops and pairs that already exist."""
+        self.scope_to(account_id)
         now = time.time()
         self.insert_many(
             "INSERT INTO relations (from_id, to_id, account_id, user_id, relation_type, "
@@ -332,6 +348,7 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlExecutor):
 
     def key_generation(self, account_id: str, user_id: str) -> int | None:
         """The user's key generation, read with ``share_suffix`` (None: no row)."""
+        self.scope_to(account_id)
         row = self.run(
             "SELECT generation FROM key_generations WHERE account_id = ? AND user_id = ?"
             + self.share_suffix,
@@ -341,6 +358,7 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlExecutor):
 
     def bump_key_generation(self, account_id: str, user_id: str) -> int:
         """Start a new key generation for the user (1 for the first); returns it."""
+        self.scope_to(account_id)
         row = self.run(
             "INSERT INTO key_generations (account_id, user_id, generation) VALUES (?, ?, 1) "
             "ON CONFLICT (account_id, user_id) DO UPDATE "
@@ -351,6 +369,7 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlExecutor):
 
     def delete_owner(self, account_id: str, user_id: str) -> dict[str, int]:
         """Delete every row of one user in every table; returns the count per table."""
+        self.scope_to(account_id)
         ids = [
             r[0]
             for r in self.run(
@@ -425,6 +444,8 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlExecutor):
 
     def record_op(self, row: OpRow) -> None:
         """Append an operational event."""
+        if row.account_id is not None:
+            self.scope_to(row.account_id)
         self.run(
             "INSERT INTO ops_events (account_id, user_id, thread_id, node, op, status, "
             "memory_id, category, sim, ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -506,7 +527,10 @@ class SqlStorage:
     dialect: ClassVar[str] = "sqlite"
 
     # ---- provided by the backend -----------------------------------------------------------
-    def _reader(self) -> AbstractContextManager[SqlExecutor]:
+    def _reader(self, account_id: str | None = None) -> AbstractContextManager[SqlExecutor]:
+        """A read connection confined to ``account_id``'s rows where the database enforces
+        row-level security; ``None`` reads across accounts (maintenance and lookups that
+        name no account: see :data:`engram.storage.postgres.ALL_ACCOUNTS`)."""
         raise NotImplementedError
 
     def transaction(self) -> AbstractContextManager[SqlTransaction]:
@@ -601,27 +625,31 @@ class SqlStorage:
                 tx.run("DELETE FROM embeddings")
 
     # ---- reads -------------------------------------------------------------------------------
-    def _select_memories(self, tail: str, params: Sequence[Any]) -> list[MemoryRow]:
-        """``SELECT <memory columns> FROM memories m <tail>``."""
-        with self._reader() as db:
+    def _select_memories(
+        self, tail: str, params: Sequence[Any], account_id: str | None = None
+    ) -> list[MemoryRow]:
+        """``SELECT <memory columns> FROM memories m <tail>`` (read as ``account_id``)."""
+        with self._reader(account_id) as db:
             rows = db.run(f"SELECT {MEMORY_SELECT} FROM memories m {tail}", params).fetchall()
         return [memory_row(r) for r in rows]
 
     def get_memory(self, account_id: str, memory_id: str) -> MemoryRow | None:
         """One version by id, within an account."""
-        rows = self._select_memories("WHERE m.id = ? AND m.account_id = ?", [memory_id, account_id])
+        rows = self._select_memories(
+            "WHERE m.id = ? AND m.account_id = ?", [memory_id, account_id], account_id
+        )
         return rows[0] if rows else None
 
     def get_memories(self, account_id: str, memory_ids: Sequence[str]) -> list[MemoryRow]:
         """Several versions by id, within an account (order not guaranteed)."""
-        with self._reader() as db:
+        with self._reader(account_id) as db:
             rows = select_ids_where(db, MEMORY_SELECT, memory_ids, "m.account_id = ?", [account_id])
         return [memory_row(r) for r in rows]
 
     def filter_memories(self, flt: MemoryFilter, memory_ids: Sequence[str]) -> list[MemoryRow]:
         """Those of ``memory_ids`` that match ``flt`` (the filter runs in the database)."""
         where, params = compile_filter(flt)
-        with self._reader() as db:
+        with self._reader(flt.account_id) as db:
             rows = select_ids_where(db, MEMORY_SELECT, memory_ids, where, params)
         return [memory_row(r) for r in rows]
 
@@ -634,13 +662,14 @@ class SqlStorage:
         if not flt.include_shared or flt.user_id is None:
             return False
         where, params = compile_others_shared(flt)
-        with self._reader() as db:
+        with self._reader(flt.account_id) as db:
             row = db.run(f"SELECT 1 FROM memories m WHERE {where} LIMIT 1", params).fetchone()
         return row is not None
 
     def touch(self, account_id: str, memory_ids: Sequence[str], when: float) -> None:
         """Set ``last_accessed_at`` (bookkeeping: no history, no change log)."""
         with self.transaction() as tx:
+            tx.scope_to(account_id)
             for chunk in _chunks(memory_ids):
                 marks = ", ".join("?" for _ in chunk)
                 tx.run(
@@ -654,7 +683,7 @@ class SqlStorage:
     ) -> MemoryRow | None:
         """The newest head version with this key (case-insensitive) in the given states."""
         marks = ", ".join("?" for _ in states)
-        with self._reader() as db:
+        with self._reader(account_id) as db:
             row = db.run(
                 f"SELECT {MEMORY_SELECT} FROM memories m WHERE m.account_id = ? "
                 f"AND m.user_id = ? AND m.key_lc = ? AND m.state IN ({marks}) "
@@ -674,7 +703,7 @@ class SqlStorage:
         order = "DESC" if page.newest_first else "ASC"
         window = page.limit + page.offset
         rows: list[MemoryRow] = []
-        with self._reader() as db:
+        with self._reader(flt.account_id) as db:
             for where, params in parts:
                 rows.extend(
                     memory_row(r)
@@ -690,7 +719,7 @@ class SqlStorage:
     def count_memories(self, flt: MemoryFilter) -> int:
         """How many versions match the filter."""
         where, params = compile_filter(flt)
-        with self._reader() as db:
+        with self._reader(flt.account_id) as db:
             row = db.run(f"SELECT COUNT(*) FROM memories m WHERE {where}", params).fetchone()
         return int(row[0])
 
@@ -700,6 +729,7 @@ class SqlStorage:
             self._select_memories(
                 "WHERE m.account_id = ? AND m.user_id = ? ORDER BY m.created_at, m.version",
                 [account_id, user_id],
+                account_id,
             )
         )
 
@@ -708,11 +738,12 @@ class SqlStorage:
         return self._select_memories(
             "WHERE m.account_id = ? AND m.lineage_id = ? ORDER BY m.version",
             [account_id, lineage_id],
+            account_id,
         )
 
     def history(self, account_id: str, lineage_id: str) -> list[HistoryRow]:
         """Audit events of every version of a memory, newest first."""
-        with self._reader() as db:
+        with self._reader(account_id) as db:
             rows = db.run(
                 "SELECT id, account_id, user_id, memory_id, lineage_id, event, old_ref, new_ref, "
                 "actor, meta, ts FROM history WHERE account_id = ? AND lineage_id = ? "
@@ -743,7 +774,7 @@ class SqlStorage:
         The row must exist before the user's first write: writers lock it (``FOR SHARE``)
         so that an erasure, which bumps it, waits for them, and they for it.
         """
-        with self._reader() as db:
+        with self._reader(account_id) as db:
             row = db.run(
                 "SELECT generation FROM key_generations WHERE account_id = ? AND user_id = ?",
                 [account_id, user_id],
@@ -751,6 +782,7 @@ class SqlStorage:
         if row is not None:
             return int(row[0])
         with self.transaction() as tx:
+            tx.scope_to(account_id)
             tx.run(
                 "INSERT INTO key_generations (account_id, user_id, generation) "
                 "VALUES (?, ?, 0) ON CONFLICT DO NOTHING",
@@ -773,9 +805,10 @@ class SqlStorage:
         with self.transaction() as tx:
             tx.run("DELETE FROM data_keys")
 
-    def reader(self) -> AbstractContextManager[SqlExecutor]:
-        """A connection for reads (service tables and the key store share it)."""
-        return self._reader()
+    def reader(self, account_id: str | None = None) -> AbstractContextManager[SqlExecutor]:
+        """A connection for reads (service tables and the key store share it), confined to
+        ``account_id``'s rows where the database enforces row-level security."""
+        return self._reader(account_id)
 
     def service_tables(self) -> ServiceTables:
         """The call sessions, API keys and proposals kept in this database."""
@@ -797,7 +830,7 @@ class SqlStorage:
 
     def user_ids(self, account_id: str, *, limit: int = 1000) -> list[str]:
         """See :meth:`Storage.user_ids`."""
-        with self._reader() as db:
+        with self._reader(account_id) as db:
             rows = db.run(
                 "SELECT DISTINCT user_id FROM memories WHERE account_id = ? AND state <> ? "
                 "ORDER BY user_id LIMIT ?",
@@ -829,7 +862,7 @@ class SqlStorage:
         if agent_id is not None:
             sql += " AND agent_id = ?"
             params.append(agent_id)
-        with self._reader() as db:
+        with self._reader(account_id) as db:
             return [str(r[0]) for r in db.run(sql, params).fetchall()]
 
     def op_counts(self, *, by: str, since: float | None, until: float | None) -> dict[str, int]:
@@ -867,7 +900,7 @@ class SqlStorage:
             "supervisor_checkpoints",
         ):
             raise ValueError(f"unknown table {table}")
-        with self._reader() as db:
+        with self._reader(account_id) as db:
             if table == "embeddings" and not self._has_vectors(db):
                 return 0
             row = db.run(
@@ -935,7 +968,7 @@ class SqlStorage:
         if not unique or k <= 0:
             return []
         owner = flt.user_id
-        with self._reader() as db:
+        with self._reader(flt.account_id) as db:
             docs, avg_len = self._owner_stats(db, flt.account_id, owner)
             if docs == 0 and not flt.include_shared:
                 return []
@@ -1149,7 +1182,7 @@ class SqlStorage:
     def edges(self, account_id: str, memory_ids: Sequence[str]) -> list[EdgeRow]:
         """Edges touching any of ``memory_ids``, in either direction."""
         found: dict[tuple[str, str], EdgeRow] = {}
-        with self._reader() as db:
+        with self._reader(account_id) as db:
             for chunk in _chunks(memory_ids):
                 marks = ", ".join("?" for _ in chunk)
                 for r in db.run(
@@ -1179,7 +1212,7 @@ class SqlStorage:
         across = {e.to_id for e in found if e.from_id in given} | {
             e.from_id for e in found if e.to_id in given
         }
-        with self._reader() as db:
+        with self._reader(flt.account_id) as db:
             column = self._neighbour_column(db, vector, with_vectors=with_vectors)
             found_rows = NeighbourRows(column.kind, self._decode_vector)
             where, params = compile_filter(flt)
@@ -1217,7 +1250,7 @@ class SqlStorage:
     def vectors(self, account_id: str, memory_ids: Sequence[str]) -> dict[str, Vector]:
         """Stored embeddings of these memory versions."""
         out: dict[str, Vector] = {}
-        with self._reader() as db:
+        with self._reader(account_id) as db:
             if not self._has_vectors(db):
                 return out
             for chunk in _chunks(memory_ids):

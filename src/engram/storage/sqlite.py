@@ -197,7 +197,8 @@ class SqliteStorage(SqlStorage):
         return conn
 
     @contextmanager
-    def _reader(self) -> Iterator[SqlExecutor]:
+    def _reader(self, account_id: str | None = None) -> Iterator[SqlExecutor]:
+        # One process owns the file; there is no row-level security to confine reads.
         try:
             yield SqlExecutor(self._connection())
         except sqlite3.Error as exc:

@@ -36,6 +36,7 @@ from engram.testing.conformance.memories import MemoriesConformance
 from engram.testing.conformance.memory_query import MemoryQueryConformance
 from engram.testing.conformance.migrations import MigrationsConformance
 from engram.testing.conformance.privacy import PrivacyConformance
+from engram.testing.conformance.row_security import RowSecurityConformance
 from engram.testing.conformance.search_primitives import SearchPrimitivesConformance
 from engram.testing.conformance.single_connection import SingleConnectionConformance
 from engram.testing.conformance.stateful import StatefulConformance
@@ -56,6 +57,7 @@ __all__ = [
     "MemoryQueryConformance",
     "MigrationsConformance",
     "PrivacyConformance",
+    "RowSecurityConformance",
     "SearchPrimitivesConformance",
     "SingleConnectionConformance",
     "StatefulConformance",
@@ -75,6 +77,7 @@ class StorageConformance(
     AuditConformance,
     PrivacyConformance,
     AtRestConformance,
+    RowSecurityConformance,
     BlindKeysConformance,
     BlindKeysUpgradeConformance,
     ConcurrentWritesConformance,
