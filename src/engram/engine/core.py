@@ -31,7 +31,7 @@ from engram.errors import (
 )
 from engram.index.codec import Contents, MemoryCodec, from_ts, row_binding
 from engram.index.lexical import Indexer, LexicalIndexer
-from engram.index.vectors import require_vector_indexer
+from engram.index.vectors import VectorIndexer, VectorSeal, require_vector_indexer
 from engram.keys.owner_keys import OwnerKey, OwnerKeys
 from engram.storage.apps import AppTables
 from engram.storage.base import (
@@ -132,7 +132,11 @@ class EngineCore:
         )
         self.codec = MemoryCodec(self.envelope)
         self.lexical = LexicalIndexer(self.keys)
-        self.indexers: list[Indexer] = [self.lexical, *indexers]
+        self.vector_seal = VectorSeal(self.keys, self.envelope.cipher)
+        """Seals stored vectors under their owner's key where the store keeps them sealed."""
+        self.indexers: list[Indexer] = [self.lexical]
+        for indexer in indexers:
+            self.add_indexer(indexer)
         self._integrity_lock = threading.Lock()
         self._integrity_failures = 0
 
@@ -151,7 +155,7 @@ class EngineCore:
     def integrity_failures(self) -> int:
         """How many stored rows failed authentication since this engine started."""
         with self._integrity_lock:
-            return self._integrity_failures
+            return self._integrity_failures + self.vector_seal.failures
 
     def blind_key(self, account_id: str, key: str) -> str:
         """The stored (blinded) form of a memory key in this account; case-insensitive."""
@@ -202,7 +206,13 @@ class EngineCore:
         return self.envelope.open(user_key, sealed, account_id, user_id, record_id)
 
     def add_indexer(self, indexer: Indexer) -> None:
-        """Write ``indexer``'s rows with every future memory version."""
+        """Write ``indexer``'s rows with every future memory version.
+
+        A :class:`VectorIndexer` gets this engine's keys to seal vectors with (and seals
+        those an older version stored in clear; see :func:`seal_clear_vectors`).
+        """
+        if isinstance(indexer, VectorIndexer):
+            indexer.seal_with(self.vector_seal)
         self.indexers.append(indexer)
 
     # ---- writes ----------------------------------------------------------------------------

@@ -521,3 +521,18 @@ MIGRATIONS = (
         postgres=tuple(s for table in ACCOUNT_TABLES for s in account_policy(table)),
     ),
 )
+
+
+MIGRATIONS = (
+    *MIGRATIONS,
+    Migration(
+        version=18,
+        name="sealed-vectors",
+        # SQLite searches vectors in process, so they are stored sealed under the owner's
+        # key; ``key_id`` names it (NULL: a vector written before, in clear until the first
+        # open with an embedder seals it). PostgreSQL searches them in the database and
+        # keeps pgvector's clear vectors.
+        sqlite=("ALTER TABLE embeddings ADD COLUMN IF NOT EXISTS key_id TEXT",),
+        postgres=(),
+    ),
+)

@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Literal, NamedTuple, Protocol
 import numpy as np
 
 from engram.crypto.envelope import BLIND_KEY_PREFIX
-from engram.errors import EmbedderMismatchError
+from engram.errors import EmbedderMismatchError, StorageError
 from engram.storage.apps import AppTables, SqlAppTables, SqlAppWrites
 from engram.storage.base import (
     MEMORY_COLUMNS,
@@ -31,7 +31,9 @@ from engram.storage.base import (
     OpRow,
     Page,
     ScoredId,
+    SealedVector,
     Vector,
+    VectorOpener,
 )
 from engram.storage.checkpoints import CheckpointTables, SqlCheckpointTables
 from engram.storage.filters import compile_filter, compile_others_shared
@@ -289,11 +291,19 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlExecutor):
         )
 
     def put_vector(
-        self, memory_id: str, account_id: str, user_id: str, model_id: str, vector: Vector
+        self,
+        memory_id: str,
+        account_id: str,
+        user_id: str,
+        model_id: str,
+        vector: Vector | SealedVector,
     ) -> None:
         """Replace a memory's embedding."""
         self.scope_to(account_id)
         self.run("DELETE FROM embeddings WHERE memory_id = ?", [memory_id])
+        if isinstance(vector, SealedVector):
+            self.put_sealed_vector(memory_id, account_id, user_id, model_id, vector)
+            return
         self.run(
             "INSERT INTO embeddings (memory_id, account_id, user_id, model_id, "
             f"{self.vector_column}) VALUES (?, ?, ?, ?, {self.vector_param})",
@@ -302,6 +312,16 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlExecutor):
 
     vector_column: ClassVar[str] = "vector"
     vector_param: ClassVar[str] = "?"
+
+    def put_sealed_vector(
+        self, memory_id: str, account_id: str, user_id: str, model_id: str, sealed: SealedVector
+    ) -> None:
+        """Insert a sealed embedding (a backend that keeps them sealed overrides this)."""
+        raise StorageError("this store keeps embeddings in clear; it cannot store sealed ones")
+
+    def seal_vectors_in_place(self, sealed: Sequence[tuple[str, SealedVector]]) -> int:
+        """Replace clear embeddings by sealed ones (a backend that seals them overrides this)."""
+        raise StorageError("this store keeps embeddings in clear; it cannot store sealed ones")
 
     @staticmethod
     def encode_vector(vector: Vector) -> Any:
@@ -465,15 +485,21 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlExecutor):
 
 
 def select_ids_where(
-    db: SqlExecutor, columns: str, ids: Sequence[str], where: str, params: Sequence[Any]
+    db: SqlExecutor,
+    columns: str,
+    ids: Sequence[str],
+    where: str,
+    params: Sequence[Any],
+    *,
+    join: str = "",
 ) -> list[Any]:
-    """``SELECT columns FROM memories m WHERE m.id IN (ids) AND where``, in chunks."""
+    """``SELECT columns FROM memories m [join] WHERE m.id IN (ids) AND where``, in chunks."""
     rows: list[Any] = []
     for chunk in _chunks(ids):
         marks = ", ".join("?" for _ in chunk)
         rows.extend(
             db.run(
-                f"SELECT {columns} FROM memories m WHERE m.id IN ({marks}) AND {where}",
+                f"SELECT {columns} FROM memories m {join} WHERE m.id IN ({marks}) AND {where}",
                 [*chunk, *params],
             ).fetchall()
         )
@@ -521,6 +547,7 @@ class SqlStorage:
         ] = OrderedDict()
         self._stats_lock = threading.Lock()
         self._vectors_ready = False
+        self.vector_opener: VectorOpener | None = None
         self._embedder_spec: str | object | None = _UNREAD
 
     name: ClassVar[str] = "sql"
@@ -615,6 +642,14 @@ class SqlStorage:
                 row = db.run("SELECT value FROM store_meta WHERE key = 'embedder'").fetchone()
             self._embedder_spec = None if row is None else str(row[0])
         return self._embedder_spec  # type: ignore[return-value]
+
+    def clear_vectors(self, limit: int) -> list[tuple[str, str, str, str, Vector]]:
+        """None here: this store keeps its vectors in clear by design (see SQLite's)."""
+        return []
+
+    def bind_vector_opener(self, opener: VectorOpener) -> None:
+        """Keep ``opener`` for sealed embeddings (only a store that seals them uses it)."""
+        self.vector_opener = opener
 
     def unbind_embedder(self) -> None:
         """Forget the bound embedder and drop every stored vector (before a reindex)."""

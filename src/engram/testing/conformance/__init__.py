@@ -37,6 +37,7 @@ from engram.testing.conformance.memory_query import MemoryQueryConformance
 from engram.testing.conformance.migrations import MigrationsConformance
 from engram.testing.conformance.privacy import PrivacyConformance
 from engram.testing.conformance.row_security import RowSecurityConformance
+from engram.testing.conformance.sealed_vectors import SealedVectorsConformance
 from engram.testing.conformance.search_primitives import SearchPrimitivesConformance
 from engram.testing.conformance.single_connection import SingleConnectionConformance
 from engram.testing.conformance.stateful import StatefulConformance
@@ -58,6 +59,7 @@ __all__ = [
     "MigrationsConformance",
     "PrivacyConformance",
     "RowSecurityConformance",
+    "SealedVectorsConformance",
     "SearchPrimitivesConformance",
     "SingleConnectionConformance",
     "StatefulConformance",
@@ -78,6 +80,7 @@ class StorageConformance(
     PrivacyConformance,
     AtRestConformance,
     RowSecurityConformance,
+    SealedVectorsConformance,
     BlindKeysConformance,
     BlindKeysUpgradeConformance,
     ConcurrentWritesConformance,

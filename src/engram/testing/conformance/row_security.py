@@ -37,7 +37,6 @@ def _count(conn: Any, table: str, account_id: str) -> int:
     return int(row.fetchone()[0])
 
 
-@pytest.mark.requires(Capability.ROW_SECURITY)
 class RowSecurityConformance(StorageHarness):
     """Another account's rows are invisible to a connection confined to one account."""
 
@@ -63,6 +62,7 @@ class RowSecurityConformance(StorageHarness):
                 admin.execute(f"DROP OWNED BY {role}")
                 admin.execute(f"DROP ROLE {role}")
 
+    @pytest.mark.requires(Capability.ROW_SECURITY)
     def test_every_account_table_is_forced(self, storage: Storage) -> None:
         from engram.storage.migrations import ACCOUNT_TABLES
 
@@ -76,6 +76,7 @@ class RowSecurityConformance(StorageHarness):
         assert "memories" in found and "history" in found
         assert {t: v for t, v in found.items() if v != (True, True)} == {}
 
+    @pytest.mark.requires(Capability.ROW_SECURITY)
     def test_raw_connection_sees_only_its_own_account(
         self, engine: MemoryEngine, storage: Storage, app_role: str
     ) -> None:
@@ -105,6 +106,7 @@ class RowSecurityConformance(StorageHarness):
             changed = raw.execute("UPDATE memories SET last_accessed_at = 1").rowcount
             assert changed == 1
 
+    @pytest.mark.requires(Capability.ROW_SECURITY)
     def test_service_works_as_the_confined_role(
         self, engine: MemoryEngine, storage: Storage, key_store: KeyStore, app_role: str
     ) -> None:
