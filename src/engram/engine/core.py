@@ -23,6 +23,7 @@ from engram.crypto.keyring import KeyRing
 from engram.errors import (
     ConflictError,
     IntegrityError,
+    KeyMismatchError,
     KeyUnavailableError,
     NotFoundError,
     PreconditionFailedError,
@@ -734,8 +735,8 @@ class EngineCore:
         try:
             try:
                 key = self.keys.by_id(row.account_id, row.user_id, row.key_id)
-            except KeyUnavailableError:
-                raise  # a KEK this process lacks: not the row's fault
+            except (KeyUnavailableError, KeyMismatchError):
+                raise  # a KEK this process lacks, or a wrong one: not the row's fault
             except IntegrityError as exc:
                 # No key for the row's owner: the owner column was changed (or never had one).
                 raise TamperedRowError(f"memory {row.id} has no owner key") from exc

@@ -67,6 +67,10 @@ class VectorSeal:
         self.failures = 0
         """How many stored vectors failed to open since this seal was made."""
 
+    def rebind(self, keys: OwnerKeys) -> None:
+        """Use ``keys`` from now on (after a KEK rotation)."""
+        self._keys = keys
+
     def seal(
         self, account_id: str, user_id: str, memory_id: str, model_id: str, vector: Vector
     ) -> SealedVector:

@@ -41,6 +41,7 @@ from engram.testing.conformance.sealed_vectors import SealedVectorsConformance
 from engram.testing.conformance.search_primitives import SearchPrimitivesConformance
 from engram.testing.conformance.single_connection import SingleConnectionConformance
 from engram.testing.conformance.stateful import StatefulConformance
+from engram.testing.conformance.tamper import TamperConformance
 
 __all__ = [
     "ALL_SUITES",
@@ -65,6 +66,7 @@ __all__ = [
     "StatefulConformance",
     "StorageConformance",
     "StorageHarness",
+    "TamperConformance",
 ]
 
 MARKERS = (
@@ -81,6 +83,7 @@ class StorageConformance(
     AtRestConformance,
     RowSecurityConformance,
     SealedVectorsConformance,
+    TamperConformance,
     BlindKeysConformance,
     BlindKeysUpgradeConformance,
     ConcurrentWritesConformance,
