@@ -152,13 +152,16 @@ class PostgresTransaction(_BinaryRows, SqlTransaction):
         self._scope = account_id
 
     def _execute(self, sql: str, params: tuple[Any, ...]) -> Any:
+        self._ensure_scope()
+        return super()._execute(sql, params)
+
+    def _ensure_scope(self) -> None:
         if self._scope is self._UNSCOPED:
             # A statement before any account is named: migrations, purge, rotation and other
             # work across accounts, which row-level security lets through only on this
             # explicit bypass (see docs/security.md).
             self.conn.execute(_SET_TRANSACTION_SCOPE, _scope_values(None))
             self._scope = None
-        return super()._execute(sql, params)
 
     @staticmethod
     def encode_vector(vector: Vector) -> Any:
@@ -172,6 +175,7 @@ class PostgresTransaction(_BinaryRows, SqlTransaction):
     def insert_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         """Insert many rows with ``executemany`` (pipelined by psycopg)."""
         if rows:
+            self._ensure_scope()
             with self.conn.cursor() as cur:
                 cur.executemany(sql.replace("?", "%s"), rows)
 

@@ -15,11 +15,13 @@ import pytest
 
 from engram.crypto.keyring import KeyRing
 from engram.engine import MemoryEngine
-from engram.errors import NotFoundError
+from engram.errors import NotFoundError, StorageError
+from engram.index.vectors import VectorIndexer
 from engram.storage.base import Capability, Storage
 from engram.storage.keystore import KeyStore
 from engram.testing.builders import add
 from engram.testing.conformance.harness import TEST_KEK, StorageHarness
+from engram.testing.embedders import HashingEmbedder
 from engram.types import MemoryFilter
 
 OTHER = "acct-2"
@@ -61,6 +63,13 @@ class RowSecurityConformance(StorageHarness):
                 admin.execute(f"REASSIGN OWNED BY {role} TO CURRENT_USER")
                 admin.execute(f"DROP OWNED BY {role}")
                 admin.execute(f"DROP ROLE {role}")
+
+    @pytest.mark.requires(Capability.ROW_SECURITY)
+    def test_a_transaction_stays_with_one_account(self, storage: Storage) -> None:
+        with pytest.raises(StorageError), storage.transaction() as tx:
+            tx.next_rev("acct-1", "thread-1")
+            tx.next_rev(OTHER, "thread-2")
+        assert storage.current_rev("thread-1") == 0  # rolled back
 
     @pytest.mark.requires(Capability.ROW_SECURITY)
     def test_every_account_table_is_forced(self, storage: Storage) -> None:
@@ -120,8 +129,14 @@ class RowSecurityConformance(StorageHarness):
             app = MemoryEngine(
                 confined, KeyRing(primary=TEST_KEK), settings=engine.settings, key_store=key_store
             )
+            embedder = HashingEmbedder()
+            app.add_indexer(VectorIndexer(confined, embedder, link_top_k=2, link_min=0.0))
             mine = add(app, value="tea with lemon")
             theirs = add(app, value="coffee, black", account_id=OTHER)
+            near = confined.vector_search(
+                MemoryFilter(account_id=OTHER, user_id="user-1"), embedder.embed_one("coffee"), 5
+            )
+            assert [h.memory_id for h in near] == [theirs.id]
             updated = app.update(mine.id, {"value": "tea with honey"}, account_id="acct-1")
             assert app.get(updated.id, account_id="acct-1").value == "tea with honey"
             listed = app.list_memories(MemoryFilter(account_id=OTHER, user_id="user-1"))
