@@ -532,7 +532,12 @@ MIGRATIONS = (
         # key; ``key_id`` names it (NULL: a vector written before, in clear until the first
         # open with an embedder seals it). PostgreSQL searches them in the database and
         # keeps pgvector's clear vectors.
-        sqlite=("ALTER TABLE embeddings ADD COLUMN IF NOT EXISTS key_id TEXT",),
+        sqlite=(
+            "ALTER TABLE embeddings ADD COLUMN IF NOT EXISTS key_id TEXT",
+            # Finds the clear vectors left to seal without reading every row's vector (the
+            # key id is stored after it); empty once the store is upgraded.
+            "CREATE INDEX IF NOT EXISTS embeddings_clear ON embeddings (seq) WHERE key_id IS NULL",
+        ),
         postgres=(),
     ),
 )

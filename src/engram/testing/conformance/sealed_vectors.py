@@ -147,8 +147,19 @@ class SealedVectorsConformance(StorageHarness):
         memory: Memory = add(engine, value="an old memory from before sealing")
         storage.bind_embedder(embedder.model_id, embedder.dims)
         vector = embedder.embed_one(indexed_text(memory))
-        with storage.transaction() as tx:  # as an older version wrote it: in clear
-            tx.put_vector(memory.id, ACCOUNT, "user-1", embedder.model_id, vector)
+        with storage.transaction() as tx:  # as the schema before version 18 was
+            for statement in (
+                "DROP INDEX embeddings_clear",
+                "ALTER TABLE embeddings DROP COLUMN key_id",
+                "DELETE FROM schema_migrations WHERE version >= 18",
+            ):
+                tx.run(statement)  # type: ignore[attr-defined]
+            tx.run(  # type: ignore[attr-defined]
+                "INSERT INTO embeddings (memory_id, account_id, user_id, model_id, vector) "
+                "VALUES (?, ?, ?, ?, ?)",
+                [memory.id, ACCOUNT, "user-1", embedder.model_id, vector.tobytes()],
+            )
+        storage.migrate()
         assert [k for _, k, _ in _embedding_rows(storage)] == [None]
         upgraded = _reopened(storage, storage_url, key_store, settings)
         try:
