@@ -85,16 +85,16 @@ class VectorSeal:
 
     def open_vectors(
         self, account_id: str, user_id: str, rows: Sequence[StoredVector]
-    ) -> list[Vector | None]:
-        """Each row's vector; ``None`` (counted, logged by count only) for a row that does
-        not open. A row in clear (``key_id`` ``None``, from before vectors were sealed) is
-        read as it is. Raises ``KeyUnavailableError`` when a key is wrapped under a KEK this
-        process lacks (not the rows' fault)."""
-        out: list[Vector | None] = [None] * len(rows)
+    ) -> list[bytes | None]:
+        """Each row's vector as float32 bytes; ``None`` (counted, logged by count only) for a
+        row that does not open. A row in clear (``key_id`` ``None``, from before vectors were
+        sealed) is read as it is. Raises ``KeyUnavailableError`` when a key is wrapped under a
+        KEK this process lacks (not the rows' fault)."""
+        out: list[bytes | None] = [None] * len(rows)
         by_key: dict[str, list[int]] = {}
         for position, row in enumerate(rows):
             if row.key_id is None:
-                out[position] = np.frombuffer(row.data, dtype=np.float32)
+                out[position] = row.data
             else:
                 by_key.setdefault(row.key_id, []).append(position)
         failed = 0
@@ -104,21 +104,20 @@ class VectorSeal:
             except IntegrityError:
                 failed += len(positions)  # the key was destroyed (erased) or never existed
                 continue
+            # Every row's AAD starts alike: that part is built once (a user's whole index is
+            # opened here, and per-row string work cost as much as the decryption).
+            prefix = vector_aad(account_id, user_id, "", "")[:-1]
             opened = self._cipher.open_many(
                 vector_sealing_key(raw),
                 [
-                    (
-                        rows[p].data,
-                        vector_aad(account_id, user_id, rows[p].memory_id, rows[p].model_id),
-                    )
+                    (rows[p].data, prefix + f"{rows[p].memory_id}\x1f{rows[p].model_id}".encode())
                     for p in positions
                 ],
             )
             for p, data in zip(positions, opened, strict=True):
                 if data is None:
                     failed += 1
-                else:
-                    out[p] = np.frombuffer(data, dtype=np.float32)
+                out[p] = data
         if failed:
             with self._lock:
                 self.failures += failed

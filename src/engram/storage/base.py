@@ -289,9 +289,12 @@ class VectorOpener(Protocol):
 
     def open_vectors(
         self, account_id: str, user_id: str, rows: Sequence[StoredVector]
-    ) -> list[Vector | None]:
-        """Each row's vector, or ``None`` for a row that does not open (tampered, moved to
-        another row or user, or its key destroyed by an erasure)."""
+    ) -> list[bytes | None]:
+        """Each row's vector as float32 bytes, or ``None`` for a row that does not open
+        (tampered, moved to another row or user, or its key destroyed by an erasure).
+
+        Bytes rather than arrays: a store loading a whole index joins them into one matrix
+        at once, which costs a fraction of building an array per row."""
         ...
 
 

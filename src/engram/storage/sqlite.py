@@ -351,13 +351,11 @@ class SqliteStorage(SqlStorage):
             for r in rows
         ]
 
-    def open_rows(
-        self, owner: tuple[str, str], rows: Sequence[StoredVector]
-    ) -> list[Vector | None]:
-        """Open one owner's stored embeddings: sealed ones with the bound opener, clear
-        ones (written before vectors were sealed) as they are."""
+    def open_rows(self, owner: tuple[str, str], rows: Sequence[StoredVector]) -> list[bytes | None]:
+        """Open one owner's stored embeddings (float32 bytes): sealed ones with the bound
+        opener, clear ones (written before vectors were sealed) as they are."""
         if all(r.key_id is None for r in rows):
-            return [np.frombuffer(r.data, dtype=np.float32) for r in rows]
+            return [r.data for r in rows]
         if self.vector_opener is None:
             raise StorageError(
                 "this store's vectors are sealed; open it with its embedder (Engram.open) "
@@ -379,7 +377,7 @@ class SqliteStorage(SqlStorage):
                 stored, self.open_rows((account_id, user_id), stored), strict=True
             ):
                 if vector is not None:
-                    out[row.memory_id] = vector
+                    out[row.memory_id] = np.frombuffer(vector, dtype=np.float32)
         return out
 
     def _scan(

@@ -33,8 +33,8 @@ from engram.storage.sql import SqlExecutor
 from engram.storage.vector_kernels import hamming_distances, int8_scores
 
 Owner = tuple[str, str]
-Opener = Callable[[Owner, Sequence[StoredVector]], list[Vector | None]]
-"""Opens one owner's stored vectors (``None`` for a row that does not open)."""
+Opener = Callable[[Owner, Sequence[StoredVector]], list[bytes | None]]
+"""Opens one owner's stored vectors as float32 bytes (``None`` for a row that does not open)."""
 
 
 @dataclass
@@ -196,7 +196,8 @@ class SqliteVectorIndex:
                     (s.memory_id, v) for s, v in zip(stored, opened, strict=True) if v is not None
                 ]
                 if kept:
-                    index.append([m for m, _ in kept], np.vstack([v for _, v in kept]))
+                    matrix = np.frombuffer(b"".join(v for _, v in kept), dtype=np.float32)
+                    index.append([m for m, _ in kept], matrix.reshape(len(kept), -1))
                 index.max_seq = int(rows[-1][0])
             self._evict()
             return index
