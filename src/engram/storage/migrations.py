@@ -478,6 +478,7 @@ ACCOUNT_TABLES: tuple[str, ...] = (
     "checkpoint_blobs",
     "checkpoint_writes",
     "supervisor_checkpoints",
+    "consolidation_pairs",
     "embeddings",
 )
 """PostgreSQL tables holding one account's rows, each confined by row-level security."""

@@ -73,16 +73,20 @@ class RowSecurityConformance(StorageHarness):
 
     @pytest.mark.requires(Capability.ROW_SECURITY)
     def test_every_account_table_is_forced(self, storage: Storage) -> None:
-        from engram.storage.migrations import ACCOUNT_TABLES
-
+        """Every table with an ``account_id`` column, including tables added later: a new
+        one must join ``ACCOUNT_TABLES`` (migrations) to be confined."""
+        storage.bind_embedder("test-model", 8)  # the embeddings table appears with it
         with _connect(str(getattr(storage, "conninfo"))) as conn:  # noqa: B009
             rows = conn.execute(
-                "SELECT relname, relrowsecurity, relforcerowsecurity FROM pg_class "
-                "WHERE relname = ANY(%s) AND relkind = 'r'",
-                [list(ACCOUNT_TABLES)],
+                "SELECT c.relname, c.relrowsecurity, c.relforcerowsecurity FROM pg_class c "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "JOIN information_schema.columns i "
+                "ON i.table_schema = n.nspname AND i.table_name = c.relname "
+                "WHERE n.nspname = current_schema() AND c.relkind = 'r' "
+                "AND i.column_name = 'account_id'"
             ).fetchall()
         found = {str(r[0]): (bool(r[1]), bool(r[2])) for r in rows}
-        assert "memories" in found and "history" in found
+        assert {"memories", "history", "embeddings"} <= set(found)
         assert {t: v for t, v in found.items() if v != (True, True)} == {}
 
     @pytest.mark.requires(Capability.ROW_SECURITY)
