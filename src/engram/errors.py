@@ -16,8 +16,9 @@ to status codes in one place (``engram.server.errors``)::
     │   ├── TokenizerMismatchError    the store's search terms come from another tokenizer
     │   └── IndexerMissingError  409  a write the store's vector index would miss
     ├── EmbedderMismatchError    409  the store was indexed with another embedder
-    ├── IntegrityError           500  ciphertext, AAD or wrapped key failed authentication
-    │   ├── TamperedRowError     500  a stored memory row was changed outside Engram
+    ├── IntegrityError           409  ciphertext, AAD or wrapped key failed authentication
+    │   ├── TamperedRowError     409  a stored memory row was changed outside Engram
+    │   ├── KeyMismatchError     503  a stored key does not open under this process's KEK
     │   └── KeyUnavailableError  503  a key-encryption key this process does not hold
     ├── StorageError             503  the database failed (never carries memory text)
     └── ProviderError            502  an LLM or embedding endpoint failed
@@ -99,6 +100,15 @@ class KeyUnavailableError(IntegrityError):
 
     Raised when a key-encryption key named by a stored key is in no key file or setting this
     process can read (for example after a rotation to a key only other processes were given).
+    """
+
+
+class KeyMismatchError(IntegrityError):
+    """A stored user or index key does not open under the key-encryption key it names.
+
+    The process was given a wrong key under the right name, or the wrapped key was changed
+    in the key store. Nothing of the owner's data is returned; the stored rows are not at
+    fault and are not counted as tampered.
     """
 
 

@@ -82,7 +82,7 @@ async def test_a_tampered_row_is_left_out_and_counted(api: Api) -> None:
     assert set(await listing(api)) == {"alpha", "gamma"}
     # Reading the tampered row itself is a JSON error, never a stack trace.
     one = await api.client.get(f"/v1/memories/{ids[1]}", headers=api.auth)
-    assert one.status_code == 500
+    assert one.status_code == 409
     assert one.json()["success"] is False and "Traceback" not in one.text
     metrics = (await api.client.get("/metrics", headers=api.auth)).text
     assert "engram_integrity_failures_total 2" in metrics

@@ -142,6 +142,24 @@ class Envelope:
         return self._cipher.open(data_key, sealed.ciphertext, aad)
 
 
+_VECTOR_SEALING = b"engram-vector/1"
+
+
+def vector_sealing_key(user_key: bytes) -> bytes:
+    """The sub-key that seals a user's stored embeddings, derived from their user key.
+
+    Vectors are sealed under it directly (no data key per vector: a user's whole index is
+    opened at once, and one key schedule for all of it keeps that fast); destroying the
+    user key makes them unreadable with everything else of the user.
+    """
+    return hmac.new(user_key, _VECTOR_SEALING, hashlib.sha256).digest()
+
+
+def vector_aad(account_id: str, user_id: str, memory_id: str, model_id: str) -> bytes:
+    """What a sealed vector is bound to: its owner, its memory version and its embedder."""
+    return _aad("vector", account_id, user_id, memory_id, model_id)
+
+
 def blind_token(index_key: bytes, term: str) -> int:
     """A keyed hash of a search term as a signed 64-bit integer (no plaintext in the index)."""
     digest = hmac.new(index_key, term.encode(), hashlib.sha256).digest()

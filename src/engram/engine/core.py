@@ -23,6 +23,7 @@ from engram.crypto.keyring import KeyRing
 from engram.errors import (
     ConflictError,
     IntegrityError,
+    KeyMismatchError,
     KeyUnavailableError,
     NotFoundError,
     PreconditionFailedError,
@@ -31,7 +32,7 @@ from engram.errors import (
 )
 from engram.index.codec import Contents, MemoryCodec, from_ts, row_binding
 from engram.index.lexical import Indexer, LexicalIndexer
-from engram.index.vectors import require_vector_indexer
+from engram.index.vectors import VectorIndexer, VectorSeal, require_vector_indexer
 from engram.keys.owner_keys import OwnerKey, OwnerKeys
 from engram.storage.apps import AppTables
 from engram.storage.base import (
@@ -133,7 +134,11 @@ class EngineCore:
         )
         self.codec = MemoryCodec(self.envelope)
         self.lexical = LexicalIndexer(self.keys)
-        self.indexers: list[Indexer] = [self.lexical, *indexers]
+        self.vector_seal = VectorSeal(self.keys, self.envelope.cipher)
+        """Seals stored vectors under their owner's key where the store keeps them sealed."""
+        self.indexers: list[Indexer] = [self.lexical]
+        for indexer in indexers:
+            self.add_indexer(indexer)
         self._integrity_lock = threading.Lock()
         self._integrity_failures = 0
 
@@ -152,7 +157,7 @@ class EngineCore:
     def integrity_failures(self) -> int:
         """How many stored rows failed authentication since this engine started."""
         with self._integrity_lock:
-            return self._integrity_failures
+            return self._integrity_failures + self.vector_seal.failures
 
     def blind_key(self, account_id: str, key: str) -> str:
         """The stored (blinded) form of a memory key in this account; case-insensitive."""
@@ -203,7 +208,13 @@ class EngineCore:
         return self.envelope.open(user_key, sealed, account_id, user_id, record_id)
 
     def add_indexer(self, indexer: Indexer) -> None:
-        """Write ``indexer``'s rows with every future memory version."""
+        """Write ``indexer``'s rows with every future memory version.
+
+        A :class:`VectorIndexer` gets this engine's keys to seal vectors with (and seals
+        those an older version stored in clear; see :func:`seal_clear_vectors`).
+        """
+        if isinstance(indexer, VectorIndexer):
+            indexer.seal_with(self.vector_seal)
         self.indexers.append(indexer)
 
     # ---- writes ----------------------------------------------------------------------------
@@ -734,8 +745,8 @@ class EngineCore:
         try:
             try:
                 key = self.keys.by_id(row.account_id, row.user_id, row.key_id)
-            except KeyUnavailableError:
-                raise  # a KEK this process lacks: not the row's fault
+            except (KeyUnavailableError, KeyMismatchError):
+                raise  # a KEK this process lacks, or a wrong one: not the row's fault
             except IntegrityError as exc:
                 # No key for the row's owner: the owner column was changed (or never had one).
                 raise TamperedRowError(f"memory {row.id} has no owner key") from exc

@@ -118,6 +118,7 @@ class EngineLifecycle(EngineCore):
         )
         self.codec = MemoryCodec(self.envelope, legacy=self.codec.legacy)
         self.lexical.rebind(self.keys)
+        self.vector_seal.rebind(self.keys)
         return count
 
     def retire_former_keks(self) -> list[str]:

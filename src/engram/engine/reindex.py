@@ -77,9 +77,9 @@ def reindex(
     engine.storage.unbind_embedder()
     indexers: list[Indexer] = [engine.lexical]
     if embedder is not None:
-        indexers.append(
-            VectorIndexer(engine.storage, embedder, link_top_k=link_top_k, link_min=link_min)
-        )
+        vectors = VectorIndexer(engine.storage, embedder, link_top_k=link_top_k, link_min=link_min)
+        vectors.seal_with(engine.vector_seal)
+        indexers.append(vectors)
     done = 0
     for batch in _batches(engine, batch_size):
         _write(engine, indexers, batch)

@@ -1,23 +1,42 @@
 """The vector indexer: embeddings and relation edges written with each memory version.
 
 Embedding happens before the write transaction (batched for ``store_many``); the vector and
-the memory's edges are written inside it. Edges: ``related_to`` to the top-K most similar
+the memory's edges are written inside it. On a store that searches vectors in process
+(SQLite: :attr:`Capability.SEALED_VECTORS`) the vector is sealed under its owner's user key
+(:class:`VectorSeal`) and opened when the owner's index is loaded, so an erasure makes it
+unreadable with the rest of the user; PostgreSQL keeps pgvector's clear vectors to search
+them in the database. Edges: ``related_to`` to the top-K most similar
 active memories of the same owner with similarity at least ``link_min``, and ``adjacent``
 to the previous memory of the same run (consecutive turns of one conversation).
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from engram.crypto.aead import Cipher
+from engram.crypto.envelope import vector_aad, vector_sealing_key
 from engram.embedders.base import Embedder, Vector
-from engram.errors import IndexerMissingError
+from engram.errors import IndexerMissingError, IntegrityError
 from engram.index.memory_text import indexed_text
-from engram.storage.base import EdgeRow, IndexWrites, Page, Storage
+from engram.keys.owner_keys import OwnerKeys
+from engram.storage.base import (
+    Capability,
+    EdgeRow,
+    IndexWrites,
+    Page,
+    SealedVector,
+    Storage,
+    StoredVector,
+)
 from engram.types import Memory, MemoryFilter
+
+log = logging.getLogger(__name__)
 
 _LATEST = Page(limit=2, offset=0, newest_first=True)
 RELATED = "related_to"
@@ -30,6 +49,80 @@ class VectorEntry:
 
     vector: Vector
     edges: list[EdgeRow] = field(default_factory=list)
+
+
+class VectorSeal:
+    """Seals embeddings under their owner's user key and opens them again (a storage
+    ``VectorOpener``).
+
+    Each vector is AES-GCM under a sub-key of the user key (:func:`vector_sealing_key`),
+    bound to owner, memory version and embedder: a vector copied to another row or user does
+    not open, and none opens once the user's key is destroyed.
+    """
+
+    def __init__(self, keys: OwnerKeys, cipher: Cipher) -> None:
+        self._keys = keys
+        self._cipher = cipher
+        self._lock = threading.Lock()
+        self.failures = 0
+        """How many stored vectors failed to open since this seal was made."""
+
+    def rebind(self, keys: OwnerKeys) -> None:
+        """Use ``keys`` from now on (after a KEK rotation)."""
+        self._keys = keys
+
+    def seal(
+        self, account_id: str, user_id: str, memory_id: str, model_id: str, vector: Vector
+    ) -> SealedVector:
+        """``vector`` of one memory version sealed under the current key of its owner."""
+        key = self._keys.current(account_id, user_id)
+        blob = self._cipher.seal(
+            vector_sealing_key(key.raw),
+            np.asarray(vector, dtype=np.float32).tobytes(),
+            vector_aad(account_id, user_id, memory_id, model_id),
+        )
+        return SealedVector(key.key_id, blob)
+
+    def open_vectors(
+        self, account_id: str, user_id: str, rows: Sequence[StoredVector]
+    ) -> list[bytes | None]:
+        """Each row's vector as float32 bytes; ``None`` (counted, logged by count only) for a
+        row that does not open. A row in clear (``key_id`` ``None``, from before vectors were
+        sealed) is read as it is. Raises ``KeyUnavailableError`` when a key is wrapped under a
+        KEK this process lacks (not the rows' fault)."""
+        out: list[bytes | None] = [None] * len(rows)
+        by_key: dict[str, list[int]] = {}
+        for position, row in enumerate(rows):
+            if row.key_id is None:
+                out[position] = row.data
+            else:
+                by_key.setdefault(row.key_id, []).append(position)
+        failed = 0
+        for key_id, positions in by_key.items():
+            try:
+                raw = self._keys.by_id(account_id, user_id, key_id)
+            except IntegrityError:
+                failed += len(positions)  # the key was destroyed (erased) or never existed
+                continue
+            # Every row's AAD starts alike: that part is built once (a user's whole index is
+            # opened here, and per-row string work cost as much as the decryption).
+            prefix = vector_aad(account_id, user_id, "", "")[:-1]
+            opened = self._cipher.open_many(
+                vector_sealing_key(raw),
+                [
+                    (rows[p].data, prefix + f"{rows[p].memory_id}\x1f{rows[p].model_id}".encode())
+                    for p in positions
+                ],
+            )
+            for p, data in zip(positions, opened, strict=True):
+                if data is None:
+                    failed += 1
+                out[p] = data
+        if failed:
+            with self._lock:
+                self.failures += failed
+            log.warning("%d stored vectors failed to open; left out of the index", failed)
+        return out
 
 
 class VectorIndexer:
@@ -49,7 +142,24 @@ class VectorIndexer:
         self.link_top_k = link_top_k
         self.link_min = link_min
         self.link_adjacent = link_adjacent
+        self._seal: VectorSeal | None = None
         storage.bind_embedder(embedder.model_id, embedder.dims)
+
+    @property
+    def seals(self) -> bool:
+        """Whether the store keeps vectors sealed (so this indexer needs :meth:`seal_with`)."""
+        return Capability.SEALED_VECTORS in self.storage.capabilities
+
+    def seal_with(self, seal: VectorSeal) -> None:
+        """Seal vectors with ``seal`` (the engine's keys) and let the store open them.
+
+        On a store that keeps vectors sealed, vectors an older version wrote in clear are
+        sealed now (see :func:`seal_clear_vectors`).
+        """
+        self._seal = seal
+        if self.seals:
+            self.storage.bind_vector_opener(seal)
+            seal_clear_vectors(self.storage, seal)
 
     def prepare(self, memories: Sequence[Memory]) -> list[VectorEntry]:
         """Embed every memory and find its edges (reads only; no transaction held)."""
@@ -76,10 +186,20 @@ class VectorIndexer:
         return entries
 
     def write(self, tx: IndexWrites, memory: Memory, prepared: VectorEntry) -> None:
-        """Store the vector and the edges."""
-        tx.put_vector(
-            memory.id, memory.account_id, memory.user_id, self.embedder.model_id, prepared.vector
-        )
+        """Store the vector (sealed where the store keeps vectors sealed) and the edges."""
+        model_id = self.embedder.model_id
+        if self.seals:
+            if self._seal is None:
+                raise IndexerMissingError(
+                    "this store keeps vectors sealed under their owner's key; add the vector "
+                    "indexer to an engine (MemoryEngine.add_indexer), which gives it the keys"
+                )
+            sealed = self._seal.seal(
+                memory.account_id, memory.user_id, memory.id, model_id, prepared.vector
+            )
+            tx.put_vector(memory.id, memory.account_id, memory.user_id, model_id, sealed)
+        else:
+            tx.put_vector(memory.id, memory.account_id, memory.user_id, model_id, prepared.vector)
         if prepared.edges:
             tx.put_edges(memory.account_id, memory.user_id, prepared.edges)
 
@@ -139,3 +259,28 @@ def require_vector_indexer(storage: Storage, indexers: Sequence[object]) -> None
             "open it with its embedder to write (Engram.open, or Engram(engine, embedder=...)), "
             "or run 'engram reindex' to re-index it with the configured embedder"
         )
+
+
+def seal_clear_vectors(storage: Storage, seal: VectorSeal, *, batch: int = 1000) -> int:
+    """Seal the vectors an older version stored in clear (the upgrade of migration 18);
+    returns how many. Each batch is one transaction; run again, it finishes what is left.
+
+    The clear originals are overwritten in place (``secure_delete`` zeroes the old cells) and
+    the WAL, which still holds them, is folded and truncated at the end.
+    """
+    done = 0
+    while True:
+        rows = storage.clear_vectors(batch)
+        if not rows:
+            break
+        sealed = []
+        for memory_id, account_id, user_id, model_id, vector in rows:
+            sealed.append((memory_id, seal.seal(account_id, user_id, memory_id, model_id, vector)))
+        with storage.transaction() as tx:
+            tx.seal_vectors_in_place(sealed)
+        done += len(rows)
+        if len(rows) < batch:
+            break
+    if done:
+        storage.scrub()
+    return done

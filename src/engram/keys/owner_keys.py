@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from engram.crypto.aead import new_key
 from engram.crypto.envelope import Envelope, WrappedUserKey, blind_key, key_blinding_key
-from engram.errors import IntegrityError, KeyUnavailableError
+from engram.errors import IntegrityError, KeyMismatchError, KeyUnavailableError
 from engram.storage.base import DataKeyRow, Storage
 from engram.storage.keystore import PRIMARY_KEK, KeyStore
 
@@ -159,12 +159,23 @@ class OwnerKeys:
         return OwnerKey(row.key_id, self._unwrap(row), row.generation)
 
     def _unwrap(self, row: DataKeyRow) -> bytes:
-        return self._envelope.unwrap_user_key(
-            WrappedUserKey(row.key_id, row.wrapped, row.kek_id),
-            row.account_id,
-            row.user_id,
-            row.purpose,
-        )
+        """The raw key of a stored row; :class:`KeyMismatchError` when it does not open
+        under the KEK it names (a wrong KEK given under that name, or a tampered key row)."""
+        try:
+            return self._envelope.unwrap_user_key(
+                WrappedUserKey(row.key_id, row.wrapped, row.kek_id),
+                row.account_id,
+                row.user_id,
+                row.purpose,
+            )
+        except KeyUnavailableError:
+            raise
+        except IntegrityError:
+            raise KeyMismatchError(
+                f"stored key {row.key_id} does not open under key-encryption key {row.kek_id}: "
+                "this process was given a different key under that id, or the key store "
+                "was changed"
+            ) from None
 
     def _create(self, account_id: str, user_id: str, purpose: str, generation: int) -> DataKeyRow:
         key_id = uuid.uuid4().hex

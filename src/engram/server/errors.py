@@ -28,6 +28,7 @@ from engram.errors import (
     EngramError,
     IndexerMissingError,
     IntegrityError,
+    KeyMismatchError,
     KeyUnavailableError,
     NotFoundError,
     PermissionDeniedError,
@@ -57,7 +58,11 @@ STATUS_BY_ERROR: tuple[tuple[type[EngramError], int], ...] = (
     (EmbedderMismatchError, 409),
     (IndexerMissingError, 409),  # before ConfigurationError: the message says what to do
     (KeyUnavailableError, 503),
-    (IntegrityError, 500),
+    # A key that does not open is the deployment's problem, not the caller's; a row that
+    # fails authentication is left out of listings, and read by id it is a conflict with
+    # the stored state (never data, never a 500).
+    (KeyMismatchError, 503),
+    (IntegrityError, 409),
     (StorageError, 503),
     (ProviderError, 502),
     (ConfigurationError, 500),

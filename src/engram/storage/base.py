@@ -265,6 +265,40 @@ class AuditWrites(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class SealedVector:
+    """An embedding sealed under its owner's key, as a store with
+    :attr:`Capability.SEALED_VECTORS` keeps it (``key_id`` names the user key)."""
+
+    key_id: str
+    blob: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class StoredVector:
+    """One stored embedding as read back: sealed (``key_id`` set) or, written before vectors
+    were sealed, in clear (``key_id`` ``None``: float32 bytes)."""
+
+    memory_id: str
+    model_id: str
+    key_id: str | None
+    data: bytes
+
+
+class VectorOpener(Protocol):
+    """Opens a user's sealed embeddings for a store that searches them in process."""
+
+    def open_vectors(
+        self, account_id: str, user_id: str, rows: Sequence[StoredVector]
+    ) -> list[bytes | None]:
+        """Each row's vector as float32 bytes, or ``None`` for a row that does not open
+        (tampered, moved to another row or user, or its key destroyed by an erasure).
+
+        Bytes rather than arrays: a store loading a whole index joins them into one matrix
+        at once, which costs a fraction of building an array per row."""
+        ...
+
+
 class IndexWrites(Protocol):
     """Index rows written beside a memory version: blind tokens, vectors, relation edges."""
 
@@ -275,9 +309,15 @@ class IndexWrites(Protocol):
         ...
 
     def put_vector(
-        self, memory_id: str, account_id: str, user_id: str, model_id: str, vector: Vector
+        self,
+        memory_id: str,
+        account_id: str,
+        user_id: str,
+        model_id: str,
+        vector: Vector | SealedVector,
     ) -> None:
-        """Store a memory's embedding (needs :meth:`Storage.bind_embedder` first)."""
+        """Store a memory's embedding (needs :meth:`Storage.bind_embedder` first): sealed on
+        a store with :attr:`Capability.SEALED_VECTORS`, in clear on any other."""
         ...
 
     def put_edges(self, account_id: str, user_id: str, edges: Sequence[EdgeRow]) -> None:
@@ -286,6 +326,11 @@ class IndexWrites(Protocol):
 
     def delete_index(self, memory_ids: Sequence[str]) -> None:
         """Drop tokens, vectors and relation edges of these memory versions."""
+        ...
+
+    def seal_vectors_in_place(self, sealed: Sequence[tuple[str, SealedVector]]) -> int:
+        """Replace clear embeddings (by memory id) with their sealed form; returns how many
+        changed (stores with :attr:`Capability.SEALED_VECTORS`)."""
         ...
 
 
@@ -308,6 +353,12 @@ class Capability(StrEnum):
     """The vector index lives in this process's memory, loaded from the database."""
     DATA_FILES = "data_files"
     """:meth:`Storage.data_files` names the files that hold the data (readable here)."""
+    SEALED_VECTORS = "sealed_vectors"
+    """Stored embeddings are sealed under their owner's key and opened in this process (see
+    :meth:`Storage.bind_vector_opener`); a store without it keeps them in clear to search
+    them in the database."""
+    ROW_SECURITY = "row_security"
+    """The database confines each transaction to one account's rows (row-level security)."""
 
 
 class MemoryRows(Protocol):
@@ -447,6 +498,16 @@ class SearchIndex(Protocol):
 
     def unbind_embedder(self) -> None:
         """Forget the bound embedder and drop all vectors (before a reindex)."""
+        ...
+
+    def clear_vectors(self, limit: int) -> list[tuple[str, str, str, str, Vector]]:
+        """Up to ``limit`` embeddings still in clear on a store that seals them, as
+        ``(memory_id, account_id, user_id, model_id, vector)`` (none on other stores)."""
+        ...
+
+    def bind_vector_opener(self, opener: VectorOpener) -> None:
+        """How this store opens sealed embeddings (used with
+        :attr:`Capability.SEALED_VECTORS`; other stores ignore it)."""
         ...
 
 

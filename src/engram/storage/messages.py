@@ -193,7 +193,7 @@ class MessageTables(Protocol):
 
 
 class _Connections(Protocol):
-    def reader(self) -> AbstractContextManager[Any]: ...
+    def reader(self, account_id: str | None = None) -> AbstractContextManager[Any]: ...
 
     def transaction(self) -> AbstractContextManager[Any]: ...
 
@@ -257,7 +257,7 @@ class SqlMessageTables:
         self, account_id: str, conversation_id: str, *, after: int, limit: int
     ) -> list[MessageRow]:
         """Messages with an index above ``after``, oldest first, at most ``limit``."""
-        with self._storage.reader() as db:
+        with self._storage.reader(account_id) as db:
             rows = db.run(
                 f"SELECT {_COLUMNS} FROM messages WHERE account_id = ? AND conversation_id = ? "
                 "AND idx > ? ORDER BY idx LIMIT ?",
@@ -267,7 +267,7 @@ class SqlMessageTables:
 
     def recent(self, account_id: str, conversation_id: str, *, limit: int) -> list[MessageRow]:
         """The newest ``limit`` messages, oldest first."""
-        with self._storage.reader() as db:
+        with self._storage.reader(account_id) as db:
             rows = db.run(
                 f"SELECT {_COLUMNS} FROM messages WHERE account_id = ? AND conversation_id = ? "
                 "ORDER BY idx DESC LIMIT ?",
@@ -277,7 +277,7 @@ class SqlMessageTables:
 
     def count(self, account_id: str, conversation_id: str) -> int:
         """How many messages the conversation holds."""
-        with self._storage.reader() as db:
+        with self._storage.reader(account_id) as db:
             row = db.run(
                 "SELECT COUNT(*) FROM messages WHERE account_id = ? AND conversation_id = ?",
                 [account_id, conversation_id],
@@ -286,7 +286,7 @@ class SqlMessageTables:
 
     def unsummarised(self, account_id: str, conversation_id: str) -> list[MessageRow]:
         """Messages no summary covers yet, oldest first."""
-        with self._storage.reader() as db:
+        with self._storage.reader(account_id) as db:
             rows = db.run(
                 f"SELECT {_COLUMNS} FROM messages WHERE account_id = ? AND conversation_id = ? "
                 "AND summarised_at IS NULL ORDER BY idx",
@@ -296,7 +296,7 @@ class SqlMessageTables:
 
     def summaries(self, account_id: str, conversation_id: str) -> list[SummaryRange]:
         """The summarised ranges, oldest first."""
-        with self._storage.reader() as db:
+        with self._storage.reader(account_id) as db:
             rows = db.run(
                 "SELECT account_id, user_id, conversation_id, range_start, range_end, "
                 "memory_id, created_at FROM conversation_summaries WHERE account_id = ? "
@@ -307,7 +307,7 @@ class SqlMessageTables:
 
     def owner(self, account_id: str, conversation_id: str) -> str | None:
         """The user whose conversation it is (``None``: it holds no message)."""
-        with self._storage.reader() as db:
+        with self._storage.reader(account_id) as db:
             row = db.run(
                 "SELECT user_id FROM messages WHERE account_id = ? AND conversation_id = ? LIMIT 1",
                 [account_id, conversation_id],

@@ -481,3 +481,94 @@ MIGRATIONS = (
         postgres=_consolidation("DOUBLE PRECISION"),
     ),
 )
+
+
+ACCOUNT_TABLES: tuple[str, ...] = (
+    "memories",
+    "history",
+    "threads",
+    "changes",
+    "data_keys",
+    "memory_tokens",
+    "relations",
+    "ops_events",
+    "call_sessions",
+    "session_events",
+    "api_keys",
+    "proposals",
+    "key_generations",
+    "user_keys",
+    "messages",
+    "conversation_summaries",
+    "apps",
+    "llm_usage",
+    "usage_polls",
+    "deferred_work",
+    "checkpoints",
+    "checkpoint_blobs",
+    "checkpoint_writes",
+    "supervisor_checkpoints",
+    "consolidation_pairs",
+    "embeddings",
+)
+"""PostgreSQL tables holding one account's rows, each confined by row-level security."""
+
+
+def account_policy(table: str) -> tuple[str, ...]:
+    """PostgreSQL: confine ``table`` to the account the transaction names.
+
+    A row is visible (and may be written) only when its ``account_id`` equals the setting
+    ``engram.account_id``, or when ``engram.all_accounts`` is ``on`` (the explicit bypass of
+    maintenance across accounts). With neither set, nothing is visible. ``FORCE`` applies
+    the policy to the table's owner too, which is the role the service connects as;
+    superusers and roles with ``BYPASSRLS`` are never confined. Operational events may have
+    no account (``NULL``): those stay visible. Skipped (a ``DO`` block) while the table does
+    not exist: ``embeddings`` appears with the first embedder and gets its policy then.
+    """
+    allowed = (
+        "account_id = current_setting('engram.account_id', true) "
+        "OR current_setting('engram.all_accounts', true) = 'on'"
+    )
+    if table == "ops_events":
+        allowed = f"account_id IS NULL OR {allowed}"
+    return (
+        f"""DO $$ BEGIN
+        IF to_regclass('{table}') IS NOT NULL THEN
+            ALTER TABLE {table} ENABLE ROW LEVEL SECURITY;
+            ALTER TABLE {table} FORCE ROW LEVEL SECURITY;
+            DROP POLICY IF EXISTS engram_account ON {table};
+            CREATE POLICY engram_account ON {table} USING ({allowed}) WITH CHECK ({allowed});
+        END IF;
+        END $$""",
+    )
+
+
+MIGRATIONS = (
+    *MIGRATIONS,
+    Migration(
+        version=15,
+        name="row-level-security",
+        sqlite=(),
+        postgres=tuple(s for table in ACCOUNT_TABLES for s in account_policy(table)),
+    ),
+)
+
+
+MIGRATIONS = (
+    *MIGRATIONS,
+    Migration(
+        version=18,
+        name="sealed-vectors",
+        # SQLite searches vectors in process, so they are stored sealed under the owner's
+        # key; ``key_id`` names it (NULL: a vector written before, in clear until the first
+        # open with an embedder seals it). PostgreSQL searches them in the database and
+        # keeps pgvector's clear vectors.
+        sqlite=(
+            "ALTER TABLE embeddings ADD COLUMN IF NOT EXISTS key_id TEXT",
+            # Finds the clear vectors left to seal without reading every row's vector (the
+            # key id is stored after it); empty once the store is upgraded.
+            "CREATE INDEX IF NOT EXISTS embeddings_clear ON embeddings (seq) WHERE key_id IS NULL",
+        ),
+        postgres=(),
+    ),
+)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import struct
+import threading
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,7 +23,7 @@ from engram.storage.base import (
     Vector,
 )
 from engram.storage.filters import compile_filter
-from engram.storage.migrations import POSTGRES_HNSW_INDEX
+from engram.storage.migrations import POSTGRES_HNSW_INDEX, account_policy
 from engram.storage.sql import (
     MEMORY_SELECT,
     NO_NEIGHBOUR_COLUMN,
@@ -94,6 +96,25 @@ class _BinaryRows:
         return self.conn.execute(sql, params, binary=True)
 
 
+ACCOUNT_SETTING = "engram.account_id"
+"""The setting row-level security compares each row's ``account_id`` with (migration 15)."""
+ALL_ACCOUNTS_SETTING = "engram.all_accounts"
+"""``on`` lifts the account policies: the explicit bypass for work that spans accounts."""
+_SET_SCOPE = (
+    f"SELECT set_config('{ACCOUNT_SETTING}', %s, {{local}}), "
+    f"set_config('{ALL_ACCOUNTS_SETTING}', %s, {{local}})"
+)
+_SET_SESSION_SCOPE = _SET_SCOPE.format(local="false")
+_SET_TRANSACTION_SCOPE = _SET_SCOPE.format(local="true")
+
+
+def _scope_values(account_id: str | None) -> tuple[str, str]:
+    """The two settings for one account, or (``None``) the bypass across accounts."""
+    if account_id is None:
+        return "", "on"
+    return account_id, "off"
+
+
 class PostgresExecutor(_BinaryRows, SqlExecutor):
     """Executes with psycopg's ``%s`` placeholders."""
 
@@ -111,6 +132,37 @@ class PostgresTransaction(_BinaryRows, SqlTransaction):
     vector_column: ClassVar[str] = "embedding"
     vector_param: ClassVar[str] = "?::vector"
 
+    _UNSCOPED: ClassVar[object] = object()
+
+    def __init__(self, conn: Any) -> None:
+        super().__init__(conn)
+        self._scope: object = self._UNSCOPED
+
+    def scope_to(self, account_id: str) -> None:
+        """Confine the rest of this transaction to ``account_id``'s rows (row-level security).
+
+        Raises :class:`StorageError` when the transaction already works for another account:
+        a transaction touches one account, and another's rows would silently be invisible.
+        """
+        if self._scope == account_id:
+            return
+        if isinstance(self._scope, str):
+            raise StorageError("one transaction may touch only one account")
+        self.conn.execute(_SET_TRANSACTION_SCOPE, _scope_values(account_id))
+        self._scope = account_id
+
+    def _execute(self, sql: str, params: tuple[Any, ...]) -> Any:
+        self._ensure_scope()
+        return super()._execute(sql, params)
+
+    def _ensure_scope(self) -> None:
+        if self._scope is self._UNSCOPED:
+            # A statement before any account is named: migrations, purge, rotation and other
+            # work across accounts, which row-level security lets through only on this
+            # explicit bypass (see docs/security.md).
+            self.conn.execute(_SET_TRANSACTION_SCOPE, _scope_values(None))
+            self._scope = None
+
     @staticmethod
     def encode_vector(vector: Vector) -> Any:
         """pgvector's binary form."""
@@ -123,6 +175,7 @@ class PostgresTransaction(_BinaryRows, SqlTransaction):
     def insert_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         """Insert many rows with ``executemany`` (pipelined by psycopg)."""
         if rows:
+            self._ensure_scope()
             with self.conn.cursor() as cur:
                 cur.executemany(sql.replace("?", "%s"), rows)
 
@@ -148,6 +201,12 @@ class PostgresStorage(SqlStorage):
         super().__init__(lexical=lexical)
         self.conninfo = conninfo
         self._capabilities: frozenset[Capability] | None = None
+        # The account each pooled connection's session is confined to (reads run outside
+        # transactions, so their scope is a session setting), to skip setting it again.
+        self._session_scopes: weakref.WeakKeyDictionary[Any, str | None] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._scopes_lock = threading.Lock()
         self._ef_search = int(ef_search)
         try:
             self._pool = ConnectionPool(
@@ -176,12 +235,23 @@ class PostgresStorage(SqlStorage):
         conn.execute(f"SET hnsw.ef_search = {self._ef_search}")
 
     @contextmanager
-    def _reader(self) -> Iterator[SqlExecutor]:
+    def _reader(self, account_id: str | None = None) -> Iterator[SqlExecutor]:
         try:
             with self._pool.connection() as conn:
+                self._scope_session(conn, account_id)
                 yield PostgresExecutor(conn)
         except psycopg.Error as exc:
             raise StorageError(f"PostgreSQL read failed: {type(exc).__name__}") from exc
+
+    def _scope_session(self, conn: Any, account_id: str | None) -> None:
+        """Confine a pooled connection's reads to one account (``None``: the bypass)."""
+        with self._scopes_lock:
+            known = self._session_scopes.get(conn, self._session_scopes)
+        if known == account_id:
+            return
+        conn.execute(_SET_SESSION_SCOPE, _scope_values(account_id))
+        with self._scopes_lock:
+            self._session_scopes[conn] = account_id
 
     @contextmanager
     def transaction(self) -> Iterator[PostgresTransaction]:
@@ -209,6 +279,7 @@ class PostgresStorage(SqlStorage):
                 model_id TEXT NOT NULL, embedding vector({int(dims)}) NOT NULL)""",
             "CREATE INDEX IF NOT EXISTS embeddings_owner ON embeddings (account_id, user_id)",
             POSTGRES_HNSW_INDEX,
+            *account_policy("embeddings"),
         )
 
     _vector_select: ClassVar[str] = "vector_send(embedding)"
@@ -224,7 +295,7 @@ class PostgresStorage(SqlStorage):
         if not memory_ids:
             return {}
         marks = ", ".join("?" for _ in memory_ids)
-        with self._reader() as db:
+        with self._reader(account_id) as db:
             if not self._has_vectors(db):
                 return {}
             rows = db.run(
@@ -264,7 +335,7 @@ class PostgresStorage(SqlStorage):
         if not memory_ids:
             return Neighbourhood([], [], {}, {})
         seeds = list(memory_ids)
-        with self._reader() as db:
+        with self._reader(flt.account_id) as db:
             column = self._neighbour_column(db, vector, with_vectors=with_vectors)
             where, params = compile_filter(flt)
             found = db.run(
@@ -301,7 +372,7 @@ class PostgresStorage(SqlStorage):
         """
         where, params = compile_filter(flt)
         query = VectorParam(vector)
-        with self._reader() as db:
+        with self._reader(flt.account_id) as db:
             if not self._has_vectors(db):
                 return []
             rows = db.run(
@@ -330,7 +401,7 @@ class PostgresStorage(SqlStorage):
     def capabilities(self) -> frozenset[Capability]:
         """An HNSW graph and many processes; data files when the server's are readable here."""
         if self._capabilities is None:
-            found = {Capability.HNSW, Capability.MULTI_PROCESS}
+            found = {Capability.HNSW, Capability.MULTI_PROCESS, Capability.ROW_SECURITY}
             if self._relation_directories() is not None:
                 found.add(Capability.DATA_FILES)
             self._capabilities = frozenset(found)

@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Literal, NamedTuple, Protocol
 import numpy as np
 
 from engram.crypto.envelope import BLIND_KEY_PREFIX
-from engram.errors import EmbedderMismatchError
+from engram.errors import EmbedderMismatchError, StorageError
 from engram.storage.apps import AppTables, SqlAppTables, SqlAppWrites
 from engram.storage.base import (
     MEMORY_COLUMNS,
@@ -31,7 +31,9 @@ from engram.storage.base import (
     OpRow,
     Page,
     ScoredId,
+    SealedVector,
     Vector,
+    VectorOpener,
 )
 from engram.storage.checkpoints import CheckpointTables, SqlCheckpointTables
 from engram.storage.consolidation import ConsolidationTables, SqlConsolidationTables
@@ -171,6 +173,13 @@ class SqlExecutor:
         cursor: Cursor = self.conn.execute(sql, params)
         return cursor
 
+    def scope_to(self, account_id: str) -> None:
+        """Confine what follows in this transaction to one account's rows.
+
+        A no-op where the database has no row-level security (SQLite); PostgreSQL sets
+        ``engram.account_id`` for the rest of the transaction (see ``engram.storage.postgres``).
+        """
+
 
 class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlExecutor):
     """Implements :class:`engram.storage.base.Transaction` on one open transaction."""
@@ -179,6 +188,7 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlExecutor):
 
     def insert_memory(self, row: MemoryRow) -> None:
         """Insert a memory version, with its key lower-cased for case-insensitive lookups."""
+        self.scope_to(row.account_id)
         columns = (*MEMORY_COLUMNS, "key_lc")
         values = [getattr(row, c) for c in MEMORY_COLUMNS] + [row.key.lower()]
         self.run(
@@ -208,6 +218,7 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlExecutor):
 
     def lock_lineage(self, account_id: str, lineage_id: str) -> MemoryRow | None:
         """The newest version of a lineage, read with ``lock_suffix`` (None: no such lineage)."""
+        self.scope_to(account_id)
         row = self.run(
             f"SELECT {MEMORY_SELECT} FROM memories m WHERE m.account_id = ? "
             "AND m.lineage_id = ? ORDER BY m.version DESC LIMIT 1" + self.lock_suffix,
@@ -217,6 +228,7 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlExecutor):
 
     def lineage_ids(self, account_id: str, lineage_id: str) -> list[str]:
         """Ids of every version of one memory, oldest first (read in this transaction)."""
+        self.scope_to(account_id)
         rows = self.run(
             "SELECT m.id FROM memories m WHERE m.account_id = ? AND m.lineage_id = ? "
             "ORDER BY m.version",
@@ -226,6 +238,7 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlExecutor):
 
     def add_history(self, row: HistoryRow) -> None:
         """Append an audit event (the database assigns its ``id``)."""
+        self.scope_to(row.account_id)
         self.run(
             "INSERT INTO history (account_id, user_id, memory_id, lineage_id, event, old_ref, "
             "new_ref, actor, meta, ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -245,6 +258,7 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlExecutor):
 
     def next_rev(self, account_id: str, thread_id: str) -> int:
         """Increment and return the thread's revision counter (1 for a new thread)."""
+        self.scope_to(account_id)
         # The upsert takes a row lock (PostgreSQL) or runs under the single writer (SQLite),
         # so concurrent writers of one thread get consecutive revisions.
         row = self.run(
@@ -256,6 +270,7 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlExecutor):
 
     def add_change(self, account_id: str, row: ChangeRow) -> None:
         """Append a change-log entry."""
+        self.scope_to(account_id)
         self.run(
             "INSERT INTO changes (thread_id, rev, account_id, memory_id, event, meta, ts) "
             "VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -266,6 +281,7 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlExecutor):
         self, memory_id: str, account_id: str, user_id: str, tokens: Mapping[int, int]
     ) -> None:
         """Replace a memory's blind lexical tokens (keyed hash -> term frequency)."""
+        self.scope_to(account_id)
         self.run("DELETE FROM memory_tokens WHERE memory_id = ?", [memory_id])
         if not tokens:
             return
@@ -277,10 +293,19 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlExecutor):
         )
 
     def put_vector(
-        self, memory_id: str, account_id: str, user_id: str, model_id: str, vector: Vector
+        self,
+        memory_id: str,
+        account_id: str,
+        user_id: str,
+        model_id: str,
+        vector: Vector | SealedVector,
     ) -> None:
         """Replace a memory's embedding."""
+        self.scope_to(account_id)
         self.run("DELETE FROM embeddings WHERE memory_id = ?", [memory_id])
+        if isinstance(vector, SealedVector):
+            self.put_sealed_vector(memory_id, account_id, user_id, model_id, vector)
+            return
         self.run(
             "INSERT INTO embeddings (memory_id, account_id, user_id, model_id, "
             f"{self.vector_column}) VALUES (?, ?, ?, ?, {self.vector_param})",
@@ -290,6 +315,16 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlExecutor):
     vector_column: ClassVar[str] = "vector"
     vector_param: ClassVar[str] = "?"
 
+    def put_sealed_vector(
+        self, memory_id: str, account_id: str, user_id: str, model_id: str, sealed: SealedVector
+    ) -> None:
+        """Insert a sealed embedding (a backend that keeps them sealed overrides this)."""
+        raise StorageError("this store keeps embeddings in clear; it cannot store sealed ones")
+
+    def seal_vectors_in_place(self, sealed: Sequence[tuple[str, SealedVector]]) -> int:
+        """Replace clear embeddings by sealed ones (a backend that seals them overrides this)."""
+        raise StorageError("this store keeps embeddings in clear; it cannot store sealed ones")
+
     @staticmethod
     def encode_vector(vector: Vector) -> Any:
         """The database representation of a vector."""
@@ -297,6 +332,7 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlExecutor):
 
     def put_edges(self, account_id: str, user_id: str, edges: Sequence[EdgeRow]) -> None:
         """Add relation edges, skipping self-loops and pairs that already exist."""
+        self.scope_to(account_id)
         now = time.time()
         self.insert_many(
             "INSERT INTO relations (from_id, to_id, account_id, user_id, relation_type, "
@@ -334,6 +370,7 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlExecutor):
 
     def key_generation(self, account_id: str, user_id: str) -> int | None:
         """The user's key generation, read with ``share_suffix`` (None: no row)."""
+        self.scope_to(account_id)
         row = self.run(
             "SELECT generation FROM key_generations WHERE account_id = ? AND user_id = ?"
             + self.share_suffix,
@@ -343,6 +380,7 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlExecutor):
 
     def bump_key_generation(self, account_id: str, user_id: str) -> int:
         """Start a new key generation for the user (1 for the first); returns it."""
+        self.scope_to(account_id)
         row = self.run(
             "INSERT INTO key_generations (account_id, user_id, generation) VALUES (?, ?, 1) "
             "ON CONFLICT (account_id, user_id) DO UPDATE "
@@ -353,6 +391,7 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlExecutor):
 
     def delete_owner(self, account_id: str, user_id: str) -> dict[str, int]:
         """Delete every row of one user in every table; returns the count per table."""
+        self.scope_to(account_id)
         ids = [
             r[0]
             for r in self.run(
@@ -427,6 +466,8 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlExecutor):
 
     def record_op(self, row: OpRow) -> None:
         """Append an operational event."""
+        if row.account_id is not None:
+            self.scope_to(row.account_id)
         self.run(
             "INSERT INTO ops_events (account_id, user_id, thread_id, node, op, status, "
             "memory_id, category, sim, ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -446,15 +487,21 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlExecutor):
 
 
 def select_ids_where(
-    db: SqlExecutor, columns: str, ids: Sequence[str], where: str, params: Sequence[Any]
+    db: SqlExecutor,
+    columns: str,
+    ids: Sequence[str],
+    where: str,
+    params: Sequence[Any],
+    *,
+    join: str = "",
 ) -> list[Any]:
-    """``SELECT columns FROM memories m WHERE m.id IN (ids) AND where``, in chunks."""
+    """``SELECT columns FROM memories m [join] WHERE m.id IN (ids) AND where``, in chunks."""
     rows: list[Any] = []
     for chunk in _chunks(ids):
         marks = ", ".join("?" for _ in chunk)
         rows.extend(
             db.run(
-                f"SELECT {columns} FROM memories m WHERE m.id IN ({marks}) AND {where}",
+                f"SELECT {columns} FROM memories m {join} WHERE m.id IN ({marks}) AND {where}",
                 [*chunk, *params],
             ).fetchall()
         )
@@ -502,13 +549,17 @@ class SqlStorage:
         ] = OrderedDict()
         self._stats_lock = threading.Lock()
         self._vectors_ready = False
+        self.vector_opener: VectorOpener | None = None
         self._embedder_spec: str | object | None = _UNREAD
 
     name: ClassVar[str] = "sql"
     dialect: ClassVar[str] = "sqlite"
 
     # ---- provided by the backend -----------------------------------------------------------
-    def _reader(self) -> AbstractContextManager[SqlExecutor]:
+    def _reader(self, account_id: str | None = None) -> AbstractContextManager[SqlExecutor]:
+        """A read connection confined to ``account_id``'s rows where the database enforces
+        row-level security; ``None`` reads across accounts (maintenance and lookups that
+        name no account: see :data:`engram.storage.postgres.ALL_ACCOUNTS`)."""
         raise NotImplementedError
 
     def transaction(self) -> AbstractContextManager[SqlTransaction]:
@@ -594,6 +645,14 @@ class SqlStorage:
             self._embedder_spec = None if row is None else str(row[0])
         return self._embedder_spec  # type: ignore[return-value]
 
+    def clear_vectors(self, limit: int) -> list[tuple[str, str, str, str, Vector]]:
+        """None here: this store keeps its vectors in clear by design (see SQLite's)."""
+        return []
+
+    def bind_vector_opener(self, opener: VectorOpener) -> None:
+        """Keep ``opener`` for sealed embeddings (only a store that seals them uses it)."""
+        self.vector_opener = opener
+
     def unbind_embedder(self) -> None:
         """Forget the bound embedder and drop every stored vector (before a reindex)."""
         with self.transaction() as tx:
@@ -603,27 +662,31 @@ class SqlStorage:
                 tx.run("DELETE FROM embeddings")
 
     # ---- reads -------------------------------------------------------------------------------
-    def _select_memories(self, tail: str, params: Sequence[Any]) -> list[MemoryRow]:
-        """``SELECT <memory columns> FROM memories m <tail>``."""
-        with self._reader() as db:
+    def _select_memories(
+        self, tail: str, params: Sequence[Any], account_id: str | None = None
+    ) -> list[MemoryRow]:
+        """``SELECT <memory columns> FROM memories m <tail>`` (read as ``account_id``)."""
+        with self._reader(account_id) as db:
             rows = db.run(f"SELECT {MEMORY_SELECT} FROM memories m {tail}", params).fetchall()
         return [memory_row(r) for r in rows]
 
     def get_memory(self, account_id: str, memory_id: str) -> MemoryRow | None:
         """One version by id, within an account."""
-        rows = self._select_memories("WHERE m.id = ? AND m.account_id = ?", [memory_id, account_id])
+        rows = self._select_memories(
+            "WHERE m.id = ? AND m.account_id = ?", [memory_id, account_id], account_id
+        )
         return rows[0] if rows else None
 
     def get_memories(self, account_id: str, memory_ids: Sequence[str]) -> list[MemoryRow]:
         """Several versions by id, within an account (order not guaranteed)."""
-        with self._reader() as db:
+        with self._reader(account_id) as db:
             rows = select_ids_where(db, MEMORY_SELECT, memory_ids, "m.account_id = ?", [account_id])
         return [memory_row(r) for r in rows]
 
     def filter_memories(self, flt: MemoryFilter, memory_ids: Sequence[str]) -> list[MemoryRow]:
         """Those of ``memory_ids`` that match ``flt`` (the filter runs in the database)."""
         where, params = compile_filter(flt)
-        with self._reader() as db:
+        with self._reader(flt.account_id) as db:
             rows = select_ids_where(db, MEMORY_SELECT, memory_ids, where, params)
         return [memory_row(r) for r in rows]
 
@@ -636,13 +699,14 @@ class SqlStorage:
         if not flt.include_shared or flt.user_id is None:
             return False
         where, params = compile_others_shared(flt)
-        with self._reader() as db:
+        with self._reader(flt.account_id) as db:
             row = db.run(f"SELECT 1 FROM memories m WHERE {where} LIMIT 1", params).fetchone()
         return row is not None
 
     def touch(self, account_id: str, memory_ids: Sequence[str], when: float) -> None:
         """Set ``last_accessed_at`` (bookkeeping: no history, no change log)."""
         with self.transaction() as tx:
+            tx.scope_to(account_id)
             for chunk in _chunks(memory_ids):
                 marks = ", ".join("?" for _ in chunk)
                 # The count feeds consolidation's "most retrieved" candidates.
@@ -657,7 +721,7 @@ class SqlStorage:
     ) -> MemoryRow | None:
         """The newest head version with this key (case-insensitive) in the given states."""
         marks = ", ".join("?" for _ in states)
-        with self._reader() as db:
+        with self._reader(account_id) as db:
             row = db.run(
                 f"SELECT {MEMORY_SELECT} FROM memories m WHERE m.account_id = ? "
                 f"AND m.user_id = ? AND m.key_lc = ? AND m.state IN ({marks}) "
@@ -677,7 +741,7 @@ class SqlStorage:
         order = "DESC" if page.newest_first else "ASC"
         window = page.limit + page.offset
         rows: list[MemoryRow] = []
-        with self._reader() as db:
+        with self._reader(flt.account_id) as db:
             for where, params in parts:
                 rows.extend(
                     memory_row(r)
@@ -693,7 +757,7 @@ class SqlStorage:
     def count_memories(self, flt: MemoryFilter) -> int:
         """How many versions match the filter."""
         where, params = compile_filter(flt)
-        with self._reader() as db:
+        with self._reader(flt.account_id) as db:
             row = db.run(f"SELECT COUNT(*) FROM memories m WHERE {where}", params).fetchone()
         return int(row[0])
 
@@ -703,6 +767,7 @@ class SqlStorage:
             self._select_memories(
                 "WHERE m.account_id = ? AND m.user_id = ? ORDER BY m.created_at, m.version",
                 [account_id, user_id],
+                account_id,
             )
         )
 
@@ -711,11 +776,12 @@ class SqlStorage:
         return self._select_memories(
             "WHERE m.account_id = ? AND m.lineage_id = ? ORDER BY m.version",
             [account_id, lineage_id],
+            account_id,
         )
 
     def history(self, account_id: str, lineage_id: str) -> list[HistoryRow]:
         """Audit events of every version of a memory, newest first."""
-        with self._reader() as db:
+        with self._reader(account_id) as db:
             rows = db.run(
                 "SELECT id, account_id, user_id, memory_id, lineage_id, event, old_ref, new_ref, "
                 "actor, meta, ts FROM history WHERE account_id = ? AND lineage_id = ? "
@@ -746,7 +812,7 @@ class SqlStorage:
         The row must exist before the user's first write: writers lock it (``FOR SHARE``)
         so that an erasure, which bumps it, waits for them, and they for it.
         """
-        with self._reader() as db:
+        with self._reader(account_id) as db:
             row = db.run(
                 "SELECT generation FROM key_generations WHERE account_id = ? AND user_id = ?",
                 [account_id, user_id],
@@ -754,6 +820,7 @@ class SqlStorage:
         if row is not None:
             return int(row[0])
         with self.transaction() as tx:
+            tx.scope_to(account_id)
             tx.run(
                 "INSERT INTO key_generations (account_id, user_id, generation) "
                 "VALUES (?, ?, 0) ON CONFLICT DO NOTHING",
@@ -776,9 +843,10 @@ class SqlStorage:
         with self.transaction() as tx:
             tx.run("DELETE FROM data_keys")
 
-    def reader(self) -> AbstractContextManager[SqlExecutor]:
-        """A connection for reads (service tables and the key store share it)."""
-        return self._reader()
+    def reader(self, account_id: str | None = None) -> AbstractContextManager[SqlExecutor]:
+        """A connection for reads (service tables and the key store share it), confined to
+        ``account_id``'s rows where the database enforces row-level security."""
+        return self._reader(account_id)
 
     def service_tables(self) -> ServiceTables:
         """The call sessions, API keys and proposals kept in this database."""
@@ -804,7 +872,7 @@ class SqlStorage:
 
     def user_ids(self, account_id: str, *, limit: int = 1000) -> list[str]:
         """See :meth:`Storage.user_ids`."""
-        with self._reader() as db:
+        with self._reader(account_id) as db:
             rows = db.run(
                 "SELECT DISTINCT user_id FROM memories WHERE account_id = ? AND state <> ? "
                 "ORDER BY user_id LIMIT ?",
@@ -836,7 +904,7 @@ class SqlStorage:
         if agent_id is not None:
             sql += " AND agent_id = ?"
             params.append(agent_id)
-        with self._reader() as db:
+        with self._reader(account_id) as db:
             return [str(r[0]) for r in db.run(sql, params).fetchall()]
 
     def op_counts(self, *, by: str, since: float | None, until: float | None) -> dict[str, int]:
@@ -875,7 +943,7 @@ class SqlStorage:
             "consolidation_pairs",
         ):
             raise ValueError(f"unknown table {table}")
-        with self._reader() as db:
+        with self._reader(account_id) as db:
             if table == "embeddings" and not self._has_vectors(db):
                 return 0
             row = db.run(
@@ -943,7 +1011,7 @@ class SqlStorage:
         if not unique or k <= 0:
             return []
         owner = flt.user_id
-        with self._reader() as db:
+        with self._reader(flt.account_id) as db:
             docs, avg_len = self._owner_stats(db, flt.account_id, owner)
             if docs == 0 and not flt.include_shared:
                 return []
@@ -1157,7 +1225,7 @@ class SqlStorage:
     def edges(self, account_id: str, memory_ids: Sequence[str]) -> list[EdgeRow]:
         """Edges touching any of ``memory_ids``, in either direction."""
         found: dict[tuple[str, str], EdgeRow] = {}
-        with self._reader() as db:
+        with self._reader(account_id) as db:
             for chunk in _chunks(memory_ids):
                 marks = ", ".join("?" for _ in chunk)
                 for r in db.run(
@@ -1187,7 +1255,7 @@ class SqlStorage:
         across = {e.to_id for e in found if e.from_id in given} | {
             e.from_id for e in found if e.to_id in given
         }
-        with self._reader() as db:
+        with self._reader(flt.account_id) as db:
             column = self._neighbour_column(db, vector, with_vectors=with_vectors)
             found_rows = NeighbourRows(column.kind, self._decode_vector)
             where, params = compile_filter(flt)
@@ -1225,7 +1293,7 @@ class SqlStorage:
     def vectors(self, account_id: str, memory_ids: Sequence[str]) -> dict[str, Vector]:
         """Stored embeddings of these memory versions."""
         out: dict[str, Vector] = {}
-        with self._reader() as db:
+        with self._reader(account_id) as db:
             if not self._has_vectors(db):
                 return out
             for chunk in _chunks(memory_ids):

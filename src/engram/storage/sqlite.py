@@ -22,7 +22,7 @@ except ImportError:  # pragma: no cover - platforms without the wheel
     import sqlite3
 
 from engram.errors import StorageError
-from engram.storage.base import Capability, ScoredId, Vector
+from engram.storage.base import Capability, ScoredId, SealedVector, StoredVector, Vector
 from engram.storage.filters import compile_filter, compile_others_shared
 from engram.storage.sql import (
     LexicalTuning,
@@ -148,6 +148,28 @@ class SqliteTransaction(SqlTransaction):
         """Whether a table exists."""
         return _has_table(self, name)
 
+    def put_sealed_vector(
+        self, memory_id: str, account_id: str, user_id: str, model_id: str, sealed: SealedVector
+    ) -> None:
+        """Insert a sealed embedding with the id of the key it is sealed under."""
+        self.run(
+            "INSERT INTO embeddings (memory_id, account_id, user_id, model_id, vector, key_id) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            [memory_id, account_id, user_id, model_id, sealed.blob, sealed.key_id],
+        )
+
+    def seal_vectors_in_place(self, sealed: Sequence[tuple[str, SealedVector]]) -> int:
+        """Replace clear embeddings by their sealed form (the upgrade of an older store);
+        returns how many rows changed. A row sealed meanwhile is left as it is."""
+        changed = 0
+        for memory_id, vector in sealed:
+            changed += self.run(
+                "UPDATE embeddings SET vector = ?, key_id = ? "
+                "WHERE memory_id = ? AND key_id IS NULL",
+                [vector.blob, vector.key_id, memory_id],
+            ).rowcount
+        return changed
+
     def insert_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         """Insert many rows in one ``executemany``."""
         if rows:
@@ -164,7 +186,7 @@ class SqliteStorage(SqlStorage):
     name: ClassVar[str] = "sqlite"
     dialect: ClassVar[str] = "sqlite"
     capabilities: frozenset[Capability] = frozenset(
-        {Capability.IN_PROCESS_VECTORS, Capability.DATA_FILES}
+        {Capability.IN_PROCESS_VECTORS, Capability.SEALED_VECTORS, Capability.DATA_FILES}
     )
 
     def __init__(self, path: str | Path, *, lexical: LexicalTuning | None = None) -> None:
@@ -197,7 +219,8 @@ class SqliteStorage(SqlStorage):
         return conn
 
     @contextmanager
-    def _reader(self) -> Iterator[SqlExecutor]:
+    def _reader(self, account_id: str | None = None) -> Iterator[SqlExecutor]:
+        # One process owns the file; there is no row-level security to confine reads.
         try:
             yield SqlExecutor(self._connection())
         except sqlite3.Error as exc:
@@ -286,7 +309,7 @@ class SqliteStorage(SqlStorage):
             if flt.user_id is None:
                 return self._scan(db, flt, vector, k)
             hits = self.vector_index.search(
-                db, (flt.account_id, flt.user_id), vector, k, passes, matching
+                db, (flt.account_id, flt.user_id), vector, k, passes, matching, self.open_rows
             )
             if flt.include_shared:
                 shared = self._scan(db, flt, vector, k, others_shared=True)
@@ -297,9 +320,65 @@ class SqliteStorage(SqlStorage):
         """Stored embeddings, from the in-process index where it holds them."""
         found = self.vector_index.lookup(account_id, memory_ids)
         missing = [m for m in memory_ids if m not in found]
-        if missing:
-            found.update(super().vectors(account_id, missing))
+        if not missing:
+            return found
+        with self._reader(account_id) as db:
+            if not self._has_vectors(db):
+                return found
+            rows = select_ids_where(
+                db,
+                "e.memory_id, m.user_id, e.model_id, e.key_id, e.vector",
+                missing,
+                "m.account_id = ?",
+                [account_id],
+                join="JOIN embeddings e ON e.memory_id = m.id",
+            )
+        found.update(self._opened(account_id, [(str(r[1]), r) for r in rows]))
         return found
+
+    def clear_vectors(self, limit: int) -> list[tuple[str, str, str, str, Vector]]:
+        """Up to ``limit`` embeddings stored in clear (before vectors were sealed)."""
+        with self._reader() as db:
+            if not self._has_vectors(db):
+                return []
+            rows = db.run(
+                "SELECT memory_id, account_id, user_id, model_id, vector FROM embeddings "
+                "WHERE key_id IS NULL ORDER BY seq LIMIT ?",
+                [limit],
+            ).fetchall()
+        return [
+            (str(r[0]), str(r[1]), str(r[2]), str(r[3]), np.frombuffer(bytes(r[4]), np.float32))
+            for r in rows
+        ]
+
+    def open_rows(self, owner: tuple[str, str], rows: Sequence[StoredVector]) -> list[bytes | None]:
+        """Open one owner's stored embeddings (float32 bytes): sealed ones with the bound
+        opener, clear ones (written before vectors were sealed) as they are."""
+        if all(r.key_id is None for r in rows):
+            return [r.data for r in rows]
+        if self.vector_opener is None:
+            raise StorageError(
+                "this store's vectors are sealed; open it with its embedder (Engram.open) "
+                "to search them"
+            )
+        return self.vector_opener.open_vectors(owner[0], owner[1], rows)
+
+    def _opened(self, account_id: str, rows: Sequence[tuple[str, Any]]) -> dict[str, Vector]:
+        """``memory_id -> vector`` of ``(user_id, (memory_id, _, model_id, key_id, vector))``
+        rows of several owners; rows that do not open are left out."""
+        by_user: dict[str, list[StoredVector]] = {}
+        for user_id, r in rows:
+            by_user.setdefault(user_id, []).append(
+                StoredVector(str(r[0]), str(r[2]), r[3], bytes(r[4]))
+            )
+        out: dict[str, Vector] = {}
+        for user_id, stored in by_user.items():
+            for row, vector in zip(
+                stored, self.open_rows((account_id, user_id), stored), strict=True
+            ):
+                if vector is not None:
+                    out[row.memory_id] = np.frombuffer(vector, dtype=np.float32)
+        return out
 
     def _scan(
         self,
@@ -312,16 +391,17 @@ class SqliteStorage(SqlStorage):
         """Exact scan over every memory matching the filter (account-wide or shared)."""
         where, params = compile_others_shared(flt) if others_shared else compile_filter(flt)
         rows = db.run(
-            f"SELECT m.id, e.vector FROM memories m JOIN embeddings e ON e.memory_id = m.id "
-            f"WHERE {where}",
+            "SELECT m.id, m.user_id, e.model_id, e.key_id, e.vector FROM memories m "
+            f"JOIN embeddings e ON e.memory_id = m.id WHERE {where}",
             params,
         ).fetchall()
-        if not rows:
+        opened = self._opened(flt.account_id, [(str(r[1]), r) for r in rows])
+        if not opened:
             return []
-        matrix = np.vstack([np.frombuffer(bytes(r[1]), dtype=np.float32) for r in rows])
-        sims = matrix @ np.asarray(vector, dtype=np.float32)
+        ids = list(opened)
+        sims = np.vstack([opened[i] for i in ids]) @ np.asarray(vector, dtype=np.float32)
         order = np.argsort(-sims, kind="stable")[:k]
-        return [ScoredId(str(rows[i][0]), float(sims[i])) for i in order]
+        return [ScoredId(ids[i], float(sims[i])) for i in order]
 
     def checkpoint(self) -> None:
         """Fold the WAL into the database file."""

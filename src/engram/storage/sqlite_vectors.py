@@ -9,6 +9,10 @@ filter *in the database* (``id IN (...) AND <filter>``). When too few pass (a se
 filter), the database returns the ids matching the filter and those are scored, so the
 full top-k always comes back.
 
+Stored vectors are sealed under their owner's key (see ``engram.index.vectors``): a user's
+rows are opened as they are loaded, by the opener the caller passes, and a row that does not
+open (tampered, moved, or its key destroyed by an erasure) is left out of the index.
+
 The table stays the source of truth: the index loads only rows with a ``seq`` it has not
 seen, learns of new rows and deletions from ``vector_owners`` (kept by triggers, so other
 processes' writes are seen too), and reloads an owner once deleted rows pile up.
@@ -24,11 +28,13 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
-from engram.storage.base import ScoredId, Vector
+from engram.storage.base import ScoredId, StoredVector, Vector
 from engram.storage.sql import SqlExecutor
 from engram.storage.vector_kernels import hamming_distances, int8_scores
 
 Owner = tuple[str, str]
+Opener = Callable[[Owner, Sequence[StoredVector]], list[bytes | None]]
+"""Opens one owner's stored vectors as float32 bytes (``None`` for a row that does not open)."""
 
 
 @dataclass
@@ -157,7 +163,7 @@ class SqliteVectorIndex:
                         out[memory_id] = index.vector(row)
         return out
 
-    def _refresh(self, db: SqlExecutor, owner: Owner) -> _OwnerIndex:
+    def _refresh(self, db: SqlExecutor, owner: Owner, opener: Opener) -> _OwnerIndex:
         state = db.run(
             "SELECT max_seq, deletions FROM vector_owners WHERE account_id = ? AND user_id = ?",
             list(owner),
@@ -179,13 +185,19 @@ class SqliteVectorIndex:
             if index.max_seq >= max_seq:
                 return index
             rows = db.run(
-                "SELECT seq, memory_id, vector FROM embeddings WHERE account_id = ? "
-                "AND user_id = ? AND seq > ? ORDER BY seq",
+                "SELECT seq, memory_id, model_id, key_id, vector FROM embeddings "
+                "WHERE account_id = ? AND user_id = ? AND seq > ? ORDER BY seq",
                 [*owner, index.max_seq],
             ).fetchall()
             if rows:
-                vectors = np.vstack([np.frombuffer(bytes(r[2]), dtype=np.float32) for r in rows])
-                index.append([str(r[1]) for r in rows], vectors)
+                stored = [StoredVector(str(r[1]), str(r[2]), r[3], bytes(r[4])) for r in rows]
+                opened = opener(owner, stored)
+                kept = [
+                    (s.memory_id, v) for s, v in zip(stored, opened, strict=True) if v is not None
+                ]
+                if kept:
+                    matrix = np.frombuffer(b"".join(v for _, v in kept), dtype=np.float32)
+                    index.append([m for m, _ in kept], matrix.reshape(len(kept), -1))
                 index.max_seq = int(rows[-1][0])
             self._evict()
             return index
@@ -204,12 +216,14 @@ class SqliteVectorIndex:
         k: int,
         passes_filter: Callable[[list[str]], Collection[str]],
         filter_ids: Callable[[], list[str]],
+        opener: Opener,
     ) -> list[ScoredId]:
         """Top-``k`` by cosine among the owner's memories that pass the database filter.
 
-        ``passes_filter`` returns those of the given ids that match the filter.
+        ``passes_filter`` returns those of the given ids that match the filter; ``opener``
+        opens the owner's stored vectors as they are loaded.
         """
-        index = self._refresh(db, owner)
+        index = self._refresh(db, owner, opener)
         if not index.ids or k <= 0:
             return []
         q = np.asarray(query, dtype=np.float32)

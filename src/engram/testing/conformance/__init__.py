@@ -39,9 +39,12 @@ from engram.testing.conformance.memory_query import MemoryQueryConformance
 from engram.testing.conformance.migrations import MigrationsConformance
 from engram.testing.conformance.multifact import MultiFactConformance
 from engram.testing.conformance.privacy import PrivacyConformance
+from engram.testing.conformance.row_security import RowSecurityConformance
+from engram.testing.conformance.sealed_vectors import SealedVectorsConformance
 from engram.testing.conformance.search_primitives import SearchPrimitivesConformance
 from engram.testing.conformance.single_connection import SingleConnectionConformance
 from engram.testing.conformance.stateful import StatefulConformance
+from engram.testing.conformance.tamper import TamperConformance
 
 __all__ = [
     "ALL_SUITES",
@@ -62,11 +65,14 @@ __all__ = [
     "MigrationsConformance",
     "MultiFactConformance",
     "PrivacyConformance",
+    "RowSecurityConformance",
+    "SealedVectorsConformance",
     "SearchPrimitivesConformance",
     "SingleConnectionConformance",
     "StatefulConformance",
     "StorageConformance",
     "StorageHarness",
+    "TamperConformance",
 ]
 
 MARKERS = (
@@ -81,6 +87,9 @@ class StorageConformance(
     AuditConformance,
     PrivacyConformance,
     AtRestConformance,
+    RowSecurityConformance,
+    SealedVectorsConformance,
+    TamperConformance,
     BlindKeysConformance,
     BlindKeysUpgradeConformance,
     ConcurrentWritesConformance,
