@@ -108,6 +108,7 @@ class Engram:
             embedder=embedder,
             weights=self.settings.ranking,
             access=self.access,
+            deltas=engine,
         )
         self.chat = ChatMemory(
             engine, settings=self.settings, embedder=embedder, llm=llm, ledger=self.usage

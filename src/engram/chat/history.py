@@ -23,6 +23,7 @@ from engram.chat.facts import FACT_MEMORY_CATEGORY, SubjectFacts, facts_section
 from engram.chat.messages import MessageStore
 from engram.chat.types import ChatMessage, ContextMessage, ConversationHistory, HistoryMetadata
 from engram.embedders.base import Embedder, Vector
+from engram.engine.ops import OpsSink
 from engram.index.tokenize import terms
 from engram.retrieval.bm25 import BM25Params
 from engram.retrieval.ports import MemoryReader
@@ -60,8 +61,10 @@ class HistoryBuilder:
         *,
         embedder: Embedder | None,
         window: int,
+        ops: OpsSink | None = None,
     ) -> None:
         self.reader = reader
+        self.ops = ops
         self.messages = messages
         self.facts = facts
         self.embedder = embedder
@@ -101,6 +104,15 @@ class HistoryBuilder:
             lambda: self.semantic(text, account_id=account_id, user_id=user_id, subject=subject),
         )
         semantic = [m for m in semantic or () if m.id not in shown]
+        if self.ops is not None:
+            found = len(long_term or ()) + len(semantic)
+            self.ops.emit_op(
+                "context",
+                "search",
+                account_id=account_id,
+                user_id=user_id,
+                status="ok" if found else "empty",
+            )
         if long_term:
             context.append(_bullets(LONG_TERM_HEADER, long_term))
         if semantic:

@@ -78,6 +78,7 @@ class ChatMemory:
             self.facts,
             embedder=embedder,
             window=self.settings.history_window,
+            ops=engine,
         )
         if summariser is None:
             model = llm if llm is not None else llm_from_settings(self.settings)

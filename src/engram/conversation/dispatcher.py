@@ -6,7 +6,9 @@ the HTTP routes, which validate their own bodies. The engine is synchronous, so 
 runs in a worker thread. Writes pass the de-duplication policy; a live write of a sensitive
 key settles that key's pending proposals. Results use the voice bridge's camelCase
 shape: ``{success, memoryId, action?, suggestReminder?, message?}``. Nothing here logs a
-value or an argument.
+value or an argument. Each write, duplicate, forget and query is an operational event
+of node ``hotpath`` (``create``, ``update``, ``merge`` for a duplicate folded into the memory
+it repeats, ``delete``, ``search``).
 """
 
 from __future__ import annotations
@@ -131,7 +133,9 @@ class EngineDispatcher:
         if isinstance(args, MemoryQueryArgs):
             if self.query is None:
                 raise ValidationError("memory_query is not available on this server")
-            return await self.query(args, owner=owner)
+            answer = await self.query(args, owner=owner)
+            self._op("search", owner, None, status="ok" if answer.get("results") else "empty")
+            return answer
         return await asyncio.to_thread(self._run, name, args, owner)
 
     # ---- synchronous bodies (worker thread) -------------------------------------------------
@@ -143,6 +147,7 @@ class EngineDispatcher:
         elif name == "forget_memory" and isinstance(args, ForgetMemoryArgs):
             memory = self._target(args, owner)
             memory = self._engine.forget(memory.id, account_id=owner.account_id, actor="agent")
+            self._op("delete", owner, memory)
             result = {"success": True, "memoryId": memory.id, "action": "forgotten"}
         elif name == "mark_private" and isinstance(args, MarkPrivateArgs):
             memory = self._target(args, owner)
@@ -225,6 +230,7 @@ class EngineDispatcher:
             if normalise(current.value) == normalise(value) and (
                 memory_type is None or memory_type == current.type
             ):
+                self._op("merge", owner, current, status="unchanged")
                 return current, "unchanged"
             memory, _ = self._engine.update_by_key(
                 account_id=owner.account_id,
@@ -237,6 +243,7 @@ class EngineDispatcher:
                 actor="agent",
             )
             self._notify("updated")
+            self._op("update", owner, memory)
             return memory, "updated"
         kind = memory_type or MemoryType.FACT
         twin = self._dedup.find_duplicate(
@@ -249,6 +256,7 @@ class EngineDispatcher:
         )
         if twin is not None:
             log.info("tool write skipped as a duplicate")
+            self._op("merge", owner, twin, status="duplicate")
             return twin, "duplicate"
         new = validated(
             NewMemory,
@@ -265,6 +273,7 @@ class EngineDispatcher:
         )
         memory = self._engine.store(new, actor="agent")
         self._notify("created")
+        self._op("create", owner, memory)
         return memory, "created"
 
     def _target(
@@ -281,6 +290,17 @@ class EngineDispatcher:
         if found is None:
             raise NotFoundError("no active memory has this key")
         return found
+
+    def _op(self, op: str, owner: Owner, memory: Memory | None, *, status: str = "ok") -> None:
+        self._engine.emit_op(
+            "hotpath",
+            op,
+            account_id=owner.account_id,
+            user_id=owner.user_id,
+            status=status,
+            memory_id=None if memory is None else memory.id,
+            category=None if memory is None else (memory.category or memory.type.value),
+        )
 
     def _notify(self, action: str) -> None:
         if self._on_write is not None:

@@ -10,17 +10,41 @@ one costs the caller a list append and can never fail the operation it describes
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
+from datetime import timedelta
+from typing import Protocol
 
+from engram.errors import ValidationError
 from engram.storage.base import OpRow, Storage
 
-__all__ = ["NODES", "OpsLog"]
+__all__ = ["NODES", "OpsLog", "OpsSink", "op_row", "parse_window"]
 
 log = logging.getLogger(__name__)
 
 NODES: tuple[str, ...] = ("hotpath", "context", "episodic", "worker", "proposals", "admin")
 """The nodes Engram's own paths record events under (others may add their own)."""
+
+
+class OpsSink(Protocol):
+    """Where a path records what it did (:meth:`MemoryEngine.emit_op`)."""
+
+    def emit_op(
+        self,
+        node: str,
+        op: str,
+        *,
+        account_id: str | None,
+        user_id: str | None = None,
+        thread_id: str | None = None,
+        status: str = "ok",
+        memory_id: str | None = None,
+        category: str | None = None,
+        sim: float | None = None,
+    ) -> None:
+        """Queue one event (never raises)."""
+        ...
 
 
 class OpsLog:
@@ -116,3 +140,23 @@ def op_row(
         sim,
         time.time() if ts is None else ts,
     )
+
+
+_WINDOW = re.compile(r"^\s*(\d{1,4})\s*([mhd])\s*$")
+_UNIT_SECONDS = {"m": 60, "h": 3600, "d": 86400}
+MAX_WINDOW = timedelta(days=366)
+
+
+def parse_window(text: str) -> timedelta:
+    """``"30m"``, ``"12h"``, ``"1d"``, ``"7d"``: a look-back window of minutes, hours or days.
+
+    Raises:
+        ValidationError: anything else, a zero window, or one longer than 366 days.
+    """
+    match = _WINDOW.match(text)
+    if match is None:
+        raise ValidationError("since must be a number and a unit: m, h or d (e.g. 30m, 12h, 1d)")
+    window = timedelta(seconds=int(match.group(1)) * _UNIT_SECONDS[match.group(2)])
+    if not timedelta(0) < window <= MAX_WINDOW:
+        raise ValidationError("since must be more than 0 and at most 366 days")
+    return window

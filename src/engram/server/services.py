@@ -20,7 +20,7 @@ from engram.apps import AppMemories, AppMessage
 from engram.async_engine import AsyncMemoryEngine
 from engram.chat import ChatMemory
 from engram.config import Settings
-from engram.conversation.buffer import Session, SessionBuffer
+from engram.conversation.buffer import Session, SessionBuffer, Turn
 from engram.conversation.dedup import DedupPolicy
 from engram.conversation.dispatcher import EngineDispatcher, QueryHandler
 from engram.conversation.extraction import DEFAULT_SENSITIVE_KEYS, Extractor, LLMExtractor
@@ -119,7 +119,7 @@ class Services:
         self._owns_engine = owns_engine
         self.tables = engine.service_tables()
         self.keys = ApiKeys(self.tables)
-        self.buffer = SessionBuffer()
+        self.buffer = SessionBuffer(on_turn=self._classified)
         self._ending = asyncio.Lock()
         self.metrics = Metrics(
             integrity_failures=lambda: engine.integrity_failures,
@@ -356,17 +356,30 @@ class Services:
             self.tables.set_extracted, session.session_id, outcome.created, status
         )
 
+    def _classified(self, account_id: str, user_id: str, turn: Turn) -> None:
+        """A turn's intent as an operational event (node ``hotpath``, op ``classify``)."""
+        self.engine.emit_op(
+            "hotpath",
+            "classify",
+            account_id=account_id,
+            user_id=user_id,
+            category=str(turn.intent),
+            status=turn.speaker,
+        )
+
     def adapter(
         self,
         session_id: str,
         *,
         instructions: str | None = None,
         dispatcher: Dispatcher | None = None,
+        reader: str = "default",
     ) -> RealtimeAdapter:
         """A Realtime adapter for an open session, wired to this service.
 
         ``dispatcher`` replaces the service's own for this adapter (the realtime socket
-        runs tool calls under its API key).
+        runs tool calls under its API key); ``reader`` is the agent its delta header is
+        delivered to.
         """
         return RealtimeAdapter(
             buffer=self.buffer,
@@ -374,6 +387,8 @@ class Services:
             dispatcher=dispatcher or self.dispatcher,
             memories=self.loader,
             instructions=instructions or self.options.agent_instructions,
+            deltas=self.loader,
+            reader=reader,
         )
 
     def active_memories(self, *, account_id: str, user_id: str) -> Sequence[Memory]:

@@ -42,8 +42,10 @@ class MemoryQueryBody(BaseModel):
 
 
 class MemoryQueryResponse(BaseModel):
-    """Results as bullets (``{id, category, text}``) or full memories, and their tokens."""
+    """The delta header (``""`` when nothing changed since the agent's last answer), results
+    as bullets (``{id, category, text}``) or full memories, and their tokens."""
 
+    header: str = ""
     success: bool
     results: list[dict[str, Any]]
     tokens: int
