@@ -22,6 +22,7 @@ from typing import TypeVar
 from engram.chat.facts import FACT_MEMORY_CATEGORY, SubjectFacts, facts_section
 from engram.chat.messages import MessageStore
 from engram.chat.types import ChatMessage, ContextMessage, ConversationHistory, HistoryMetadata
+from engram.conversation.procedural import in_default_context
 from engram.embedders.base import Embedder, Vector
 from engram.engine.ops import OpsSink
 from engram.index.tokenize import terms
@@ -152,7 +153,11 @@ class HistoryBuilder:
         hits = self.reader.search_index.lexical_search(
             flt, tokens, 2 * self.long_term_limit, k1=self.bm25.k1, b=self.bm25.b
         )
-        found = [m for m in self._open(flt, hits) if m.category != CHUNK_CATEGORY]
+        found = [
+            m
+            for m in self._open(flt, hits)
+            if m.category != CHUNK_CATEGORY and in_default_context(m)
+        ]
         return found[: self.long_term_limit]
 
     def semantic(
@@ -169,6 +174,7 @@ class HistoryBuilder:
             m
             for m in self._open(flt, close)
             if m.category != FACT_MEMORY_CATEGORY
+            and in_default_context(m)
             and (m.category != CHUNK_CATEGORY or m.subject_id == subject)
         ]
         return found[: self.semantic_limit]

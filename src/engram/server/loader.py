@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 
+from engram.conversation.procedural import in_default_context
 from engram.engine import MemoryEngine
 from engram.types import Memory, MemoryFilter, MemoryType
 
@@ -38,10 +39,11 @@ class EngineMemoryLoader:
 
     def load_sync(self, *, account_id: str, user_id: str) -> list[Memory]:
         """The memories, synchronously."""
-        return self._engine.list_memories(
+        listed = self._engine.list_memories(
             MemoryFilter(account_id=account_id, user_id=user_id, types=_DEFAULT_CONTEXT_TYPES),
             limit=self._limit,
         )
+        return [m for m in listed if in_default_context(m)]
 
     async def load(self, *, account_id: str, user_id: str) -> Sequence[Memory]:
         """The memories (the :class:`MemoryLoader` method)."""

@@ -21,9 +21,11 @@ from engram.async_engine import AsyncMemoryEngine
 from engram.chat import ChatMemory
 from engram.config import Settings
 from engram.conversation.buffer import Session, SessionBuffer, Turn
+from engram.conversation.consent import ConsentPolicy
 from engram.conversation.dedup import DedupPolicy
 from engram.conversation.dispatcher import EngineDispatcher, QueryHandler
 from engram.conversation.extraction import DEFAULT_SENSITIVE_KEYS, Extractor, LLMExtractor
+from engram.conversation.procedural import ProceduralGate
 from engram.conversation.proposals import ProposalStore
 from engram.conversation.realtime import Dispatcher, RealtimeAdapter
 from engram.conversation.summarizer import SessionSummarizer, skip_reason
@@ -156,6 +158,11 @@ class Services:
             tool_log=self.tables,
             on_write=self.metrics.memory_written,
             query=query,
+            consent=ConsentPolicy.of(
+                self.options.sensitive_keys, min_confidence=settings.consent_min_confidence
+            ),
+            procedural=ProceduralGate(min_confidence=settings.procedural_min_confidence),
+            user_turns=self._user_turns,
         )
         self.summarizer = SessionSummarizer(
             engine,
@@ -355,6 +362,11 @@ class Services:
         await asyncio.to_thread(
             self.tables.set_extracted, session.session_id, outcome.created, status
         )
+
+    def _user_turns(self, session_id: str) -> list[str]:
+        """What the user said in a live session (in memory only), for the consent signals."""
+        live = self.buffer.get(session_id)
+        return [] if live is None else [t.summary for t in live.turns if t.speaker == "user"]
 
     def _classified(self, account_id: str, user_id: str, turn: Turn) -> None:
         """A turn's intent as an operational event (node ``hotpath``, op ``classify``)."""
