@@ -122,3 +122,16 @@ async def test_ops_counts_the_accounts_events_by_op_and_node(api: Api) -> None:
     assert elsewhere.status_code == 200 and elsewhere.json()["total"] == 0
     bad = await api.client.get("/v1/ops", params={"since": "yesterday"}, headers=api.auth)
     assert bad.status_code == 400 and "30m" in bad.text
+
+
+async def test_a_held_tool_write_answers_with_its_proposal(api: Api) -> None:
+    sid = await api.session()
+    held = await api.post(
+        "/tools/store_memory", tool(sid, memoryType="fact", key="city", value="Lima")
+    )
+    assert held.status_code == 200, held.text
+    answer = held.json()
+    assert answer["action"] == "proposed" and answer["proposalId"]
+    assert "memoryId" not in answer  # nothing was written
+    pending = await api.client.get("/v1/proposals", params={"user_id": "line-1"}, headers=api.auth)
+    assert [p["id"] for p in pending.json()["proposals"]] == [answer["proposalId"]]

@@ -105,6 +105,8 @@ class EngineDeltas(EngineCore):
         ``""`` when nothing changed since the reader's last delivery, or nothing it may see.
         """
         thread = thread_id or default_thread(account_id, user_id)
+        if not self.storage.unseen(thread, reader):
+            return ""  # the usual answer, from one read: no write lock on the query path
         with self.storage.transaction() as tx:
             claimed = tx.advance_read(account_id, thread, reader)
         if claimed is None:

@@ -396,6 +396,10 @@ class AuditLog(Protocol):
         """The thread's revision (0 when nothing was written)."""
         ...
 
+    def unseen(self, thread_id: str, reader: str) -> bool:
+        """Whether the thread has a revision ``reader`` has not seen."""
+        ...
+
     def op_counts(
         self,
         *,

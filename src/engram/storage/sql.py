@@ -780,6 +780,17 @@ class SqlStorage:
             row = db.run("SELECT rev FROM threads WHERE thread_id = ?", [thread_id]).fetchone()
         return int(row[0]) if row else 0
 
+    def unseen(self, thread_id: str, reader: str) -> bool:
+        """Whether the thread has a revision ``reader`` has not seen (one read, no lock)."""
+        with self._reader() as db:
+            row = db.run(
+                "SELECT t.rev > COALESCE((SELECT r.seen_rev FROM thread_reads r "
+                "WHERE r.thread_id = t.thread_id AND r.reader = ?), 0) "
+                "FROM threads t WHERE t.thread_id = ?",
+                [reader, thread_id],
+            ).fetchone()
+        return bool(row[0]) if row else False
+
     def key_generation(self, account_id: str, user_id: str) -> int:
         """The user's current key generation, recorded (as 0) when the user has none yet.
 
