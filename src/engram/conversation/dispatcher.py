@@ -319,7 +319,17 @@ class EngineDispatcher:
         pending proposals), else the id of the proposal it is held as."""
         assert self._proposals is not None
         proposals = self._proposals
+        # Held under the stored key's spelling (sensitive keys: their canonical lower case).
+        if current is not None:
+            key = current.key
+        elif self._consent.is_sensitive(key):
+            key = key.lower()
         mine = {"account_id": owner.account_id, "user_id": owner.user_id, "key": key}
+        earlier = [
+            p.type
+            for p in proposals.pending(account_id=owner.account_id, user_id=owner.user_id)
+            if p.key.lower() == key.lower()
+        ]
         if self._consent.is_sensitive(key):
             # Applies only when it restates a pending proposal: the user said it twice.
             if proposals.settle_by_live_write(**mine, value=value) == "confirmed":
@@ -340,7 +350,10 @@ class EngineDispatcher:
             if self._consent.corroborated(signals):
                 proposals.settle_by_live_write(**mine, value=value)
                 return None
-        kind = memory_type or (current.type if current is not None else MemoryType.FACT)
+        # An update naming no type keeps the memory's, or the earlier proposal's.
+        kind = memory_type or (
+            current.type if current is not None else (earlier[0] if earlier else MemoryType.FACT)
+        )
         proposal_id = proposals.file(
             ProposedChange(
                 **mine,
