@@ -48,18 +48,18 @@ async def _query(api: Api, user: str = "line-1", **extra: object) -> dict[str, o
 async def test_memory_query_starts_with_each_change_once(api: Api) -> None:
     sid = await api.session()
     stored = await api.post(
-        "/tools/store_memory", tool(sid, memoryType="fact", key="preferred_name", value="Ana")
+        "/tools/store_memory", tool(sid, memoryType="fact", key="favorite_color", value="green")
     )
     assert stored.status_code == 200, stored.text
     first = await _query(api)
     assert next(iter(first)) == "header"  # the first part of the answer
     assert first["header"] == (
-        "Memory updates since rev 0:\n- +created: [Fact] Preferred name is Ana (imp=2)"
+        "Memory updates since rev 0:\n- +created: [Fact] Favorite color is green (imp=2)"
     )
     assert (await _query(api))["header"] == ""  # shown once
-    await api.post("/tools/update_memory", tool(sid, existingKey="preferred_name", newValue="Anna"))
+    await api.post("/tools/update_memory", tool(sid, existingKey="favorite_color", newValue="blue"))
     assert (await _query(api))["header"] == (
-        "Memory updates since rev 1:\n- ↑updated: [Fact] Preferred name is Anna (imp=2)"
+        "Memory updates since rev 1:\n- ↑updated: [Fact] Favorite color is blue (imp=2)"
     )
     # Another user of the account never sees line-1's memories in their header.
     assert (await _query(api, user="line-2"))["header"] == ""
@@ -80,7 +80,9 @@ async def test_the_header_respects_the_token_budget(api: Api) -> None:
 async def test_realtime_instructions_start_with_the_header_once(api: Api) -> None:
     services: Services = api.app.state.services
     sid = await api.session()
-    await api.post("/tools/store_memory", tool(sid, memoryType="fact", key="city", value="Lima"))
+    await api.post(
+        "/tools/store_memory", tool(sid, memoryType="fact", key="home_town", value="Lima")
+    )
     services.engine.store(
         {
             "account_id": ACCOUNT,
@@ -94,20 +96,21 @@ async def test_realtime_instructions_start_with_the_header_once(api: Api) -> Non
     adapter = services.adapter(session.session_id, reader="voice")
     first = str((await adapter.session_update())["session"]["instructions"])
     assert first.startswith("Memory updates since rev 0:\n")
-    assert "- +created: [Fact] City is Lima (imp=2)" in first.split("\n\n")[0]
+    assert "- +created: [Fact] Home town is Lima (imp=2)" in first.split("\n\n")[0]
     # Procedural steps reach an agent only when it asks for them.
     assert "Steep the tea" not in first.split("\n\n", 1)[1]
     again = str((await adapter.session_update())["session"]["instructions"])
-    assert not again.startswith("Memory updates") and "city: Lima" in again
+    assert not again.startswith("Memory updates") and "home_town: Lima" in again
 
 
 async def test_ops_counts_the_accounts_events_by_op_and_node(api: Api) -> None:
     sid = await api.session()
     turn = {"speaker": "user", "text": "Where did I leave my keys?"}
     assert (await api.post(f"/sessions/{sid}/turns", turn)).status_code == 200
-    await api.post("/tools/store_memory", tool(sid, memoryType="fact", key="city", value="Oslo"))
-    await api.post("/tools/store_memory", tool(sid, memoryType="fact", key="city", value="Oslo"))
-    await api.post("/tools/update_memory", tool(sid, existingKey="city", newValue="Bergen"))
+    oslo = tool(sid, memoryType="fact", key="home_town", value="Oslo")
+    await api.post("/tools/store_memory", oslo)
+    await api.post("/tools/store_memory", oslo)
+    await api.post("/tools/update_memory", tool(sid, existingKey="home_town", newValue="Bergen"))
     await _query(api)
     response = await api.client.get("/v1/ops", params={"since": "1d"}, headers=api.auth)
     assert response.status_code == 200, response.text
