@@ -194,3 +194,23 @@ def test_every_command_has_help() -> None:
     ):
         code, out = run(*args)
         assert code == 0 and "Usage" in out
+
+
+def test_ops_counts_events_by_op_and_node(home: Path) -> None:
+    from engram.config import Settings
+    from engram.engine import MemoryEngine
+
+    with MemoryEngine.open(Settings(home=home)) as engine:
+        engine.emit_op("hotpath", "create", account_id="acct-a", user_id="u1")
+        engine.emit_op("hotpath", "search", account_id="acct-a", user_id="u1")
+        engine.emit_op("worker", "ttl", account_id="acct-b")
+    code, out = run("ops", "--since", "1d", "--json")
+    assert code == 0, out
+    report = json.loads(out)
+    assert report["byOp"] == {"create": 1, "search": 1, "ttl": 1}
+    assert report["byNode"] == {"hotpath": 2, "worker": 1} and report["total"] == 3
+    code, out = run("ops", "--since", "12h", "--account", "acct-b")
+    assert code == 0 and "operational events since" in out and ": 1" in out.splitlines()[0]
+    assert "ttl" in out and "hotpath" not in out
+    code, out = run("ops", "--since", "2 weeks")
+    assert code == 1 and "30m" in out

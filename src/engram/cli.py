@@ -507,5 +507,43 @@ def history_cmd(ctx: click.Context, memory_id: str, account: str) -> None:
         )
 
 
+@main.command("ops")
+@click.option(
+    "--since", default="1d", show_default=True, help="Look-back window: 30m, 12h, 1d, 7d."
+)
+@click.option("--account", help="Only this account's events (default: every account).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@click.pass_context
+def ops_cmd(ctx: click.Context, since: str, account: str | None, as_json: bool) -> None:
+    """Count operational events (what each node did) by operation and by node."""
+    import time
+
+    from engram.engine import MemoryEngine
+    from engram.engine.ops import parse_window
+
+    window = parse_window(since)
+    engine = MemoryEngine.open(ctx.obj["settings"])
+    ctx.call_on_close(engine.close)
+    until = time.time()
+    start = until - window.total_seconds()
+    by_op = engine.op_counts(by="op", since=start, until=until, account_id=account)
+    by_node = engine.op_counts(by="node", since=start, until=until, account_id=account)
+    if as_json:
+        document = {
+            "since": datetime.fromtimestamp(start, UTC).isoformat(),
+            "until": datetime.fromtimestamp(until, UTC).isoformat(),
+            "total": sum(by_op.values()),
+            "byOp": dict(sorted(by_op.items())),
+            "byNode": dict(sorted(by_node.items())),
+        }
+        click.echo(json.dumps(document, indent=2))
+        return
+    click.echo(f"operational events since {_when(start)}: {sum(by_op.values())}")
+    for title, counts in (("by op", by_op), ("by node", by_node)):
+        click.echo(f"{title}:")
+        for name, count in sorted(counts.items(), key=lambda item: (-item[1], item[0])):
+            click.echo(f"  {name:<24} {count:>8}")
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

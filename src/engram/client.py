@@ -21,6 +21,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Coroutine, Mapping, Sequence
+from datetime import timedelta
 from typing import Any, TypeVar
 
 from engram.apps import AppMemories, AppMessage, EndOutcome
@@ -28,6 +29,7 @@ from engram.chat import ChatMemory, ConversationHistory, MessagePage, SavedMessa
 from engram.chat.prompt import Delivery
 from engram.config import Settings
 from engram.conversation.buffer import SessionBuffer
+from engram.conversation.consent import DEFAULT_SENSITIVE_KEYS, ConsentPolicy
 from engram.conversation.dedup import DedupPolicy
 from engram.conversation.extraction import (
     ExtractionPipeline,
@@ -35,6 +37,8 @@ from engram.conversation.extraction import (
     LLMExtractor,
     writing_of,
 )
+from engram.conversation.procedural import ProceduralGate
+from engram.conversation.proposals import ProposalStore
 from engram.conversation.summarizer import EngineMemorySink, extractor_from_settings
 from engram.embedders import Embedder, configured_embedder
 from engram.engine import MemoryEngine
@@ -113,6 +117,7 @@ class Engram:
             embedder=embedder,
             weights=self.settings.ranking,
             access=self.access,
+            deltas=engine,
         )
         self.chat = ChatMemory(
             engine, settings=self.settings, embedder=embedder, llm=llm, ledger=self.usage
@@ -337,10 +342,27 @@ class Engram:
         if session is None:  # pragma: no cover - started above, cleared only here
             return []
         sink = EngineMemorySink(self.engine, dedup=self._dedup())
+        # Consent as in a call: a sensitive key, or a benign one too few signals corroborate,
+        # waits as a proposal (listed and confirmed through the service's /v1/proposals).
+        proposals = ProposalStore(
+            self.engine,
+            self.engine.service_tables(),
+            ttl=timedelta(days=self.settings.proposal_ttl_days),
+        )
+        pipeline = ExtractionPipeline(
+            self.extractor,
+            sink,
+            proposals=proposals,
+            consent=ConsentPolicy.of(
+                DEFAULT_SENSITIVE_KEYS
+                if self.settings.sensitive_keys is None
+                else self.settings.sensitive_keys,
+                min_confidence=self.settings.consent_min_confidence,
+            ),
+            procedural=ProceduralGate(min_confidence=self.settings.procedural_min_confidence),
+            writing=writing_of(self.extractor),
+        )
         with metered(account_id, "extraction", f"user:{user_id}"):
-            pipeline = ExtractionPipeline(
-                self.extractor, sink, proposals=None, writing=writing_of(self.extractor)
-            )
             _run(pipeline.run(session))
         return sink.stored
 

@@ -139,6 +139,18 @@ class Settings(BaseSettings):
     sensitive_keys: tuple[str, ...] | None = Field(
         default=None, description="keys whose changes wait for confirmation; default: built in"
     )
+    consent_min_confidence: float = Field(
+        default=0.7,
+        ge=0.0,
+        le=1.0,
+        description="the confidence that counts as a consent signal for a benign write",
+    )
+    procedural_min_confidence: float = Field(
+        default=0.9,
+        ge=0.0,
+        le=1.0,
+        description="the confidence at which procedural steps are stored without being asked",
+    )
     agent_instructions: str = "You are a warm, patient voice companion."
     message_retention_days: float = Field(
         default=30.0, ge=0, description="days a chat message is kept once summarised"

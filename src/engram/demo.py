@@ -59,7 +59,8 @@ def run_demo(
                     f"old={_short(event.old_ref)} new={_short(event.new_ref)} by {event.actor}"
                 )
         thread = default_thread(ACCOUNT, user)
-        echo(engine.delta_since(thread, max(0, engine.current_rev(thread) - 3)))
+        since = max(0, engine.current_rev(thread) - 3)
+        echo(engine.delta_since(thread, since, account_id=ACCOUNT, user_id=user))
         echo("")
     if query is not None:
         _ask(query, echo)

@@ -205,7 +205,9 @@ class _Calls:
         return _Request(
             "POST",
             "/v1/memory_query",
-            lambda d: MemoryQueryResult(results=d["results"], tokens=d["tokens"]),
+            lambda d: MemoryQueryResult(
+                header=d.get("header", ""), results=d["results"], tokens=d["tokens"]
+            ),
             json=fields,
         )
 

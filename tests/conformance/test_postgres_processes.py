@@ -42,3 +42,36 @@ def test_processes_writing_one_thread_get_consecutive_revisions(
         assert storage.current_rev(thread) == 45
     finally:
         storage.close()
+
+
+READER = """
+import sys
+from engram.config import Settings
+from engram.crypto.keyring import KeyRing
+from engram.engine import MemoryEngine
+from engram.storage.postgres import PostgresStorage
+
+uri, kek = sys.argv[1], bytes.fromhex(sys.argv[2])
+storage = PostgresStorage(uri, max_size=2)
+engine = MemoryEngine(storage, KeyRing(primary=kek), settings=Settings(encryption_key=sys.argv[2]))
+header = engine.deliver_delta(account_id="acct", user_id="u", reader="agent")
+print("shown" if header.startswith("Memory updates since rev 0:") else "none")
+storage.close()
+"""
+
+
+def test_processes_delivering_one_header_show_each_change_once(
+    postgres_server: EmbeddedPostgres, request: pytest.FixtureRequest
+) -> None:
+    uri = postgres_server.temporary_database(request, template="engram_template")
+    kek = bytes(range(32)).hex()
+    writer = subprocess.run([sys.executable, "-c", WRITER, uri, kek, "0"], timeout=120)
+    assert writer.returncode == 0
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", READER, uri, kek], stdout=subprocess.PIPE, text=True
+        )
+        for _ in range(3)
+    ]
+    said = sorted(p.communicate(timeout=120)[0].strip() for p in procs)
+    assert said == ["none", "none", "shown"]

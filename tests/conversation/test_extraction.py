@@ -208,11 +208,47 @@ def test_sensitive_key_change_becomes_a_proposal(server: ScriptedLLMServer) -> N
     assert "Tucson" not in repr(proposal)
 
 
-def test_sensitive_key_without_existing_memory_is_created(server: ScriptedLLMServer) -> None:
+def test_a_first_sensitive_key_is_held_too(server: ScriptedLLMServer) -> None:
     server.enqueue(answer(mem("fact", "city", "Tucson")))
     sink = InMemorySink()
-    run(llm_pipeline(server, sink), session_of(("user", "I live in Tucson.")))
-    assert sink.created_keys == {"city": "Tucson"}
+    report = run(llm_pipeline(server, sink), session_of(("user", "I live in Tucson.")))
+    assert sink.created_keys == {}
+    (proposal,) = sink.proposals
+    assert (proposal.key, proposal.current_value, proposal.proposed_value) == (
+        "city",
+        None,
+        "Tucson",
+    )
+    assert report.proposed == 1
+
+
+def test_a_benign_memory_needs_two_signals(server: ScriptedLLMServer) -> None:
+    # Heard (grounded) and confident (0.9): created. Heard only (0.4): held as a proposal.
+    # Heard in two turns (repeated), however unsure: created.
+    server.enqueue(
+        answer(
+            mem("fact", "pet_dog_name", "Biscuit"),
+            mem("fact", "occupation", "baker", confidence=0.4),
+            mem("preference", "likes", "gardening", confidence=0.4),
+        )
+    )
+    sink = InMemorySink()
+    chat = (
+        ("user", "My dog Biscuit loves the garden. I was a baker."),
+        ("user", "Gardening keeps me busy."),
+        ("user", "I do love gardening."),
+    )
+    report = run(llm_pipeline(server, sink), session_of(*chat))
+    assert sink.created_keys == {"pet_dog_name": "Biscuit", "likes": "gardening"}
+    assert [(p.key, p.current_value, p.proposed_value) for p in sink.proposals] == [
+        ("occupation", None, "baker")
+    ]
+    assert report.proposed == 1
+    without = ExtractionPipeline(LLMExtractor(OpenAICompatibleLLM(
+        base_url=server.base_url, model="scripted")), InMemorySink())  # fmt: skip
+    server.enqueue(answer(mem("fact", "occupation", "baker", confidence=0.4)))
+    dropped = run(without, session_of(*chat))
+    assert (dropped.stored, dropped.proposed, dropped.uncorroborated) == (0, 0, 1)
 
 
 @pytest.mark.parametrize(

@@ -123,8 +123,10 @@ async def test_a_voice_session_end_to_end(
                 "session.update",
                 "response.create",
             ]
-            assert json.loads(out[0]["item"]["output"])["success"] is True
-            assert "Maggie" in instructions_of(out)
+            # A sensitive key: held for the user's confirmation, nothing written yet.
+            held = json.loads(out[0]["item"]["output"])
+            assert held["success"] is True and held["action"] == "proposed"
+            assert "Maggie" not in instructions_of(out)
             await adapter.handle(reply("Lovely to meet you, Maggie."))
 
             await adapter.handle(transcript("Actually, I prefer Margaret."))
@@ -133,9 +135,8 @@ async def test_a_voice_session_end_to_end(
                 "c2", "update_memory", {"existing_key": "Preferred_Name", "new_value": "Margaret"}
             ):
                 out += await adapter.handle(event)
-            assert json.loads(out[0]["item"]["output"])["action"] == "updated"
-            refreshed = instructions_of(out)
-            assert "Margaret" in refreshed and "Maggie" not in refreshed
+            changed = json.loads(out[0]["item"]["output"])
+            assert changed["action"] == "proposed"  # and Maggie's proposal is superseded
 
             await adapter.handle(
                 transcript(
@@ -154,13 +155,20 @@ async def test_a_voice_session_end_to_end(
             ended = await http.post(f"/sessions/{sid}/end", headers=auth)
             assert ended.json() == {"summarization": "scheduled"}
             await services.tasks.join()
+            # Extraction heard Margaret too: the same proposal, filed once. The user confirms.
+            pending = await http.get("/v1/proposals", params={"user_id": LINE}, headers=auth)
+            (proposal,) = pending.json()["proposals"]
+            assert proposal["id"] == changed["proposalId"]
+            confirmed = await http.post(f"/v1/proposals/{proposal['id']}/confirm", headers=auth)
+            assert confirmed.status_code == 200, confirmed.text
 
             listing = await http.get("/v1/memories", params={"user_id": LINE}, headers=auth)
             stored = {m["key"]: m for m in listing.json()["memories"]}
             metrics = (await http.get("/metrics", headers=auth)).text
 
     assert stored["preferred_name"]["value"] == "Margaret"
-    assert stored["preferred_name"]["version"] == 2
+    assert stored["preferred_name"]["version"] == 1
+    assert stored["preferred_name"]["type"] == "preference"  # as first proposed
     assert stored["daughter_name"]["value"] == "Sarah"  # extracted
     assert "likes_gardening" in EXTRACTED and "likes_gardening" not in stored  # a duplicate
     assert set(stored) == {"preferred_name", "daughter_name", "like_gardening"}

@@ -66,29 +66,29 @@ async def _exercise_every_tool(client: Client, *, user: dict[str, str]) -> None:
     assert {t.name for t in listed.tools} == TOOLS
     stored = _data(
         await client.call_tool(
-            "store_memory", {"memory_type": "fact", "key": "city", "value": "Portland", **user}
+            "store_memory", {"memory_type": "fact", "key": "home_town", "value": "Portland", **user}
         )
     )
     assert stored["action"] == "created"
     again = _data(
         await client.call_tool(
-            "store_memory", {"memory_type": "fact", "key": "city", "value": "Portland", **user}
+            "store_memory", {"memory_type": "fact", "key": "home_town", "value": "Portland", **user}
         )
     )
     assert again == {"success": True, "memoryId": stored["memoryId"], "action": "unchanged"}
     updated = _data(
         await client.call_tool(
-            "update_memory", {"existing_key": "CITY", "new_value": "Tucson", **user}
+            "update_memory", {"existing_key": "HOME_TOWN", "new_value": "Tucson", **user}
         )
     )
     assert updated["action"] == "updated" and updated["memoryId"] != stored["memoryId"]
     found = _data(await client.call_tool("memory_query", {"query": "Tucson", **user}))
     assert [r["id"] for r in found["results"]] == [updated["memoryId"]]
     assert "Tucson" in found["results"][0]["text"]
-    history = _data(await client.call_tool("memory_history", {"key": "city", **user}))
+    history = _data(await client.call_tool("memory_history", {"key": "home_town", **user}))
     assert [e["event"] for e in history["history"]][:2] == ["UPDATE", "ADD"]
     assert "Tucson" not in json.dumps(history) and "Portland" not in json.dumps(history)
-    private = _data(await client.call_tool("mark_private", {"key": "city", **user}))
+    private = _data(await client.call_tool("mark_private", {"key": "home_town", **user}))
     assert private["action"] == "private"
     _data(
         await client.call_tool(
@@ -136,7 +136,9 @@ async def test_stdio_serves_every_tool_for_the_configured_user(tmp_path: Path) -
     async with Client(params) as client:
         await _exercise_every_tool(client, user={})
         await _check_errors(client, user={})
-        refused = _error(await client.call_tool("forget_memory", {"key": "city", "user_id": "bob"}))
+        refused = _error(
+            await client.call_tool("forget_memory", {"key": "home_town", "user_id": "bob"})
+        )
         assert refused == (
             "Error executing tool forget_memory: PermissionDeniedError: "
             "this server acts for another user"
@@ -149,7 +151,7 @@ async def test_stdio_serves_every_tool_for_the_configured_user(tmp_path: Path) -
         content = read.contents[0]
         assert isinstance(content, TextResourceContents)
         document = json.loads(content.text)
-        assert [(m["key"], m["value"]) for m in document["memories"]] == [("city", "Tucson")]
+        assert [(m["key"], m["value"]) for m in document["memories"]] == [("home_town", "Tucson")]
 
 
 @pytest.mark.asyncio
@@ -226,7 +228,7 @@ async def test_http_scopes_each_call_to_the_keys_account(http_server: HttpServer
         stored = _data(
             await client.call_tool(
                 "store_memory",
-                {"memory_type": "fact", "key": "city", "value": "Oslo", "user_id": "ann"},
+                {"memory_type": "fact", "key": "home_town", "value": "Oslo", "user_id": "ann"},
             )
         )
     # Same user id in another account: nothing to see, nothing to touch.
@@ -248,17 +250,19 @@ async def test_http_agent_must_be_one_the_key_is_bound_to(http_server: HttpServe
     async with http_server.client(http_server.key("acme", "nurse")) as client:
         refused = _error(
             await client.call_tool(
-                "memory_query", {"query": "city", "agent": "default", "user_id": "ann"}
+                "memory_query", {"query": "home_town", "agent": "default", "user_id": "ann"}
             )
         )
         assert "PermissionDeniedError: API key may not act as agent 'default'" in refused
         # Naming no agent acts as the key's first one (which has no allowlist here).
-        first = _error(await client.call_tool("memory_query", {"query": "city", "user_id": "ann"}))
+        first = _error(
+            await client.call_tool("memory_query", {"query": "home_town", "user_id": "ann"})
+        )
         assert "PermissionDeniedError: agent 'nurse' has no category allowlist" in first
     async with http_server.client(http_server.key("acme", "nurse", "default")) as client:
         answer = _data(
             await client.call_tool(
-                "memory_query", {"query": "city", "agent": "default", "user_id": "ann"}
+                "memory_query", {"query": "home_town", "agent": "default", "user_id": "ann"}
             )
         )
         assert answer["results"] == []
@@ -324,7 +328,7 @@ async def test_engram_mcp_http_command_serves_with_keys(tmp_path: Path) -> None:
             stored = _data(
                 await client.call_tool(
                     "store_memory",
-                    {"memory_type": "fact", "key": "city", "value": "Oslo", "user_id": "ann"},
+                    {"memory_type": "fact", "key": "home_town", "value": "Oslo", "user_id": "ann"},
                 )
             )
             assert stored["action"] == "created"

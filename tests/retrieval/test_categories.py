@@ -34,7 +34,10 @@ def _write(tmp_path: Path, text: str) -> Path:
 def test_packaged_default_defines_the_system_categories() -> None:
     config = load_categories()
     assert list(config.categories.system) == SYSTEM
-    assert config.resolve("default") == tuple(SYSTEM)
+    # Procedural memories are read only by a request that names them.
+    assert config.resolve("default") == tuple(c for c in SYSTEM if c != "procedural")
+    assert config.resolve("default", ["procedural"]) == ("procedural",)
+    assert config.spec("procedural").context is ContextMode.EXPLICIT
     assert config.spec("preference").context is ContextMode.ALL
     assert config.spec("fact").rag_length == 10
 

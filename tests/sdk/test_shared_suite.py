@@ -96,7 +96,8 @@ async def test_add_messages_extracts_what_the_user_said(sdk: Client) -> None:
         {"role": "assistant", "content": "Lovely! My dog is called Rex."},
     ]
     stored = await _(sdk.add(messages, user_id="carol"))
-    assert {m.key: m.value for m in stored} == {"daughter_name": "Maya", "city": "Porto"}
+    # city is sensitive: it waits as a proposal (filed once, however often it is heard).
+    assert {m.key: m.value for m in stored} == {"daughter_name": "Maya"}
     assert all(m.source is Source.EXTRACTION for m in stored)
     assert await _(sdk.add(messages, user_id="carol")) == []
 

@@ -60,7 +60,9 @@ def test_the_socket_connects_and_ends_the_call(engine: MemoryEngine, settings: S
 async def test_two_enders_end_a_call_once(api: Api) -> None:
     sid = await api.session("line-race")
     assert (
-        await api.post(f"/sessions/{sid}/turns", {"speaker": "user", "text": "I live in Leeds."})
+        await api.post(
+            f"/sessions/{sid}/turns", {"speaker": "user", "text": "I have a dog named Biscuit."}
+        )
     ).status_code == 200
     services = api.app.state.services
     row = services.session_of(sid, account_id=ACCOUNT)
@@ -70,4 +72,4 @@ async def test_two_enders_end_a_call_once(api: Api) -> None:
     status = (await api.client.get(f"/sessions/{sid}", headers=api.auth)).json()
     assert status["summarization"] == "done"
     listed = await api.client.get("/v1/memories", params={"user_id": "line-race"}, headers=api.auth)
-    assert [m["value"] for m in listed.json()["memories"]] == ["Leeds"]  # extracted once
+    assert [m["value"] for m in listed.json()["memories"]] == ["Biscuit"]  # extracted once

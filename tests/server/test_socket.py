@@ -31,7 +31,7 @@ def test_tool_call_round_trip_over_a_real_socket(served: tuple[str, str]) -> Non
         stored = client.post(
             "/tools/store_memory",
             json={"callSessionId": sid, "lineId": "l1", "accountId": "acct-1",
-                  "memoryType": "fact", "key": "city", "value": "Lisbon"},
+                  "memoryType": "fact", "key": "home_town", "value": "Lisbon"},
             headers=auth,
         )  # fmt: skip
         assert stored.status_code == 200 and stored.json()["success"] is True

@@ -48,9 +48,9 @@ async def test_follow_up_with_reminder_offers_one(api: Api) -> None:
 
 async def test_update_matches_key_case_insensitively_or_creates(api: Api) -> None:
     sid = await api.session()
-    await api.post("/tools/store_memory", body(sid, memoryType="fact", key="city", value="Boston"))
+    await api.post("/tools/store_memory", body(sid, memoryType="fact", key="car", value="Volvo"))
     updated = (
-        await api.post("/tools/update_memory", body(sid, existingKey="CITY", newValue="Tucson"))
+        await api.post("/tools/update_memory", body(sid, existingKey="CAR", newValue="Saab"))
     ).json()
     assert updated["action"] == "updated"
     created = (
@@ -62,7 +62,7 @@ async def test_update_matches_key_case_insensitively_or_creates(api: Api) -> Non
     assert created["action"] == "created"
     listing = await api.client.get("/v1/memories", params={"user_id": "line-1"}, headers=api.auth)
     by_key = {m["key"]: m for m in listing.json()["memories"]}
-    assert by_key["city"]["value"] == "Tucson" and by_key["city"]["version"] == 2
+    assert by_key["car"]["value"] == "Saab" and by_key["car"]["version"] == 2
     assert by_key["favorite_tea"]["type"] == "preference"
 
 

@@ -222,8 +222,27 @@ class AppMemories:
             )
             memory = await asyncio.to_thread(self.engine.store, new, actor="app-memory")
             app = await asyncio.to_thread(self.settings_of, scope.account_id, scope.app_id)
+        self.engine.emit_op(
+            "episodic",
+            "create",
+            account_id=scope.account_id,
+            user_id=scope.owner,
+            memory_id=memory.id,
+            category=memory.category,
+            status=written_by,
+        )
         with metered(scope.account_id, "app_compaction", scope.label):
             outcome = await self.compactor.compact(scope, memory, app.memory_cap)
+        for action, decided_by, _ in outcome.changes:
+            # An edit folds the new memory into an older one: the scope's merge.
+            self.engine.emit_op(
+                "episodic",
+                "merge" if action == "edit" else action,
+                account_id=scope.account_id,
+                user_id=scope.owner,
+                category=APP_CATEGORY,
+                status=decided_by,
+            )
         if self.on_compaction is not None:
             self.on_compaction(outcome)
         return EndOutcome(memory, written_by, outcome)

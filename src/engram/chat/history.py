@@ -22,7 +22,9 @@ from typing import TypeVar
 from engram.chat.facts import FACT_MEMORY_CATEGORY, SubjectFacts, facts_section
 from engram.chat.messages import MessageStore
 from engram.chat.types import ChatMessage, ContextMessage, ConversationHistory, HistoryMetadata
+from engram.conversation.procedural import in_default_context
 from engram.embedders.base import Embedder, Vector
+from engram.engine.ops import OpsSink
 from engram.index.tokenize import terms
 from engram.retrieval.bm25 import BM25Params
 from engram.retrieval.ports import MemoryReader
@@ -60,8 +62,10 @@ class HistoryBuilder:
         *,
         embedder: Embedder | None,
         window: int,
+        ops: OpsSink | None = None,
     ) -> None:
         self.reader = reader
+        self.ops = ops
         self.messages = messages
         self.facts = facts
         self.embedder = embedder
@@ -101,6 +105,15 @@ class HistoryBuilder:
             lambda: self.semantic(text, account_id=account_id, user_id=user_id, subject=subject),
         )
         semantic = [m for m in semantic or () if m.id not in shown]
+        if self.ops is not None:
+            found = len(long_term or ()) + len(semantic)
+            self.ops.emit_op(
+                "context",
+                "search",
+                account_id=account_id,
+                user_id=user_id,
+                status="ok" if found else "empty",
+            )
         if long_term:
             context.append(_bullets(LONG_TERM_HEADER, long_term))
         if semantic:
@@ -140,7 +153,11 @@ class HistoryBuilder:
         hits = self.reader.search_index.lexical_search(
             flt, tokens, 2 * self.long_term_limit, k1=self.bm25.k1, b=self.bm25.b
         )
-        found = [m for m in self._open(flt, hits) if m.category != CHUNK_CATEGORY]
+        found = [
+            m
+            for m in self._open(flt, hits)
+            if m.category != CHUNK_CATEGORY and in_default_context(m)
+        ]
         return found[: self.long_term_limit]
 
     def semantic(
@@ -157,6 +174,7 @@ class HistoryBuilder:
             m
             for m in self._open(flt, close)
             if m.category != FACT_MEMORY_CATEGORY
+            and in_default_context(m)
             and (m.category != CHUNK_CATEGORY or m.subject_id == subject)
         ]
         return found[: self.semantic_limit]

@@ -31,6 +31,7 @@ from engram.chat.types import (
     SubjectFact,
 )
 from engram.config import Settings
+from engram.conversation.procedural import in_default_context
 from engram.conversation.prompts import build_system_prompt
 from engram.embedders.base import Embedder
 from engram.engine import MemoryEngine
@@ -78,6 +79,7 @@ class ChatMemory:
             self.facts,
             embedder=embedder,
             window=self.settings.history_window,
+            ops=engine,
         )
         if summariser is None:
             model = llm if llm is not None else llm_from_settings(self.settings)
@@ -193,7 +195,8 @@ class ChatMemory:
             for m in self.engine.list_memories(
                 MemoryFilter(account_id=account_id, user_id=user_id), limit=memory_limit
             )
-            if m.category != FACT_MEMORY_CATEGORY  # facts come with their visibility below
+            # Facts come with their visibility below; procedures only when asked for.
+            if m.category != FACT_MEMORY_CATEGORY and in_default_context(m)
         ]
         prompt = build_system_prompt(static, memories)
         if subject_id is not None:

@@ -347,4 +347,23 @@ class RollingSummaries:
             log.info("range %d-%d already summarised", start, end)
             return None
         log.info("summarised messages %d-%d: %d facts written", start, end, len(written) - 1)
+        chunk_memory = written[0]
+        self.engine.emit_op(
+            "episodic",
+            "create",
+            account_id=account_id,
+            user_id=owner,
+            memory_id=chunk_memory.id,
+            category=chunk_memory.category,
+        )
+        for revised in written[1 + len(plan.new) :]:
+            # A fact the summary restated folded into the memory it already had.
+            self.engine.emit_op(
+                "episodic",
+                "merge",
+                account_id=account_id,
+                user_id=owner,
+                memory_id=revised.id,
+                category=revised.category,
+            )
         return SummaryOutcome(written[0].id, start, end, len(written) - 1)

@@ -84,6 +84,8 @@ class SessionBuffer:
         max_turns: turns kept per session (oldest dropped first).
         max_age: turns older than this, by their timestamp, are dropped.
         clock: the time source (injectable for tests).
+        on_turn: told ``(account_id, user_id, turn)`` after each turn is classified and
+            kept (for operational events: the turn's intent, never its text).
     """
 
     def __init__(
@@ -92,12 +94,14 @@ class SessionBuffer:
         max_turns: int = 200,
         max_age: timedelta = timedelta(minutes=30),
         clock: Callable[[], datetime] = utcnow,
+        on_turn: Callable[[str, str, Turn], None] | None = None,
     ) -> None:
         if max_turns < 1:
             raise ValidationError("max_turns must be at least 1")
         self._max_turns = max_turns
         self._max_age = max_age
         self._clock = clock
+        self._on_turn = on_turn
         self._lock = threading.Lock()
         self._sessions: dict[str, _Live] = {}
         self._evicted = 0
@@ -159,6 +163,9 @@ class SessionBuffer:
             live.turns.append(turn)
             live.last_active = self._clock()
             self._prune(live)
+            owner = (live.account_id, live.user_id)
+        if self._on_turn is not None:
+            self._on_turn(*owner, turn)
         return turn
 
     def record_stored_key(self, session_id: str, key: str) -> None:

@@ -3,10 +3,15 @@
 :class:`EngineDispatcher` implements the Realtime adapter's :class:`Dispatcher` protocol
 (``dispatch(name, arguments_json, session)``) and offers :meth:`EngineDispatcher.call` for
 the HTTP routes, which validate their own bodies. The engine is synchronous, so each call
-runs in a worker thread. Writes pass the de-duplication policy; a live write of a sensitive
-key settles that key's pending proposals. Results use the voice bridge's camelCase
-shape: ``{success, memoryId, action?, suggestReminder?, message?}``. Nothing here logs a
-value or an argument.
+runs in a worker thread. Writes pass the de-duplication policy and consent
+(:mod:`engram.conversation.consent`): a write of a sensitive key is held as a proposal unless
+it restates a pending one (which it then confirms), and a benign write applies only with two
+signals (the call itself is one). A held write answers ``action: "proposed"`` with its
+``proposalId``. Results use the voice bridge's camelCase shape: ``{success, memoryId,
+action?, proposalId?, suggestReminder?, message?}``. Nothing here logs a
+value or an argument. Each write, duplicate, forget and query is an operational event
+of node ``hotpath`` (``create``, ``update``, ``merge`` for a duplicate folded into the memory
+it repeats, ``delete``, ``search``).
 """
 
 from __future__ import annotations
@@ -14,15 +19,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pydantic import BaseModel
 
 from engram.conversation.buffer import Session
+from engram.conversation.consent import DEFAULT_SENSITIVE_KEYS, ConsentPolicy
 from engram.conversation.dedup import DedupPolicy, normalise
-from engram.conversation.extraction import DEFAULT_SENSITIVE_KEYS
+from engram.conversation.extraction import ProposedChange
+from engram.conversation.procedural import ProceduralGate
 from engram.conversation.proposals import ProposalStore
 from engram.conversation.tools import (
     ForgetMemoryArgs,
@@ -94,6 +101,10 @@ class EngineDispatcher:
         tool_log: records each call as a session event (when the call has a session).
         on_write: told about each memory created or updated.
         query: the ``memory_query`` handler; without one the tool answers with an error.
+        procedural: what a write typed ``procedural`` becomes (numbered steps, or a
+            preference; see :mod:`engram.conversation.procedural`).
+        consent: the consent policy (overrides ``sensitive_keys``).
+        user_turns: the user's own turns of a call session (for the ``heard`` signal).
     """
 
     def __init__(
@@ -106,11 +117,16 @@ class EngineDispatcher:
         tool_log: ToolCallLog | None = None,
         on_write: WriteHook | None = None,
         query: QueryHandler | None = None,
+        procedural: ProceduralGate | None = None,
+        consent: ConsentPolicy | None = None,
+        user_turns: Callable[[str], Sequence[str]] | None = None,
     ) -> None:
         self._engine = engine
+        self._procedural = procedural or ProceduralGate()
         self._dedup = dedup or DedupPolicy()
         self._proposals = proposals
-        self._sensitive = frozenset(k.lower() for k in sensitive_keys)
+        self._consent = consent or ConsentPolicy.of(sensitive_keys)
+        self._user_turns = user_turns
         self._tool_log = tool_log
         self._on_write = on_write
         self.query = query
@@ -131,25 +147,34 @@ class EngineDispatcher:
         if isinstance(args, MemoryQueryArgs):
             if self.query is None:
                 raise ValidationError("memory_query is not available on this server")
-            return await self.query(args, owner=owner)
+            answer = await self.query(args, owner=owner)
+            self._op("search", owner, None, status="ok" if answer.get("results") else "empty")
+            return answer
         return await asyncio.to_thread(self._run, name, args, owner)
 
     # ---- synchronous bodies (worker thread) -------------------------------------------------
     def _run(self, name: str, args: BaseModel, owner: Owner) -> dict[str, Any]:
+        memory: Memory | None
         if name == "store_memory" and isinstance(args, StoreMemoryArgs):
             result, memory = self._store(args, owner)
+            logged = (args.key, args.memory_type.value)
         elif name == "update_memory" and isinstance(args, UpdateMemoryArgs):
             result, memory = self._update(args, owner)
+            kind = args.memory_type or MemoryType.FACT
+            logged = (args.existing_key, kind.value)
         elif name == "forget_memory" and isinstance(args, ForgetMemoryArgs):
             memory = self._target(args, owner)
             memory = self._engine.forget(memory.id, account_id=owner.account_id, actor="agent")
+            self._op("delete", owner, memory)
             result = {"success": True, "memoryId": memory.id, "action": "forgotten"}
+            logged = (memory.key, memory.type.value)
         elif name == "mark_private" and isinstance(args, MarkPrivateArgs):
             memory = self._target(args, owner)
             memory = self._engine.mark_private(
                 memory.id, account_id=owner.account_id, actor="agent"
             )
             result = {"success": True, "memoryId": memory.id, "action": "private"}
+            logged = (memory.key, memory.type.value)
         elif name == "memory_history" and isinstance(args, MemoryHistoryArgs):
             memory = self._target(args, owner)
             events = self._engine.history(memory.id, account_id=owner.account_id)
@@ -169,40 +194,42 @@ class EngineDispatcher:
         else:
             raise ValidationError(f"unknown tool {name!r}")
         if self._tool_log is not None and owner.session_id is not None:
+            key, kind_name = (memory.key, memory.type.value) if memory is not None else logged
             self._tool_log.add_tool_call(
                 owner.session_id,
                 tool=name,
-                memory_id=memory.id,
-                key=self._engine.blind_key(owner.account_id, memory.key),
-                memory_type=memory.type.value,
+                memory_id=None if memory is None else memory.id,
+                key=self._engine.blind_key(owner.account_id, key),
+                memory_type=kind_name,
                 ts=time.time(),
             )
         return result
 
-    def _store(self, args: StoreMemoryArgs, owner: Owner) -> tuple[dict[str, Any], Memory]:
-        memory, action = self._write(
+    def _store(self, args: StoreMemoryArgs, owner: Owner) -> tuple[dict[str, Any], Memory | None]:
+        memory, action, held = self._write(
             owner,
             key=args.key,
             value=args.value,
             memory_type=args.memory_type,
             confidence=args.confidence,
         )
-        result: dict[str, Any] = {"success": True, "memoryId": memory.id, "action": action}
-        if args.memory_type == MemoryType.FOLLOW_UP and args.suggest_reminder:
+        result = _answer(memory, action, held)
+        if held is None and args.memory_type == MemoryType.FOLLOW_UP and args.suggest_reminder:
             result["suggestReminder"] = True
             result["message"] = reminder_offer(args.value)
         return result, memory
 
-    def _update(self, args: UpdateMemoryArgs, owner: Owner) -> tuple[dict[str, Any], Memory]:
-        memory, action = self._write(
+    def _update(self, args: UpdateMemoryArgs, owner: Owner) -> tuple[dict[str, Any], Memory | None]:
+        memory, action, held = self._write(
             owner,
             key=args.existing_key,
             value=args.new_value,
             memory_type=args.memory_type,
             confidence=args.confidence,
         )
-        action = "created" if action == "created" else "updated"
-        return {"success": True, "memoryId": memory.id, "action": action}, memory
+        if held is None:
+            action = "created" if action == "created" else "updated"
+        return _answer(memory, action, held), memory
 
     def _write(
         self,
@@ -212,20 +239,29 @@ class EngineDispatcher:
         value: str,
         memory_type: MemoryType | None,
         confidence: float | None,
-    ) -> tuple[Memory, str]:
-        """Create, update or (as a duplicate) skip; return the memory and the action."""
-        if key.lower() in self._sensitive and self._proposals is not None:
-            self._proposals.settle_by_live_write(
-                account_id=owner.account_id, user_id=owner.user_id, key=key, value=value
+    ) -> tuple[Memory | None, str, str | None]:
+        """Create, update, (as a duplicate) skip, or hold as a proposal; return the memory
+        (the current one, or ``None``, when held), the action and the proposal id if held."""
+        sure = 1.0 if confidence is None else confidence
+        if memory_type == MemoryType.PROCEDURAL:
+            # A tool call is a detection: a procedure only with high confidence, as steps.
+            memory_type, value = self._procedural.admit(
+                value=value, confidence=sure, explicit=False
             )
         current = self._engine.get_by_key(
             account_id=owner.account_id, user_id=owner.user_id, key=key
         )
+        if current is not None and (
+            normalise(current.value) == normalise(value)
+            and (memory_type is None or memory_type == current.type)
+        ):
+            self._op("merge", owner, current, status="unchanged")
+            return current, "unchanged", None
+        if self._proposals is not None:
+            held = self._consent_hold(owner, key, value, memory_type, sure, current)
+            if held is not None:
+                return current, "proposed", held
         if current is not None:
-            if normalise(current.value) == normalise(value) and (
-                memory_type is None or memory_type == current.type
-            ):
-                return current, "unchanged"
             memory, _ = self._engine.update_by_key(
                 account_id=owner.account_id,
                 user_id=owner.user_id,
@@ -237,7 +273,8 @@ class EngineDispatcher:
                 actor="agent",
             )
             self._notify("updated")
-            return memory, "updated"
+            self._op("update", owner, memory)
+            return memory, "updated", None
         kind = memory_type or MemoryType.FACT
         twin = self._dedup.find_duplicate(
             self._engine,
@@ -249,7 +286,8 @@ class EngineDispatcher:
         )
         if twin is not None:
             log.info("tool write skipped as a duplicate")
-            return twin, "duplicate"
+            self._op("merge", owner, twin, status="duplicate")
+            return twin, "duplicate", None
         new = validated(
             NewMemory,
             {
@@ -265,7 +303,70 @@ class EngineDispatcher:
         )
         memory = self._engine.store(new, actor="agent")
         self._notify("created")
-        return memory, "created"
+        self._op("create", owner, memory)
+        return memory, "created", None
+
+    def _consent_hold(
+        self,
+        owner: Owner,
+        key: str,
+        value: str,
+        memory_type: MemoryType | None,
+        confidence: float,
+        current: Memory | None,
+    ) -> str | None:
+        """Consent for a live write: ``None`` when it applies now (settling the key's
+        pending proposals), else the id of the proposal it is held as."""
+        assert self._proposals is not None
+        proposals = self._proposals
+        # Held under the stored key's spelling (sensitive keys: their canonical lower case).
+        if current is not None:
+            key = current.key
+        elif self._consent.is_sensitive(key):
+            key = key.lower()
+        mine = {"account_id": owner.account_id, "user_id": owner.user_id, "key": key}
+        earlier = [
+            p.type
+            for p in proposals.pending(account_id=owner.account_id, user_id=owner.user_id)
+            if p.key.lower() == key.lower()
+        ]
+        if self._consent.is_sensitive(key):
+            # Applies only when it restates a pending proposal: the user said it twice.
+            if proposals.settle_by_live_write(**mine, value=value) == "confirmed":
+                return None
+        else:
+            turns = (
+                self._user_turns(owner.session_id)
+                if self._user_turns is not None and owner.session_id is not None
+                else ()
+            )
+            signals = self._consent.signals(
+                value=value,
+                confidence=confidence,
+                live=True,
+                user_turns=turns,
+                pending_same=proposals.has_pending_value(**mine, value=value),
+            )
+            if self._consent.corroborated(signals):
+                proposals.settle_by_live_write(**mine, value=value)
+                return None
+        # An update naming no type keeps the memory's, or the earlier proposal's.
+        kind = memory_type or (
+            current.type if current is not None else (earlier[0] if earlier else MemoryType.FACT)
+        )
+        proposal_id = proposals.file(
+            ProposedChange(
+                **mine,
+                current_value=None if current is None else current.value,
+                proposed_value=value,
+                type=kind,
+                confidence=confidence,
+                session_id=owner.session_id or "",
+                source=Source.TOOL,
+            )
+        )
+        self._op("hold", owner, current, status="proposed")
+        return proposal_id
 
     def _target(
         self, args: ForgetMemoryArgs | MarkPrivateArgs | MemoryHistoryArgs, owner: Owner
@@ -282,6 +383,30 @@ class EngineDispatcher:
             raise NotFoundError("no active memory has this key")
         return found
 
+    def _op(self, op: str, owner: Owner, memory: Memory | None, *, status: str = "ok") -> None:
+        self._engine.emit_op(
+            "hotpath",
+            op,
+            account_id=owner.account_id,
+            user_id=owner.user_id,
+            status=status,
+            memory_id=None if memory is None else memory.id,
+            category=None if memory is None else (memory.category or memory.type.value),
+        )
+
     def _notify(self, action: str) -> None:
         if self._on_write is not None:
             self._on_write(action)
+
+
+def _answer(memory: Memory | None, action: str, held: str | None) -> dict[str, Any]:
+    """A write's answer; a held one says so, so the agent does not claim it is saved."""
+    result: dict[str, Any] = {
+        "success": True,
+        "memoryId": None if memory is None else memory.id,
+        "action": action,
+    }
+    if held is not None:
+        result["proposalId"] = held
+        result["message"] = "held until the user confirms it"
+    return result

@@ -4,9 +4,12 @@ The pipeline (:class:`ExtractionPipeline`) asks an :class:`Extractor` for candid
 keeps only those that pass every check: a known type and a usable key, a short value, words
 the *user* said (an assistant reciting a recalled memory does not count), and a key that is
 neither stored already nor stored during the session. Extraction only creates; it never
-updates. A sensitive key whose new value would change an existing memory becomes a
-:class:`ProposedChange` instead. Failures of the model are logged (counts only) and yield an
-empty result; nothing here ever logs a value or the transcript.
+updates. A sensitive key becomes a :class:`ProposedChange` instead, whether it would be
+set for the first time or changed; a benign memory is created only when two consent signals
+corroborate it, and held as a proposal otherwise (:mod:`engram.conversation.consent`). A
+candidate typed ``procedural`` stays one only as numbered steps, asked for or detected with
+high confidence (:mod:`engram.conversation.procedural`). Failures of the model are logged
+(counts only) and yield an empty result; nothing here ever logs a value or the transcript.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from engram.conversation.buffer import Session
+from engram.conversation.consent import DEFAULT_SENSITIVE_KEYS, ConsentPolicy, Signal
+from engram.conversation.procedural import ProceduralGate, is_explicit_request
 from engram.conversation.validation import is_grounded, normalize_key, validate_value
 from engram.conversation.writing import WritingTally, check_semantic
 from engram.errors import EngramError, ProviderError
@@ -44,9 +49,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-DEFAULT_SENSITIVE_KEYS: frozenset[str] = frozenset(
-    {"preferred_name", "pronouns", "city", "language"}
-)
 
 EXTRACTION_PROMPT = """\
 You read a finished conversation between a user and an assistant and list what is worth
@@ -102,12 +104,13 @@ class MemorySink(Protocol):
 
 @dataclass(frozen=True, kw_only=True)
 class ProposedChange:
-    """A change to a sensitive memory that a person must confirm before it applies."""
+    """A change a person must confirm before it applies (``current_value`` is ``None`` when
+    the key would be set for the first time)."""
 
     account_id: str
     user_id: str
     key: str
-    current_value: str = field(repr=False)
+    current_value: str | None = field(repr=False)
     proposed_value: str = field(repr=False)
     type: MemoryType
     confidence: float
@@ -134,6 +137,8 @@ class ExtractionReport:
     skipped_existing: int = 0
     dropped_ungrounded: int = 0
     rejected_invalid: int = 0
+    uncorroborated: int = 0
+    """Benign candidates held back (fewer than two consent signals, no proposal store)."""
     failed_writes: int = 0
     error: str | None = None
 
@@ -242,13 +247,17 @@ class ExtractionPipeline:
     Args:
         extractor: an :class:`LLMExtractor`, the offline extractor, or any :class:`Extractor`.
         sink: where new memories are created.
-        proposals: where changes to sensitive keys go; without it they are dropped.
-        sensitive_keys: keys never changed by extraction (compared case-insensitively).
+        proposals: where held writes go (sensitive keys, uncorroborated benign ones);
+            without it they are dropped.
+        sensitive_keys: keys never set by extraction without the user (case-insensitive).
+        consent: the consent policy (overrides ``sensitive_keys``).
+        procedural: what a candidate typed ``procedural`` becomes.
         writing: given, every candidate passes the semantic writing guard
             (:func:`engram.conversation.writing.check_semantic`, keyed) and its verdict is
             counted here; a rejected one counts as invalid. The wiring passes a model
             extractor's own tally (the rules are for what a model writes); without it
             (the offline rules) values are only trimmed by :func:`validate_value`.
+            Procedural steps are exempt (numbered steps are not one or two sentences).
     """
 
     def __init__(
@@ -258,12 +267,15 @@ class ExtractionPipeline:
         *,
         proposals: ProposalSink | None = None,
         sensitive_keys: Collection[str] = DEFAULT_SENSITIVE_KEYS,
+        consent: ConsentPolicy | None = None,
+        procedural: ProceduralGate | None = None,
         writing: WritingTally | None = None,
     ) -> None:
         self._extractor = extractor
         self._sink = sink
         self._proposals = proposals
-        self._sensitive = frozenset(k.lower() for k in sensitive_keys)
+        self._consent = consent or ConsentPolicy.of(sensitive_keys)
+        self._procedural = procedural or ProceduralGate()
         self._writing = writing
 
     async def run(self, session: Session) -> ExtractionReport:
@@ -285,16 +297,36 @@ class ExtractionPipeline:
             report = ExtractionReport(turns_processed=len(turns), error="provider")
             return self._logged(report)
 
-        counts = {"stored": 0, "proposed": 0, "existing": 0, "ungrounded": 0, "invalid": 0}
+        counts = {
+            "stored": 0,
+            "proposed": 0,
+            "existing": 0,
+            "ungrounded": 0,
+            "invalid": 0,
+            "uncorroborated": 0,
+        }
         failed = 0
         seen: set[str] = set()
+        user_turns = [t.summary for t in turns if t.speaker == "user"]
+        explicit = is_explicit_request(user_text)
         for candidate in candidates:
             key = normalize_key(candidate.key)
-            written: str | None = candidate.value
-            if self._writing is not None and key is not None:
-                written = self._writing.add(check_semantic(candidate.value, keyed=True)).text
-            value = None if written is None else validate_value(written)
-            if key is None or value is None or candidate.type not in EXTRACTABLE_TYPES:
+            kind = candidate.type
+            value: str | None
+            if kind is MemoryType.PROCEDURAL:
+                kind, raw = self._procedural.admit(
+                    value=candidate.value, confidence=candidate.confidence, explicit=explicit
+                )
+            else:
+                raw = candidate.value
+            if kind is MemoryType.PROCEDURAL:
+                value = raw
+            else:
+                written: str | None = raw
+                if self._writing is not None and key is not None:
+                    written = self._writing.add(check_semantic(raw, keyed=True)).text
+                value = None if written is None else validate_value(written)
+            if key is None or value is None or kind not in EXTRACTABLE_TYPES:
                 counts["invalid"] += 1
                 continue
             if not is_grounded(value, user_text):
@@ -304,17 +336,26 @@ class ExtractionPipeline:
             # free-text key goes to its family (numbered past the keys already taken) and its
             # words into the value.
             keyed = to_vocabulary(
-                Candidate(type=candidate.type, key=key, value=value),
-                existing | in_session | seen,
+                Candidate(type=kind, key=key, value=value), existing | in_session | seen
             )
-            key, value = keyed.key, validate_value(keyed.value) or value
+            if kind is not MemoryType.PROCEDURAL:  # steps keep their numbered form
+                value = validate_value(keyed.value) or value
+            key = keyed.key
             if key in seen or key in in_session:
                 counts["existing"] += 1
                 continue
             seen.add(key)
             try:
                 if key in existing:
-                    outcome = await self._maybe_propose(session, key, value, candidate)
+                    outcome = await self._maybe_propose(session, key, value, kind, candidate)
+                    counts[outcome] += 1
+                    continue
+                # Grounded in the user's words (checked above): heard, whatever the turns.
+                signals = self._consent.signals(
+                    value=value, confidence=candidate.confidence, live=False, user_turns=user_turns
+                ) | {Signal.HEARD}
+                if self._consent.is_sensitive(key) or not self._consent.corroborated(signals):
+                    outcome = await self._hold(session, key, None, value, kind, candidate)
                     counts[outcome] += 1
                     continue
                 await self._sink.create(
@@ -322,7 +363,7 @@ class ExtractionPipeline:
                         **owner,
                         key=key,
                         value=value,
-                        type=candidate.type,
+                        type=kind,
                         confidence=candidate.confidence,
                         source=Source.EXTRACTION,
                         metadata={"session_id": session.session_id},
@@ -340,20 +381,38 @@ class ExtractionPipeline:
                 skipped_existing=counts["existing"],
                 dropped_ungrounded=counts["ungrounded"],
                 rejected_invalid=counts["invalid"],
+                uncorroborated=counts["uncorroborated"],
                 failed_writes=failed,
             )
         )
 
     async def _maybe_propose(
-        self, session: Session, key: str, value: str, candidate: Candidate
+        self, session: Session, key: str, value: str, kind: MemoryType, candidate: Candidate
     ) -> str:
-        if key not in self._sensitive or self._proposals is None:
+        """A stored key: a new value of a sensitive one is proposed; extraction never changes
+        a benign one (the agent's live tools do)."""
+        if not self._consent.is_sensitive(key) or self._proposals is None:
             return "existing"
         current = await self._sink.current_value(
             account_id=session.account_id, user_id=session.user_id, key=key
         )
         if current is None or _same(current, value):
             return "existing"
+        return await self._hold(session, key, current, value, kind, candidate)
+
+    async def _hold(
+        self,
+        session: Session,
+        key: str,
+        current: str | None,
+        value: str,
+        kind: MemoryType,
+        candidate: Candidate,
+    ) -> str:
+        """File the write as a proposal (``"proposed"``), or drop it without a proposal
+        store (``"uncorroborated"``)."""
+        if self._proposals is None:
+            return "uncorroborated"
         await self._proposals.propose(
             ProposedChange(
                 account_id=session.account_id,
@@ -361,7 +420,7 @@ class ExtractionPipeline:
                 key=key,
                 current_value=current,
                 proposed_value=value,
-                type=candidate.type,
+                type=kind,
                 confidence=candidate.confidence,
                 session_id=session.session_id,
             )
@@ -372,7 +431,7 @@ class ExtractionPipeline:
     def _logged(report: ExtractionReport) -> ExtractionReport:
         log.info(
             "extraction: turns=%d extracted=%d stored=%d proposed=%d skipped=%d "
-            "ungrounded=%d invalid=%d failed_writes=%d error=%s",
+            "ungrounded=%d invalid=%d uncorroborated=%d failed_writes=%d error=%s",
             report.turns_processed,
             report.extracted,
             report.stored,
@@ -380,6 +439,7 @@ class ExtractionPipeline:
             report.skipped_existing,
             report.dropped_ungrounded,
             report.rejected_invalid,
+            report.uncorroborated,
             report.failed_writes,
             report.error or "none",
         )

@@ -1,11 +1,12 @@
-"""Proposed changes to sensitive memories, held (sealed) until the user confirms them.
+"""Proposed changes, held (sealed) until the user confirms them.
 
-Extraction never changes a sensitive key (``preferred_name``, ``pronouns``, ``city``,
-``language`` by default); when it hears a new value it files a :class:`ProposedChange`
-here. The proposal is kept for ``ttl`` (7 days by default), its values sealed under the
-user's key exactly like memory values; its key is sealed with them and stored only blinded
-(like a memory's key). It is applied when the user confirms it (through the
-API, or by restating the key in a later live tool call) and the decision is recorded: a
+Neither extraction nor a live tool call sets a sensitive key (``preferred_name``,
+``pronouns``, ``city``, ``language`` by default) on its own, and a benign write that too few
+signals corroborate waits too (:mod:`engram.conversation.consent`): each files a
+:class:`ProposedChange` here. The proposal is kept for ``ttl`` (7 days by default), its
+values sealed under the user's key exactly like memory values; its key is sealed with them
+and stored only blinded (like a memory's key). It is applied when the user confirms it
+(through the API, or by restating the key in a later live tool call) and the decision is recorded: a
 confirmation is an engine update whose audit actor names the proposal; a rejection or a
 superseding live write is an operational event. Neither carries a value.
 """
@@ -82,7 +83,14 @@ class ProposalStore:
         await asyncio.to_thread(self.file, change)
 
     def file(self, change: ProposedChange) -> str:
-        """Seal and store ``change``; return the proposal id."""
+        """Seal and store ``change``; return the proposal id (the pending one's, when the
+        same key already waits with the same value: a change is filed once)."""
+        blinded = self._engine.blind_key(change.account_id, change.key)
+        for row in self._tables.pending_proposals(
+            change.account_id, change.user_id, key=blinded, now=time.time()
+        ):
+            if normalise(self._open(row).proposed_value) == normalise(change.proposed_value):
+                return row.id
         proposal_id = str(uuid.uuid4())
         key_id, sealed = self._seal(
             change.key,
@@ -159,6 +167,12 @@ class ProposalStore:
             raise ConflictError("proposal was already decided")
         self._op(account_id, row.user_id, "proposal_rejected", None)
         self._audit(account_id, row.user_id, proposal.key, proposal_id, "rejected")
+
+    def has_pending_value(self, *, account_id: str, user_id: str, key: str, value: str) -> bool:
+        """Whether a pending proposal for ``key`` holds ``value`` (normalised)."""
+        blinded = self._engine.blind_key(account_id, key)
+        rows = self._tables.pending_proposals(account_id, user_id, key=blinded, now=time.time())
+        return any(normalise(self._open(r).proposed_value) == normalise(value) for r in rows)
 
     def settle_by_live_write(
         self, *, account_id: str, user_id: str, key: str, value: str

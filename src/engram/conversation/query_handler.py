@@ -34,4 +34,6 @@ class RetrievalQueryHandler:
             "threshold": args.threshold,
         }
         result = await asyncio.to_thread(self.service.query, request)
-        return {"success": True, "results": result.results, "tokens": result.tokens}
+        # The delta header comes first, so an agent reads what changed before what it asked.
+        answer: dict[str, Any] = {"header": result.header} if result.header else {}
+        return {**answer, "success": True, "results": result.results, "tokens": result.tokens}

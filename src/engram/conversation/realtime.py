@@ -4,7 +4,9 @@ It is transport-free: feed it each server event (a dict, or JSON text) and send 
 client events it returns. It records user transcripts and assistant replies in the session
 buffer, runs tool calls through a :class:`Dispatcher`, answers them with a
 ``function_call_output`` item and ``response.create``, and after a successful store or
-update refreshes the session's instructions with the user's current memories.
+update refreshes the session's instructions with the user's current memories. With a
+:class:`DeltaSource`, instructions start with the delta header when the user's memory
+changed since the agent was last shown it (each change once).
 Nothing it logs carries a transcript, a tool argument or a memory value.
 """
 
@@ -21,7 +23,7 @@ from engram.conversation.tools import realtime_tools
 from engram.errors import EngramError
 from engram.types import Memory
 
-__all__ = ["Dispatcher", "MemoryLoader", "RealtimeAdapter"]
+__all__ = ["DeltaSource", "Dispatcher", "MemoryLoader", "RealtimeAdapter"]
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +49,14 @@ class MemoryLoader(Protocol):
         ...
 
 
+class DeltaSource(Protocol):
+    """The delta header a reader has not been shown yet (delivering marks it seen)."""
+
+    async def deliver(self, *, account_id: str, user_id: str, reader: str) -> str:
+        """``Memory updates since rev {X}:`` and its bullets, or ``""``."""
+        ...
+
+
 class RealtimeAdapter:
     """Handles Realtime server events for one open session of a :class:`SessionBuffer`.
 
@@ -56,6 +66,8 @@ class RealtimeAdapter:
         dispatcher: runs tool calls.
         memories: loads memories for the refreshed instructions.
         instructions: the agent's own instructions, before the memory sections.
+        deltas: the delta header source; without one instructions carry no header.
+        reader: the agent the header is delivered to (its seen revision advances).
     """
 
     def __init__(
@@ -66,8 +78,12 @@ class RealtimeAdapter:
         dispatcher: Dispatcher,
         memories: MemoryLoader,
         instructions: str,
+        deltas: DeltaSource | None = None,
+        reader: str = "default",
     ) -> None:
         self._buffer = buffer
+        self._deltas = deltas
+        self._reader = reader
         self._session_id = session_id
         self._dispatcher = dispatcher
         self._memories = memories
@@ -84,7 +100,14 @@ class RealtimeAdapter:
         """
         session = self._session()
         memories = await self._memories.load(account_id=session.account_id, user_id=session.user_id)
-        body: dict[str, Any] = {"instructions": build_system_prompt(self._instructions, memories)}
+        instructions = build_system_prompt(self._instructions, memories)
+        if self._deltas is not None:
+            header = await self._deltas.deliver(
+                account_id=session.account_id, user_id=session.user_id, reader=self._reader
+            )
+            if header:
+                instructions = f"{header}\n\n{instructions}"
+        body: dict[str, Any] = {"instructions": instructions}
         if with_tools:
             body["tools"] = realtime_tools()
             body["tool_choice"] = "auto"

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from engram.config import Settings
 from engram.conversation.buffer import Session
+from engram.conversation.consent import ConsentPolicy
 from engram.conversation.dedup import DedupPolicy
 from engram.conversation.extraction import (
     DEFAULT_SENSITIVE_KEYS,
@@ -28,6 +29,7 @@ from engram.conversation.extraction import (
     ProposalSink,
     writing_of,
 )
+from engram.conversation.procedural import ProceduralGate
 from engram.engine import MemoryEngine
 from engram.llm.base import LLM
 from engram.llm.candidates import Candidate, TurnLike
@@ -198,6 +200,9 @@ class SessionSummarizer:
     ) -> None:
         self._engine = engine
         self._proposals = proposals
+        conf = settings or engine.settings
+        self._consent = ConsentPolicy.of(sensitive_keys, min_confidence=conf.consent_min_confidence)
+        self._procedural = ProceduralGate(min_confidence=conf.procedural_min_confidence)
         self._dedup = dedup or DedupPolicy()
         self._sensitive = sensitive_keys
         self._extractor = extractor or extractor_from_settings(settings or engine.settings)
@@ -216,8 +221,9 @@ class SessionSummarizer:
             _SensitiveAware(self._extractor, self._sensitive),
             sink,
             proposals=self._proposals,
-            sensitive_keys=self._sensitive,
             writing=writing_of(self._extractor),
+            consent=self._consent,
+            procedural=self._procedural,
         )
         with metered(session.account_id, "extraction", f"user:{session.user_id}"):
             report = await pipeline.run(session)

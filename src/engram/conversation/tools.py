@@ -91,7 +91,7 @@ TOOL_EXAMPLES: tuple[ToolExample, ...] = (
         "feels lonely since my husband passed",
     ),
     ToolExample("I'm at the hospital right now.", "context", "current_location", "hospital"),
-    ToolExample("Please speak a little slower.", "procedural", "communication_style", "slower"),
+    ToolExample("Please speak a little slower.", "preference", "communication_style", "slower"),
 )
 
 _STORE_DESCRIPTION = (
@@ -108,8 +108,9 @@ _STORE_DESCRIPTION = (
     "in the value. Keep values short (one or two sentences). Types: fact, preference, follow_up "
     "(something coming up to ask about later), context (the situation right now), history "
     "(the user's past), wellbeing (mood, sleep, pain), insight (a pattern you noticed), "
-    "procedural (how the user wants things done). For a follow_up set suggest_reminder to "
-    "offer a reminder. Examples:\n"
+    "procedural (a procedure the user asked you to keep, as numbered steps: '1. Boil the "
+    "water. 2. Steep the tea for four minutes.'; a single habit is a preference). For a "
+    "follow_up set suggest_reminder to offer a reminder. Examples:\n"
     + "\n".join(f'- "{e.sentence}" -> {e.type} {e.key} = "{e.value}"' for e in TOOL_EXAMPLES)
 )
 

@@ -3,7 +3,8 @@
 The engine depends only on protocols (``Storage``, ``KeyStore``, ``Indexer``) and the
 envelope; it owns validation, versioning, encryption and the audit trail, so every backend
 gets them alike. It is split by job: :mod:`.core` (writes and reads), :mod:`.lifecycle`
-(purge, erasure, rotation, key upgrades) and :mod:`.portability` (export and import).
+(purge, erasure, rotation, key upgrades), :mod:`.portability` (export and import),
+:mod:`.delta` (the delta header) and :mod:`.ops` (operational events).
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from typing import Any
 
 from engram.config import Settings
 from engram.crypto.keyring import KeyRing, load_keyring
-from engram.engine.core import DELTA_SYMBOLS, EngineCore, default_thread
+from engram.engine.core import EngineCore, default_thread
+from engram.engine.delta import DELTA_SYMBOLS, EngineDeltas
 from engram.engine.lifecycle import EngineLifecycle
 from engram.engine.portability import EXPORT_FORMAT, EnginePortability
 from engram.index.lexical import Indexer, check_tokenizer_version
@@ -30,7 +32,7 @@ __all__ = [
 ]
 
 
-class MemoryEngine(EngineLifecycle, EnginePortability):
+class MemoryEngine(EngineLifecycle, EnginePortability, EngineDeltas):
     """Encrypted, versioned memory over any :class:`~engram.storage.base.Storage`.
 
     Every write is one transaction holding the memory row, its index entries, its history

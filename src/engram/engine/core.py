@@ -20,6 +20,7 @@ from engram.config import Settings
 from engram.crypto.aead import AesGcmCipher
 from engram.crypto.envelope import Envelope, SealedValue, is_blinded
 from engram.crypto.keyring import KeyRing
+from engram.engine.ops import OpsLog, op_row
 from engram.errors import (
     ConflictError,
     IntegrityError,
@@ -69,13 +70,6 @@ from engram.types import (
 log = logging.getLogger(__name__)
 
 EXPORT_FORMAT = "engram.export/1"
-DELTA_SYMBOLS = {
-    HistoryEventType.ADD: "+created",
-    HistoryEventType.UPDATE: "↑updated",
-    HistoryEventType.MERGE: "↔merged",
-    HistoryEventType.DELETE: "−deleted",
-    HistoryEventType.RESTORE: "⤺restored",
-}
 _LIVE = (MemoryState.ACTIVE.value, MemoryState.SOFT_DELETED.value)
 _CHANGED_CONCURRENTLY = "the memory changed concurrently; read it and retry"
 _HEAD_RELOCKS = 8
@@ -133,6 +127,7 @@ class EngineCore:
             storage, self.key_store, self.envelope, cache_size=self.settings.user_key_cache_size
         )
         self.codec = MemoryCodec(self.envelope)
+        self.ops = OpsLog(storage)
         self.lexical = LexicalIndexer(self.keys)
         self.vector_seal = VectorSeal(self.keys, self.envelope.cipher)
         """Seals stored vectors under their owner's key where the store keeps them sealed."""
@@ -144,6 +139,7 @@ class EngineCore:
 
     def close(self) -> None:
         """Release the storage's and the key store's connections."""
+        self.ops.close()
         self.key_store.close()
         self.storage.close()
 
@@ -656,23 +652,6 @@ class EngineCore:
             for c in changes
         ]
 
-    def delta_since(self, thread_id: str, rev: int) -> str:
-        """The header an agent sees atop its memory context, or ``""`` if nothing changed.
-
-        ``Memory updates since rev {rev}:`` followed by at most three bullets, newest first.
-        """
-        changes = self.changes_since(thread_id, rev, limit=self.settings.thread_header_bullets)
-        if not changes:
-            return ""
-        lines = [f"Memory updates since rev {rev}:"]
-        for change in changes:
-            symbol = DELTA_SYMBOLS.get(change.event, change.event.value.lower())
-            key = change.meta.get("key")
-            if not isinstance(key, str) or is_blinded(key):
-                key = change.memory_id  # no clear key left (a purged memory)
-            lines.append(f"- {symbol} {key}")
-        return "\n".join(lines)
-
     # ---- operational events ----------------------------------------------------------------
     def record_op(self, event: OpEvent, *, account_id: str | None = None) -> None:
         """Record what a node of the system did."""
@@ -692,11 +671,51 @@ class EngineCore:
                 )
             )
 
+    def emit_op(
+        self,
+        node: str,
+        op: str,
+        *,
+        account_id: str | None,
+        user_id: str | None = None,
+        thread_id: str | None = None,
+        status: str = "ok",
+        memory_id: str | None = None,
+        category: str | None = None,
+        sim: float | None = None,
+    ) -> None:
+        """Record what a node did, off the caller's path: the one helper every path calls.
+
+        The event is queued and written in a batch (see :class:`~engram.engine.ops.OpsLog`);
+        it never raises and never waits for the database. Pass ids, categories and scores
+        only: never a value, a clear key or a transcript.
+        """
+        self.ops.emit(
+            op_row(
+                node,
+                op,
+                account_id=account_id,
+                user_id=user_id,
+                thread_id=thread_id,
+                status=status,
+                memory_id=memory_id,
+                category=category,
+                sim=sim,
+            )
+        )
+
     def op_counts(
-        self, *, by: str = "op", since: float | None = None, until: float | None = None
+        self,
+        *,
+        by: str = "op",
+        since: float | None = None,
+        until: float | None = None,
+        account_id: str | None = None,
     ) -> dict[str, int]:
-        """Operational events counted by ``op``, ``node`` or ``status``."""
-        return self.storage.op_counts(by=by, since=since, until=until)
+        """Operational events counted by ``op``, ``node`` or ``status`` (of one account when
+        ``account_id`` is given); events this process queued are written first."""
+        self.ops.flush()
+        return self.storage.op_counts(by=by, since=since, until=until, account_id=account_id)
 
     # ---- internals -------------------------------------------------------------------------
     def _row(self, account_id: str, memory_id: str) -> MemoryRow:

@@ -122,7 +122,7 @@ HABIT_RULES: tuple[Rule, ...] = (
         r"(?i:(?:please|could you|can you|would you|try to|you need to|you have to)\s+"
         r"(?:(?:please|maybe|just)\s+)?(?:speak|talk)\s+(?:a\s+(?:little\s+)?(?:bit\s+)?|more\s+)?"
         r"(?P<how>slower|slowly|louder|up|more slowly|more clearly|clearly|softer|quieter))",
-        lambda m, _: cand(R, "communication_style", "speak " + m["how"].lower()),
+        lambda m, _: cand(P, "communication_style", "speak " + m["how"].lower()),
     ),
     rule(
         r"(?i:(?:please\s+)?(?:don't|do not|never)\s+(?:call|ring|phone)\s+(?:me\s+)?"

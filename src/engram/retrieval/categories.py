@@ -36,10 +36,12 @@ _STRICT = ConfigDict(frozen=True, extra="forbid")
 
 
 class ContextMode(StrEnum):
-    """``all``: every memory of the category goes to context; ``rag``: the most relevant."""
+    """``all``: every memory of the category goes to context; ``rag``: the most relevant;
+    ``explicit``: only when a request names the category (then as ``rag``)."""
 
     ALL = "all"
     RAG = "rag"
+    EXPLICIT = "explicit"
 
 
 class CategorySpec(BaseModel):
@@ -131,13 +133,17 @@ class CategoriesConfig(BaseModel):
     def resolve(self, agent: str, requested: Iterable[str] | None = None) -> tuple[str, ...]:
         """The categories a request may read.
 
-        ``requested=None`` means every category the agent is allowed. Raises
+        ``requested=None`` means every category the agent is allowed but ``explicit`` ones
+        (those only a request naming them reads). Raises
         :class:`PermissionDeniedError` for an unknown agent or a requested category
         outside its allowlist (an undefined category is outside every allowlist).
         """
         allowed = self.allowed(agent)
         if requested is None:
-            return allowed
+            known = self.all_categories()
+            return tuple(
+                c for c in allowed if c not in known or known[c].context is not ContextMode.EXPLICIT
+            )
         wanted = tuple(dict.fromkeys(requested))
         denied = [c for c in wanted if c not in allowed]
         if denied:

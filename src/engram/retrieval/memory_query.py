@@ -5,6 +5,12 @@ agent's allowlist is a :class:`PermissionDeniedError`; every filter runs in the 
 ``context: all`` categories are always included for the agent, ``rag`` categories only by
 retrieval (at most ``rag_length`` each); results below ``threshold`` similarity are dropped;
 the answer never exceeds ``budget_tokens``.
+
+With a :class:`~engram.retrieval.ports.DeltaFeed` the answer starts with the delta header:
+the changes to the user's memory the agent has not been shown yet, in the categories it may
+read (see :mod:`engram.engine.delta`); delivering it marks them seen, so each shows once.
+Its tokens count in ``tokens`` and against ``budget_tokens``, of which it takes at most half
+(bullets are dropped, newest kept, until it fits).
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from engram.embedders.base import Embedder
 from engram.retrieval.access import AccessTracker
 from engram.retrieval.budget import count_tokens
 from engram.retrieval.categories import CategoriesConfig, ContextMode
-from engram.retrieval.ports import MemoryReader
+from engram.retrieval.ports import DeltaFeed, MemoryReader
 from engram.retrieval.query import QueryPlan, retrieve, workers
 from engram.retrieval.ranking import RankingWeights, ScoredCandidate
 from engram.retrieval.source import SharedScope, StorageCandidateSource
@@ -73,10 +79,12 @@ class MemoryQueryRequest(BaseModel):
 
 
 class MemoryQueryResult(BaseModel):
-    """The answer: ``results`` as bullets or full memories, and the tokens they take."""
+    """The answer: the delta header (``""`` when nothing changed since the agent's last
+    answer), ``results`` as bullets or full memories, and the tokens they all take."""
 
     model_config = ConfigDict(frozen=True)
 
+    header: str = ""
     results: list[dict[str, Any]]
     tokens: int
 
@@ -101,6 +109,7 @@ class MemoryQueryService:
         plan: QueryPlan | None = None,
         access: AccessTracker | None = None,
         context_all_limit: int = 50,
+        deltas: DeltaFeed | None = None,
     ) -> None:
         self.reader = reader
         self.categories = categories
@@ -109,6 +118,7 @@ class MemoryQueryService:
         self.plan = plan or QueryPlan()
         self.access = access
         self.context_all_limit = context_all_limit
+        self.deltas = deltas
 
     def query(self, request: MemoryQueryRequest | dict[str, Any]) -> MemoryQueryResult:
         """Answer one request; see the module docstring for the rules."""
@@ -130,10 +140,28 @@ class MemoryQueryService:
             rag_filter = base.model_copy(update={"categories": tuple(rag)})
             retrieved = self._retrieve(req, rag_filter, scope)
         picked = (listing.result() if listing is not None else []) + retrieved
-        results, tokens = self._render(req, picked)
+        header, header_tokens = self._header(req, allowed)
+        budget = None if req.budget_tokens is None else req.budget_tokens - header_tokens
+        results, tokens = self._render(req, picked, budget)
         if self.access is not None and results:
             self.access.record(req.account_id, [r["id"] for r in results])
-        return MemoryQueryResult(results=results, tokens=tokens)
+        return MemoryQueryResult(header=header, results=results, tokens=header_tokens + tokens)
+
+    def _header(self, req: MemoryQueryRequest, allowed: list[str]) -> tuple[str, int]:
+        """The delta header for the agent (delivered, so marked seen) and its tokens."""
+        if self.deltas is None:
+            return "", 0
+        header = self.deltas.deliver_delta(
+            account_id=req.account_id, user_id=req.user_id, reader=req.agent, categories=allowed
+        )
+        lines = header.splitlines()
+        limit = None if req.budget_tokens is None else req.budget_tokens // 2
+        while len(lines) > 1:
+            cost = count_tokens("\n".join(lines)) + 1
+            if limit is None or cost <= limit:
+                return "\n".join(lines), cost
+            lines.pop()  # the oldest bullet goes first
+        return "", 0
 
     def rank(
         self, request: MemoryQueryRequest | dict[str, Any]
@@ -251,7 +279,10 @@ class MemoryQueryService:
         return {m: [bullet(found[i]) for i in ids if i in found] for m, ids in best.items()}
 
     def _render(
-        self, req: MemoryQueryRequest, picked: list[tuple[Memory, dict[str, Any]]]
+        self,
+        req: MemoryQueryRequest,
+        picked: list[tuple[Memory, dict[str, Any]]],
+        budget: int | None,
     ) -> tuple[list[dict[str, Any]], int]:
         results: list[dict[str, Any]] = []
         used = 0
@@ -267,7 +298,7 @@ class MemoryQueryService:
                 item = {**memory.model_dump(mode="json"), **extra}
                 text = memory.value + "".join(r["text"] for r in extra.get("related", []))
             cost = count_tokens(text) + 1
-            if req.budget_tokens is not None and used + cost > req.budget_tokens:
+            if budget is not None and used + cost > budget:
                 continue  # a shorter item further down may still fit
             used += cost
             results.append(item)

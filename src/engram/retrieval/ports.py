@@ -7,14 +7,14 @@ ranks; it never sees the engine's keys, codec or storage. :class:`MemoryEngine` 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Protocol
 
 from engram.index.codec import Contents
 from engram.storage.base import MemoryRow, SearchIndex
 from engram.types import Memory, MemoryFilter
 
-__all__ = ["MemoryReader"]
+__all__ = ["DeltaFeed", "MemoryReader"]
 
 
 class MemoryReader(Protocol):
@@ -49,4 +49,20 @@ class MemoryReader(Protocol):
         self, flt: MemoryFilter, *, limit: int = 100, offset: int = 0
     ) -> list[Memory]:
         """Memories matching ``flt``, newest first."""
+        ...
+
+
+class DeltaFeed(Protocol):
+    """The delta header a reader has not seen yet (:meth:`MemoryEngine.deliver_delta`)."""
+
+    def deliver_delta(
+        self,
+        *,
+        account_id: str,
+        user_id: str,
+        reader: str,
+        categories: Collection[str] | None = None,
+        thread_id: str | None = None,
+    ) -> str:
+        """``Memory updates since rev {X}:`` and bullets, marking them seen; ``""`` if none."""
         ...

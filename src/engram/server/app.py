@@ -34,6 +34,7 @@ from engram.server.routes import (
     usage,
     users,
 )
+from engram.server.routes import ops as ops_routes
 from engram.server.routes import query as query_routes
 from engram.server.routes import sdk as sdk_routes
 from engram.server.routes import ui as ui_routes
@@ -177,6 +178,7 @@ def create_app(
         facts,
         apps,
         usage,
+        ops_routes,
         sdk_routes,
         ui_routes,
     ):

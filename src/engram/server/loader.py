@@ -1,18 +1,24 @@
-"""The Realtime adapter's :class:`MemoryLoader` over the engine."""
+"""The Realtime adapter's :class:`MemoryLoader` and :class:`DeltaSource` over the engine."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
 
+from engram.conversation.procedural import in_default_context
 from engram.engine import MemoryEngine
-from engram.types import Memory, MemoryFilter
+from engram.types import Memory, MemoryFilter, MemoryType
+
+_DEFAULT_CONTEXT_TYPES = tuple(t for t in MemoryType if t is not MemoryType.PROCEDURAL)
+"""Procedural memories reach an agent only when it asks for them (``categories:
+["procedural"]`` in ``memory_query``), never in its instructions."""
 
 __all__ = ["EngineMemoryLoader"]
 
 
 class EngineMemoryLoader:
-    """Loads a user's active memories for the agent's instructions, newest first.
+    """Loads a user's active memories for the agent's instructions, newest first (all but
+    procedural ones), and delivers the delta header.
 
     Args:
         engine: the memory engine.
@@ -33,9 +39,11 @@ class EngineMemoryLoader:
 
     def load_sync(self, *, account_id: str, user_id: str) -> list[Memory]:
         """The memories, synchronously."""
-        return self._engine.list_memories(
-            MemoryFilter(account_id=account_id, user_id=user_id), limit=self._limit
+        listed = self._engine.list_memories(
+            MemoryFilter(account_id=account_id, user_id=user_id, types=_DEFAULT_CONTEXT_TYPES),
+            limit=self._limit,
         )
+        return [m for m in listed if in_default_context(m)]
 
     async def load(self, *, account_id: str, user_id: str) -> Sequence[Memory]:
         """The memories (the :class:`MemoryLoader` method)."""
@@ -45,3 +53,9 @@ class EngineMemoryLoader:
             if self._on_failure is not None:
                 self._on_failure()
             raise
+
+    async def deliver(self, *, account_id: str, user_id: str, reader: str) -> str:
+        """The delta header ``reader`` has not been shown (the :class:`DeltaSource` method)."""
+        return await asyncio.to_thread(
+            self._engine.deliver_delta, account_id=account_id, user_id=user_id, reader=reader
+        )

@@ -20,10 +20,12 @@ from engram.apps import AppMemories, AppMessage
 from engram.async_engine import AsyncMemoryEngine
 from engram.chat import ChatMemory
 from engram.config import Settings
-from engram.conversation.buffer import Session, SessionBuffer
+from engram.conversation.buffer import Session, SessionBuffer, Turn
+from engram.conversation.consent import ConsentPolicy
 from engram.conversation.dedup import DedupPolicy
 from engram.conversation.dispatcher import EngineDispatcher, QueryHandler
 from engram.conversation.extraction import DEFAULT_SENSITIVE_KEYS, Extractor, LLMExtractor
+from engram.conversation.procedural import ProceduralGate
 from engram.conversation.proposals import ProposalStore
 from engram.conversation.realtime import Dispatcher, RealtimeAdapter
 from engram.conversation.summarizer import SessionSummarizer, skip_reason
@@ -119,7 +121,7 @@ class Services:
         self._owns_engine = owns_engine
         self.tables = engine.service_tables()
         self.keys = ApiKeys(self.tables)
-        self.buffer = SessionBuffer()
+        self.buffer = SessionBuffer(on_turn=self._classified)
         self._ending = asyncio.Lock()
         self.metrics = Metrics(
             integrity_failures=lambda: engine.integrity_failures,
@@ -156,6 +158,11 @@ class Services:
             tool_log=self.tables,
             on_write=self.metrics.memory_written,
             query=query,
+            consent=ConsentPolicy.of(
+                self.options.sensitive_keys, min_confidence=settings.consent_min_confidence
+            ),
+            procedural=ProceduralGate(min_confidence=settings.procedural_min_confidence),
+            user_turns=self._user_turns,
         )
         self.summarizer = SessionSummarizer(
             engine,
@@ -356,17 +363,35 @@ class Services:
             self.tables.set_extracted, session.session_id, outcome.created, status
         )
 
+    def _user_turns(self, session_id: str) -> list[str]:
+        """What the user said in a live session (in memory only), for the consent signals."""
+        live = self.buffer.get(session_id)
+        return [] if live is None else [t.summary for t in live.turns if t.speaker == "user"]
+
+    def _classified(self, account_id: str, user_id: str, turn: Turn) -> None:
+        """A turn's intent as an operational event (node ``hotpath``, op ``classify``)."""
+        self.engine.emit_op(
+            "hotpath",
+            "classify",
+            account_id=account_id,
+            user_id=user_id,
+            category=str(turn.intent),
+            status=turn.speaker,
+        )
+
     def adapter(
         self,
         session_id: str,
         *,
         instructions: str | None = None,
         dispatcher: Dispatcher | None = None,
+        reader: str = "default",
     ) -> RealtimeAdapter:
         """A Realtime adapter for an open session, wired to this service.
 
         ``dispatcher`` replaces the service's own for this adapter (the realtime socket
-        runs tool calls under its API key).
+        runs tool calls under its API key); ``reader`` is the agent its delta header is
+        delivered to.
         """
         return RealtimeAdapter(
             buffer=self.buffer,
@@ -374,6 +399,8 @@ class Services:
             dispatcher=dispatcher or self.dispatcher,
             memories=self.loader,
             instructions=instructions or self.options.agent_instructions,
+            deltas=self.loader,
+            reader=reader,
         )
 
     def active_memories(self, *, account_id: str, user_id: str) -> Sequence[Memory]:

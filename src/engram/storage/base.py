@@ -251,6 +251,12 @@ class AuditWrites(Protocol):
         """Append a change-log entry."""
         ...
 
+    def advance_read(self, account_id: str, thread_id: str, reader: str) -> tuple[int, int] | None:
+        """Move ``reader``'s seen revision of the thread to the current one; ``(seen,
+        current)`` when there were unseen changes, else ``None`` (exactly one of two racing
+        callers gets a range)."""
+        ...
+
     def replace_audit_key(self, memory_id: str, stored_key: str) -> int:
         """Set the ``key`` entry of every history and change-log meta of one memory version
         to ``stored_key`` (the blinded key, when upgrading an older store); rows changed."""
@@ -258,6 +264,10 @@ class AuditWrites(Protocol):
 
     def record_op(self, row: OpRow) -> None:
         """Append an operational event."""
+        ...
+
+    def record_ops(self, rows: Sequence[OpRow]) -> None:
+        """Append operational events."""
         ...
 
     def set_meta(self, key: str, value: str) -> None:
@@ -428,16 +438,30 @@ class AuditLog(Protocol):
         """Audit events of every version of a memory, newest first."""
         ...
 
-    def changes_since(self, thread_id: str, rev: int, limit: int) -> list[ChangeRow]:
-        """Change-log entries after ``rev``, newest first."""
+    def changes_since(
+        self, thread_id: str, rev: int, limit: int, *, upto: int | None = None
+    ) -> list[ChangeRow]:
+        """Change-log entries after ``rev`` (and at most ``upto``), newest first."""
         ...
 
     def current_rev(self, thread_id: str) -> int:
         """The thread's revision (0 when nothing was written)."""
         ...
 
-    def op_counts(self, *, by: str, since: float | None, until: float | None) -> dict[str, int]:
-        """Operational events counted by ``op`` or ``node`` in a time window."""
+    def unseen(self, thread_id: str, reader: str) -> bool:
+        """Whether the thread has a revision ``reader`` has not seen."""
+        ...
+
+    def op_counts(
+        self,
+        *,
+        by: str,
+        since: float | None,
+        until: float | None,
+        account_id: str | None = None,
+    ) -> dict[str, int]:
+        """Operational events counted by ``op``, ``node`` or ``status`` in a time window (of
+        one account when ``account_id`` is given)."""
         ...
 
 

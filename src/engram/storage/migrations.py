@@ -472,6 +472,17 @@ def _consolidation(real: str) -> tuple[str, ...]:
     )
 
 
+def _thread_reads() -> tuple[str, ...]:
+    # How far each reader (an agent) has seen a change-log thread: the delta header shows a
+    # change once. ops_events gains an index for the per-account counts over a time window.
+    return (
+        """CREATE TABLE IF NOT EXISTS thread_reads (
+            thread_id TEXT NOT NULL, reader TEXT NOT NULL, account_id TEXT NOT NULL,
+            seen_rev INTEGER NOT NULL, PRIMARY KEY (thread_id, reader))""",
+        "CREATE INDEX IF NOT EXISTS ops_account_ts ON ops_events (account_id, ts)",
+    )
+
+
 MIGRATIONS = (
     *MIGRATIONS,
     Migration(
@@ -550,6 +561,17 @@ MIGRATIONS = (
         name="row-level-security",
         sqlite=(),
         postgres=tuple(s for table in ACCOUNT_TABLES for s in account_policy(table)),
+    ),
+)
+
+
+MIGRATIONS = (
+    *MIGRATIONS,
+    Migration(
+        version=16,
+        name="thread-reads",
+        sqlite=_thread_reads(),
+        postgres=(*_thread_reads(), *account_policy("thread_reads")),
     ),
 )
 

@@ -268,6 +268,36 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlExecutor):
         ).fetchone()
         return int(row[0])
 
+    def advance_read(self, account_id: str, thread_id: str, reader: str) -> tuple[int, int] | None:
+        """Move ``reader``'s seen revision of the thread to its current one.
+
+        Returns ``(seen, current)`` when there were unseen changes (the range this caller now
+        owns), ``None`` otherwise. A compare-and-set on the stored revision: of two callers
+        racing for the same changes, exactly one gets them.
+        """
+        self.run(
+            "INSERT INTO thread_reads (thread_id, reader, account_id, seen_rev) "
+            "VALUES (?, ?, ?, 0) ON CONFLICT (thread_id, reader) DO NOTHING",
+            [thread_id, reader, account_id],
+        )
+        while True:
+            row = self.run("SELECT rev FROM threads WHERE thread_id = ?", [thread_id]).fetchone()
+            current = int(row[0]) if row else 0
+            seen_row = self.run(
+                "SELECT seen_rev FROM thread_reads WHERE thread_id = ? AND reader = ?",
+                [thread_id, reader],
+            ).fetchone()
+            seen = int(seen_row[0])
+            if seen >= current:
+                return None
+            moved = self.run(
+                "UPDATE thread_reads SET seen_rev = ? "
+                "WHERE thread_id = ? AND reader = ? AND seen_rev = ?",
+                [current, thread_id, reader, seen],
+            ).rowcount
+            if moved == 1:
+                return seen, current
+
     def add_change(self, account_id: str, row: ChangeRow) -> None:
         """Append a change-log entry."""
         self.scope_to(account_id)
@@ -466,22 +496,32 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlExecutor):
 
     def record_op(self, row: OpRow) -> None:
         """Append an operational event."""
-        if row.account_id is not None:
-            self.scope_to(row.account_id)
-        self.run(
+        self.record_ops([row])
+
+    def record_ops(self, rows: Sequence[OpRow]) -> None:
+        """Append operational events of one account (one statement for a batch)."""
+        accounts = {row.account_id for row in rows if row.account_id is not None}
+        if len(accounts) > 1:
+            raise ValueError("operational events of several accounts in one transaction")
+        for account_id in accounts:
+            self.scope_to(account_id)
+        self.insert_many(
             "INSERT INTO ops_events (account_id, user_id, thread_id, node, op, status, "
             "memory_id, category, sim, ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
-                row.account_id,
-                row.user_id,
-                row.thread_id,
-                row.node,
-                row.op,
-                row.status,
-                row.memory_id,
-                row.category,
-                row.sim,
-                row.ts,
+                (
+                    row.account_id,
+                    row.user_id,
+                    row.thread_id,
+                    row.node,
+                    row.op,
+                    row.status,
+                    row.memory_id,
+                    row.category,
+                    row.sim,
+                    row.ts,
+                )
+                for row in rows
             ],
         )
 
@@ -790,14 +830,20 @@ class SqlStorage:
             ).fetchall()
         return [HistoryRow(*r) for r in rows]
 
-    def changes_since(self, thread_id: str, rev: int, limit: int) -> list[ChangeRow]:
-        """Change-log entries after ``rev``, newest first."""
+    def changes_since(
+        self, thread_id: str, rev: int, limit: int, *, upto: int | None = None
+    ) -> list[ChangeRow]:
+        """Change-log entries after ``rev`` (and at most ``upto``), newest first."""
+        sql = (
+            "SELECT thread_id, rev, memory_id, event, meta, ts, account_id FROM changes "
+            "WHERE thread_id = ? AND rev > ?"
+        )
+        params: list[Any] = [thread_id, rev]
+        if upto is not None:
+            sql += " AND rev <= ?"
+            params.append(upto)
         with self._reader() as db:
-            rows = db.run(
-                "SELECT thread_id, rev, memory_id, event, meta, ts, account_id FROM changes "
-                "WHERE thread_id = ? AND rev > ? ORDER BY rev DESC LIMIT ?",
-                [thread_id, rev, limit],
-            ).fetchall()
+            rows = db.run(sql + " ORDER BY rev DESC LIMIT ?", [*params, limit]).fetchall()
         return [ChangeRow(*r) for r in rows]
 
     def current_rev(self, thread_id: str) -> int:
@@ -805,6 +851,17 @@ class SqlStorage:
         with self._reader() as db:
             row = db.run("SELECT rev FROM threads WHERE thread_id = ?", [thread_id]).fetchone()
         return int(row[0]) if row else 0
+
+    def unseen(self, thread_id: str, reader: str) -> bool:
+        """Whether the thread has a revision ``reader`` has not seen (one read, no lock)."""
+        with self._reader() as db:
+            row = db.run(
+                "SELECT t.rev > COALESCE((SELECT r.seen_rev FROM thread_reads r "
+                "WHERE r.thread_id = t.thread_id AND r.reader = ?), 0) "
+                "FROM threads t WHERE t.thread_id = ?",
+                [reader, thread_id],
+            ).fetchone()
+        return bool(row[0]) if row else False
 
     def key_generation(self, account_id: str, user_id: str) -> int:
         """The user's current key generation, recorded (as 0) when the user has none yet.
@@ -907,12 +964,23 @@ class SqlStorage:
         with self._reader(account_id) as db:
             return [str(r[0]) for r in db.run(sql, params).fetchall()]
 
-    def op_counts(self, *, by: str, since: float | None, until: float | None) -> dict[str, int]:
-        """Operational events counted by ``op`` or ``node`` in a time window."""
+    def op_counts(
+        self,
+        *,
+        by: str,
+        since: float | None,
+        until: float | None,
+        account_id: str | None = None,
+    ) -> dict[str, int]:
+        """Operational events counted by ``op``, ``node`` or ``status`` in a time window,
+        of one account when ``account_id`` is given (else of every account)."""
         if by not in ("op", "node", "status"):
             raise ValueError("by must be 'op', 'node' or 'status'")
         sql = f"SELECT {by}, COUNT(*) FROM ops_events WHERE 1 = 1"
         params: list[Any] = []
+        if account_id is not None:
+            sql += " AND account_id = ?"
+            params.append(account_id)
         if since is not None:
             sql += " AND ts >= ?"
             params.append(since)

@@ -9,7 +9,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from engram.conversation.dispatcher import Owner
 from engram.conversation.tools import MemoryQueryArgs
-from engram.errors import ValidationError
 from engram.server.deps import Key, Svc
 from engram.types import validated
 
@@ -42,8 +41,10 @@ class MemoryQueryBody(BaseModel):
 
 
 class MemoryQueryResponse(BaseModel):
-    """Results as bullets (``{id, category, text}``) or full memories, and their tokens."""
+    """The delta header (``""`` when nothing changed since the agent's last answer), results
+    as bullets (``{id, category, text}``) or full memories, and their tokens."""
 
+    header: str = ""
     success: bool
     results: list[dict[str, Any]]
     tokens: int
@@ -57,9 +58,9 @@ async def memory_query(body: MemoryQueryBody, key: Key, services: Svc) -> dict[s
     as the key's first agent, or ``default`` for a key made without agents.
     """
     agent = key.agent_for(body.agent)
-    handler = services.dispatcher.query
-    if handler is None:
-        raise ValidationError("memory_query is not available on this server")
     fields = body.model_dump(by_alias=True, exclude={"user_id"}, exclude_none=True)
     args = validated(MemoryQueryArgs, {**fields, "agent": agent})
-    return await handler(args, owner=Owner(key.account_id, body.user_id))
+    # Through the dispatcher, like the tool: one path, one operational event.
+    return await services.dispatcher.call(
+        "memory_query", args, owner=Owner(key.account_id, body.user_id)
+    )

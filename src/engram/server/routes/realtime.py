@@ -81,7 +81,10 @@ async def realtime(websocket: WebSocket, call_session_id: str) -> None:
     await services.connect_session(row)
     session = services.buffer_session(row)
     dispatcher = KeyBoundDispatcher(services.dispatcher, services.keys, token)
-    adapter = services.adapter(session.session_id, dispatcher=dispatcher)
+    key = await asyncio.to_thread(services.keys.verify, token)
+    # The delta header goes to the agent the key acts as, like its memory_query answers.
+    reader = key.agent_for(None) if key is not None else "default"
+    adapter = services.adapter(session.session_id, dispatcher=dispatcher, reader=reader)
     await websocket.send_json(await adapter.session_update())
     try:
         while True:

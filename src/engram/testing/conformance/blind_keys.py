@@ -115,8 +115,8 @@ class BlindKeysConformance(StorageHarness):
     ) -> None:
         memory = add(engine, key="dog_name", value="Rex", thread_id="t1")
         engine.update(memory.id, {"value": "Max"}, account_id=ACCOUNT, thread_id="t1")
-        assert engine.delta_since("t1", 0) == (
-            "Memory updates since rev 0:\n- ↑updated dog_name\n- +created dog_name"
+        assert engine.delta_since("t1", 0, account_id=ACCOUNT, user_id="user-1") == (
+            "Memory updates since rev 0:\n- +created: [Fact] Dog name is Max (imp=2)"
         )
         assert [c.meta["key"] for c in engine.changes_since("t1", 0)] == ["dog_name", "dog_name"]
         assert "dog_name" not in raw_rows(storage, ("changes", "history"))

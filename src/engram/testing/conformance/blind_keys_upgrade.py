@@ -129,8 +129,10 @@ class BlindKeysUpgradeConformance(StorageHarness):
         found = engine.get_by_key(account_id=ACCOUNT, user_id="user-1", key="LIKES_COCAINE")
         assert found is not None and found.value == "on weekends"
         assert engine.history(first.id, account_id=ACCOUNT)[0].meta["key"] == OLD_KEYS[0]
-        assert engine.delta_since("t1", 0) == (
-            f"Memory updates since rev 0:\n- +created {OLD_KEYS[1]}\n- +created {OLD_KEYS[0]}"
+        assert engine.delta_since("t1", 0, account_id=ACCOUNT, user_id="user-1") == (
+            "Memory updates since rev 0:\n"
+            "- +created: [Preference] Likes cocaine is on weekends (imp=2)\n"
+            "- +created: [Preference] Dislikes ex husband robert is he lied (imp=2)"
         )
         # The upgraded rows are bound like new ones: a flipped visibility is caught.
         with storage.transaction() as tx:

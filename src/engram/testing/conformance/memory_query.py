@@ -25,7 +25,7 @@ from engram.engine import MemoryEngine
 from engram.errors import EmbedderMismatchError, PermissionDeniedError
 from engram.retrieval.access import AccessTracker
 from engram.retrieval.budget import count_tokens
-from engram.retrieval.categories import load_categories
+from engram.retrieval.categories import DEFAULT_CATEGORIES_FILE, load_categories
 from engram.retrieval.memory_query import MemoryQueryService
 from engram.storage import open_storage
 from engram.storage.base import Capability, Storage
@@ -294,6 +294,25 @@ class MemoryQueryConformance(StorageHarness):
             r["id"]: r.get("context") for r in _ask(app, query="x", **{"return": "full"}).results
         }
         assert all(contexts[m.id] == "all" for m in profile)
+
+    def test_procedural_memories_come_only_when_asked_for(self, make_app: AppFactory) -> None:
+        app = make_app(HashingEmbedder(), categories_file=DEFAULT_CATEGORIES_FILE)
+        owner = {"account_id": ACCOUNT, "user_id": "u1"}
+        steps = app.engine.store(
+            {**owner, "key": "tea_steps", "type": "procedural",
+             "value": "1. Boil the water.\n2. Steep the tea for four minutes."}
+        )  # fmt: skip
+        liking = app.engine.store(
+            {**owner, "key": "tea", "type": "preference", "value": "likes strong tea"}
+        )
+        request = {"agent": "default", **owner, "query": "how to make the tea", "top_k": 10}
+        default = app.query(request)
+        # Neither a context: all listing nor retrieval, and not in the delta header either.
+        assert liking.id in _ids(default) and steps.id not in _ids(default)
+        assert "likes strong tea" in default.header and "Boil" not in default.header
+        asked = app.query({**request, "categories": ["procedural"]})
+        assert _ids(asked) == {steps.id}
+        assert asked.results[0]["text"].startswith("[procedural] 1. Boil the water.")
 
     def test_concurrent_queries_each_get_their_own_answer(self, make_app: AppFactory) -> None:
         # More queries at once than the query path has worker threads: each query hands work to

@@ -69,3 +69,19 @@ class MigrationsConformance(StorageHarness):
         storage.migrate()
         assert storage.schema_version() == max(m.version for m in migrations.MIGRATIONS)
         assert engine.get(memory.id, account_id=ACCOUNT).row_version == 2
+
+    def test_a_store_without_read_positions_delivers_headers_after_upgrade(
+        self, storage: Storage
+    ) -> None:
+        engine = MemoryEngine(storage, KeyRing(primary=TEST_KEK))
+        add(engine, key="city", value="Lima")
+        # As a store made before version 16 left it: no read positions.
+        with storage.transaction() as tx:
+            tx.run("DROP TABLE thread_reads")  # type: ignore[attr-defined]
+            tx.run("DELETE FROM schema_migrations WHERE version = 16")  # type: ignore[attr-defined]
+        storage.migrate()
+        deliver = {"account_id": ACCOUNT, "user_id": "user-1", "reader": "default"}
+        assert engine.deliver_delta(**deliver) == (
+            "Memory updates since rev 0:\n- +created: [Fact] City is Lima (imp=2)"
+        )
+        assert engine.deliver_delta(**deliver) == ""

@@ -55,7 +55,8 @@ class SingleConnectionConformance(StorageHarness):
         engine.forget(gone.id, account_id=ACCOUNT)
         assert engine.purge_expired(now=time.time() + 31 * 86400).purged == 1
         engine.history(second.id, account_id=ACCOUNT)
-        assert engine.delta_since(f"{ACCOUNT}/user-1", 0)
+        assert engine.delta_since(f"{ACCOUNT}/user-1", 0, account_id=ACCOUNT, user_id="user-1")
+        assert engine.deliver_delta(account_id=ACCOUNT, user_id="user-1", reader="default")
         document = engine.export_user(account_id=ACCOUNT, user_id="user-1")
         engine.import_user(document, account_id=ACCOUNT, user_id="user-2")
         engine.purge_scope(account_id=ACCOUNT, user_id="user-2")
