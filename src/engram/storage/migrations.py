@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engram.storage.checkpoints import checkpoint_ddl
+from engram.storage.jobs import jobs_ddl
 
 
 @dataclass(frozen=True, slots=True)
@@ -449,5 +450,16 @@ MIGRATIONS = (
             *checkpoint_ddl("BYTEA", "DOUBLE PRECISION"),
             *no_statistics("checkpoints", "checkpoint_blobs", "checkpoint_writes"),
         ),
+    ),
+)
+
+MIGRATIONS = (
+    *MIGRATIONS,
+    # The background job queue: ids and kinds only (see engram.storage.jobs).
+    Migration(
+        version=12,
+        name="job-queue",
+        sqlite=jobs_ddl("REAL"),
+        postgres=jobs_ddl("DOUBLE PRECISION"),
     ),
 )

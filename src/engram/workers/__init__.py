@@ -1,1 +1,26 @@
-"""workers."""
+"""Background jobs: a queue kept in the store, the worker that runs it, and its jobs.
+
+See ``docs/workers.md``. :func:`standard_worker` is what ``engram worker`` runs;
+:func:`enqueue` queues a job triggered by a write.
+"""
+
+from engram.workers.queue import enqueue
+from engram.workers.registry import register_lifecycle_jobs, register_memory_jobs, standard_worker
+from engram.workers.schedules import DEFAULT_SCHEDULES, Schedule
+from engram.workers.service import WorkerThread
+from engram.workers.worker import Handler, JobContext, JobSpec, RunReport, Worker
+
+__all__ = [
+    "DEFAULT_SCHEDULES",
+    "Handler",
+    "JobContext",
+    "JobSpec",
+    "RunReport",
+    "Schedule",
+    "Worker",
+    "WorkerThread",
+    "enqueue",
+    "register_lifecycle_jobs",
+    "register_memory_jobs",
+    "standard_worker",
+]
