@@ -65,7 +65,6 @@ class JobContext:
         self.clock = clock
         self._deadline = deadline
         self._given_up = threading.Event()
-        self.completed = False
 
     @property
     def job(self) -> JobRow:
@@ -85,11 +84,15 @@ class JobContext:
         :class:`~engram.storage.jobs.LeaseLostError` and the whole transaction rolls back.
         """
         tx.complete_job(self.lease, self.clock())
-        self.completed = True
 
     def should_stop(self) -> bool:
-        """Whether the handler should stop soon: its runtime is up or the job was given up."""
-        return self._given_up.is_set() or time.monotonic() >= self._deadline
+        """Whether the handler should stop: the worker gave the job up (its runtime ran out
+        or its lease was lost), and whatever it commits now is refused."""
+        return self._given_up.is_set()
+
+    def out_of_time(self) -> bool:
+        """Whether the job's bounded runtime has run out."""
+        return time.monotonic() >= self._deadline
 
     def give_up(self) -> None:
         """Tell the handler to stop (the worker retries the job elsewhere)."""
@@ -241,9 +244,17 @@ class Worker:
             clock=self.clock,
             deadline=time.monotonic() + self.settings.worker_job_timeout,
         )
-        error = self._supervise(ctx)
+        try:
+            self._finish(ctx, self._supervise(ctx), report)
+        finally:
+            # After the queue moved on, so whatever a still-running handler commits is refused.
+            ctx.give_up()
+
+    def _finish(self, ctx: JobContext, error: str | None, report: RunReport) -> None:
+        lease, job = ctx.lease, ctx.job
         if error is None:
-            if ctx.completed or self.queue.complete(lease, self.clock()):
+            # Also true when the handler completed the job inside its own transaction.
+            if self.queue.complete(lease, self.clock()):
                 report.done += 1
             else:
                 report.lost += 1
@@ -290,12 +301,10 @@ class Worker:
             thread.join(renew_every)
             if not thread.is_alive():
                 return outcome[0] if outcome else "JobCrashed"
-            if ctx.should_stop():
-                ctx.give_up()
+            if ctx.out_of_time():
                 return "JobTimeout"
             renewed = self.queue.renew(
                 ctx.lease, lease_seconds=self.settings.worker_lease_seconds, now=self.clock()
             )
             if not renewed:
-                ctx.give_up()
                 return LeaseLostError.__name__

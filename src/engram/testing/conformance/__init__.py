@@ -31,7 +31,9 @@ from engram.testing.conformance.concurrent_writes import ConcurrentWritesConform
 from engram.testing.conformance.erasure import ErasureConformance
 from engram.testing.conformance.harness import TEST_KEK, StorageHarness
 from engram.testing.conformance.index_versions import IndexVersionsConformance
+from engram.testing.conformance.jobs import JobQueueConformance, WorkerConformance
 from engram.testing.conformance.key_lifecycle import KeyLifecycleConformance
+from engram.testing.conformance.lifecycle_jobs import LifecycleJobsConformance
 from engram.testing.conformance.memories import MemoriesConformance
 from engram.testing.conformance.memory_query import MemoryQueryConformance
 from engram.testing.conformance.migrations import MigrationsConformance
@@ -51,7 +53,9 @@ __all__ = [
     "ConcurrentWritesConformance",
     "ErasureConformance",
     "IndexVersionsConformance",
+    "JobQueueConformance",
     "KeyLifecycleConformance",
+    "LifecycleJobsConformance",
     "MemoriesConformance",
     "MemoryQueryConformance",
     "MigrationsConformance",
@@ -61,6 +65,7 @@ __all__ = [
     "StatefulConformance",
     "StorageConformance",
     "StorageHarness",
+    "WorkerConformance",
 ]
 
 MARKERS = (
@@ -80,12 +85,15 @@ class StorageConformance(
     ConcurrentWritesConformance,
     ErasureConformance,
     IndexVersionsConformance,
+    JobQueueConformance,
     KeyLifecycleConformance,
+    LifecycleJobsConformance,
     MemoryQueryConformance,
     MigrationsConformance,
     SearchPrimitivesConformance,
     SingleConnectionConformance,
     StatefulConformance,
+    WorkerConformance,
 ):
     """Every suite of :data:`ALL_SUITES` in one class: subclass it and say where stores live."""
 
