@@ -20,6 +20,11 @@ class WorkerThread:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
+    @property
+    def running(self) -> bool:
+        """Whether the worker's thread is alive."""
+        return self._thread is not None and self._thread.is_alive()
+
     def start(self) -> None:
         """Start polling for due jobs."""
         if self._thread is not None:
