@@ -323,6 +323,8 @@ class SqlJobTables:
         limit: int = 1,
     ) -> list[Lease]:
         """See :meth:`JobTables.claim`."""
+        if not self._any_due(now):
+            return []  # an idle poll costs a read, not a write transaction
         until = now + lease_seconds
         token = str(uuid.uuid4())
         only = ""
@@ -362,6 +364,15 @@ class SqlJobTables:
             ).fetchall()
         jobs = sorted((_job(r) for r in rows), key=lambda j: (j.run_at, j.created_at))
         return [Lease(job, token, worker_id, until) for job in jobs]
+
+    def _any_due(self, now: float) -> bool:
+        with self._storage.reader() as db:
+            row = db.run(
+                "SELECT 1 FROM jobs WHERE (state = ? AND run_at <= ?) "
+                "OR (state = ? AND lease_until <= ?) LIMIT 1",
+                [JobState.QUEUED, now, JobState.RUNNING, now],
+            ).fetchone()
+        return row is not None
 
     def renew(self, lease: Lease, *, lease_seconds: float, now: float) -> bool:
         """Extend a lease still held; False when it was lost."""
@@ -449,7 +460,8 @@ class SqlJobTables:
 
 
 def jobs_ddl(real: str) -> tuple[str, ...]:
-    """Migration 12: the ``jobs`` table (ids and kinds only, never user content)."""
+    """Migration 12: the ``jobs`` table (ids and kinds only, never user content) and the
+    indexes the TTL job scans."""
     return (
         f"""CREATE TABLE IF NOT EXISTS jobs (
             id TEXT PRIMARY KEY, kind TEXT NOT NULL, account_id TEXT,
@@ -459,4 +471,8 @@ def jobs_ddl(real: str) -> tuple[str, ...]:
             created_at {real} NOT NULL, updated_at {real} NOT NULL)""",
         "CREATE INDEX IF NOT EXISTS jobs_due ON jobs (state, run_at)",
         "CREATE INDEX IF NOT EXISTS jobs_lease ON jobs (state, lease_until)",
+        # The hourly TTL scan: idle heads by age, and heads with an expiry.
+        "CREATE INDEX IF NOT EXISTS memories_idle ON memories (state, updated_at)",
+        "CREATE INDEX IF NOT EXISTS memories_expiry ON memories (state, expires_at) "
+        "WHERE expires_at IS NOT NULL",
     )

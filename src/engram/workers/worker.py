@@ -158,6 +158,8 @@ class Worker:
         self.clock = clock
         self.schedules = schedules
         self.registry: dict[str, JobSpec] = {}
+        # Occurrences this worker has enqueued already: a poll adds no write for them.
+        self._scheduled: set[str] = set()
 
     @property
     def queue(self) -> JobTables:
@@ -186,6 +188,8 @@ class Worker:
             if schedule.per_account and accounts is None:
                 accounts = queue.account_ids()
             for due in due_schedules(schedule, moment, accounts or []):
+                if due.dedupe_key in self._scheduled:
+                    continue
                 job_id = queue.enqueue(
                     schedule.kind,
                     account_id=due.account_id,
@@ -196,6 +200,9 @@ class Worker:
                     max_attempts=self.settings.worker_max_attempts,
                 )
                 added += job_id is not None
+                if len(self._scheduled) > 100_000:
+                    self._scheduled.clear()
+                self._scheduled.add(due.dedupe_key)
         return added
 
     def run_once(self, *, limit: int | None = None) -> RunReport:
