@@ -19,12 +19,15 @@ from engram.types import ErasureReceipt, HistoryEventType, MemoryState, PurgeRep
 
 log = logging.getLogger(__name__)
 
+_TTL_PER_TRANSACTION = 100
+
 
 class EngineLifecycle(EngineCore):
     """Purge, erasure and key management over the core (see :class:`MemoryEngine`)."""
 
     def purge_expired(self, *, now: float | None = None, batch: int = 500) -> PurgeReport:
-        """Hard-delete soft-deleted memories whose ``purge_at`` has passed.
+        """Hard-delete soft-deleted memories whose ``purge_at`` has passed (every one due, in
+        batches of ``batch``).
 
         All versions of such a memory are deleted, with their index rows; a ``purged``
         tombstone (no ciphertext) remains so the audit history still resolves.
@@ -32,21 +35,13 @@ class EngineLifecycle(EngineCore):
         moment = time.time() if now is None else now
         purged = 0
         scrubbed = None
-        for head in self.storage.due_for_purge(moment, batch):
-            with self.storage.transaction() as tx:
-                locked = tx.lock_lineage(head.account_id, head.lineage_id)
-                if locked is None or locked.state != MemoryState.SOFT_DELETED.value:
-                    continue
-                # Read on the transaction's own connection: a second one may not exist.
-                versions = tx.lineage_ids(head.account_id, head.lineage_id)
-                older = [v for v in versions if v != locked.id]
-                purged += tx.delete_memories(older) + 1
-                tx.delete_index([locked.id])
-                tx.update_memory(
-                    locked.id,
-                    {"state": MemoryState.PURGED.value, "ciphertext": b"", "wrapped_key": b""},
-                )
-                self._history(tx, locked, HistoryEventType.PURGE, locked.id, None, None, {})
+        while heads := self.storage.due_for_purge(moment, batch):
+            before = purged
+            for head in heads:
+                with self.storage.transaction() as tx:
+                    purged += self._purge_head(tx, head)
+            if purged == before:
+                break  # every head changed state meanwhile: nothing left for this run
         if purged:
             scrubbed = self.storage.scrub()
         return PurgeReport(purged=purged, scrubbed=scrubbed)
@@ -81,13 +76,15 @@ class EngineLifecycle(EngineCore):
             heads = self.storage.due_for_ttl(
                 moment, idle_before=idle_before, importance_below=importance_below, limit=batch
             )
-            for head in heads:
+            # A hundred memories a transaction: one commit each would bound the run by fsyncs.
+            for start in range(0, len(heads), _TTL_PER_TRANSACTION):
                 if should_stop is not None and should_stop():
-                    return expired
+                    return expired + retired
                 with self.storage.transaction() as tx:
-                    retired += self._retire(
-                        tx, head, moment, idle_before, importance_below, purge_at
-                    )
+                    for head in heads[start : start + _TTL_PER_TRANSACTION]:
+                        retired += self._retire(
+                            tx, head, moment, idle_before, importance_below, purge_at
+                        )
             expired += retired
             if len(heads) < batch or retired == 0:
                 return expired
@@ -134,6 +131,22 @@ class EngineLifecycle(EngineCore):
             )
         )
         return 1
+
+    def _purge_head(self, tx: Transaction, head: MemoryRow) -> int:
+        locked = tx.lock_lineage(head.account_id, head.lineage_id)
+        if locked is None or locked.state != MemoryState.SOFT_DELETED.value:
+            return 0
+        # Read on the transaction's own connection: a second one may not exist.
+        versions = tx.lineage_ids(head.account_id, head.lineage_id)
+        older = [v for v in versions if v != locked.id]
+        purged = tx.delete_memories(older) + 1
+        tx.delete_index([locked.id])
+        tx.update_memory(
+            locked.id,
+            {"state": MemoryState.PURGED.value, "ciphertext": b"", "wrapped_key": b""},
+        )
+        self._history(tx, locked, HistoryEventType.PURGE, locked.id, None, None, {})
+        return purged
 
     def purge_scope(
         self, *, account_id: str, user_id: str | None = None, agent_id: str | None = None
