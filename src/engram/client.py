@@ -29,7 +29,12 @@ from engram.chat.prompt import Delivery
 from engram.config import Settings
 from engram.conversation.buffer import SessionBuffer
 from engram.conversation.dedup import DedupPolicy
-from engram.conversation.extraction import ExtractionPipeline, Extractor, LLMExtractor
+from engram.conversation.extraction import (
+    ExtractionPipeline,
+    Extractor,
+    LLMExtractor,
+    writing_of,
+)
 from engram.conversation.summarizer import EngineMemorySink, extractor_from_settings
 from engram.embedders import Embedder, configured_embedder
 from engram.engine import MemoryEngine
@@ -333,7 +338,10 @@ class Engram:
             return []
         sink = EngineMemorySink(self.engine, dedup=self._dedup())
         with metered(account_id, "extraction", f"user:{user_id}"):
-            _run(ExtractionPipeline(self.extractor, sink, proposals=None).run(session))
+            pipeline = ExtractionPipeline(
+                self.extractor, sink, proposals=None, writing=writing_of(self.extractor)
+            )
+            _run(pipeline.run(session))
         return sink.stored
 
     def add_message(

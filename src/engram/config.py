@@ -34,6 +34,12 @@ class RankingWeights(BaseModel):
     w_related: float = Field(default=0.0, ge=0.0)
     w_importance: float = Field(default=0.02, ge=0.0)
     w_pinned: float = Field(default=0.05, ge=0.0)
+    w_insight: float = Field(
+        default=0.3,
+        ge=0.0,
+        le=1.0,
+        description="share of an insight's own score taken off: inferred, not said",
+    )
     expand_top: int = Field(default=30, ge=0, description="seeds whose edges are followed")
 
 
@@ -156,6 +162,14 @@ class Settings(BaseSettings):
         default=None,
         gt=0,
         description="cost units of LLM calls an account may spend per day (none: no budget)",
+    )
+    multifact_min_chars: int = Field(
+        default=200,
+        ge=1,
+        description="a user turn longer than this gets the multi-fact pass (1-5 candidate facts)",
+    )
+    multifact_daily_cap: int = Field(
+        default=20, ge=0, description="memories the multi-fact pass writes per user per UTC day"
     )
     llm_prices: dict[str, LLMPrice] = Field(
         default_factory=dict,

@@ -32,7 +32,7 @@ def _llm_settings(settings: Settings, server: ScriptedLLMServer, **extra: object
 def test_every_call_is_in_the_ledger_and_polls_see_what_is_new(
     engine: MemoryEngine, settings: Settings, llm_server: ScriptedLLMServer
 ) -> None:
-    summary = json.dumps({"summary": "They talked.", "facts": []})
+    summary = json.dumps({"summary": "The user and the assistant talked.", "facts": []})
     llm_server.enqueue(PARAGRAPH, summary)
     prices = {"app_memory": LLMPrice(prompt_per_1k=0, completion_per_1k=0, per_call=5)}
     sdk = Engram(
@@ -206,7 +206,7 @@ def test_chat_summaries_wait_below_20_percent(
     assert llm_server.requests == []
     assert len(engine.message_tables().unsummarised(ACCOUNT, "chat-1")) == 3
     clock.now += DAY
-    llm_server.enqueue(json.dumps({"summary": "They counted lines.", "facts": []}))
+    llm_server.enqueue(json.dumps({"summary": "The user counted lines.", "facts": []}))
     outcome = asyncio.run(chat.summarise_if_due(account_id=ACCOUNT, conversation_id="chat-1"))
     assert outcome is not None
     assert len(engine.message_tables().unsummarised(ACCOUNT, "chat-1")) == 1

@@ -125,7 +125,7 @@ def test_a_restated_fact_supersedes_and_a_repeated_one_is_kept_once(
 ) -> None:
     second = json.dumps(
         {
-            "summary": "More about the garden.",
+            "summary": "Ann said more about the garden.",
             "facts": [
                 {"category": "hobby", "content": "Ann grows roses in her garden"},
                 {"category": "relationship", "content": "Ann's son is called Thomas"},

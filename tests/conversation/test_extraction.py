@@ -80,7 +80,8 @@ def server() -> Iterator[ScriptedLLMServer]:
 
 def llm_pipeline(server: ScriptedLLMServer, sink: InMemorySink) -> ExtractionPipeline:
     llm = OpenAICompatibleLLM(base_url=server.base_url, model="scripted")
-    return ExtractionPipeline(LLMExtractor(llm), sink, proposals=sink)
+    extractor = LLMExtractor(llm)
+    return ExtractionPipeline(extractor, sink, proposals=sink, writing=extractor.writing)
 
 
 def run(pipeline: ExtractionPipeline, session: Session):  # type: ignore[no-untyped-def]

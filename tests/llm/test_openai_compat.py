@@ -36,6 +36,15 @@ def test_returns_content_and_sends_model_temperature_and_key(server: ScriptedLLM
     assert request.json["model"] == "grok-test"
     assert request.json["temperature"] == 0.3
     assert request.messages == [{"role": "user", "content": "hello"}]
+    assert "max_tokens" not in request.json
+
+
+def test_max_tokens_is_sent_when_given(server: ScriptedLLMServer) -> None:
+    server.enqueue("short")
+    llm = OpenAICompatibleLLM(base_url=server.base_url, model="m")
+    answer = asyncio.run(llm.complete(HELLO, temperature=0.0, timeout=5.0, max_tokens=220))
+    assert answer == "short"
+    assert server.requests[0].json["max_tokens"] == 220
 
 
 def test_no_key_sends_no_authorization(server: ScriptedLLMServer) -> None:

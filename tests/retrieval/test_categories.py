@@ -17,6 +17,7 @@ SYSTEM = [
     "history",
     "wellbeing",
     "insight",
+    "relationship_dynamic",
     "procedural",
     "episodic",
     "conversation_summary",

@@ -185,3 +185,17 @@ def test_retrieve_without_embedder_uses_bm25_only() -> None:
     source = ListSource([("Ann", "I adore hiking"), ("Bob", "Chess is fun")], HashingEmbedder())
     ranked = retrieve(source, "chess", embedder=None, limit=1)
     assert ranked[0].candidate.id == "1"
+
+
+def test_an_insight_gives_up_part_of_its_score_to_what_the_user_said() -> None:
+    q = query_features("how does she feel about mornings")
+    pool = [
+        Candidate(id="insight", text="The user values quiet mornings.", dense=0.8, kind="insight"),
+        Candidate(id="said", text="The user walks every morning.", dense=0.7, kind="fact"),
+    ]
+    ranked = rank(q, pool, weights=OFF)
+    assert _ids(ranked) == ["said", "insight"]
+    insight = next(s for s in ranked if s.candidate.id == "insight")
+    assert insight.parts["insight"] == -0.3 * insight.parts["base"]
+    no_penalty = OFF.model_copy(update={"w_insight": 0.0})
+    assert _ids(rank(q, pool, weights=no_penalty)) == ["insight", "said"]

@@ -28,6 +28,7 @@ from engram.chat.facts import ExtractedFact, SubjectFacts
 from engram.chat.history import CHUNK_CATEGORY
 from engram.chat.messages import MessageStore
 from engram.chat.types import ChatMessage, FactCategory
+from engram.conversation.writing import WritingTally, check_episodic, check_semantic
 from engram.engine import MemoryEngine
 from engram.errors import ProviderError
 from engram.llm.answers import json_object
@@ -99,23 +100,45 @@ def parse_summary(text: str) -> Summary:
     return Summary(" ".join(summary.split()), found)
 
 
+def guarded_summary(summary: Summary, tally: WritingTally) -> Summary:
+    """``summary`` through the writing rules: the summary text through the episodic guard,
+    each fact through the semantic one (a rejected fact is dropped); verdicts counted.
+
+    Raises:
+        ProviderError: the summary text breaks the episodic rules (nothing is stored and
+            the range is tried again, as for a malformed answer).
+    """
+    verdict = tally.add(check_episodic(summary.summary))
+    if verdict.text is None:
+        raise ProviderError(f"summary answer breaks the writing rules ({verdict.reason})")
+    facts = []
+    for fact in summary.facts:
+        checked = tally.add(check_semantic(fact.content)).text
+        if checked is not None:
+            facts.append(ExtractedFact(fact.category, checked))
+    return Summary(verdict.text, facts)
+
+
 class LLMSummariser:
-    """One chat-completion call per range, with :data:`SUMMARY_PROMPT`."""
+    """One chat-completion call per range, with :data:`SUMMARY_PROMPT`; the answer passes the
+    writing rules (:func:`guarded_summary`), whose verdicts ``writing`` counts."""
 
     def __init__(self, llm: LLM, *, timeout: float = 30.0, temperature: float = 0.2) -> None:
         self.llm = llm
         self.timeout = timeout
         self.temperature = temperature
+        self.writing = WritingTally()
 
     async def summarise(self, messages: Sequence[ChatMessage]) -> Summary:
-        """Ask the model once and parse its JSON; :class:`ProviderError` on any failure."""
+        """Ask the model once and parse its JSON; :class:`ProviderError` on any failure,
+        an answer breaking the writing rules included."""
         transcript = "\n".join(f"{m.role}: {m.content}" for m in messages)
         prompt: list[Message] = [
             {"role": "system", "content": SUMMARY_PROMPT},
             {"role": "user", "content": transcript},
         ]
         answer = await self.llm.complete(prompt, temperature=self.temperature, timeout=self.timeout)
-        return parse_summary(answer)
+        return guarded_summary(parse_summary(answer), self.writing)
 
 
 _RELATIONS = frozenset(

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from engram.conversation.buffer import Session
 from engram.conversation.validation import is_grounded, normalize_key, validate_value
+from engram.conversation.writing import WritingTally, check_semantic
 from engram.errors import EngramError, ProviderError
 from engram.llm.base import LLM, Message
 from engram.llm.candidates import EXTRACTABLE_TYPES, Candidate, TurnLike
@@ -38,6 +39,7 @@ __all__ = [
     "ProposedChange",
     "parse_candidates",
     "render_transcript",
+    "writing_of",
 ]
 
 log = logging.getLogger(__name__)
@@ -192,7 +194,11 @@ def parse_candidates(text: str) -> list[Candidate]:
 
 
 class LLMExtractor:
-    """An :class:`Extractor` backed by a chat model: one call, no retry."""
+    """An :class:`Extractor` backed by a chat model: one call, no retry.
+
+    ``writing`` counts the writing-rule verdicts on its candidates: pass it to
+    :class:`ExtractionPipeline` (the wiring does) so they pass the semantic guard.
+    """
 
     name = "llm"
 
@@ -200,6 +206,7 @@ class LLMExtractor:
         self._llm = llm
         self._timeout = timeout
         self._temperature = temperature
+        self.writing = WritingTally()
 
     async def extract(
         self, turns: Sequence[TurnLike], *, skip_keys: Collection[str] = ()
@@ -220,6 +227,11 @@ class LLMExtractor:
         return parse_candidates(answer)
 
 
+def writing_of(extractor: Extractor) -> WritingTally | None:
+    """The tally whose writing rules ``extractor``'s output must pass: a model's, else none."""
+    return extractor.writing if isinstance(extractor, LLMExtractor) else None
+
+
 def _same(a: str, b: str) -> bool:
     return " ".join(a.lower().split()).strip(" .") == " ".join(b.lower().split()).strip(" .")
 
@@ -232,6 +244,11 @@ class ExtractionPipeline:
         sink: where new memories are created.
         proposals: where changes to sensitive keys go; without it they are dropped.
         sensitive_keys: keys never changed by extraction (compared case-insensitively).
+        writing: given, every candidate passes the semantic writing guard
+            (:func:`engram.conversation.writing.check_semantic`, keyed) and its verdict is
+            counted here; a rejected one counts as invalid. The wiring passes a model
+            extractor's own tally (the rules are for what a model writes); without it
+            (the offline rules) values are only trimmed by :func:`validate_value`.
     """
 
     def __init__(
@@ -241,11 +258,13 @@ class ExtractionPipeline:
         *,
         proposals: ProposalSink | None = None,
         sensitive_keys: Collection[str] = DEFAULT_SENSITIVE_KEYS,
+        writing: WritingTally | None = None,
     ) -> None:
         self._extractor = extractor
         self._sink = sink
         self._proposals = proposals
         self._sensitive = frozenset(k.lower() for k in sensitive_keys)
+        self._writing = writing
 
     async def run(self, session: Session) -> ExtractionReport:
         """Extract from ``session`` and store new memories; never raises for model failures.
@@ -271,7 +290,10 @@ class ExtractionPipeline:
         seen: set[str] = set()
         for candidate in candidates:
             key = normalize_key(candidate.key)
-            value = validate_value(candidate.value)
+            written: str | None = candidate.value
+            if self._writing is not None and key is not None:
+                written = self._writing.add(check_semantic(candidate.value, keyed=True)).text
+            value = None if written is None else validate_value(written)
             if key is None or value is None or candidate.type not in EXTRACTABLE_TYPES:
                 counts["invalid"] += 1
                 continue

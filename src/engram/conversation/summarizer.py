@@ -26,6 +26,7 @@ from engram.conversation.extraction import (
     Extractor,
     LLMExtractor,
     ProposalSink,
+    writing_of,
 )
 from engram.engine import MemoryEngine
 from engram.llm.base import LLM
@@ -216,6 +217,7 @@ class SessionSummarizer:
             sink,
             proposals=self._proposals,
             sensitive_keys=self._sensitive,
+            writing=writing_of(self._extractor),
         )
         with metered(session.account_id, "extraction", f"user:{session.user_id}"):
             report = await pipeline.run(session)

@@ -31,9 +31,14 @@ class LLM(Protocol):
         ...
 
     async def complete(
-        self, messages: Sequence[Message], *, temperature: float, timeout: float
+        self,
+        messages: Sequence[Message],
+        *,
+        temperature: float,
+        timeout: float,
+        max_tokens: int | None = None,
     ) -> str:
-        """Return the assistant's reply to ``messages``.
+        """Return the assistant's reply to ``messages``, at most ``max_tokens`` long when set.
 
         Raises:
             ProviderError: the provider could not be reached or answered badly.

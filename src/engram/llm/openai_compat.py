@@ -54,9 +54,14 @@ class OpenAICompatibleLLM:
         return self._url
 
     async def complete(
-        self, messages: Sequence[Message], *, temperature: float, timeout: float
+        self,
+        messages: Sequence[Message],
+        *,
+        temperature: float,
+        timeout: float,
+        max_tokens: int | None = None,
     ) -> str:
-        """Send ``messages`` and return the reply text.
+        """Send ``messages`` and return the reply text (``max_tokens`` caps the completion).
 
         Raises:
             ProviderError: a required API key is missing; a timeout, a connection error,
@@ -73,6 +78,8 @@ class OpenAICompatibleLLM:
             "messages": [dict(m) for m in messages],
             "temperature": temperature,
         }
+        if max_tokens is not None:
+            payload["max_tokens"] = max_tokens
         try:
             async with httpx.AsyncClient(timeout=timeout, transport=self._transport) as client:
                 response = await client.post(self._url, json=payload, headers=headers)

@@ -189,14 +189,21 @@ class MeteredLLM:
         return self.llm.model_id
 
     async def complete(
-        self, messages: Sequence[Message], *, temperature: float, timeout: float
+        self,
+        messages: Sequence[Message],
+        *,
+        temperature: float,
+        timeout: float,
+        max_tokens: int | None = None,
     ) -> str:
         """The wrapped model's answer; the call is recorded whether it succeeds or not."""
         context = _CURRENT.get() or _Context("-", "other", None)
         prompt_tokens = sum(estimate_tokens(m["content"]) for m in messages)
         answer = ""
         try:
-            answer = await self.llm.complete(messages, temperature=temperature, timeout=timeout)
+            answer = await self.llm.complete(
+                messages, temperature=temperature, timeout=timeout, max_tokens=max_tokens
+            )
             return answer
         finally:
             try:

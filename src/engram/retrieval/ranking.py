@@ -8,7 +8,8 @@ fields of the memory) and edges between memories (``adjacent`` turns of one conv
    (BM25 rescaled to the dense scale of this query);
 2. boosts: the memory's speaker is named in the query (``w_speaker``), the query asks
    "when" and the memory holds a time expression (``w_time``), shared entities
-   (``w_entity``), importance and pinning;
+   (``w_entity``), importance and pinning; an insight (inferred by a model, never said by
+   the user) gives up ``w_insight`` of its base score;
 3. propagation over edges: ``+ w_adjacent * max(score of adjacent memories)`` and
    ``+ w_related * max(strength * score of similar memories)``.
 
@@ -54,6 +55,8 @@ class Candidate:
     created_at: datetime | None = None
     importance: int = 2
     pinned: bool = False
+    kind: str | None = None
+    """The memory's type (``insight`` ranks lower); ``None`` when not read yet."""
 
 
 class EdgeKind(StrEnum):
@@ -107,9 +110,13 @@ def _neighbours(edges: Iterable[Edge]) -> dict[EdgeKind, dict[str, list[tuple[st
     return graph
 
 
-def _boosts(query: QueryFeatures, c: Candidate, w: RankingWeights) -> dict[str, float]:
+def _boosts(
+    query: QueryFeatures, c: Candidate, w: RankingWeights, base: float = 0.0
+) -> dict[str, float]:
     """Step 2 for one candidate: what its own fields add, whatever else is in the pool."""
     p: dict[str, float] = {}
+    if w.w_insight and c.kind == "insight":
+        p["insight"] = -w.w_insight * max(base, 0.0)
     if w.w_speaker and c.speaker and mentions(query.text, c.speaker):
         p["speaker"] = w.w_speaker
     if w.w_time and query.asks_time and has_time_expression(c.text):
@@ -160,8 +167,8 @@ def rank(
             own.append(b + shared[1])
             continue
         found = memo.get(c.id) if memo is not None and c.text else None
-        if found is None:
-            found = _boosts(query, c, w)
+        if found is None or "insight" in found:  # the insight part follows this query's base
+            found = _boosts(query, c, w, b)
             if memo is not None and c.text:
                 memo[c.id] = found
         boosts.append(found)

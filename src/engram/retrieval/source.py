@@ -202,4 +202,5 @@ def row_candidate(
         created_at=occurred_at_of(contents.metadata, datetime.fromtimestamp(row.created_at, UTC)),
         importance=row.importance,
         pinned=bool(row.pinned),
+        kind=row.type,
     )

@@ -31,12 +31,14 @@ from engram.testing.conformance.concurrent_writes import ConcurrentWritesConform
 from engram.testing.conformance.erasure import ErasureConformance
 from engram.testing.conformance.harness import TEST_KEK, StorageHarness
 from engram.testing.conformance.index_versions import IndexVersionsConformance
+from engram.testing.conformance.insights import InsightsConformance
 from engram.testing.conformance.jobs import JobQueueConformance, WorkerConformance
 from engram.testing.conformance.key_lifecycle import KeyLifecycleConformance
 from engram.testing.conformance.lifecycle_jobs import LifecycleJobsConformance
 from engram.testing.conformance.memories import MemoriesConformance
 from engram.testing.conformance.memory_query import MemoryQueryConformance
 from engram.testing.conformance.migrations import MigrationsConformance
+from engram.testing.conformance.multifact import MultiFactConformance
 from engram.testing.conformance.privacy import PrivacyConformance
 from engram.testing.conformance.search_primitives import SearchPrimitivesConformance
 from engram.testing.conformance.single_connection import SingleConnectionConformance
@@ -53,12 +55,14 @@ __all__ = [
     "ConcurrentWritesConformance",
     "ErasureConformance",
     "IndexVersionsConformance",
+    "InsightsConformance",
     "JobQueueConformance",
     "KeyLifecycleConformance",
     "LifecycleJobsConformance",
     "MemoriesConformance",
     "MemoryQueryConformance",
     "MigrationsConformance",
+    "MultiFactConformance",
     "PrivacyConformance",
     "SearchPrimitivesConformance",
     "SingleConnectionConformance",
@@ -85,11 +89,13 @@ class StorageConformance(
     ConcurrentWritesConformance,
     ErasureConformance,
     IndexVersionsConformance,
+    InsightsConformance,
     JobQueueConformance,
     KeyLifecycleConformance,
     LifecycleJobsConformance,
     MemoryQueryConformance,
     MigrationsConformance,
+    MultiFactConformance,
     SearchPrimitivesConformance,
     SingleConnectionConformance,
     StatefulConformance,
