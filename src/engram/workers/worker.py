@@ -304,14 +304,23 @@ class Worker:
         thread = threading.Thread(target=target, name=f"job-{ctx.job.kind}", daemon=True)
         thread.start()
         renew_every = max(0.05, self.settings.worker_lease_seconds / 3)
+        completed = False  # the handler marked the job done in its own transaction
         while True:
             thread.join(renew_every)
             if not thread.is_alive():
                 return outcome[0] if outcome else "JobCrashed"
             if ctx.out_of_time():
                 return "JobTimeout"
+            if completed:
+                continue
             renewed = self.queue.renew(
                 ctx.lease, lease_seconds=self.settings.worker_lease_seconds, now=self.clock()
             )
             if not renewed:
-                return LeaseLostError.__name__
+                # Refused either because another worker took the job, or because the handler
+                # has just completed it (then it is returning: wait for it).
+                job = self.queue.get_job(ctx.job.id)
+                mine = job is not None and job.lease_token == ctx.lease.token
+                if not (mine and job is not None and job.state == JobState.DONE):
+                    return LeaseLostError.__name__
+                completed = True
