@@ -1,4 +1,5 @@
-"""The ``engram`` command line: serve, demo, keys, export/import, purge, erasure, reindex."""
+"""The ``engram`` command line: serve, worker, demo, keys, export/import, purge, erasure,
+reindex."""
 
 from __future__ import annotations
 
@@ -289,6 +290,39 @@ def serve(ctx: click.Context, host: str, port: int, json_logs: bool) -> None:
         uvicorn.run(app, host=host, port=port, log_config=None, access_log=False)
         return
     uvicorn.run(app, host=host, port=port, log_level="info")
+
+
+@main.command("worker")
+@click.option("--once", is_flag=True, help="Run the jobs due now, then exit.")
+@click.pass_context
+def worker_cmd(ctx: click.Context, once: bool) -> None:
+    """Run background jobs (TTL, purge, and the memory jobs) from the store's queue.
+
+    Enqueues the schedules that are due (TTL and purge hourly, consolidation daily per
+    account), then runs due jobs. Several workers may share a PostgreSQL store; on SQLite
+    run one (or leave it to 'engram serve', which runs one by default there). With --once
+    it exits when no due job is left; otherwise it polls every ENGRAM_WORKER_POLL_SECONDS
+    until interrupted.
+    """
+    import threading
+
+    from engram.workers import standard_worker
+
+    engram = _engram(ctx)
+    worker = standard_worker(engram.engine, engram.settings, usage=engram.usage)
+    if once:
+        report = worker.run_once()
+        click.echo(
+            f"ran {report.ran} jobs: {report.done} done, {report.retried} to retry, "
+            f"{report.failed} failed, {report.deferred} deferred (budget)"
+        )
+        return
+    stop = threading.Event()
+    click.echo(f"engram: worker {worker.worker_id} running (Ctrl-C stops it)", err=True)
+    try:
+        worker.run_forever(stop)
+    except KeyboardInterrupt:
+        stop.set()
 
 
 @main.command("mcp")

@@ -225,6 +225,36 @@ class Settings(BaseSettings):
     consolidation_neighbours: int = Field(
         default=5, ge=1, le=50, description="nearest memories each candidate is paired with"
     )
+    ttl_idle_days: float = Field(
+        default=60.0,
+        gt=0,
+        description="days unread and unchanged after which a low-importance memory is retired",
+    )
+    ttl_importance_below: int = Field(
+        default=3,
+        ge=1,
+        le=6,
+        description="the TTL retires idle memories below this importance (3: keeps 3 and up)",
+    )
+    serve_worker: Literal["auto", "on", "off"] = Field(
+        default="auto",
+        description="run the background worker inside 'engram serve' (auto: on SQLite only)",
+    )
+    worker_lease_seconds: float = Field(
+        default=60.0, gt=0, description="how long a claimed job is held before another may take it"
+    )
+    worker_job_timeout: float = Field(
+        default=300.0, gt=0, description="seconds a job may run before it is given up and retried"
+    )
+    worker_max_attempts: int = Field(
+        default=5, ge=1, le=100, description="attempts of a job before it is marked failed"
+    )
+    worker_backoff_seconds: float = Field(
+        default=30.0, gt=0, description="first retry delay of a failed job (doubles each time)"
+    )
+    worker_poll_seconds: float = Field(
+        default=5.0, gt=0, description="how often an idle worker looks for due jobs"
+    )
 
     @classmethod
     def defaults(cls) -> Settings:

@@ -504,12 +504,21 @@ class EngineCore:
         actor: str | None = None,
         thread_id: str | None = None,
     ) -> Memory:
-        """Bring a forgotten memory back."""
+        """Bring a forgotten memory back (one the TTL retired too, until its ``purge_at``).
+
+        A memory retired because its ``expires_at`` passed comes back without that date, or
+        the next TTL run would retire it again.
+        """
+        now = utcnow()
+        fields: dict[str, Any] = {"state": MemoryState.ACTIVE, "purge_at": None, "updated_at": now}
+        expires = self._row(account_id, memory_id).expires_at
+        if expires is not None and expires <= now.timestamp():
+            fields["expires_at"] = None
         return self._transition(
             memory_id,
             account_id=account_id,
             require=MemoryState.SOFT_DELETED,
-            fields={"state": MemoryState.ACTIVE, "purge_at": None, "updated_at": utcnow()},
+            fields=fields,
             event=HistoryEventType.RESTORE,
             actor=actor,
             thread_id=thread_id,

@@ -4,26 +4,30 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from engram.crypto.envelope import Envelope
 from engram.crypto.keyring import KeyRing
-from engram.engine.core import EngineCore
+from engram.engine.core import EngineCore, default_thread
 from engram.errors import ConflictError, IntegrityError
 from engram.index.codec import MemoryCodec, row_binding
 from engram.keys.owner_keys import USER_KEY, OwnerKeys
 from engram.keys.rotation import rotate_kek
-from engram.storage.base import KEYS_BLINDED, MemoryRow, OpRow
+from engram.storage.base import KEYS_BLINDED, MemoryRow, OpRow, Transaction
 from engram.types import ErasureReceipt, HistoryEventType, MemoryState, PurgeReport, utcnow
 
 log = logging.getLogger(__name__)
+
+_TTL_PER_TRANSACTION = 100
 
 
 class EngineLifecycle(EngineCore):
     """Purge, erasure and key management over the core (see :class:`MemoryEngine`)."""
 
     def purge_expired(self, *, now: float | None = None, batch: int = 500) -> PurgeReport:
-        """Hard-delete soft-deleted memories whose ``purge_at`` has passed.
+        """Hard-delete soft-deleted memories whose ``purge_at`` has passed (every one due, in
+        batches of ``batch``).
 
         All versions of such a memory are deleted, with their index rows; a ``purged``
         tombstone (no ciphertext) remains so the audit history still resolves.
@@ -31,24 +35,118 @@ class EngineLifecycle(EngineCore):
         moment = time.time() if now is None else now
         purged = 0
         scrubbed = None
-        for head in self.storage.due_for_purge(moment, batch):
-            with self.storage.transaction() as tx:
-                locked = tx.lock_lineage(head.account_id, head.lineage_id)
-                if locked is None or locked.state != MemoryState.SOFT_DELETED.value:
-                    continue
-                # Read on the transaction's own connection: a second one may not exist.
-                versions = tx.lineage_ids(head.account_id, head.lineage_id)
-                older = [v for v in versions if v != locked.id]
-                purged += tx.delete_memories(older) + 1
-                tx.delete_index([locked.id])
-                tx.update_memory(
-                    locked.id,
-                    {"state": MemoryState.PURGED.value, "ciphertext": b"", "wrapped_key": b""},
-                )
-                self._history(tx, locked, HistoryEventType.PURGE, locked.id, None, None, {})
+        while heads := self.storage.due_for_purge(moment, batch):
+            before = purged
+            for head in heads:
+                with self.storage.transaction() as tx:
+                    purged += self._purge_head(tx, head)
+            if purged == before:
+                break  # every head changed state meanwhile: nothing left for this run
         if purged:
             scrubbed = self.storage.scrub()
         return PurgeReport(purged=purged, scrubbed=scrubbed)
+
+    def expire_idle(
+        self,
+        *,
+        idle_days: float,
+        importance_below: int,
+        now: float | None = None,
+        batch: int = 500,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> int:
+        """Soft-delete memories the TTL retires; returns how many.
+
+        A memory is retired when its ``expires_at`` has passed, or when it is idle (neither
+        updated nor read for ``idle_days``: since the later of ``updated_at`` and
+        ``last_accessed_at``), its importance is below ``importance_below`` and it is not
+        pinned. Each one is soft-deleted with ``purge_at`` after the retention period, in
+        one transaction with a ``TTL`` history event, a ``TTL`` change-log entry (the thread
+        header shows it once) and an operational event (node ``worker``, op ``ttl``).
+        The check runs again on the locked head, so a memory read or changed meanwhile is
+        left alone; running twice retires nothing twice. ``restore`` brings one back until
+        it is purged. ``should_stop`` is asked between memories (a bounded runtime).
+        """
+        moment = time.time() if now is None else now
+        idle_before = moment - idle_days * 86_400.0
+        purge_at = moment + self.settings.soft_delete_retention_days * 86_400.0
+        expired = 0
+        while True:
+            retired = 0
+            heads = self.storage.due_for_ttl(
+                moment, idle_before=idle_before, importance_below=importance_below, limit=batch
+            )
+            # A hundred memories a transaction: one commit each would bound the run by fsyncs.
+            for start in range(0, len(heads), _TTL_PER_TRANSACTION):
+                if should_stop is not None and should_stop():
+                    return expired + retired
+                with self.storage.transaction() as tx:
+                    for head in heads[start : start + _TTL_PER_TRANSACTION]:
+                        retired += self._retire(
+                            tx, head, moment, idle_before, importance_below, purge_at
+                        )
+            expired += retired
+            if len(heads) < batch or retired == 0:
+                return expired
+
+    def _retire(
+        self,
+        tx: Transaction,
+        head: MemoryRow,
+        now: float,
+        idle_before: float,
+        importance_below: int,
+        purge_at: float,
+    ) -> int:
+        locked = self._lock_head(tx, head.account_id, head.lineage_id)
+        if locked is None or locked.id != head.id or locked.state != MemoryState.ACTIVE.value:
+            return 0
+        expired = locked.expires_at is not None and locked.expires_at <= now
+        last_used = max(locked.updated_at, locked.last_accessed_at or 0.0)
+        idle = (
+            not locked.pinned and locked.importance < importance_below and last_used < idle_before
+        )
+        if not (expired or idle):
+            return 0
+        tx.update_memory(
+            locked.id,
+            {"state": MemoryState.SOFT_DELETED.value, "purge_at": purge_at, "updated_at": now},
+        )
+        meta = {"key": locked.key, "reason": "expired" if expired else "idle"}
+        self._history(tx, locked, HistoryEventType.TTL, locked.id, locked.id, "ttl", meta)
+        thread = default_thread(locked.account_id, locked.user_id)
+        self._change(tx, locked, thread, HistoryEventType.TTL, meta)
+        tx.record_op(
+            OpRow(
+                locked.account_id,
+                locked.user_id,
+                None,
+                "worker",
+                "ttl",
+                "ok",
+                locked.id,
+                locked.category,
+                None,
+                now,
+            )
+        )
+        return 1
+
+    def _purge_head(self, tx: Transaction, head: MemoryRow) -> int:
+        locked = tx.lock_lineage(head.account_id, head.lineage_id)
+        if locked is None or locked.state != MemoryState.SOFT_DELETED.value:
+            return 0
+        # Read on the transaction's own connection: a second one may not exist.
+        versions = tx.lineage_ids(head.account_id, head.lineage_id)
+        older = [v for v in versions if v != locked.id]
+        purged = tx.delete_memories(older) + 1
+        tx.delete_index([locked.id])
+        tx.update_memory(
+            locked.id,
+            {"state": MemoryState.PURGED.value, "ciphertext": b"", "wrapped_key": b""},
+        )
+        self._history(tx, locked, HistoryEventType.PURGE, locked.id, None, None, {})
+        return purged
 
     def purge_scope(
         self, *, account_id: str, user_id: str | None = None, agent_id: str | None = None

@@ -7,6 +7,7 @@ import functools
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 from fastapi import Depends, FastAPI
 from fastapi.responses import PlainTextResponse
@@ -39,6 +40,11 @@ from engram.server.routes import query as query_routes
 from engram.server.routes import sdk as sdk_routes
 from engram.server.routes import ui as ui_routes
 from engram.server.services import ServiceOptions, Services
+from engram.storage.base import Capability
+from engram.workers import WorkerThread, standard_worker
+
+if TYPE_CHECKING:
+    from engram.client import Engram
 
 __all__ = ["create_app"]
 
@@ -118,10 +124,14 @@ def create_app(
         **extra,
     )
 
+    worker = _worker_thread(engine, settings, sdk, owns=owns)
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if warm is not None:  # uvicorn listens only once this start-up has finished
             await asyncio.to_thread(warm)
+        if worker is not None:
+            worker.start()
         background = [
             asyncio.create_task(_evict_idle_sessions(services, settings), name="session-sweep"),
             asyncio.create_task(services.resume_deferred_forever(), name="app-resume"),
@@ -132,6 +142,8 @@ def create_app(
             for task in background:
                 task.cancel()
             await asyncio.gather(*background, return_exceptions=True)
+            if worker is not None:  # it finishes its current job first
+                await asyncio.to_thread(worker.stop)
             await services.tasks.join()
             for close in closers:
                 close()
@@ -161,6 +173,7 @@ def create_app(
             openapi_url=None,
         )
     app.state.services = services
+    app.state.worker = worker
     services.sdk = sdk
     # Per-route latency into the app's metrics registry, and one structured access line.
     app.add_middleware(RouteTimer, metrics=services.metrics, log=access_log)
@@ -215,3 +228,21 @@ async def _evict_idle_sessions(services: Services, settings: Settings) -> None:
         evicted = services.buffer.evict_idle()
         if evicted:
             log.info("evicted %d idle call sessions", evicted)
+
+
+def _worker_thread(
+    engine: MemoryEngine, settings: Settings, sdk: Engram | None, *, owns: bool
+) -> WorkerThread | None:
+    """The background worker to run inside this service, if any.
+
+    ``ENGRAM_SERVE_WORKER``: ``on`` always, ``off`` never, ``auto`` (the default) when the
+    service opened its own store and that store is SQLite (one process serves it; on
+    PostgreSQL run ``engram worker`` processes instead).
+    """
+    mode = settings.serve_worker
+    if mode == "off":
+        return None
+    if mode == "auto" and (not owns or Capability.MULTI_PROCESS in engine.storage.capabilities):
+        return None
+    usage = sdk.usage if sdk is not None else None
+    return WorkerThread(standard_worker(engine, settings, usage=usage))

@@ -27,6 +27,7 @@ from numpy.typing import NDArray
 from engram.storage.apps import AppTables, AppWrites
 from engram.storage.checkpoints import CheckpointTables
 from engram.storage.consolidation import ConsolidationTables
+from engram.storage.jobs import JobTables, JobWrites
 from engram.storage.messages import MessageTables, MessageWrites
 from engram.storage.service import ServiceTables
 from engram.types import MemoryFilter
@@ -344,7 +345,9 @@ class IndexWrites(Protocol):
         ...
 
 
-class Transaction(RowWrites, AuditWrites, IndexWrites, MessageWrites, AppWrites, Protocol):
+class Transaction(
+    RowWrites, AuditWrites, IndexWrites, MessageWrites, AppWrites, JobWrites, Protocol
+):
     """Writes inside one database transaction; see :meth:`Storage.transaction`."""
 
 
@@ -418,6 +421,14 @@ class MemoryRows(Protocol):
 
     def due_for_purge(self, now: float, limit: int) -> list[MemoryRow]:
         """Soft-deleted heads whose ``purge_at`` has passed."""
+        ...
+
+    def due_for_ttl(
+        self, now: float, *, idle_before: float, importance_below: int, limit: int
+    ) -> list[MemoryRow]:
+        """Active heads the TTL retires: past their ``expires_at``, or idle (neither
+        updated nor read) since ``idle_before`` with importance below ``importance_below``
+        and not pinned."""
         ...
 
     def scope_memory_ids(
@@ -601,6 +612,10 @@ class StoreAdmin(Protocol):
 
     def consolidation_tables(self) -> ConsolidationTables:
         """The consolidation job's judged pairs and retrieval counts kept in this store."""
+        ...
+
+    def job_tables(self) -> JobTables:
+        """The background job queue kept in this store."""
         ...
 
     def user_ids(self, account_id: str, *, limit: int = 1000) -> list[str]:

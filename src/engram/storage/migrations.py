@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engram.storage.checkpoints import checkpoint_ddl
+from engram.storage.jobs import jobs_ddl
 
 
 @dataclass(frozen=True, slots=True)
@@ -485,6 +486,18 @@ def _thread_reads() -> tuple[str, ...]:
 
 MIGRATIONS = (
     *MIGRATIONS,
+    # The background job queue: ids and kinds only (see engram.storage.jobs).
+    Migration(
+        version=12,
+        name="job-queue",
+        sqlite=jobs_ddl("REAL"),
+        postgres=jobs_ddl("DOUBLE PRECISION"),
+    ),
+)
+
+
+MIGRATIONS = (
+    *MIGRATIONS,
     Migration(
         version=13,
         name="consolidation",
@@ -521,6 +534,7 @@ ACCOUNT_TABLES: tuple[str, ...] = (
     "supervisor_checkpoints",
     "consolidation_pairs",
     "embeddings",
+    "jobs",
 )
 """PostgreSQL tables holding one account's rows, each confined by row-level security."""
 
@@ -532,15 +546,15 @@ def account_policy(table: str) -> tuple[str, ...]:
     ``engram.account_id``, or when ``engram.all_accounts`` is ``on`` (the explicit bypass of
     maintenance across accounts). With neither set, nothing is visible. ``FORCE`` applies
     the policy to the table's owner too, which is the role the service connects as;
-    superusers and roles with ``BYPASSRLS`` are never confined. Operational events may have
-    no account (``NULL``): those stay visible. Skipped (a ``DO`` block) while the table does
+    superusers and roles with ``BYPASSRLS`` are never confined. Operational events and jobs
+    may have no account (``NULL``, e.g. the hourly TTL across accounts): those stay visible. Skipped (a ``DO`` block) while the table does
     not exist: ``embeddings`` appears with the first embedder and gets its policy then.
     """
     allowed = (
         "account_id = current_setting('engram.account_id', true) "
         "OR current_setting('engram.all_accounts', true) = 'on'"
     )
-    if table == "ops_events":
+    if table in ("ops_events", "jobs"):
         allowed = f"account_id IS NULL OR {allowed}"
     return (
         f"""DO $$ BEGIN

@@ -185,6 +185,7 @@ class PostgresStorage(SqlStorage):
 
     name: ClassVar[str] = "postgres"
     dialect: ClassVar[str] = "postgres"
+    job_claim_suffix: ClassVar[str] = " FOR UPDATE SKIP LOCKED"
 
     def __init__(
         self,

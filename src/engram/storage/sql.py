@@ -38,6 +38,7 @@ from engram.storage.base import (
 from engram.storage.checkpoints import CheckpointTables, SqlCheckpointTables
 from engram.storage.consolidation import ConsolidationTables, SqlConsolidationTables
 from engram.storage.filters import compile_filter, compile_others_shared
+from engram.storage.jobs import JobTables, SqlJobTables, SqlJobWrites
 from engram.storage.messages import MessageTables, SqlMessageTables, SqlMessageWrites
 from engram.storage.migrations import MIGRATIONS, Migration
 from engram.storage.service import ServiceTables
@@ -181,7 +182,7 @@ class SqlExecutor:
         """
 
 
-class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlExecutor):
+class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlJobWrites, SqlExecutor):
     """Implements :class:`engram.storage.base.Transaction` on one open transaction."""
 
     lock_suffix: ClassVar[str] = ""
@@ -927,6 +928,13 @@ class SqlStorage:
         """The consolidation job's judged pairs and retrieval counts in this database."""
         return SqlConsolidationTables(self)
 
+    job_claim_suffix: ClassVar[str] = ""
+    """Appended to the job claim's row selection (PostgreSQL: skip rows others claim)."""
+
+    def job_tables(self) -> JobTables:
+        """The background job queue kept in this database."""
+        return SqlJobTables(self, claim_suffix=self.job_claim_suffix)
+
     def user_ids(self, account_id: str, *, limit: int = 1000) -> list[str]:
         """See :meth:`Storage.user_ids`."""
         with self._reader(account_id) as db:
@@ -947,6 +955,18 @@ class SqlStorage:
             "WHERE m.state = 'soft_deleted' AND m.purge_at IS NOT NULL AND m.purge_at <= ? "
             "ORDER BY m.purge_at LIMIT ?",
             [now, limit],
+        )
+
+    def due_for_ttl(
+        self, now: float, *, idle_before: float, importance_below: int, limit: int
+    ) -> list[MemoryRow]:
+        """See :meth:`Storage.due_for_ttl`."""
+        return self._select_memories(
+            "WHERE m.state = 'active' AND ((m.expires_at IS NOT NULL AND m.expires_at <= ?) "
+            "OR (m.pinned = ? AND m.importance < ? AND m.updated_at < ? "
+            "AND (m.last_accessed_at IS NULL OR m.last_accessed_at < ?))) "
+            "ORDER BY m.updated_at LIMIT ?",
+            [now, False, importance_below, idle_before, idle_before, limit],
         )
 
     def scope_memory_ids(

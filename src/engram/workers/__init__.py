@@ -1,6 +1,32 @@
-"""Background jobs: plain callables a worker runs off the hot path.
+"""Background jobs: a queue kept in the store, the worker that runs it, and its jobs.
 
+See ``docs/workers.md``. :func:`standard_worker` is what ``engram worker`` runs;
+:func:`enqueue` queues a job triggered by a write. The jobs are plain callables a worker runs
+off the hot path:
+
+* ``ttl`` and ``purge`` (:mod:`engram.workers.lifecycle`);
 * :class:`~engram.workers.insights.InsightWriter` (``run_user``): insights about a user;
 * :class:`~engram.workers.multifact.MultiFactPass` (``run_turn``, ``run_message``): the
   facts a long user turn states.
 """
+
+from engram.workers.queue import enqueue
+from engram.workers.registry import register_lifecycle_jobs, register_memory_jobs, standard_worker
+from engram.workers.schedules import DEFAULT_SCHEDULES, Schedule
+from engram.workers.service import WorkerThread
+from engram.workers.worker import Handler, JobContext, JobSpec, RunReport, Worker
+
+__all__ = [
+    "DEFAULT_SCHEDULES",
+    "Handler",
+    "JobContext",
+    "JobSpec",
+    "RunReport",
+    "Schedule",
+    "Worker",
+    "WorkerThread",
+    "enqueue",
+    "register_lifecycle_jobs",
+    "register_memory_jobs",
+    "standard_worker",
+]

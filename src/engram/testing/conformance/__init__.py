@@ -33,7 +33,9 @@ from engram.testing.conformance.erasure import ErasureConformance
 from engram.testing.conformance.harness import TEST_KEK, StorageHarness
 from engram.testing.conformance.index_versions import IndexVersionsConformance
 from engram.testing.conformance.insights import InsightsConformance
+from engram.testing.conformance.jobs import JobQueueConformance, WorkerConformance
 from engram.testing.conformance.key_lifecycle import KeyLifecycleConformance
+from engram.testing.conformance.lifecycle_jobs import LifecycleJobsConformance
 from engram.testing.conformance.memories import MemoriesConformance
 from engram.testing.conformance.memory_query import MemoryQueryConformance
 from engram.testing.conformance.migrations import MigrationsConformance
@@ -59,7 +61,9 @@ __all__ = [
     "ErasureConformance",
     "IndexVersionsConformance",
     "InsightsConformance",
+    "JobQueueConformance",
     "KeyLifecycleConformance",
+    "LifecycleJobsConformance",
     "MemoriesConformance",
     "MemoryQueryConformance",
     "MigrationsConformance",
@@ -73,6 +77,7 @@ __all__ = [
     "StorageConformance",
     "StorageHarness",
     "TamperConformance",
+    "WorkerConformance",
 ]
 
 MARKERS = (
@@ -97,13 +102,16 @@ class StorageConformance(
     ErasureConformance,
     IndexVersionsConformance,
     InsightsConformance,
+    JobQueueConformance,
     KeyLifecycleConformance,
+    LifecycleJobsConformance,
     MemoryQueryConformance,
     MigrationsConformance,
     MultiFactConformance,
     SearchPrimitivesConformance,
     SingleConnectionConformance,
     StatefulConformance,
+    WorkerConformance,
 ):
     """Every suite of :data:`ALL_SUITES` in one class: subclass it and say where stores live."""
 

@@ -1,0 +1,151 @@
+"""Conformance: the TTL job retires idle and expired memories; the purge job removes them.
+
+Idleness is made by moving a memory's ``updated_at`` back in the store (as if written long
+ago), never by waiting.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from engram.client import Engram
+from engram.config import Settings
+from engram.engine import MemoryEngine, default_thread
+from engram.errors import ConflictError
+from engram.storage.jobs import JobState
+from engram.testing.builders import ACCOUNT, add
+from engram.testing.conformance.harness import StorageHarness
+from engram.testing.embedders import HashingEmbedder
+from engram.types import HistoryEventType, MemoryFilter, MemoryState
+from engram.workers import standard_worker
+
+DAY = 86_400.0
+THREAD = default_thread(ACCOUNT, "user-1")
+ACTIVE = MemoryFilter(account_id=ACCOUNT, user_id="user-1")
+
+
+def _age(
+    engine: MemoryEngine, memory_id: str, days: float, *, read_days: float | None = None
+) -> None:
+    """Make a memory look last changed ``days`` ago (and last read ``read_days`` ago)."""
+    fields = {"updated_at": time.time() - days * DAY}
+    if read_days is not None:
+        fields["last_accessed_at"] = time.time() - read_days * DAY
+    with engine.storage.transaction() as tx:
+        tx.update_memory(memory_id, fields)
+
+
+def _states(engine: MemoryEngine, *ids: str) -> list[str]:
+    return [engine.get(i, account_id=ACCOUNT).state.value for i in ids]
+
+
+class LifecycleJobsConformance(StorageHarness):
+    """TTL retirement (idle, low importance, unpinned; or expired) and purge."""
+
+    def test_ttl_retires_idle_unimportant_and_expired_memories_only(
+        self, engine: MemoryEngine, settings: Settings
+    ) -> None:
+        idle = add(engine, key="snack", value="likes pretzels", importance=2)
+        important = add(engine, key="allergy", value="allergic to nuts", importance=3)
+        pinned = add(engine, key="name", value="Ana", importance=1, pinned=True)
+        fresh = add(engine, key="mood", value="tired today", importance=1)
+        recently_read = add(engine, key="tea", value="green tea", importance=1)
+        past = datetime.now(UTC) - timedelta(hours=1)
+        expired = add(engine, key="trip", value="in Rome this week", importance=5, expires_at=past)
+        for memory in (idle, important, pinned, recently_read):
+            _age(engine, memory.id, 61)
+        _age(engine, recently_read.id, 61, read_days=2)
+        rev = engine.current_rev(THREAD)
+
+        report = standard_worker(engine, settings).run_once()
+
+        assert report.done == 2 and report.kinds == {"ttl": 1, "purge": 1}
+        assert _states(engine, idle.id, expired.id) == ["soft_deleted", "soft_deleted"]
+        kept = (important.id, pinned.id, fresh.id, recently_read.id)
+        assert _states(engine, *kept) == ["active"] * 4
+        assert {m.id for m in engine.list_memories(ACTIVE)} == set(kept)
+        retired = engine.get(idle.id, account_id=ACCOUNT)
+        assert retired.purge_at is not None
+        assert retired.purge_at.timestamp() == pytest.approx(time.time() + 30 * DAY, abs=120)
+        assert engine.history(idle.id, account_id=ACCOUNT)[0].event == HistoryEventType.TTL
+        changes = engine.changes_since(THREAD, rev)
+        assert sorted((c.event, c.meta["key"]) for c in changes) == [
+            (HistoryEventType.TTL, "snack"),
+            (HistoryEventType.TTL, "trip"),
+        ]
+        header = engine.delta_since(THREAD, rev).splitlines()
+        assert header[0] == f"Memory updates since rev {rev}:"
+        assert sorted(header[1:]) == ["- ⌛expired snack", "- ⌛expired trip"]
+        assert engine.delta_since(THREAD, engine.current_rev(THREAD)) == ""  # shown once
+        assert engine.op_counts(by="op").get("ttl") == 2
+        # The same hour's schedule is enqueued once: a second run does nothing.
+        assert standard_worker(engine, settings).run_once().ran == 0
+
+    def test_ttl_runs_are_idempotent_and_restore_holds(self, engine: MemoryEngine) -> None:
+        idle = add(engine, key="snack", value="likes pretzels", importance=1)
+        past = datetime.now(UTC) - timedelta(minutes=5)
+        expired = add(engine, key="trip", value="in Rome", expires_at=past)
+        _age(engine, idle.id, 90)
+        assert engine.expire_idle(idle_days=60, importance_below=3) == 2
+        assert engine.expire_idle(idle_days=60, importance_below=3) == 0
+        events = [e.event for e in engine.history(idle.id, account_id=ACCOUNT)]
+        assert events.count(HistoryEventType.TTL) == 1
+        for memory in (idle, expired):
+            restored = engine.restore(memory.id, account_id=ACCOUNT)
+            assert restored.state == MemoryState.ACTIVE and restored.purge_at is None
+        assert engine.get(expired.id, account_id=ACCOUNT).expires_at is None
+        assert engine.expire_idle(idle_days=60, importance_below=3) == 0
+        assert {m.id for m in engine.list_memories(ACTIVE)} == {idle.id, expired.id}
+
+    def test_purge_removes_every_derived_row_past_purge_at(
+        self, engine: MemoryEngine, settings: Settings
+    ) -> None:
+        linked = settings.model_copy(update={"link_min": -1.0})  # every neighbour is linked
+        app = Engram(engine, embedder=HashingEmbedder(), settings=linked)
+        gone = add(app.engine, key="snack", value="likes salted pretzels", importance=1)
+        gone = app.engine.update(gone.id, {"value": "likes sweet pretzels"}, account_id=ACCOUNT)
+        neighbour = add(app.engine, key="treat", value="likes pretzels with mustard")
+        # The same memory alone in another user's scope: what user-1 keeps once purged.
+        control = add(app.engine, key="treat", value="likes pretzels with mustard", user_id="u-2")
+        storage = engine.storage
+        versions = [v.id for v in engine.versions(gone.id, account_id=ACCOUNT)]
+        assert len(versions) == 2
+        assert storage.edges(ACCOUNT, [gone.id]) and storage.vectors(ACCOUNT, [gone.id])
+        _age(engine, gone.id, 61)
+        assert engine.expire_idle(idle_days=60, importance_below=3) == 1
+
+        assert engine.purge_expired(now=time.time() + 29 * DAY).purged == 0  # restorable
+        assert engine.restore(gone.id, account_id=ACCOUNT).state == MemoryState.ACTIVE
+        engine.forget(gone.id, account_id=ACCOUNT)
+        assert engine.purge_expired(now=time.time() + 31 * DAY).purged == 2
+
+        assert storage.get_memories(ACCOUNT, versions[:1]) == []
+        [tombstone] = storage.get_memories(ACCOUNT, versions[1:])
+        assert tombstone.state == MemoryState.PURGED.value and tombstone.ciphertext == b""
+        assert storage.edges(ACCOUNT, versions) == []
+        for table in ("memory_tokens", "embeddings", "relations"):
+            assert storage.count_rows(table, ACCOUNT, "user-1") == storage.count_rows(
+                table, ACCOUNT, "u-2"
+            ), table
+        with pytest.raises(ConflictError):
+            engine.restore(gone.id, account_id=ACCOUNT)
+        assert storage.vectors(ACCOUNT, [neighbour.id, control.id]).keys() == {
+            neighbour.id,
+            control.id,
+        }
+        assert [m.id for m in engine.list_memories(ACTIVE)] == [neighbour.id]
+
+    def test_the_purge_job_prunes_finished_jobs(
+        self, engine: MemoryEngine, settings: Settings
+    ) -> None:
+        queue = engine.storage.job_tables()
+        old = time.time() - 8 * DAY
+        job_id = queue.enqueue("noop", account_id=None, payload={}, run_at=old, now=old)
+        [lease] = queue.claim("w", lease_seconds=60, now=old)
+        assert queue.complete(lease, old)
+        standard_worker(engine, settings).run_once()
+        assert queue.get_job(job_id or "") is None
+        assert {j.kind for j in queue.jobs(state=JobState.DONE)} == {"ttl", "purge"}
