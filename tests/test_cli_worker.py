@@ -59,16 +59,21 @@ def test_an_idle_memory_leaves_retrieval_after_one_run_and_is_restorable_until_p
         with engine.storage.transaction() as tx:
             tx.update_memory(snack.id, {"updated_at": long_ago, "last_accessed_at": long_ago})
         rev = engine.current_rev(thread)
+        # The agent has seen everything so far: the next header holds only what follows.
+        engine.deliver_delta(account_id=ACCOUNT, user_id=USER, reader="agent")
 
     assert "ran 2 jobs: 2 done" in _worker_once()  # ttl and purge
 
     with Engram.open(Settings()) as engram:
         assert _found(engram, "pretzels") == ["note.2"]
         engine = engram.engine
-        assert engine.delta_since(thread, rev) == (
-            f"Memory updates since rev {rev}:\n- ⌛expired note"
-        )
-        assert engine.delta_since(thread, engine.current_rev(thread)) == ""
+        header = engine.deliver_delta(account_id=ACCOUNT, user_id=USER, reader="agent")
+        title, *bullets = header.splitlines()
+        assert title == f"Memory updates since rev {rev}:"
+        assert len(bullets) == 1 and bullets[0].startswith("- ⌛expired: [")
+        assert "Ana snacks on salted pretzels (imp=" in bullets[0]
+        # Shown once: the next delivery has nothing new.
+        assert engine.deliver_delta(account_id=ACCOUNT, user_id=USER, reader="agent") == ""
         assert engine.op_counts(by="node").get("worker") == 1
     assert "ran 0 jobs" in _worker_once()  # this hour's runs are done
 

@@ -309,7 +309,13 @@ def worker_cmd(ctx: click.Context, once: bool) -> None:
     from engram.workers import standard_worker
 
     engram = _engram(ctx)
-    worker = standard_worker(engram.engine, engram.settings, usage=engram.usage)
+    worker = standard_worker(
+        engram.engine,
+        engram.settings,
+        usage=engram.usage,
+        embedder=engram.embedder,
+        llm=engram.llm,
+    )
     if once:
         report = worker.run_once()
         click.echo(

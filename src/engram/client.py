@@ -44,6 +44,7 @@ from engram.embedders import Embedder, configured_embedder
 from engram.engine import MemoryEngine
 from engram.errors import ProviderError, ValidationError
 from engram.index.vectors import VectorIndexer
+from engram.llm.base import LLM
 from engram.llm.candidates import Candidate
 from engram.llm.key_vocabulary import to_vocabulary
 from engram.llm.registry import llm_from_settings
@@ -107,6 +108,8 @@ class Engram:
         )
         configured = llm_from_settings(self.settings)
         llm = None if configured is None else MeteredLLM(configured, self.usage)
+        self.llm: LLM | None = llm
+        """The configured model behind the usage ledger (``None``: none configured)."""
         self.extractor = extractor or (
             extractor_from_settings(self.settings) if llm is None else LLMExtractor(llm)
         )

@@ -244,5 +244,8 @@ def _worker_thread(
         return None
     if mode == "auto" and (not owns or Capability.MULTI_PROCESS in engine.storage.capabilities):
         return None
-    usage = sdk.usage if sdk is not None else None
-    return WorkerThread(standard_worker(engine, settings, usage=usage))
+    if sdk is None:
+        return WorkerThread(standard_worker(engine, settings))
+    return WorkerThread(
+        standard_worker(engine, settings, usage=sdk.usage, embedder=sdk.embedder, llm=sdk.llm)
+    )

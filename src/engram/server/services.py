@@ -41,6 +41,7 @@ from engram.server.tasks import TaskRegistry
 from engram.storage.base import SERVICE_KEYS_BLINDED
 from engram.storage.service import CallSessionRow
 from engram.types import Memory
+from engram.workers.memory_jobs import enqueue_insights, enqueue_multifact
 
 if TYPE_CHECKING:
     from engram.client import Engram
@@ -361,6 +362,29 @@ class Services:
         status = "failed" if outcome.report.error else "done"
         await asyncio.to_thread(
             self.tables.set_extracted, session.session_id, outcome.created, status
+        )
+        if outcome.created:
+            # New memories of an ended call: a worker may draw the user's insights from them.
+            await asyncio.to_thread(
+                enqueue_insights,
+                self.engine,
+                self.metered_llm,
+                account_id=session.account_id,
+                user_id=session.user_id,
+            )
+
+    def enqueue_multifact(
+        self, *, account_id: str, user_id: str, conversation_id: str, index: int, length: int
+    ) -> None:
+        """Queue the multi-fact pass over a long saved user message (a worker runs it)."""
+        enqueue_multifact(
+            self.engine,
+            self.metered_llm,
+            account_id=account_id,
+            user_id=user_id,
+            conversation_id=conversation_id,
+            index=index,
+            length=length,
         )
 
     def _user_turns(self, session_id: str) -> list[str]:

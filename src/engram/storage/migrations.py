@@ -547,8 +547,9 @@ def account_policy(table: str) -> tuple[str, ...]:
     maintenance across accounts). With neither set, nothing is visible. ``FORCE`` applies
     the policy to the table's owner too, which is the role the service connects as;
     superusers and roles with ``BYPASSRLS`` are never confined. Operational events and jobs
-    may have no account (``NULL``, e.g. the hourly TTL across accounts): those stay visible. Skipped (a ``DO`` block) while the table does
-    not exist: ``embeddings`` appears with the first embedder and gets its policy then.
+    may have no account (``NULL``, e.g. the hourly TTL across accounts): those stay
+    visible. Skipped (a ``DO`` block) while the table does not exist: ``embeddings``
+    appears with the first embedder and gets its policy then.
     """
     allowed = (
         "account_id = current_setting('engram.account_id', true) "

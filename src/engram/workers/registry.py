@@ -18,9 +18,12 @@ import time
 from collections.abc import Callable
 
 from engram.config import Settings
+from engram.embedders.base import Embedder
 from engram.engine import MemoryEngine
+from engram.llm.base import LLM
 from engram.llm.usage import UsageLedger
 from engram.workers.lifecycle import purge_job, ttl_job
+from engram.workers.memory_jobs import MemoryJobs
 from engram.workers.schedules import DEFAULT_SCHEDULES
 from engram.workers.worker import Worker
 
@@ -33,13 +36,17 @@ def register_lifecycle_jobs(worker: Worker) -> None:
     worker.register("purge", purge_job)
 
 
-def register_memory_jobs(worker: Worker) -> None:
-    """Register the memory jobs that build on retrieval and the LLM.
-
-    The place for consolidation, insights and the multi-fact pass, e.g.
-    ``worker.register("consolidation", consolidate, uses_llm=True)``. None is registered
-    yet; until one is, its schedule enqueues nothing.
-    """
+def register_memory_jobs(
+    worker: Worker,
+    *,
+    embedder: Embedder | None = None,
+    llm: LLM | None = None,
+    usage: UsageLedger | None = None,
+) -> None:
+    """Register consolidation, insights and the multi-fact pass (see
+    :mod:`engram.workers.memory_jobs`). Without ``llm`` consolidation judges offline with
+    ``embedder``, and the other two skip."""
+    MemoryJobs(embedder=embedder, llm=llm, ledger=usage).register(worker)
 
 
 def standard_worker(
@@ -47,12 +54,15 @@ def standard_worker(
     settings: Settings,
     *,
     usage: UsageLedger | None = None,
+    embedder: Embedder | None = None,
+    llm: LLM | None = None,
     clock: Callable[[], float] | None = None,
 ) -> Worker:
-    """The worker with every standard job kind and schedule registered."""
+    """The worker with every standard job kind and schedule registered (``embedder`` and
+    ``llm``, the metered model, for the memory jobs)."""
     worker = Worker(
         engine, settings, usage=usage, clock=clock or time.time, schedules=DEFAULT_SCHEDULES
     )
     register_lifecycle_jobs(worker)
-    register_memory_jobs(worker)
+    register_memory_jobs(worker, embedder=embedder, llm=llm, usage=usage)
     return worker

@@ -89,6 +89,15 @@ async def add_message(
         {**body.model_dump(), "account_id": account, "conversation_id": conversation_id},
     )
     services.schedule_summary(account_id=account, conversation_id=conversation_id)
+    if body.role == "user":
+        await asyncio.to_thread(
+            services.enqueue_multifact,
+            account_id=account,
+            user_id=body.user_id,
+            conversation_id=conversation_id,
+            index=saved.index,
+            length=len(body.content),
+        )
     return SavedMessageOut(id=saved.id, index=saved.index)
 
 

@@ -112,7 +112,9 @@ class ConsolidationConformance(StorageHarness):
         assert event.event == HistoryEventType.MERGE
         assert event.meta["merged_ids"] == [second.id]
         # The thread sees one "merged" bullet, and the worker's merge is counted.
-        assert engine.delta_since(THREAD, rev).splitlines()[1:] == ["- ↔merged walks_dog"]
+        header = engine.delta_since(THREAD, rev, account_id=ACCOUNT, user_id=USER)
+        [bullet] = header.splitlines()[1:]
+        assert bullet.startswith("- ↔merged: [") and f"{TWINS[1]} (imp=4)" in bullet
         assert engine.op_counts(by="op").get("merge") == 1
         assert engine.op_counts(by="node").get("worker", 0) >= 1
         restored = engine.restore(second.id, account_id=ACCOUNT)

@@ -76,10 +76,14 @@ class LifecycleJobsConformance(StorageHarness):
             (HistoryEventType.TTL, "snack"),
             (HistoryEventType.TTL, "trip"),
         ]
-        header = engine.delta_since(THREAD, rev).splitlines()
+        delta = engine.delta_since(THREAD, rev, account_id=ACCOUNT, user_id="user-1")
+        header = delta.splitlines()
         assert header[0] == f"Memory updates since rev {rev}:"
-        assert sorted(header[1:]) == ["- ⌛expired snack", "- ⌛expired trip"]
-        assert engine.delta_since(THREAD, engine.current_rev(THREAD)) == ""  # shown once
+        bullets = sorted(header[1:])
+        assert len(bullets) == 2 and all(b.startswith("- ⌛expired: [") for b in bullets)
+        assert "in Rome this week (imp=5)" in bullets[0] and "pretzels (imp=2)" in bullets[1]
+        current = engine.current_rev(THREAD)
+        assert engine.delta_since(THREAD, current, account_id=ACCOUNT, user_id="user-1") == ""
         assert engine.op_counts(by="op").get("ttl") == 2
         # The same hour's schedule is enqueued once: a second run does nothing.
         assert standard_worker(engine, settings).run_once().ran == 0
