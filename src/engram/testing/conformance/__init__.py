@@ -37,6 +37,7 @@ from engram.testing.conformance.memory_query import MemoryQueryConformance
 from engram.testing.conformance.migrations import MigrationsConformance
 from engram.testing.conformance.privacy import PrivacyConformance
 from engram.testing.conformance.search_primitives import SearchPrimitivesConformance
+from engram.testing.conformance.service_isolation import ServiceIsolationConformance
 from engram.testing.conformance.single_connection import SingleConnectionConformance
 from engram.testing.conformance.stateful import StatefulConformance
 
@@ -57,6 +58,7 @@ __all__ = [
     "MigrationsConformance",
     "PrivacyConformance",
     "SearchPrimitivesConformance",
+    "ServiceIsolationConformance",
     "SingleConnectionConformance",
     "StatefulConformance",
     "StorageConformance",
@@ -84,6 +86,7 @@ class StorageConformance(
     MemoryQueryConformance,
     MigrationsConformance,
     SearchPrimitivesConformance,
+    ServiceIsolationConformance,
     SingleConnectionConformance,
     StatefulConformance,
 ):
