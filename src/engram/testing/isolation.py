@@ -154,7 +154,8 @@ def isolation_service(engine: MemoryEngine, settings: Settings) -> Iterator[Isol
     )
     app.state.services.sdk = engram
     loop = asyncio.new_event_loop()
-    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://engram")
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)  # a crash is a 500
+    client = httpx.AsyncClient(transport=transport, base_url="http://engram")
     service = IsolationService(app, client, loop)
     try:
         yield service
