@@ -31,9 +31,10 @@ import secrets
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -46,7 +47,13 @@ from engram.conversation.extraction import ProposedChange
 from engram.engine import MemoryEngine
 from engram.types import MemoryType
 
-__all__ = ["IsolationReport", "IsolationService", "isolation_service", "run_isolation"]
+__all__ = [
+    "IsolationReport",
+    "IsolationService",
+    "isolation_service",
+    "markers_in_clear",
+    "run_isolation",
+]
 
 MARKER = re.compile(r"mk[0-9a-f]{10}")
 USERS = ("u1", "u2")
@@ -107,6 +114,8 @@ class IsolationReport:
     requests: int = 0
     seconds: float = 0.0
     violations: list[str] = field(default_factory=list)
+    markers: set[str] = field(default_factory=set)
+    """Every marker written (to search the database files and logs for afterwards)."""
     seen: Counter[str] = field(default_factory=Counter)
     """What the reads saw (facts, shared facts, summaries, app memories...): proof that the
     checks had something to check."""
@@ -163,6 +172,16 @@ def isolation_service(engine: MemoryEngine, settings: Settings) -> Iterator[Isol
         service.join()
         service.run(client.aclose())
         loop.close()
+
+
+def markers_in_clear(report: IsolationReport, files: Iterable[Path], logs: str) -> list[str]:
+    """The markers of ``report`` found in clear in ``files`` (database, WAL) or ``logs``."""
+    blobs = [path.read_bytes() for path in files if path.is_file()]
+    return sorted(
+        marker
+        for marker in report.markers
+        if marker in logs or any(marker.encode() in blob for blob in blobs)
+    )
 
 
 class Violation(AssertionError):
@@ -258,6 +277,7 @@ def _machine(
         def mark(self, **fields: Any) -> str:
             marker = new_marker()
             marks[marker] = Mark(**fields)
+            report.markers.add(marker)
             return marker
 
         def lineage_at(self, index: int) -> Lineage:
