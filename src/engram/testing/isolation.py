@@ -8,7 +8,8 @@ any answer can be searched for markers and each one checked against who may see 
 
 - every answer: no 5xx, and no marker of another account;
 - memory listings: exactly the user's live memories, at the versions the model expects
-  (versions only grow), forgotten ones only on request;
+  (versions only grow), forgotten ones only on request; a memory by id: its version, state
+  and value; its history: never shorter than before;
 - ``memory_query`` and ``/v1/search``: the user's own live memories and conversation
   summaries, other users' only when shared (never forgotten or superseded values, never a
   pending proposal);
@@ -595,9 +596,18 @@ def _machine(
 
         @precondition(lambda self: self.lineages)
         @rule(index=st.integers(0, 10_000))
-        def read_history(self, index: int) -> None:
+        def read_one(self, index: int) -> None:
             self.step()
             lin = self.lineage_at(index)
+            got = self.call("GET", f"/v1/memories/{lin.current_id}", lin.account)
+            self.expect(got, 200)
+            if got.status_code == 200:
+                m = got.json()
+                state = "active" if lin.active else "soft_deleted"
+                if (m["version"], m["state"]) != (lin.version, state):
+                    self.violation("a memory's version or state differs from the model")
+                if self.found(got) != {lin.marker}:
+                    self.violation("a memory's value differs from what was written")
             response = self.call("GET", f"/v1/memories/{lin.current_id}/history", lin.account)
             self.expect(response, 200)
             if response.status_code == 200:
