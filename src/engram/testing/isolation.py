@@ -41,7 +41,7 @@ from typing import Any
 import httpx
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
 from engram.config import Settings
 from engram.conversation.extraction import ProposedChange
@@ -292,10 +292,6 @@ def _machine(
 
         def step(self) -> None:
             report.steps += 1
-
-        @initialize()
-        def counted(self) -> None:
-            self.step()
 
         # ---- memories ---------------------------------------------------------------------
         @rule(a=st.integers(0, 1), user=st.sampled_from(USERS), word=WORDS, shared=st.booleans())
