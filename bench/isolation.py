@@ -67,7 +67,8 @@ def run(backend: str, steps: int) -> tuple[IsolationReport, int]:
                         min_steps=steps,
                         strict=False,
                         progress=lambda r: print(
-                            f"  {backend}: {r.steps} steps, {len(r.violations)} violations",
+                            f"  {backend}: {r.steps} steps, {len(r.violations)} violations"
+                            + "".join(f"\n    {v}" for v in r.violations[-3:]),
                             flush=True,
                         ),
                     )
