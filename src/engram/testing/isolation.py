@@ -448,11 +448,21 @@ def _machine(
                 known = self.facts.get(f["id"])
                 if f["user_id"] == user:
                     if known is None:
+                        # A new fact, or a new version of one (a summary restating it keeps
+                        # the old version's visibility).
                         found = frozenset(MARKER.findall(f["content"]))
-                        self.facts[f["id"]] = Fact(account, user, f["subject_id"], found)
+                        shared = f["visibility"] == "shared"
+                        self.facts[f["id"]] = Fact(account, user, f["subject_id"], found, shared)
                     elif known.deleted:
                         self.violation("a deleted fact is still listed")
-                elif known is None or not known.shared or known.deleted:
+                elif f["visibility"] != "shared":
+                    self.violation("another user's private fact is listed")
+                elif known is None:
+                    # Not learnt from its owner yet: only a later version of a fact the owner
+                    # shared may be (summaries restate facts as new versions).
+                    if f["version"] < 2 or not self.ever_shared(account, f["user_id"], subject):
+                        self.violation("another user's fact is listed while not shared")
+                elif not known.shared or known.deleted:
                     self.violation("another user's fact is listed while not shared")
                 elif known.subject != subject or known.account != account:
                     self.violation("a shared fact is listed under another subject")
@@ -495,6 +505,13 @@ def _machine(
                 self.expect(response, 200)
                 if response.status_code == 200:
                     fact.shared = action == "share"
+
+        def ever_shared(self, account: str, user: str, subject: str) -> bool:
+            return any(
+                f.shared
+                for f in self.facts.values()
+                if (f.account, f.user, f.subject) == (account, user, subject)
+            )
 
         def shared_message_markers(self, account: str) -> set[str]:
             return {
@@ -682,6 +699,8 @@ def _machine(
             account = self.accounts[a]
             shared = self.shared_message_markers(account)
             for f in self.learn_facts(account, user, subject):
+                if f["id"] not in self.facts:
+                    continue  # a restated shared fact, judged by learn_facts
                 for m in MARKER.findall(f["content"]):
                     mark = marks.get(m)
                     if mark is not None and mark.user != user and m not in shared:
