@@ -15,8 +15,9 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
-__all__ = ["MAX_JSON_DEPTH", "RequestGuard", "json_problem"]
+__all__ = ["MAX_JSON_DEPTH", "RequestGuard", "json_problem", "url_problem"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -50,7 +51,8 @@ def json_problem(value: object) -> str | None:
 
 
 class RequestGuard:
-    """Refuses bodies over ``max_body_bytes`` (413) and unusable JSON bodies (400).
+    """Refuses bodies over ``max_body_bytes`` (413), unusable JSON bodies and URLs holding a
+    NUL character (400).
 
     Args:
         app: the ASGI application behind the guard.
@@ -65,6 +67,10 @@ class RequestGuard:
         """Check an HTTP request's body, then hand it on (replayed) or answer the refusal."""
         if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        problem = url_problem(scope)
+        if problem is not None:
+            await self._refuse(send, 400, f"Invalid request URL: {problem}")
             return
         declared = _content_length(scope)
         if declared is not None and declared > self.max_body_bytes:
@@ -120,6 +126,18 @@ class RequestGuard:
             }
         )
         await send({"type": "http.response.body", "body": payload})
+
+
+def url_problem(scope: Scope) -> str | None:
+    """What makes a request's URL unusable, or ``None``: a NUL character in its path or its
+    query string (PostgreSQL refuses NUL in text, so an id holding one would fail deep in a
+    route instead of being refused as the client mistake it is)."""
+    if "\x00" in scope.get("path", ""):
+        return "the path holds a NUL character"
+    query = bytes(scope.get("query_string", b""))
+    if b"\x00" in unquote_to_bytes(query.replace(b"+", b" ")):
+        return "the query string holds a NUL character"
+    return None
 
 
 def _content_length(scope: Scope) -> int | None:

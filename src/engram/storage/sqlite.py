@@ -112,6 +112,11 @@ class Checkpointer:
         # Without statistics SQLite may walk an owner index instead of looking rows up by id
         # (10x slower at 10k memories), so re-analyse each time the table doubles. (A sampled
         # ANALYZE misjudged the state column and walked every active row instead.)
+        # The key store is a SQLite file too, with no memories table: nothing to analyse.
+        if not conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'memories'"
+        ).fetchone():
+            return
         row = conn.execute("SELECT MAX(rowid) FROM memories").fetchone()
         rows = int(row[0] or 0)
         if rows >= max(1000, 2 * self._analysed_rows):

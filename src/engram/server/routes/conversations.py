@@ -15,6 +15,7 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from engram.chat.types import MAX_MESSAGE_CHARS, ChatMessage
+from engram.engine.core import MAX_OFFSET
 from engram.server.deps import Account, Svc
 from engram.server.schemas import documented
 
@@ -107,7 +108,7 @@ async def list_messages(
     services: Svc,
     account: Account,
     user_id: Annotated[str, Query(min_length=1, max_length=256)],
-    cursor: Annotated[int | None, Query(ge=-1)] = None,
+    cursor: Annotated[int | None, Query(ge=-1, le=MAX_OFFSET)] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> MessageListOut:
     """The conversation's messages after index ``cursor``, oldest first."""

@@ -14,6 +14,10 @@ from engram.types import validated
 
 router = APIRouter(prefix="/v1", tags=["retrieval"])
 
+MAX_BUDGET_TOKENS = 100_000
+"""The largest token budget retrieval takes (``MemoryQueryRequest``): refused here, with the
+field named, before any work."""
+
 
 class MemoryQueryBody(BaseModel):
     """A ``memory_query`` for one user of the API key's account."""
@@ -36,8 +40,8 @@ class MemoryQueryBody(BaseModel):
     filters: dict[str, Any] = Field(default_factory=dict)
     top_k: int = Field(default=3, ge=1, le=50)
     return_: str = Field(default="bullets", alias="return")
-    budget_tokens: int | None = Field(default=None, ge=1)
-    threshold: float | None = None
+    budget_tokens: int | None = Field(default=None, ge=1, le=MAX_BUDGET_TOKENS)
+    threshold: float | None = Field(default=None, ge=0.0, le=1.0)
 
 
 class MemoryQueryResponse(BaseModel):

@@ -88,7 +88,14 @@ async def realtime(websocket: WebSocket, call_session_id: str) -> None:
     await websocket.send_json(await adapter.session_update())
     try:
         while True:
-            text = await websocket.receive_text()
+            message = await websocket.receive()
+            if message["type"] == "websocket.disconnect":
+                break
+            text = message.get("text")
+            if text is None:
+                # Server events are JSON text; a binary frame is not one (ignored, like any
+                # unusable event, instead of ending the call).
+                continue
             for event in await adapter.handle_json(text):
                 await websocket.send_text(event)
             if dispatcher.revoked:

@@ -54,12 +54,12 @@ class SearchBody(BaseModel):
         {"query": "what is her dog called?", "user_id": "line-42", "top_k": 5}
     )
 
-    query: str
+    query: str = Field(min_length=1, max_length=4000)
     user_id: str = Field(min_length=1, max_length=256)
     account_id: str | None = None
     agent: str | None = None
-    top_k: int = 5
-    threshold: float | None = None
+    top_k: int = Field(default=5, ge=1, le=100)
+    threshold: float | None = Field(default=None, ge=0.0, le=1.0)
 
 
 class SearchHit(BaseModel):

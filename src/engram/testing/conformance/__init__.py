@@ -44,6 +44,7 @@ from engram.testing.conformance.privacy import PrivacyConformance
 from engram.testing.conformance.row_security import RowSecurityConformance
 from engram.testing.conformance.sealed_vectors import SealedVectorsConformance
 from engram.testing.conformance.search_primitives import SearchPrimitivesConformance
+from engram.testing.conformance.service_isolation import ServiceIsolationConformance
 from engram.testing.conformance.single_connection import SingleConnectionConformance
 from engram.testing.conformance.stateful import StatefulConformance
 from engram.testing.conformance.tamper import TamperConformance
@@ -72,6 +73,7 @@ __all__ = [
     "RowSecurityConformance",
     "SealedVectorsConformance",
     "SearchPrimitivesConformance",
+    "ServiceIsolationConformance",
     "SingleConnectionConformance",
     "StatefulConformance",
     "StorageConformance",
@@ -109,6 +111,7 @@ class StorageConformance(
     MigrationsConformance,
     MultiFactConformance,
     SearchPrimitivesConformance,
+    ServiceIsolationConformance,
     SingleConnectionConformance,
     StatefulConformance,
     WorkerConformance,

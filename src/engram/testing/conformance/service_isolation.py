@@ -1,0 +1,42 @@
+"""Random traffic over the HTTP service on each backend: nothing leaks between accounts or
+users, nothing forgotten is read back, versions only grow (see :mod:`engram.testing.isolation`).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from engram.config import Settings
+from engram.engine import MemoryEngine
+from engram.storage.base import Capability, Storage
+from engram.testing.conformance.harness import StorageHarness
+
+SERVICE_STEPS = 2_000
+"""Steps of the bounded run (``bench/isolation.py`` runs ten times as many)."""
+
+
+class ServiceIsolationConformance(StorageHarness):
+    """The isolation machine over the service (needs Engram's ``server`` extra)."""
+
+    def test_random_service_traffic_keeps_tenants_apart(
+        self,
+        engine: MemoryEngine,
+        settings: Settings,
+        storage: Storage,
+        caplog: pytest.LogCaptureFixture,
+    ) -> None:
+        from engram.testing.isolation import isolation_service, markers_in_clear, run_isolation
+
+        caplog.set_level(logging.DEBUG)  # every log line, access lines included
+        with isolation_service(engine, settings) as service:
+            report = run_isolation(service, min_steps=SERVICE_STEPS)
+        assert report.violations == []
+        assert report.steps >= SERVICE_STEPS
+        # Sentinels: no value, message or proposal written by the run is in clear in the
+        # database's files (WAL included) or in what was logged.
+        files = storage.data_files() if Capability.DATA_FILES in storage.capabilities else []
+        assert markers_in_clear(report, files, caplog.text) == []
+        assert report.markers and (files or Capability.DATA_FILES not in storage.capabilities)
+        print(f"isolation: {report.steps} steps, {report.requests} requests, 0 violations")
