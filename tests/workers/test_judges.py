@@ -122,6 +122,8 @@ SIBLINGS = [
     ("Speaks a little German", "Speaks fluent German"),
     ("Her son-in-law is called Marco", "Her son is called Marco"),
     ("Lives with her daughter", "Lives next door to her daughter"),
+    ("Walks to the park every day", "Walks to the park every other day"),
+    ("Wears hearing aids in both ears", "Wears hearing aids in her ears"),
 ]
 
 

@@ -441,6 +441,32 @@ _LIGHT = frozenset(
         "they",
     }
 )
+# Words the search index drops as stopwords that still change a fact ("once a week" / "more
+# than once a week", "both ears" / "her ears", "every day" / "every other day").
+_MEANINGFUL = frozenset(
+    {
+        "above",
+        "below",
+        "after",
+        "before",
+        "against",
+        "between",
+        "both",
+        "during",
+        "few",
+        "more",
+        "most",
+        "only",
+        "other",
+        "over",
+        "under",
+        "off",
+        "out",
+        "down",
+        "too",
+        "again",
+    }
+)
 _KEEP_SHORT = re.compile(r"[b-hj-z]")  # one letter that names something (vitamin D); not a / i
 
 
@@ -461,7 +487,9 @@ def _align_terms(text: str) -> _Aligned:
         if number is not None:
             pending.append(number)
             continue
-        if token in STOPWORDS or token in _NEGATIONS or token in _LIGHT:
+        if token in _NEGATIONS or token in _LIGHT:
+            continue
+        if token in STOPWORDS and token not in _MEANINGFUL:
             continue
         if len(token) < 2 and not _KEEP_SHORT.fullmatch(token):
             continue
