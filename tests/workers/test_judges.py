@@ -155,6 +155,13 @@ def test_the_same_words_in_swapped_roles_are_another_fact() -> None:
     assert unaligned("Her favourite colour is blue", "Blue is her favourite colour") is None
 
 
+def test_one_root_lines_up_and_a_longer_word_on_it_does_not() -> None:
+    assert unaligned("Drinks coffee at noon", "Drinks coffees at noon") is None
+    assert unaligned("Paints birds", "Paints fishermen") == "unaligned"
+    assert unaligned("Paints fish", "Paints fishermen") == "unaligned"
+    assert unaligned("Lives with her grandson", "Lives with her granddaughter") == "unaligned"
+
+
 def test_paraphrases_line_up_by_stem_root_or_a_near_identical_word(minilm: Embedder) -> None:
     judge = OfflineJudge(minilm)
     assert unaligned("Is allergic to penicillin", "Has a penicillin allergy") is None

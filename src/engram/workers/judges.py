@@ -522,11 +522,11 @@ def _relations(text: str) -> set[tuple[str, str, str]]:
 
 
 def _same_root(a: str, b: str) -> bool:
-    """One word in two forms ("allergic" / "allergy", "spring" / "springtime")."""
+    """One word in two forms ("allergic" / "allergy", "coffee" / "coffees"): a shared start
+    of five letters or more and at most three letters more on either side ("bear" / "beard"
+    and "fish" / "fisherman" stay apart)."""
     if a.isdigit() or b.isdigit():
         return False
-    if a.startswith(b) or b.startswith(a):
-        return min(len(a), len(b)) >= 4
     shorter = min(len(a), len(b))
     common = next((i for i in range(shorter) if a[i] != b[i]), shorter)
     return common >= 5 and len(a) - common <= 3 and len(b) - common <= 3
