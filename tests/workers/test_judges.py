@@ -7,10 +7,13 @@ import asyncio
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
 from engram.config import Settings
+from engram.embedders import Embedder
+from engram.embedders.local import LocalMiniLMEmbedder
 from engram.errors import ProviderError
 from engram.llm import OpenAICompatibleLLM
 from engram.llm.usage import MeteredLLM, UsageLedger
@@ -27,6 +30,7 @@ from engram.workers.judges import (
     difference,
     judge_from_settings,
     parse_verdicts,
+    unaligned,
 )
 
 
@@ -84,18 +88,108 @@ def test_the_offline_judge_sets_apart_facts_that_differ_in_one_detail(
 ) -> None:
     assert difference(first, second) == why
     verdict = OfflineJudge().decide(Pair(_memory(1, first), _memory(2, second), 0.99), 0.99)
-    assert verdict == Verdict(False, why)
+    assert not verdict.same
 
 
 def test_the_offline_judge_needs_the_cosine_less_for_keys_of_one_family() -> None:
     judge = OfflineJudge(same_cosine=0.8, same_key_cosine=0.7)
-    said = ("Ana is the user's sister", "Has a sister named Ana")
+    said = ("Ana is her sister", "Has a sister named Ana")
     plain = Pair(_memory(1, said[0]), _memory(2, said[1]), 0.75)
     keyed = Pair(_memory(1, said[0], "sister_name"), _memory(2, said[1], "sister_name"), 0.75)
     assert difference(*said) is None
     assert judge.decide(plain, 0.75) == Verdict(False, "distant")
     assert judge.decide(keyed, 0.75) == Verdict(True, "similar")
     assert _judge([plain], OfflineJudge(same_cosine=0.7)) == [Verdict(True, "similar")]
+
+
+@pytest.fixture(scope="module")
+def minilm() -> Embedder:
+    """The real local embedder: whether two words are interchangeable is a question of
+    meaning."""
+    return LocalMiniLMEmbedder(threads=1)
+
+
+# Facts that differ in one word or in a word on one side only: the alignment of their words
+# keeps them apart by itself, with the embedder or without, word lists aside.
+SIBLINGS = [
+    ("Takes vitamin D every morning", "Takes vitamin C every morning"),
+    ("Her favourite fruit is mango", "Her favourite fruit is papaya"),
+    ("Knits scarves for her grandchildren", "Knits sweaters for her grandchildren"),
+    ("Eats fish on Fridays", "Eats meat on Fridays"),
+    ("Bakes bread every Saturday", "Bakes cakes every Saturday"),
+    ("Has high blood pressure", "Has low blood pressure"),
+    ("Volunteers at the shelter twice a month", "Volunteers at the shelter twice a week"),
+    ("Speaks a little German", "Speaks fluent German"),
+    ("Her son-in-law is called Marco", "Her son is called Marco"),
+    ("Lives with her daughter", "Lives next door to her daughter"),
+    ("Walks to the park every day", "Walks to the park every other day"),
+    ("Wears hearing aids in both ears", "Wears hearing aids in her ears"),
+]
+
+
+@pytest.mark.parametrize(("first", "second"), SIBLINGS)
+def test_words_that_do_not_line_up_keep_facts_apart(
+    first: str, second: str, minilm: Embedder
+) -> None:
+    why = {"unaligned", "extra", "numbers"}
+    assert unaligned(first, second) in why
+    assert unaligned(first, second, OfflineJudge(minilm).similarity) in why
+    judge = OfflineJudge(minilm, same_cosine=0.5, same_key_cosine=0.5)
+    verdicts = asyncio.run(
+        judge.judge(
+            [Pair(_memory(1, first), _memory(2, second), 0.99)], account_id="acct", user_id="ana"
+        )
+    )
+    assert verdicts[0] is not None and not verdicts[0].same
+    assert verdicts[0].reason in why
+
+
+def test_numbers_must_agree_and_count_the_same_things() -> None:
+    assert unaligned("Has two sons and a daughter", "Has two daughters and a son") == "numbers"
+    assert unaligned("Goes to the gym three times a week", "Goes to the gym a week") == "numbers"
+    assert unaligned("Walks 2 miles daily", "Walks two miles daily") is None
+
+
+def test_the_same_words_in_swapped_roles_are_another_fact() -> None:
+    assert unaligned("Prefers showers to baths", "Prefers baths to showers") == "order"
+    assert unaligned("Her favourite colour is blue", "Blue is her favourite colour") is None
+
+
+def test_one_root_lines_up_and_a_longer_word_on_it_does_not() -> None:
+    assert unaligned("Drinks coffee at noon", "Drinks coffees at noon") is None
+    assert unaligned("Paints birds", "Paints fishermen") == "unaligned"
+    assert unaligned("Paints fish", "Paints fishermen") == "unaligned"
+    assert unaligned("Lives with her grandson", "Lives with her granddaughter") == "unaligned"
+
+
+def test_paraphrases_line_up_by_stem_root_or_a_near_identical_word(minilm: Embedder) -> None:
+    judge = OfflineJudge(minilm)
+    assert unaligned("Is allergic to penicillin", "Has a penicillin allergy") is None
+    assert unaligned("Has a dog named Max", "Max is her dog") is None
+    mom = ("Visits her mother every Sunday", "Every Sunday she visits her mom")
+    assert unaligned(*mom) == "unaligned"  # without the embedder, mom is not mother
+    assert unaligned(*mom, judge.similarity) is None
+    pair = Pair(_memory(1, mom[0]), _memory(2, mom[1]), 0.9)
+    assert _judge([pair], judge) == [Verdict(True, "similar")]
+
+
+def test_the_offline_judge_embeds_each_word_once(minilm: Embedder) -> None:
+    calls: list[int] = []
+
+    class Counting:
+        model_id, dims = minilm.model_id, minilm.dims
+
+        def embed(self, texts: Sequence[str]) -> Any:
+            calls.append(len(texts))
+            return minilm.embed(texts)
+
+    judge = OfflineJudge(cast(Embedder, Counting()))
+    pairs = [Pair(_memory(1, a), _memory(2, b), 0.9) for a, b in SIBLINGS]
+    first = _judge(pairs, judge)
+    words = sum(calls[1:])  # the first call embeds the values for their cosine
+    calls.clear()
+    assert _judge(pairs, judge) == first
+    assert len(calls) == 1 and words > 0  # only the values again: every word came from cache
 
 
 @pytest.mark.parametrize("count", [1, 4, 5, 9, 10, 11, 19, 23, 50])

@@ -3,11 +3,16 @@
 Consolidation asks a :class:`SameFactJudge` about pairs its pre-filters let through. Two
 judges ship:
 
-* :class:`OfflineJudge`, the default (no key, no network): two values are one fact when
-  their embeddings are close enough and nothing sets them apart: no different numbers
-  ("walks 2 miles" / "walks 3 miles"), no different names, no different word of one kind
-  (a sister is not a cousin, Monday is not Tuesday) and no negation on one side only. Keys
-  of one vocabulary family lower the similarity it needs.
+* :class:`OfflineJudge`, the default (no key, no network): two values are one fact only
+  when their words line up (see :func:`unaligned`): every content word on each side is met
+  on the other by the same stem or a near-identical word (cosine of the two words with the
+  embedder), numbers agree and count the same things, and a word on one side only is one
+  the other sentence already implies. Siblings that differ (fish / meat, vitamin D / C,
+  high / low, week / month) never line up, however close the sentences are; a missed merge
+  only leaves a duplicate, a wrong one destroys a fact. Then nothing may set them apart
+  (different names, different words of one kind, negation on one side only) and their
+  embeddings must be close enough; keys of one vocabulary family lower the similarity it
+  needs.
 * :class:`LLMJudge`: batches of 5-10 pairs per prompt (:data:`JUDGE_PROMPT`) to the
   configured model through the usage ledger, answered as one JSON object; it can also word
   the merged fact. It defers while the account's LLM budget is low.
@@ -22,7 +27,7 @@ import asyncio
 import logging
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -31,6 +36,7 @@ import numpy as np
 from engram.config import Settings
 from engram.embedders import Embedder
 from engram.errors import ProviderError
+from engram.index.tokenize import STOPWORDS, stem, tokenize
 from engram.llm.answers import json_object
 from engram.llm.base import LLM, Message
 from engram.llm.key_vocabulary import GENERIC_KEY, family
@@ -47,6 +53,7 @@ __all__ = [
     "batches",
     "judge_from_settings",
     "numbers_in",
+    "unaligned",
 ]
 
 log = logging.getLogger(__name__)
@@ -70,8 +77,9 @@ class Verdict:
     """A judge's answer about one pair.
 
     ``reason`` is a code (``similar``, ``numbers``, ``names``, ``contrast``, ``negation``,
-    ``distant``, ``llm``), never memory text; ``merged`` is the fact as the judge worded it
-    for the merged memory (``None``: keep the newer of the two values).
+    ``order``, ``unaligned``, ``extra``, ``distant``, ``llm``), never memory text;
+    ``merged`` is the fact as the judge worded it for the merged memory (``None``: keep the
+    newer of the two values).
     """
 
     same: bool
@@ -398,6 +406,185 @@ def difference(first: str, second: str) -> str | None:
     return None
 
 
+# ---- word alignment ------------------------------------------------------------------------
+# Verbs and words that carry no fact of their own in a memory ("has a dog named Max" / "her
+# dog is called Max"): they need no counterpart on the other side.
+_LIGHT = frozenset(
+    {
+        "named",
+        "called",
+        "name",
+        "go",
+        "goes",
+        "going",
+        "get",
+        "gets",
+        "getting",
+        "take",
+        "takes",
+        "taking",
+        "make",
+        "makes",
+        "do",
+        "does",
+        "doing",
+        "every",
+        "per",
+        "around",
+        "really",
+        "also",
+        "together",
+        "usually",
+        "user",
+        "she",
+        "he",
+        "they",
+    }
+)
+# Words the search index drops as stopwords that still change a fact ("once a week" / "more
+# than once a week", "both ears" / "her ears", "every day" / "every other day").
+_MEANINGFUL = frozenset(
+    {
+        "above",
+        "below",
+        "after",
+        "before",
+        "against",
+        "between",
+        "both",
+        "during",
+        "few",
+        "more",
+        "most",
+        "only",
+        "other",
+        "over",
+        "under",
+        "off",
+        "out",
+        "down",
+        "too",
+        "again",
+    }
+)
+_KEEP_SHORT = re.compile(r"[b-hj-z]")  # one letter that names something (vitamin D); not a / i
+
+
+@dataclass(frozen=True, slots=True)
+class _Aligned:
+    """A value's content words as stems (first spelling kept) and its number bindings."""
+
+    words: dict[str, str]
+    bound: frozenset[tuple[str, str]]
+
+
+def _align_terms(text: str) -> _Aligned:
+    words: dict[str, str] = {}
+    bound: set[tuple[str, str]] = set()
+    pending: list[str] = []
+    for token in tokenize(text):
+        number = _NUMBER_WORDS.get(token) or (token if _DIGITS.fullmatch(token) else None)
+        if number is not None:
+            pending.append(number)
+            continue
+        if token in _NEGATIONS or token in _LIGHT:
+            continue
+        if token in STOPWORDS and token not in _MEANINGFUL:
+            continue
+        if len(token) < 2 and not _KEEP_SHORT.fullmatch(token):
+            continue
+        base = stem(token.replace("'", ""))
+        words.setdefault(base, token)
+        # A number counts the next thing named: "two sons and a daughter" is not
+        # "two daughters and a son".
+        bound.update((n, base) for n in pending)
+        pending.clear()
+    bound.update((n, "") for n in pending)
+    return _Aligned(words, frozenset(bound))
+
+
+_RELATIONS = frozenset({"to", "than", "over", "from", "into", "before", "after", "instead"})
+
+
+def _relations(text: str) -> set[tuple[str, str, str]]:
+    """(word, relation, word) around each relation word: "prefers showers to baths"."""
+    out: set[tuple[str, str, str]] = set()
+    tokens = [t for t in tokenize(text) if t not in _LIGHT]
+    content = [stem(t) if t not in STOPWORDS and len(t) > 1 else None for t in tokens]
+    for i, token in enumerate(tokens):
+        if token not in _RELATIONS:
+            continue
+        before = next((w for w in reversed(content[:i]) if w), None)
+        after = next((w for w in content[i + 1 :] if w), None)
+        if before and after:
+            out.add((before, token, after))
+    return out
+
+
+def _same_root(a: str, b: str) -> bool:
+    """One word in two forms ("allergic" / "allergy", "coffee" / "coffees"): a shared start
+    of five letters or more and at most three letters more on either side ("bear" / "beard"
+    and "fish" / "fisherman" stay apart)."""
+    if a.isdigit() or b.isdigit():
+        return False
+    shorter = min(len(a), len(b))
+    common = next((i for i in range(shorter) if a[i] != b[i]), shorter)
+    return common >= 5 and len(a) - common <= 3 and len(b) - common <= 3
+
+
+WordSimilarity = Callable[[str, str], float]
+"""The cosine of two short texts (words or a word and a sentence) by the embedder."""
+
+
+def unaligned(
+    first: str,
+    second: str,
+    similarity: WordSimilarity | None = None,
+    *,
+    synonym_cosine: float = 0.89,
+    cover_cosine: float = 0.5,
+) -> str | None:
+    """Why the words of two values do not line up, or ``None`` when they do.
+
+    ``numbers``: the values state different numbers, or count different things with one.
+    ``order``: the same words in swapped roles ("showers to baths" / "baths to showers").
+    ``unaligned``: each side has a content word the other lacks (siblings such as fish /
+    meat, or words the embedder cannot show to be interchangeable: only a word cosine of at
+    least ``synonym_cosine``, as "mom" / "mother", or one root in two forms counts).
+    ``extra``: one side adds a content word the other sentence does not already imply (its
+    cosine with that sentence is below ``cover_cosine``; without ``similarity`` any word
+    added blocks).
+    """
+    if numbers_in(first) != numbers_in(second):
+        return "numbers"
+    a, b = _align_terms(first), _align_terms(second)
+    if a.bound != b.bound:
+        return "numbers"
+    relations_b = _relations(second)
+    if any((y, r, x) in relations_b for x, r, y in _relations(first) if x != y):
+        return "order"
+    left = [s for s in a.words if s not in b.words]
+    right = [s for s in b.words if s not in a.words]
+    for x in list(left):
+        for y in right:
+            if _same_root(x, y) or (
+                similarity is not None and similarity(a.words[x], b.words[y]) >= synonym_cosine
+            ):
+                left.remove(x)
+                right.remove(y)
+                break
+    if left and right:
+        return "unaligned"
+    extra, words, other = (left, a.words, second) if left else (right, b.words, first)
+    if not extra:
+        return None
+    if similarity is None:
+        return "extra"
+    if any(similarity(words[s], other) < cover_cosine for s in extra):
+        return "extra"
+    return None
+
+
 def _same_family(first: Memory, second: Memory) -> bool:
     family_a, family_b = family(first.key)[0], family(second.key)[0]
     return family_a == family_b and family_a != GENERIC_KEY
@@ -410,13 +597,19 @@ class OfflineJudge:
     of its labelled pairs (``ENGRAM_CONSOLIDATION_SAME_COSINE``).
 
     Args:
-        embedder: embeds the two values (without the date the index adds) for their cosine;
-            ``None``: the cosine of the stored embeddings.
+        embedder: embeds the two values (without the date the index adds) for their cosine,
+            and the few words that differ between them (see :func:`unaligned`); ``None``: the
+            cosine of the stored embeddings, and only words of one stem or root line up.
         same_cosine: the cosine two values need to be one fact.
         same_key_cosine: the cosine they need when their keys are of one vocabulary family.
+        synonym_cosine: the cosine two differing words need to count as one word.
+        cover_cosine: the cosine a word on one side only needs with the other value.
     """
 
     name = "offline"
+
+    CACHE_LIMIT = 20_000
+    """Embedded words and values kept between pairs (a daily run embeds a few per pair)."""
 
     def __init__(
         self,
@@ -424,14 +617,49 @@ class OfflineJudge:
         *,
         same_cosine: float = 0.69,
         same_key_cosine: float = 0.65,
+        synonym_cosine: float = 0.89,
+        cover_cosine: float = 0.5,
     ) -> None:
         self.embedder = embedder
         self.same_cosine = same_cosine
         self.same_key_cosine = same_key_cosine
+        self.synonym_cosine = synonym_cosine
+        self.cover_cosine = cover_cosine
+        self._vectors: dict[str, np.ndarray] = {}
 
     def available(self, account_id: str) -> bool:
         """Always: the offline judge spends nothing."""
         return True
+
+    def _embed(self, texts: Sequence[str]) -> None:
+        missing = [t for t in dict.fromkeys(texts) if t not in self._vectors]
+        if not missing or self.embedder is None:
+            return
+        if len(self._vectors) + len(missing) > self.CACHE_LIMIT:
+            self._vectors.clear()
+        vectors = np.asarray(self.embedder.embed(missing), dtype=np.float32)
+        self._vectors.update(zip(missing, vectors, strict=True))
+
+    def _vector(self, text: str) -> np.ndarray:
+        if text not in self._vectors:
+            self._embed([text])
+        return self._vectors[text]
+
+    def _prefetch(self, pairs: Sequence[Pair]) -> None:
+        """Embed in one batch the words the pairs may compare (those on one side only)."""
+        texts: list[str] = []
+        for pair in pairs:
+            a, b = _align_terms(pair.first.value), _align_terms(pair.second.value)
+            left = [a.words[s] for s in a.words if s not in b.words]
+            right = [b.words[s] for s in b.words if s not in a.words]
+            texts.extend(left + right)
+            if bool(left) != bool(right):
+                texts.append(pair.second.value if left else pair.first.value)
+        self._embed(texts)
+
+    def similarity(self, first: str, second: str) -> float:
+        """The embedder's cosine of two short texts (cached)."""
+        return float(self._vector(first) @ self._vector(second))
 
     def cosines(self, pairs: Sequence[Pair]) -> list[float]:
         """The cosine of each pair's two values (see ``embedder``)."""
@@ -443,19 +671,33 @@ class OfflineJudge:
         return [float(vectors[row[p.first.value]] @ vectors[row[p.second.value]]) for p in pairs]
 
     def decide(self, pair: Pair, cosine: float) -> Verdict:
-        """The verdict on one pair given the cosine of its values."""
-        apart = difference(pair.first.value, pair.second.value)
+        """The verdict on one pair given the cosine of its values (embeds a few of their
+        words when the judge has an embedder)."""
+        first, second = pair.first.value, pair.second.value
+        apart = unaligned(
+            first,
+            second,
+            self.similarity if self.embedder is not None else None,
+            synonym_cosine=self.synonym_cosine,
+            cover_cosine=self.cover_cosine,
+        )
+        apart = apart or difference(first, second)
         if apart is not None:
             return Verdict(False, apart)
         needed = self.same_key_cosine if _same_family(pair.first, pair.second) else self.same_cosine
         return Verdict(True, "similar") if cosine >= needed else Verdict(False, "distant")
 
+    def _judge(self, pairs: Sequence[Pair]) -> list[Verdict | None]:
+        cosines = self.cosines(pairs)
+        if self.embedder is not None:
+            self._prefetch(pairs)
+        return [self.decide(p, c) for p, c in zip(pairs, cosines, strict=True)]
+
     async def judge(
         self, pairs: Sequence[Pair], *, account_id: str, user_id: str
     ) -> list[Verdict | None]:
         """A verdict on every pair (the offline judge always decides)."""
-        cosines = await asyncio.to_thread(self.cosines, pairs)
-        return [self.decide(p, c) for p, c in zip(pairs, cosines, strict=True)]
+        return await asyncio.to_thread(self._judge, pairs)
 
 
 # ---- the LLM judge ---------------------------------------------------------------------------
