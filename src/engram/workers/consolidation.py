@@ -37,11 +37,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+import numpy as np
+
 from engram.config import Settings
 from engram.engine import MemoryEngine
 from engram.errors import ConflictError
 from engram.index.tokenize import terms
-from engram.storage.base import EdgeRow, MemoryRow, OpRow, Page, Transaction
+from engram.storage.base import EdgeRow, MemoryRow, OpRow, Page, Transaction, Vector
 from engram.types import APP_OWNER_PREFIX, HistoryEventType, Memory, MemoryFilter, utcnow
 from engram.workers.judges import Pair, SameFactJudge, Verdict, numbers_in
 
@@ -56,6 +58,26 @@ _DAY = 86_400.0
 _PAGE = 1000
 _VECTOR_CHUNK = 256
 _MAX_USERS = 1_000_000
+
+
+def _pair_cosine(low: Vector | None, high: Vector | None, hit: float) -> float:
+    """Cosine of two stored vectors, always taken in the pair's id order (so the same
+    float whichever side asked); the index hit's score when one vector is missing."""
+    if low is None or high is None:
+        return hit
+    a, b = low.astype(np.float64), high.astype(np.float64)
+    norms = float(np.linalg.norm(a) * np.linalg.norm(b))
+    return hit if norms == 0.0 else min(1.0, float(a @ b) / norms)
+
+
+def _nearby_prints(pair: Pair) -> tuple[str, ...]:
+    """The pair's fingerprint and those of the scores just below and above it."""
+    return tuple(
+        dict.fromkeys(
+            fingerprint(pair.first.id, pair.second.id, pair.score + nudge)
+            for nudge in (0.0, -0.004, 0.004)
+        )
+    )
 
 
 def fingerprint(first_id: str, second_id: str, score: float) -> str:
@@ -229,6 +251,12 @@ class Consolidator:
                 hits = index.vector_search(recent, vector, cfg.consolidation_neighbours + 1)
                 # Stored vectors are quantised: a cosine may come back a hair above 1.
                 hits_of[row.id] = [(h.memory_id, min(1.0, h.score), h.row) for h in hits]
+            # The pair's score from both stored vectors, the same whichever memory of the pair
+            # was the query (an index hit's score depends on the direction through
+            # quantisation, and a fingerprint must not change with the candidates' order).
+            neighbours = {i for hits in hits_of.values() for i, _, _ in hits} - vectors.keys()
+            if neighbours:
+                vectors = {**vectors, **index.vectors(account_id, sorted(neighbours))}
             wanted = [r for r in chunk if r.id not in opened]
             wanted_ids = {i for hits in hits_of.values() for i, _, _ in hits} - opened.keys()
             known = {row.id: row for hits in hits_of.values() for _, _, row in hits if row}
@@ -244,17 +272,22 @@ class Consolidator:
                     if other_id == row.id or ids in seen_pairs:
                         continue
                     seen_pairs.add(ids)
+                    score = _pair_cosine(vectors.get(ids[0]), vectors.get(ids[1]), score)
                     first, second = opened.get(row.id), opened.get(other_id)
                     if first is None or second is None:
                         continue
                     if self._passes(first, second, score, recent_since):
                         pending.append(Pair(first, second, score))
             if pending:
-                prints = [fingerprint(p.first.id, p.second.id, p.score) for p in pending]
+                # A score read again may differ in its last bits (the vectors come from the
+                # index or the table, quantised or not): a pair whose rounded score is a
+                # neighbour of the judged one's counts as the same pair.
+                prints = [_nearby_prints(p) for p in pending]
                 recheck_since = when.timestamp() - cfg.consolidation_recheck_days * _DAY
-                judged = self.tables.judged(account_id, user_id, prints)
-                for pair, mark in zip(pending, prints, strict=True):
-                    if judged.get(mark, -math.inf) >= recheck_since:
+                judged = self.tables.judged(account_id, user_id, [m for ms in prints for m in ms])
+                for pair, marks in zip(pending, prints, strict=True):
+                    last = max(judged.get(m, -math.inf) for m in marks)
+                    if last >= recheck_since:
                         found.skipped += 1
                     elif len(found.pairs) < left:
                         found.pairs.append(pair)
