@@ -12,6 +12,7 @@ import pytest
 
 import engram
 from engram.client import DEFAULT_ACCOUNT, Engram, SearchResult
+from engram.conversation.proposals import ProposalStore
 from engram.embedders import Embedder, build_embedder
 from engram.engine import MemoryEngine
 from engram.errors import ValidationError
@@ -67,10 +68,15 @@ def test_add_messages_extracts_what_the_user_said(app: Engram) -> None:
     ]
     stored = app.add(messages, user_id="carol")
     found = {m.key: m.value for m in stored}
-    assert found == {"daughter_name": "Maya", "city": "Porto"}
+    # ``city`` is a sensitive key: extraction holds it for the user's confirmation.
+    assert found == {"daughter_name": "Maya"}
     assert all(m.source is Source.EXTRACTION for m in stored)
+    proposals = ProposalStore(app.engine, app.engine.service_tables())
+    held = proposals.pending(account_id=DEFAULT_ACCOUNT, user_id="carol")
+    assert [(p.key, p.proposed_value) for p in held] == [("city", "Porto")]
     assert app.add(messages, user_id="carol") == []  # nothing new the second time
-    assert _count(app, "carol") == 2
+    assert _count(app, "carol") == 1
+    assert len(proposals.pending(account_id=DEFAULT_ACCOUNT, user_id="carol")) == 1
 
 
 def test_search_ranks_every_category_with_scores(app: Engram) -> None:

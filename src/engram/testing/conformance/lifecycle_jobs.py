@@ -81,7 +81,8 @@ class LifecycleJobsConformance(StorageHarness):
         assert header[0] == f"Memory updates since rev {rev}:"
         bullets = sorted(header[1:])
         assert len(bullets) == 2 and all(b.startswith("- ⌛expired: [") for b in bullets)
-        assert "in Rome this week (imp=5)" in bullets[0] and "pretzels (imp=2)" in bullets[1]
+        assert any(b.endswith("in Rome this week (imp=5)") for b in bullets)
+        assert any(b.endswith("pretzels (imp=2)") for b in bullets)
         current = engine.current_rev(THREAD)
         assert engine.delta_since(THREAD, current, account_id=ACCOUNT, user_id="user-1") == ""
         assert engine.op_counts(by="op").get("ttl") == 2
