@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
@@ -103,7 +104,6 @@ def create_app(
         closers.append(engram.access.close)
         if warm_up:
             warm = functools.partial(engram.warm_up, progress or log.info)
-    extra = {} if clock is None else {"clock": clock}
     services = Services(
         engine,
         settings,
@@ -114,7 +114,7 @@ def create_app(
         owns_engine=owns,
         chat=chat,
         apps=app_memories,
-        **extra,
+        clock=time.time if clock is None else clock,
     )
 
     @asynccontextmanager

@@ -27,6 +27,7 @@ from engram.testing.conformance.at_rest import AtRestConformance
 from engram.testing.conformance.audit import AuditConformance
 from engram.testing.conformance.blind_keys import BlindKeysConformance
 from engram.testing.conformance.blind_keys_upgrade import BlindKeysUpgradeConformance
+from engram.testing.conformance.call_sessions import CallSessionsConformance
 from engram.testing.conformance.concurrent_writes import ConcurrentWritesConformance
 from engram.testing.conformance.erasure import ErasureConformance
 from engram.testing.conformance.harness import TEST_KEK, StorageHarness
@@ -48,6 +49,7 @@ __all__ = [
     "AuditConformance",
     "BlindKeysConformance",
     "BlindKeysUpgradeConformance",
+    "CallSessionsConformance",
     "ConcurrentWritesConformance",
     "ErasureConformance",
     "IndexVersionsConformance",
@@ -77,6 +79,7 @@ class StorageConformance(
     AtRestConformance,
     BlindKeysConformance,
     BlindKeysUpgradeConformance,
+    CallSessionsConformance,
     ConcurrentWritesConformance,
     ErasureConformance,
     IndexVersionsConformance,
