@@ -107,7 +107,7 @@ class EngramProcess:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGKILL)
         self.process.wait()
-        self._reader.join()
+        self._finish()
 
     def stop(self, timeout: float = 120.0) -> int:
         """Stop it as Ctrl-C would (background work finishes first); its exit code."""
@@ -118,8 +118,13 @@ class EngramProcess:
         except subprocess.TimeoutExpired:
             self.kill()
             code = self.process.returncode
-        self._reader.join()
+        self._finish()
         return code
+
+    def _finish(self) -> None:
+        self._reader.join()
+        if self.process.stderr is not None:
+            self.process.stderr.close()
 
     def __enter__(self) -> EngramProcess:
         return self
@@ -131,8 +136,6 @@ class EngramProcess:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
-        if self.process.stderr is not None:
-            self.process.stderr.close()
 
 
 def serve(env: Mapping[str, str], *, host: str = "127.0.0.1") -> EngramProcess:
