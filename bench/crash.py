@@ -19,6 +19,7 @@ import functools
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -67,6 +68,8 @@ def main() -> int:
             f"({time.perf_counter() - started:.0f} s)",
             flush=True,
         )
+        for kind, count in Counter(report.errors).most_common(10):
+            print(f"  unexpected x{count}: {kind}")
         for n, check in enumerate(report.checks, 1):
             if check.integrity or check.orphaned:
                 print(f"  after kill {n}: {check.integrity[:5]} {check.orphans}")

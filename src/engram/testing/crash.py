@@ -171,9 +171,9 @@ async def write_until_killed(
         result.attempted += 1
         try:
             response = await request
-        except httpx.TransportError:
+        except httpx.TransportError as exc:
             if not killed.is_set():
-                result.errors.append(f"{route}: connection failed before the kill")
+                result.errors.append(f"{route}: {type(exc).__name__} before the kill")
             result.lost_in_flight += 1
             return
         if response.status_code in (200, 201):
