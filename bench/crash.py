@@ -70,6 +70,9 @@ def main() -> int:
         )
         for kind, count in Counter(report.errors).most_common(10):
             print(f"  unexpected x{count}: {kind}")
+        warnings = Counter(w for r in report.rounds for w in r.server_warnings)
+        for line, count in warnings.most_common(10):
+            print(f"  service said x{count}: {line[:200]}")
         for n, check in enumerate(report.checks, 1):
             if check.integrity or check.orphaned:
                 print(f"  after kill {n}: {check.integrity[:5]} {check.orphans}")

@@ -78,6 +78,8 @@ class RoundResult:
     """Updates refused because another update of the same memory won first (409)."""
     errors: list[str] = field(default_factory=list)
     """Answers that should not happen before the kill (status and route; never values)."""
+    server_warnings: list[str] = field(default_factory=list)
+    """Warning and error lines the killed processes wrote (to explain ``errors``)."""
 
 
 @dataclass
@@ -382,6 +384,7 @@ def crash_rounds(
                     tag=f"{n}",
                 )
             )
+            result.server_warnings = [w for p in processes for w in p.warnings]
             results.append(result)
             if progress is not None:
                 progress(

@@ -63,6 +63,9 @@ class EngramProcess:
         self.address: str | None = None
         self.lines: deque[str] = deque(maxlen=_KEEP_LINES)
         """The last lines of its standard error (to explain a failure)."""
+        self.warnings: deque[str] = deque(maxlen=_KEEP_LINES)
+        """Its last warning and error lines, which the access lines would push out of
+        :attr:`lines` (they name routes and exception types, never values)."""
         self.process = subprocess.Popen(
             command,
             env=dict(env),
@@ -78,6 +81,8 @@ class EngramProcess:
         assert self.process.stderr is not None
         for line in self.process.stderr:
             self.lines.append(line.rstrip())
+            if line.startswith(("WARNING", "ERROR", "CRITICAL", "Traceback")):
+                self.warnings.append(line.rstrip())
             if not self._ready.is_set():
                 match = self._ready_pattern.search(line)
                 if match is not None:
