@@ -2,7 +2,7 @@
 
 A server that closes an idle connection while the client sends its next request on it makes
 that request fail with a reset. With uvicorn's 5 s, ``bench/load.py`` and ``bench/crash.py``
-saw a few requests in ten thousand on SQLite fail so (``ReadError``); clients and load
+saw up to one request in a thousand on SQLite fail so (``ReadError``); clients and load
 balancers must be the ones to close idle connections, so the service waits longer than
 they do.
 """
