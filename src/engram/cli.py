@@ -287,9 +287,18 @@ def serve(ctx: click.Context, host: str, port: int, json_logs: bool) -> None:
         logging.getLogger().handlers[:] = [handler]
         logging.getLogger().setLevel(logging.INFO)
         # Engram's own access line (engram.access) replaces uvicorn's, which names raw paths.
-        uvicorn.run(app, host=host, port=port, log_config=None, access_log=False)
+        uvicorn.run(
+            app,
+            host=host,
+            port=port,
+            log_config=None,
+            access_log=False,
+            timeout_keep_alive=settings.keep_alive_seconds,
+        )
         return
-    uvicorn.run(app, host=host, port=port, log_level="info")
+    uvicorn.run(
+        app, host=host, port=port, log_level="info", timeout_keep_alive=settings.keep_alive_seconds
+    )
 
 
 @main.command("worker")

@@ -128,6 +128,15 @@ class Settings(BaseSettings):
         gt=0,
         description="How often call sessions idle for 30 minutes are dropped from memory.",
     )
+    keep_alive_seconds: int = Field(
+        default=75,
+        ge=1,
+        description=(
+            "How long engram serve keeps an idle HTTP connection open. Longer than the "
+            "clients' and load balancers' own idle timeouts, so they close first: a request "
+            "sent on a connection the server is closing at that moment fails."
+        ),
+    )
     max_body_bytes: int = Field(
         default=1_048_576,
         ge=1024,

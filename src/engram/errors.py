@@ -10,7 +10,8 @@ to status codes in one place (``engram.server.errors``)::
     ├── PermissionDeniedError    403  wrong account, category outside an agent's allowlist,
     │                                an agent the API key is not bound to
     ├── ConflictError            409  the operation does not fit the memory's state
-    │   └── PreconditionFailedError  412  the memory is no longer the version the caller read
+    │   ├── PreconditionFailedError  412  the memory is no longer the version the caller read
+    │   └── SessionHeldError     409  another service process holds the call's turns
     ├── ConfigurationError       ---  refused at start-up: malformed key, missing extra
     │   ├── MissingDependencyError    an optional extra is not installed
     │   ├── TokenizerMismatchError    the store's search terms come from another tokenizer
@@ -54,6 +55,18 @@ class StaleKeyError(ConflictError):
 
 class PreconditionFailedError(ConflictError):
     """The caller named the state it read (an expected row version), and it has changed."""
+
+
+class SessionHeldError(ConflictError):
+    """Another service process holds the call session's turns in its memory.
+
+    ``worker`` names that process (``id``, and ``host`` and ``pid`` for people); requests
+    carrying the call's ``callSessionId`` belong there.
+    """
+
+    def __init__(self, worker: dict[str, object]) -> None:
+        super().__init__("Call session is held by another worker")
+        self.worker = worker
 
 
 class ConfigurationError(EngramError):

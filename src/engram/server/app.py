@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
@@ -110,7 +111,6 @@ def create_app(
         closers.append(engram.access.close)
         if warm_up:
             warm = functools.partial(engram.warm_up, progress or log.info)
-    extra = {} if clock is None else {"clock": clock}
     services = Services(
         engine,
         settings,
@@ -121,7 +121,7 @@ def create_app(
         owns_engine=owns,
         chat=chat,
         apps=app_memories,
-        **extra,
+        clock=time.time if clock is None else clock,
     )
 
     worker = _worker_thread(engine, settings, sdk, owns=owns)

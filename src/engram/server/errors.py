@@ -34,6 +34,7 @@ from engram.errors import (
     PermissionDeniedError,
     PreconditionFailedError,
     ProviderError,
+    SessionHeldError,
     StorageError,
     ValidationError,
 )
@@ -43,6 +44,7 @@ __all__ = [
     "ApiError",
     "allowed_values",
     "error_body",
+    "held_body",
     "install_error_handlers",
     "status_for",
 ]
@@ -114,6 +116,11 @@ def error_body(
     return body
 
 
+def held_body(exc: SessionHeldError) -> dict[str, object]:
+    """The 409 body of a call session another process holds, naming that process."""
+    return {**error_body(str(exc)), "worker": exc.worker}
+
+
 def allowed_values(annotation: object) -> list[str] | None:
     """The values an enum or ``Literal`` annotation (optional or not) admits, else ``None``."""
     if isinstance(annotation, type) and issubclass(annotation, Enum):
@@ -169,6 +176,8 @@ def install_error_handlers(app: FastAPI) -> None:
             if status == 502:
                 message = "Upstream provider failed"
             return JSONResponse(error_body(message), status_code=status)
+        if isinstance(exc, SessionHeldError):
+            return JSONResponse(held_body(exc), status_code=status)
         return JSONResponse(error_body(str(exc)), status_code=status)
 
     @app.exception_handler(RequestValidationError)

@@ -88,6 +88,22 @@ class TargetBody(ToolCallBody):
     memory_id: _Id | None = None
 
 
+class HeldWorker(BaseModel):
+    """The service process holding a call's turns (``id`` made at its start)."""
+
+    id: str
+    host: str | None = None
+    pid: int | None = None
+
+
+class HeldResponse(BaseModel):
+    """409 on a call session another process holds: send the call's requests there."""
+
+    success: bool = False
+    error: str = "Call session is held by another worker"
+    worker: HeldWorker | None = None
+
+
 class ToolResponse(BaseModel):
     """The answer to a tool call, or an error: ``error`` says what is wrong, ``fields`` names
     the request fields at fault and ``allowed`` the values a field with a fixed set takes."""

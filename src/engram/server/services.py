@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -31,7 +33,7 @@ from engram.conversation.realtime import Dispatcher, RealtimeAdapter
 from engram.conversation.summarizer import SessionSummarizer, skip_reason
 from engram.embedders.base import Embedder
 from engram.engine import MemoryEngine
-from engram.errors import NotFoundError
+from engram.errors import NotFoundError, SessionHeldError
 from engram.llm.registry import llm_from_settings
 from engram.llm.usage import MeteredLLM, UsageLedger
 from engram.server.auth import ApiKeys
@@ -46,7 +48,7 @@ from engram.workers.memory_jobs import enqueue_insights, enqueue_multifact
 if TYPE_CHECKING:
     from engram.client import Engram
 
-__all__ = ["ServiceOptions", "Services"]
+__all__ = ["ServiceOptions", "Services", "Worker"]
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +84,25 @@ class ServiceOptions(BaseModel):
         )
 
 
+class Worker(BaseModel):
+    """This service process, as call sessions record the one holding their turns.
+
+    ``id`` is made anew at every start (a restarted process is another worker: the turns
+    it held died with it); ``host`` and ``pid`` are for people reading a session row.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    host: str
+    pid: int
+
+    @classmethod
+    def this_process(cls) -> Worker:
+        """A new identity for the running process."""
+        return cls(id=uuid.uuid4().hex, host=socket.gethostname(), pid=os.getpid())
+
+
 class Services:
     """The service's collaborators, wired once per app.
 
@@ -97,6 +118,8 @@ class Services:
             over ``engine`` without an embedder.
         apps: the app memories; by default over ``engine`` with the configured LLM, its
             calls recorded in the usage ledger.
+        worker: this process as call sessions record it; by default a new identity (two
+            apps in one process are two workers, as two processes would be).
     """
 
     def __init__(
@@ -112,8 +135,10 @@ class Services:
         owns_engine: bool = False,
         chat: ChatMemory | None = None,
         apps: AppMemories | None = None,
+        worker: Worker | None = None,
     ) -> None:
         self.engine = engine
+        self.worker = worker or Worker.this_process()
         self.embedder = embedder
         self.aengine = AsyncMemoryEngine(engine)
         self.settings = settings
@@ -297,6 +322,34 @@ class Services:
             return live
         return self.buffer.start(row.id, account_id=row.account_id, user_id=row.user_id)
 
+    async def hold_session(self, row: CallSessionRow) -> CallSessionRow:
+        """Make this process the one holding the call's turns, or refuse.
+
+        The first process to buffer a turn (or open the Realtime socket, or end the call)
+        claims the session; turns live only in that process's memory, so any other process
+        reached by the call refuses rather than summarise part of it.
+
+        Raises:
+            SessionHeldError: another process holds the session (409, naming it).
+            NotFoundError: the session no longer exists.
+        """
+        if row.worker_id is None:
+            claimed = await asyncio.to_thread(
+                self.tables.claim_session,
+                row.id,
+                worker_id=self.worker.id,
+                host=self.worker.host,
+                pid=self.worker.pid,
+            )
+            if claimed is None:
+                raise NotFoundError("Call session not found")
+            row = claimed
+        if row.worker_id != self.worker.id:
+            raise SessionHeldError(
+                {"id": row.worker_id, "host": row.worker_host, "pid": row.worker_pid}
+            )
+        return row
+
     async def connect_session(self, row: CallSessionRow) -> None:
         """Record that the call connected (the first time only)."""
         now = self.clock()
@@ -310,6 +363,9 @@ class Services:
         extraction. Ending a session that has already ended changes nothing stored; when
         two enders race (the Realtime socket closing and ``POST .../end``), one ends it and
         extraction is scheduled at most once.
+
+        Raises:
+            SessionHeldError: the call is live and another process holds its turns.
         """
         async with self._ending:
             return await self._end_session(row)
@@ -318,7 +374,9 @@ class Services:
         fresh = await asyncio.to_thread(self.tables.get_session, row.id)
         if fresh is None or fresh.ended_at is not None:
             return "skipped", ALREADY_ENDED
-        row = fresh
+        # Only the process holding the turns may end a live call: elsewhere its buffer is
+        # empty, and ending would summarise nothing of it (or part of it).
+        row = await self.hold_session(fresh)
         now = self.clock()
         snapshot = self.buffer.clear(row.id)
         reason = skip_reason(

@@ -507,6 +507,23 @@ MIGRATIONS = (
 )
 
 
+# The service process holding a call's turns (they live in its memory, never in the
+# database): another process reached by the call's /turns or /end refuses instead of
+# summarising part of the call. The id is made at each start; host and pid are for people.
+_SESSION_WORKER = (
+    "ALTER TABLE call_sessions ADD COLUMN IF NOT EXISTS worker_id TEXT",
+    "ALTER TABLE call_sessions ADD COLUMN IF NOT EXISTS worker_host TEXT",
+    "ALTER TABLE call_sessions ADD COLUMN IF NOT EXISTS worker_pid INTEGER",
+)
+
+MIGRATIONS = (
+    *MIGRATIONS,
+    Migration(
+        version=14, name="call-session-worker", sqlite=_SESSION_WORKER, postgres=_SESSION_WORKER
+    ),
+)
+
+
 ACCOUNT_TABLES: tuple[str, ...] = (
     "memories",
     "history",

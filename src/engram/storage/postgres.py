@@ -122,10 +122,13 @@ class PostgresExecutor(_BinaryRows, SqlExecutor):
 
 
 class PostgresTransaction(_BinaryRows, SqlTransaction):
-    """A transaction on one pooled connection; head rows are locked ``FOR UPDATE``."""
+    """A transaction on one pooled connection; head rows are locked ``FOR NO KEY UPDATE``."""
 
     placeholder: ClassVar[str] = "%s"
-    lock_suffix: ClassVar[str] = " FOR UPDATE"
+    # NO KEY UPDATE: writers of one memory still queue on its head row, while a transaction
+    # inserting a relation to that memory (its foreign-key check takes KEY SHARE) does not
+    # wait; FOR UPDATE blocked it, and two updates linking to each other's memory deadlocked.
+    lock_suffix: ClassVar[str] = " FOR NO KEY UPDATE"
     share_suffix: ClassVar[str] = " FOR SHARE"
     conversation_lock_sql: ClassVar[str | None] = "SELECT pg_advisory_xact_lock(hashtext(?))"
     app_lock_sql: ClassVar[str | None] = "SELECT pg_advisory_xact_lock(hashtext(?))"

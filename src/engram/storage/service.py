@@ -29,6 +29,12 @@ class CallSessionRow:
     tool_calls: int
     memories_extracted: int
     summarization: str | None
+    worker_id: str | None = None
+    """The service process that holds the call's turns in its memory (``None``: none yet)."""
+    worker_host: str | None = None
+    """That process's host name, for people reading the row."""
+    worker_pid: int | None = None
+    """That process's id on its host, for people reading the row."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +100,16 @@ class ServiceTables(Protocol):
 
     def mark_connected(self, session_id: str, ts: float) -> None:
         """Record when the call connected (the first time only)."""
+        ...
+
+    def claim_session(
+        self, session_id: str, *, worker_id: str, host: str, pid: int
+    ) -> CallSessionRow | None:
+        """Record ``worker_id`` as the process holding the call's turns unless one already
+        is; the session as it stands afterwards (``None`` for an unknown id).
+
+        Two processes claiming at once: one wins, and both get the winner's row.
+        """
         ...
 
     def mark_ended(self, session_id: str, ts: float, summarization: str) -> bool:

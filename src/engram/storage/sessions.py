@@ -33,7 +33,7 @@ __all__ = ["SqlServiceTables"]
 
 _SESSION_COLUMNS = (
     "id, account_id, user_id, is_reminder, created_at, connected_at, ended_at, "
-    "tool_calls, memories_extracted, summarization"
+    "tool_calls, memories_extracted, summarization, worker_id, worker_host, worker_pid"
 )
 _API_KEY_COLUMNS = "id, account_id, token_hash, created_at, revoked_at, scopes"
 _PROPOSAL_COLUMNS = (
@@ -78,7 +78,7 @@ class SqlServiceTables:
         with self._write() as tx:
             tx.run(
                 f"INSERT INTO call_sessions ({_SESSION_COLUMNS}) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     row.id,
                     row.account_id,
@@ -90,6 +90,9 @@ class SqlServiceTables:
                     row.tool_calls,
                     row.memories_extracted,
                     row.summarization,
+                    row.worker_id,
+                    row.worker_host,
+                    row.worker_pid,
                 ],
             )
 
@@ -108,6 +111,24 @@ class SqlServiceTables:
                 "UPDATE call_sessions SET connected_at = COALESCE(connected_at, ?) WHERE id = ?",
                 [ts, session_id],
             )
+
+    def claim_session(
+        self, session_id: str, *, worker_id: str, host: str, pid: int
+    ) -> CallSessionRow | None:
+        """Record the process holding the call's turns unless one already is; the session
+        as it stands afterwards (``None`` for an unknown id)."""
+        with self._write() as tx:
+            # A conditional update: of two processes claiming at once, the second finds
+            # worker_id set and changes nothing; both then read the winner.
+            tx.run(
+                "UPDATE call_sessions SET worker_id = ?, worker_host = ?, worker_pid = ? "
+                "WHERE id = ? AND worker_id IS NULL",
+                [worker_id, host, pid, session_id],
+            )
+            row = tx.run(
+                f"SELECT {_SESSION_COLUMNS} FROM call_sessions WHERE id = ?", [session_id]
+            ).fetchone()
+        return None if row is None else _session(row)
 
     def mark_ended(self, session_id: str, ts: float, summarization: str) -> bool:
         """Record the end of the call and whether it was summarised; ``False`` (and nothing

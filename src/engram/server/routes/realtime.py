@@ -5,6 +5,10 @@ message; the socket answers with the client events to send back, one text messag
 The first message from the service is the opening ``session.update`` (instructions with
 the user's memories, and the tools). Authenticate with ``Authorization: Bearer <key>``.
 
+A call's turns live in the memory of the one process holding the call (the first to buffer
+a turn, open this socket or end it); the socket reaching another process is refused before
+the upgrade with 409 ``{"error": "Call session is held by another worker", "worker": ...}``.
+
 Tool calls run under that key: it is verified again at each call, so a key revoked while
 the socket is open stops its tools and closes the socket, and ``memory_query`` may only act
 as an agent the key is bound to (:meth:`~engram.server.auth.ApiKey.agent_for`).
@@ -16,12 +20,14 @@ import asyncio
 from typing import Any
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect, status
+from fastapi.responses import JSONResponse
 
 from engram.conversation.buffer import Session
 from engram.conversation.dispatcher import EngineDispatcher, Owner
 from engram.conversation.tools import MemoryQueryArgs, parse_arguments
-from engram.errors import EngramError, PermissionDeniedError
+from engram.errors import EngramError, PermissionDeniedError, SessionHeldError
 from engram.server.auth import ApiKeys
+from engram.server.errors import held_body
 from engram.server.services import Services
 
 router = APIRouter(tags=["sessions"])
@@ -72,6 +78,12 @@ async def realtime(websocket: WebSocket, call_session_id: str) -> None:
         return
     try:
         row = await asyncio.to_thread(services.session_of, call_session_id, account_id=account)
+        # Another process holding the call's turns: refused before the upgrade, with the
+        # same 409 answer as ``/turns`` (a socket here would buffer part of the call).
+        row = await services.hold_session(row)
+    except SessionHeldError as exc:
+        await websocket.send_denial_response(JSONResponse(held_body(exc), status_code=409))
+        return
     except EngramError:
         await websocket.close(code=status.WS_1008_POLICY_VIOLATION)
         return

@@ -18,6 +18,7 @@ from engram.server.schemas import (
     CreateSessionBody,
     CreateSessionResponse,
     EndSessionResponse,
+    HeldResponse,
     OkResponse,
     SessionStatusResponse,
     ToolResponse,
@@ -31,6 +32,14 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ToolResponse, "description": "Missing or invalid API key"},
     403: {"model": ToolResponse, "description": "The API key belongs to another account"},
     404: {"model": ToolResponse, "description": "Call session not found"},
+}
+_HELD: dict[int | str, dict[str, Any]] = {
+    **_ERRORS,
+    409: {
+        "model": HeldResponse,
+        "description": "The call has ended (turns), or another worker holds its turns: "
+        "route every request of a call by its callSessionId",
+    },
 }
 
 
@@ -60,7 +69,7 @@ async def session_connected(call_session_id: str, services: Svc, account: Accoun
     return OkResponse()
 
 
-@router.post("/{call_session_id}/turns", response_model=OkResponse, responses=_ERRORS)
+@router.post("/{call_session_id}/turns", response_model=OkResponse, responses=_HELD)
 async def add_turn(
     call_session_id: str, body: TurnBody, services: Svc, account: Account
 ) -> OkResponse:
@@ -72,6 +81,7 @@ async def add_turn(
     row = await asyncio.to_thread(services.session_of, call_session_id, account_id=account)
     if row.ended_at is not None:
         raise ApiError(409, "Call session has ended")
+    row = await services.hold_session(row)
     live = services.buffer_session(row)
     try:
         services.buffer.add_turn(live.session_id, body.speaker, body.text)
@@ -92,7 +102,7 @@ async def session_status(
 @router.post(
     "/{call_session_id}/end",
     response_model=EndSessionResponse,
-    responses=_ERRORS,
+    responses=_HELD,
     response_model_exclude_none=True,
 )
 async def end_session(call_session_id: str, services: Svc, account: Account) -> EndSessionResponse:

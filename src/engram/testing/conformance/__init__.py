@@ -27,6 +27,7 @@ from engram.testing.conformance.at_rest import AtRestConformance
 from engram.testing.conformance.audit import AuditConformance
 from engram.testing.conformance.blind_keys import BlindKeysConformance
 from engram.testing.conformance.blind_keys_upgrade import BlindKeysUpgradeConformance
+from engram.testing.conformance.call_sessions import CallSessionsConformance
 from engram.testing.conformance.concurrent_writes import ConcurrentWritesConformance
 from engram.testing.conformance.consolidation import ConsolidationConformance
 from engram.testing.conformance.erasure import ErasureConformance
@@ -57,6 +58,7 @@ __all__ = [
     "AuditConformance",
     "BlindKeysConformance",
     "BlindKeysUpgradeConformance",
+    "CallSessionsConformance",
     "ConcurrentWritesConformance",
     "ConsolidationConformance",
     "ErasureConformance",
@@ -99,6 +101,7 @@ class StorageConformance(
     TamperConformance,
     BlindKeysConformance,
     BlindKeysUpgradeConformance,
+    CallSessionsConformance,
     ConcurrentWritesConformance,
     ConsolidationConformance,
     ErasureConformance,

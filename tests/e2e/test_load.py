@@ -1,0 +1,69 @@
+"""Load: concurrent clients against real ``engram serve`` processes get no failed answer.
+
+One service on SQLite (concurrent writes queue for its one writer instead of failing with
+"database is locked") and two on one PostgreSQL (calls routed by ``callSessionId``), each
+under 20 clients of mixed traffic for a few seconds. ``bench/load.py`` runs 50 clients for
+a minute and prints the latencies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import ExitStack
+from pathlib import Path
+
+import pytest
+
+from engram.server.auth import ApiKeys
+from engram.storage import open_storage
+from engram.testing.load import LOAD_ACCOUNT, run_load
+from engram.testing.postgres import EmbeddedPostgres, create_schema
+from engram.testing.processes import engram_env, serve
+
+KEY = "77" * 32
+ROUTES = {
+    "POST /v1/memories",
+    "PATCH /v1/memories/{id}",
+    "POST /v1/memory_query",
+    "POST /sessions",
+    "POST /sessions/{id}/connected",
+    "POST /sessions/{id}/turns",
+    "POST /tools/store_memory",
+    "POST /sessions/{id}/end",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_twenty_clients_of_mixed_traffic_get_no_failed_answer(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    if backend == "sqlite":
+        data, keys = f"sqlite:///{tmp_path / 'engram.db'}", f"sqlite:///{tmp_path / 'keys.db'}"
+        servers = 1
+    else:
+        server: EmbeddedPostgres = request.getfixturevalue("postgres_server")
+        data = server.temporary_database(request, template="engram_template")
+        keys = create_schema(request.getfixturevalue("keys_database"))
+        servers = 2
+    storage = open_storage(data, pool_max=2)
+    try:
+        token = ApiKeys.over(storage).create(LOAD_ACCOUNT)
+    finally:
+        storage.close()
+    env = engram_env(
+        {
+            "ENGRAM_HOME": str(tmp_path / "home"),
+            "ENGRAM_STORAGE_URL": data,
+            "ENGRAM_KEYSTORE_URL": keys,
+            "MEMORY_ENCRYPTION_KEY": KEY,
+            "ENGRAM_MIN_SESSION_SECONDS": "0",  # calls are summarised: extraction writes too
+        }
+    )
+    with ExitStack() as stack:
+        processes = [stack.enter_context(serve(env)) for _ in range(servers)]
+        bases = [process.wait_ready() for process in processes]
+        report = asyncio.run(run_load(bases, token, clients=20, seconds=4.0))
+    assert dict(report.errors) == {}
+    assert set(report.latencies) == ROUTES
+    assert report.requests >= 40
