@@ -37,7 +37,14 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _engine_side import EngineSide
-from _locomo_data import DEFAULT_DATA, REPO_ROOT, SCORED_CATEGORIES, Dataset, load_conversations
+from _locomo_data import (
+    DEFAULT_DATA,
+    REPO_ROOT,
+    SCORED_CATEGORIES,
+    DataFormatError,
+    Dataset,
+    load_conversations,
+)
 from _mem0_side import make_mem0_side
 from _prototype import EngramSide, LinkParams, memory_text
 from engram.embedders import CachedEmbedder, Embedder
@@ -202,7 +209,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     lines: list[str] = []
     say = lines.append
     data_path = args.data if args.data.is_absolute() else REPO_ROOT / args.data
-    data = load_conversations(data_path)
+    try:
+        data = load_conversations(data_path)
+    except DataFormatError as exc:
+        parser.exit(2, f"locomo.py: error: {exc}\n")
     say(
         f"data: {data_path.name}: {len(data.conversations)} conversations, "
         f"{sum(len(c.turns) for c in data.conversations)} turns, "
