@@ -6,7 +6,7 @@ overall and per category, with query latency (p50/p95, query embedding included)
 ingestion rate.
 
     python bench/locomo.py [--data FILE] [--backend sqlite|postgres] [--json OUT]
-                           [--ablation] [--no-mem0] [--cache]
+                           [--ablation] [--loo] [--no-mem0] [--cache]
 
 Engram runs on the real engine (``MemoryEngine.store_many`` with the vector indexer,
 ``retrieve`` over ``StorageCandidateSource``) on ``--backend sqlite`` or an embedded
@@ -15,6 +15,9 @@ is measured in the same run, and ingestion is reported as a ratio of it.
 
 ``--ablation`` also reports what each ranking component contributes (recall only, on the
 in-memory prototype of ``_prototype.py``, which ranks the same way).
+``--loo`` chooses every tunable ranking parameter on four conversations and reports the
+fifth, for each conversation in turn (``_loo.py``): the per-fold table, the mean and the
+worst fold, and every held-out question pooled.
 ``--cache`` keeps turn embeddings under bench/results/ to iterate fast (ingestion rate is
 then not meaningful).
 """
@@ -45,6 +48,7 @@ from _locomo_data import (
     Dataset,
     load_conversations,
 )
+from _loo import report as loo_report
 from _mem0_side import make_mem0_side
 from _prototype import EngramSide, LinkParams, memory_text
 from engram.embedders import CachedEmbedder, Embedder
@@ -193,6 +197,9 @@ ABLATIONS: dict[str, dict[str, float]] = {
     "+ entity 0.05": {"w_entity": 0.05},
     "- speaker": {"w_speaker": 0},
     "- time": {"w_time": 0},
+    "+ session 0.1": {"w_session": 0.1},
+    "+ session 0.2": {"w_session": 0.2},
+    "+ diverse 0.03": {"w_diverse": 0.03},
 }
 
 
@@ -203,6 +210,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
     parser.add_argument("--json", type=Path, default=None, dest="json_out")
     parser.add_argument("--ablation", action="store_true")
+    parser.add_argument("--loo", action="store_true", help="leave-one-conversation-out")
     parser.add_argument("--no-mem0", action="store_true")
     parser.add_argument("--cache", action="store_true")
     args = parser.parse_args(argv)
@@ -273,6 +281,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             links = LinkParams() if weights.w_related else LinkParams(top_k=0)
             proto = EngramSide(embedder, weights=weights, links=links, ingest_embedder=base)
             say(_row(name, evaluate(proto, data)))
+    loo: dict[str, Any] | None = None
+    if args.loo:
+        proto = EngramSide(
+            CachedEmbedder(local, max_entries=4096),
+            links=LinkParams(top_k=0),
+            ingest_embedder=base,
+        )
+        for conv in data.conversations:
+            proto.ingest(conv.conv_id, conv.turns)
+        loo = loo_report(data, proto, say)
     # The figures are on disk before anything is printed (a broken pipe loses no result).
     if args.json_out is not None:
         out = {
@@ -280,6 +298,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "mem0": None
             if mem0 is None
             else {k: v for k, v in mem0.items() if not k.startswith("_")},
+            "loo": loo,
         }
         args.json_out.parent.mkdir(parents=True, exist_ok=True)
         args.json_out.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")

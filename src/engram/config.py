@@ -34,6 +34,12 @@ class RankingWeights(BaseModel):
     w_related: float = Field(default=0.0, ge=0.0)
     w_importance: float = Field(default=0.02, ge=0.0)
     w_pinned: float = Field(default=0.05, ge=0.0)
+    w_session: float = Field(
+        default=0.0, ge=0.0, description="lift from the best other memory of the same episode"
+    )
+    w_diverse: float = Field(
+        default=0.0, ge=0.0, description="penalty per better-ranked memory of the same episode"
+    )
     expand_top: int = Field(default=30, ge=0, description="seeds whose edges are followed")
 
 

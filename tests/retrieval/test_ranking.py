@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from datetime import datetime
 
 import numpy as np
 
@@ -92,6 +93,45 @@ def test_related_edges_scale_with_strength_and_duplicates_collapse() -> None:
     weights = OFF.model_copy(update={"w_related": 0.5})
     ranked = rank(query_features("x"), pool, edges, weights=weights)
     assert _ids(ranked) == ["hit", "strong", "weak"]
+
+
+MAY_8 = datetime(2023, 5, 8, 13, 56)
+JUNE_1 = datetime(2023, 6, 1, 10, 0)
+
+
+def test_a_memory_of_a_strong_episode_rises() -> None:
+    q = query_features("anything")
+    pool = [
+        Candidate(id="star", dense=0.80, created_at=MAY_8),
+        Candidate(id="lone", dense=0.52, created_at=JUNE_1),
+        Candidate(id="mate", dense=0.50, created_at=MAY_8),
+        Candidate(id="undated", dense=0.51),
+    ]
+    assert _ids(rank(q, pool, weights=OFF)) == ["star", "lone", "undated", "mate"]
+    lifted = rank(q, pool, weights=OFF.model_copy(update={"w_session": 0.1}))
+    assert _ids(lifted) == ["star", "mate", "lone", "undated"]
+    parts = {s.candidate.id: s.parts for s in lifted}
+    # Each gains from the best *other* memory of its episode (its own score, half of the
+    # dense one here: w_dense 0.5, no BM25); a memory alone in its episode gains nothing.
+    assert abs(parts["mate"]["session"] - 0.1 * 0.5 * 0.80) < 1e-9
+    assert abs(parts["star"]["session"] - 0.1 * 0.5 * 0.50) < 1e-9
+    assert "session" not in parts["lone"] and "session" not in parts["undated"]
+
+
+def test_diversity_spreads_the_answer_over_episodes() -> None:
+    q = query_features("anything")
+    pool = [
+        Candidate(id="a1", dense=0.80, created_at=MAY_8),
+        Candidate(id="a2", dense=0.79, created_at=MAY_8),
+        Candidate(id="a3", dense=0.78, created_at=MAY_8),
+        Candidate(id="b1", dense=0.75, created_at=JUNE_1),
+    ]
+    assert _ids(rank(q, pool, weights=OFF, top=2)) == ["a1", "a2"]
+    diverse = rank(q, pool, weights=OFF.model_copy(update={"w_diverse": 0.03}))
+    assert _ids(diverse) == ["a1", "b1", "a2", "a3"]
+    scores = [s.score for s in diverse]
+    assert scores == sorted(scores, reverse=True)
+    assert abs(diverse[3].parts["diversity"] + 0.06) < 1e-9
 
 
 def test_pinned_and_important_memories_break_ties() -> None:

@@ -10,7 +10,13 @@ fields of the memory) and edges between memories (``adjacent`` turns of one conv
    "when" and the memory holds a time expression (``w_time``), shared entities
    (``w_entity``), importance and pinning;
 3. propagation over edges: ``+ w_adjacent * max(score of adjacent memories)`` and
-   ``+ w_related * max(strength * score of similar memories)``.
+   ``+ w_related * max(strength * score of similar memories)``;
+4. episodes (memories that occurred at the same time, such as the turns of one session):
+   ``+ w_session * max(score of the other memories of the episode)``, so evidence spread
+   over an episode lifts all of it;
+5. diversity: the final order is picked greedily, each memory losing ``w_diverse`` for
+   every better-ranked memory of its episode, so answers spread over several episodes
+   (multi-hop questions) are not crowded out by one.
 
 Defaults were chosen on LoCoMo (``bench/locomo.py``, which also reports each part's
 contribution) and checked on held-out conversations.
@@ -18,6 +24,7 @@ contribution) and checked on held-out conversations.
 
 from __future__ import annotations
 
+import heapq
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -185,8 +192,80 @@ def rank(
                 extra = {**extra, "related": w.w_related * max(0.0, max(related))}
         spread.append(extra)
         totals.append(score + sum(extra.values()) if extra else score)
-    order = sorted(range(len(unique)), key=lambda i: -totals[i])
+    if w.w_session:
+        _lift_episodes(unique, own, totals, spread, w.w_session)
+    if w.w_diverse:
+        picked = _diverse_order(unique, totals, w.w_diverse, top)
+    else:
+        order = sorted(range(len(unique)), key=lambda i: -totals[i])
+        picked = [(i, 0.0) for i in (order if top is None else order[:top])]
     return [
-        ScoredCandidate(unique[i], totals[i], {"base": base[i], **boosts[i], **spread[i]})
-        for i in (order if top is None else order[:top])
+        ScoredCandidate(
+            unique[i],
+            totals[i] - penalty,
+            {"base": base[i], **boosts[i], **spread[i]}
+            | ({"diversity": -penalty} if penalty else {}),
+        )
+        for i, penalty in picked
     ]
+
+
+def _episodes(candidates: Sequence[Candidate]) -> dict[datetime, list[int]]:
+    """Pool positions by the time their memory occurred (one group per session of a
+    conversation stored with its date); memories without a time form no group."""
+    groups: dict[datetime, list[int]] = defaultdict(list)
+    for i, c in enumerate(candidates):
+        if c.created_at is not None:
+            groups[c.created_at].append(i)
+    return groups
+
+
+def _lift_episodes(
+    candidates: Sequence[Candidate],
+    own: Sequence[float],
+    totals: list[float],
+    spread: list[dict[str, float]],
+    weight: float,
+) -> None:
+    """Step 4, in place: each memory gains ``weight`` times the best own score among the
+    other memories of its episode in the pool."""
+    for members in _episodes(candidates).values():
+        if len(members) < 2:
+            continue
+        ranked = sorted(members, key=lambda i: -own[i])
+        first, second = ranked[0], ranked[1]
+        for i in members:
+            best = own[second] if i == first else own[first]
+            lift = weight * max(0.0, best)
+            if lift:
+                totals[i] += lift
+                spread[i] = {**spread[i], "session": lift}
+
+
+def _diverse_order(
+    candidates: Sequence[Candidate], totals: Sequence[float], weight: float, top: int | None
+) -> list[tuple[int, float]]:
+    """Step 5: greedy order by ``total - weight * (better-ranked memories of the episode)``.
+
+    Penalties only grow, so a lazily updated heap picks the best current score each time
+    (the picked scores never increase). Returns pool positions with their penalty.
+    """
+    episode: dict[int, datetime] = {
+        i: c.created_at for i, c in enumerate(candidates) if c.created_at is not None
+    }
+    taken: dict[datetime, int] = defaultdict(int)
+    heap = [(-t, i, 0) for i, t in enumerate(totals)]
+    heapq.heapify(heap)
+    out: list[tuple[int, float]] = []
+    limit = len(candidates) if top is None else top
+    while heap and len(out) < limit:
+        _, i, seen = heapq.heappop(heap)
+        key = episode.get(i)
+        now = taken[key] if key is not None else 0
+        if now != seen:
+            heapq.heappush(heap, (-(totals[i] - weight * now), i, now))
+            continue
+        out.append((i, weight * now))
+        if key is not None:
+            taken[key] += 1
+    return out
