@@ -186,20 +186,27 @@ HEADER = (
     f"{'system':<22} R@5    R@10   R@20   | R@10 cat1..4            |   p50ms   p95ms  ingest/s"
 )
 
+# Built up one component at a time, then each default component taken out alone.
+_NEW = {"w_named": 0}
+_OLD = {"w_speaker": 0, "w_time": 0, "w_adjacent": 0}
 ABLATIONS: dict[str, dict[str, float]] = {
-    "dense only": {"w_dense": 1.0, "w_speaker": 0, "w_time": 0, "w_adjacent": 0},
-    "bm25 only": {"w_dense": 0.0, "w_speaker": 0, "w_time": 0, "w_adjacent": 0},
-    "hybrid (fusion)": {"w_speaker": 0, "w_time": 0, "w_adjacent": 0},
-    "+ speaker": {"w_time": 0, "w_adjacent": 0},
-    "+ time": {"w_adjacent": 0},
-    "+ adjacent (default)": {},
-    "+ related 0.1": {"w_related": 0.1},
-    "+ entity 0.05": {"w_entity": 0.05},
+    "dense only": {"w_dense": 1.0, **_OLD, **_NEW},
+    "bm25 only": {"w_dense": 0.0, **_OLD, **_NEW},
+    "hybrid (fusion)": {**_OLD, **_NEW},
+    "+ speaker": {"w_time": 0, "w_adjacent": 0, **_NEW},
+    "+ time": {"w_adjacent": 0, **_NEW},
+    "+ adjacent": {**_NEW},
+    "+ named (default)": {},
+    "+ brief 0.1 (off)": {"w_brief": 0.1},
     "- speaker": {"w_speaker": 0},
     "- time": {"w_time": 0},
+    "- adjacent": {"w_adjacent": 0},
+    "- named": {"w_named": 0},
+    "old defaults": {"w_dense": 0.5, "w_speaker": 0.1, **_NEW},
     "+ session 0.1": {"w_session": 0.1},
-    "+ session 0.2": {"w_session": 0.2},
     "+ diverse 0.03": {"w_diverse": 0.03},
+    "+ related 0.1": {"w_related": 0.1},
+    "+ entity 0.05": {"w_entity": 0.05},
 }
 
 

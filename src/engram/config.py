@@ -26,14 +26,20 @@ class RankingWeights(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    w_dense: float = Field(default=0.5, ge=0.0, le=1.0)
-    w_speaker: float = Field(default=0.1, ge=0.0)
+    w_dense: float = Field(default=0.6, ge=0.0, le=1.0)
+    w_speaker: float = Field(default=0.3, ge=0.0)
     w_time: float = Field(default=0.05, ge=0.0)
     w_entity: float = Field(default=0.0, ge=0.0)
     w_adjacent: float = Field(default=0.5, ge=0.0)
     w_related: float = Field(default=0.0, ge=0.0)
     w_importance: float = Field(default=0.02, ge=0.0)
     w_pinned: float = Field(default=0.05, ge=0.0)
+    w_brief: float = Field(
+        default=0.0, ge=0.0, description="penalty on memories with few content words"
+    )
+    w_named: float = Field(
+        default=0.1, ge=0.0, description="lift for names when the question asks for names"
+    )
     w_session: float = Field(
         default=0.0, ge=0.0, description="lift from the best other memory of the same episode"
     )

@@ -10,12 +10,21 @@ import numpy as np
 
 from engram.index.tokenize import terms
 from engram.retrieval.bm25 import BM25Params, bm25_idf, bm25_term_weight
-from engram.retrieval.features import has_time_expression, query_features
+from engram.retrieval.features import has_time_expression, names, query_features
 from engram.retrieval.query import retrieve
 from engram.retrieval.ranking import Candidate, Edge, EdgeKind, RankingWeights, rank
 from engram.testing.embedders import HashingEmbedder
 
-OFF = RankingWeights(w_speaker=0, w_time=0, w_adjacent=0, w_importance=0, w_pinned=0)
+OFF = RankingWeights(
+    w_dense=0.5,
+    w_speaker=0,
+    w_time=0,
+    w_adjacent=0,
+    w_importance=0,
+    w_pinned=0,
+    w_brief=0,
+    w_named=0,
+)
 
 
 def _ids(ranked: Sequence[object]) -> list[str]:
@@ -134,6 +143,45 @@ def test_diversity_spreads_the_answer_over_episodes() -> None:
     assert abs(diverse[3].parts["diversity"] + 0.06) < 1e-9
 
 
+def test_brief_chit_chat_is_docked() -> None:
+    q = query_features("What console does Nate own?")
+    pool = [
+        Candidate(id="bye", dense=0.60, text="Take care!", speaker="Nate"),
+        Candidate(
+            id="answer",
+            dense=0.55,
+            text="I bought a new Nintendo Switch console and play Zelda on it daily.",
+            speaker="Nate",
+        ),
+    ]
+    assert _ids(rank(q, pool, weights=OFF)) == ["bye", "answer"]
+    docked = rank(q, pool, weights=OFF.model_copy(update={"w_brief": 0.1}))
+    assert _ids(docked) == ["answer", "bye"]
+    assert "brief" not in docked[0].parts
+
+
+def test_name_questions_prefer_memories_holding_another_name() -> None:
+    assert names("Hey Tim! I went to Chicago with Maria. Thanks, John!") == frozenset(
+        {"tim", "chicago", "maria", "john"}
+    )
+    assert names("Wow. Sounds great! Check this out.") == frozenset()
+    pool = [
+        Candidate(
+            id="vague",
+            dense=0.50,
+            text="Thanks, Maria! I love exploring new places.",
+            speaker="John",
+        ),
+        Candidate(id="city", dense=0.48, text="I was in Chicago, it was awesome!", speaker="John"),
+        Candidate(id="other", dense=0.47, text="Hi John, how was the trip?", speaker="Maria"),
+    ]
+    weights = OFF.model_copy(update={"w_named": 0.05})
+    # The speakers of the pool (John, Maria) are no answer to "which cities".
+    ranked = rank(query_features("Which cities has John been to?"), pool, weights=weights)
+    assert _ids(ranked) == ["city", "vague", "other"]
+    assert _ids(rank(query_features("How is John?"), pool, weights=weights))[0] == "vague"
+
+
 def test_pinned_and_important_memories_break_ties() -> None:
     pool = [
         Candidate(id="plain", dense=0.5),
@@ -211,10 +259,15 @@ def test_retrieve_expands_to_the_answer_next_to_the_question() -> None:
     turns[10] = ("Bob", "What breed is your new puppy?")
     turns[11] = ("Ann", "A beagle, we named him Max.")
     source = ListSource(turns, embedder)
-    ranked = retrieve(source, "What breed is Ann's puppy?", embedder=embedder, limit=3)
+    # Speaker and brevity boosts off: thirty identical fillers by the named speaker would
+    # otherwise stand for a real conversation, which they are not.
+    weights = RankingWeights(w_dense=0.5, w_speaker=0.1, w_brief=0, w_named=0)
+    ranked = retrieve(
+        source, "What breed is Ann's puppy?", embedder=embedder, limit=3, weights=weights
+    )
     # the answer shares no word with the question; only its neighbour to the hit lifts it
     assert {s.candidate.id for s in ranked} == {"9", "10", "11"}
-    no_edges = RankingWeights(w_adjacent=0)
+    no_edges = weights.model_copy(update={"w_adjacent": 0})
     plain = retrieve(
         source, "What breed is Ann's puppy?", embedder=embedder, limit=3, weights=no_edges
     )
