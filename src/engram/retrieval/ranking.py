@@ -20,9 +20,9 @@ fields of the memory) and edges between memories (``adjacent`` turns of one conv
    every better-ranked memory of its episode, so answers spread over several episodes
    (multi-hop questions) are not crowded out by one.
 
-Defaults are what ``bench/locomo.py --loo``'s rule picks on all of its LoCoMo conversations
-(the same rule, run on four and scored on the fifth, gives the held-out figures);
-``--ablation`` reports each part's contribution.
+Defaults are the values most folds of ``bench/locomo.py --loo`` chose (each fold chooses on
+four LoCoMo conversations and is scored on the fifth), except ``w_brief``, left off because
+it would dock short facts; ``--ablation`` reports each part's contribution.
 """
 
 from __future__ import annotations
