@@ -22,7 +22,8 @@ fields of the memory) and edges between memories (``adjacent`` turns of one conv
 
 Defaults are the values most folds of ``bench/locomo.py --loo`` chose (each fold chooses on
 four LoCoMo conversations and is scored on the fifth), except ``w_brief``, left off because
-it would dock short facts; ``--ablation`` reports each part's contribution.
+it would dock short facts, and ``w_speaker`` (0.2, not 0.3: see docs/retrieval.md);
+``--ablation`` reports each part's contribution.
 """
 
 from __future__ import annotations
