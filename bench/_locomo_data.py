@@ -66,9 +66,53 @@ class Dataset:
     skipped_examples: list[str] = field(default_factory=list)
 
 
+class DataFormatError(ValueError):
+    """The data file breaks LoCoMo's format; the message names the place."""
+
+
+# Tried in order after ISO 8601 (``2023-05-08``, ``2023-05-08T13:56:00``); month names full
+# or abbreviated, with or without a comma before the year, times with or without "on".
+_DATE_FORMATS = (
+    *(
+        fmt.replace("%B", month)
+        for month in ("%B", "%b")
+        for fmt in (
+            "%I:%M %p on %d %B, %Y",
+            "%I:%M %p on %d %B %Y",
+            "%I:%M %p on %B %d, %Y",
+            "%I:%M %p, %d %B, %Y",
+            "%I:%M %p %d %B %Y",
+            "%H:%M on %d %B, %Y",
+            "%d %B, %Y",
+            "%d %B %Y",
+            "%B %d, %Y",
+            "%B %d %Y",
+        )
+    ),
+    "%Y/%m/%d",
+    "%Y/%m/%d %H:%M",
+    "%Y/%m/%d %H:%M:%S",
+)
+
+
 def parse_session_date(text: str) -> datetime:
-    """Parse LoCoMo's ``1:56 pm on 8 May, 2023``."""
-    return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y")
+    """Parse a session date: LoCoMo's ``1:56 pm on 8 May, 2023``, ISO 8601 (``2023-05-08``,
+    ``2023-05-08T13:56:00``), ``May 8, 2023`` or ``8 May 2023`` and their near variants.
+
+    Raises ``ValueError`` when none fits. A zone, when given, is dropped (session dates are
+    compared with each other only).
+    """
+    cleaned = " ".join(text.strip().split())
+    try:
+        return datetime.fromisoformat(cleaned).replace(tzinfo=None)
+    except ValueError:
+        pass
+    for fmt in _DATE_FORMATS:
+        try:
+            return datetime.strptime(cleaned, fmt)
+        except ValueError:
+            continue
+    raise ValueError(f"unrecognised date {text!r}")
 
 
 def _normalise(raw: str, known: set[str]) -> tuple[list[str], bool]:
@@ -98,8 +142,14 @@ def load_conversations(path: str | Path) -> Dataset:
         sessions = sorted(int(m.group(1)) for k in raw if (m := _SESSION.match(k)))
         turns: list[Turn] = []
         for number in sessions:
-            date_text = str(raw[f"session_{number}_date_time"])
-            date = parse_session_date(date_text)
+            key = f"session_{number}_date_time"
+            if key not in raw:
+                raise DataFormatError(f"{path}: {conv_id} session_{number} has no {key}")
+            date_text = str(raw[key])
+            try:
+                date = parse_session_date(date_text)
+            except ValueError as exc:
+                raise DataFormatError(f"{path}: {conv_id} {key}: {exc}") from None
             for turn in raw[f"session_{number}"]:
                 turns.append(
                     Turn(

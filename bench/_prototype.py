@@ -54,6 +54,8 @@ class InMemorySource:
         self.doc_freq: Counter[str] = Counter()
         self.total_len = 0
         self.edges: dict[int, list[Edge]] = {}
+        # Candidate lists by query: a parameter search asks the same questions many times.
+        self._memo: dict[tuple[object, ...], list[Candidate]] = {}
 
     def add(self, turns: Sequence[Turn], vectors: np.ndarray) -> None:
         """Store turns with their vectors and link them (adjacency and similarity)."""
@@ -95,14 +97,25 @@ class InMemorySource:
 
     def dense_candidates(self, vector: np.ndarray, *, limit: int) -> list[Candidate]:
         """Exact nearest neighbours (the SQL backends use an ANN index)."""
-        sims = self.vectors @ vector
-        top = np.argsort(-sims)[:limit]
-        return [self._candidate(int(i), dense=float(sims[i])) for i in top]
+        key = ("dense", vector.tobytes(), limit, len(self.turns))
+        if key not in self._memo:
+            sims = self.vectors @ vector
+            top = np.argsort(-sims)[:limit]
+            self._memo[key] = [self._candidate(int(i), dense=float(sims[i])) for i in top]
+        return self._memo[key]
 
     def lexical_candidates(
         self, query_terms: Sequence[str], *, limit: int, params: BM25Params
     ) -> list[Candidate]:
         """BM25 over the documents holding at least one query term."""
+        key = ("bm25", tuple(query_terms), limit, params, len(self.turns))
+        if key not in self._memo:
+            self._memo[key] = self._bm25(query_terms, limit=limit, params=params)
+        return self._memo[key]
+
+    def _bm25(
+        self, query_terms: Sequence[str], *, limit: int, params: BM25Params
+    ) -> list[Candidate]:
         n = len(self.turns)
         avg = self.total_len / n if n else 0.0
         q = Counter(query_terms)

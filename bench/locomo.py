@@ -6,7 +6,7 @@ overall and per category, with query latency (p50/p95, query embedding included)
 ingestion rate.
 
     python bench/locomo.py [--data FILE] [--backend sqlite|postgres] [--json OUT]
-                           [--ablation] [--no-mem0] [--cache]
+                           [--ablation] [--loo] [--no-mem0] [--cache]
 
 Engram runs on the real engine (``MemoryEngine.store_many`` with the vector indexer,
 ``retrieve`` over ``StorageCandidateSource``) on ``--backend sqlite`` or an embedded
@@ -15,6 +15,9 @@ is measured in the same run, and ingestion is reported as a ratio of it.
 
 ``--ablation`` also reports what each ranking component contributes (recall only, on the
 in-memory prototype of ``_prototype.py``, which ranks the same way).
+``--loo`` chooses every tunable ranking parameter on four conversations and reports the
+fifth, for each conversation in turn (``_loo.py``): the per-fold table, the mean and the
+worst fold, and every held-out question pooled.
 ``--cache`` keeps turn embeddings under bench/results/ to iterate fast (ingestion rate is
 then not meaningful).
 """
@@ -37,7 +40,15 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _engine_side import EngineSide
-from _locomo_data import DEFAULT_DATA, REPO_ROOT, SCORED_CATEGORIES, Dataset, load_conversations
+from _locomo_data import (
+    DEFAULT_DATA,
+    REPO_ROOT,
+    SCORED_CATEGORIES,
+    DataFormatError,
+    Dataset,
+    load_conversations,
+)
+from _loo import report as loo_report
 from _mem0_side import make_mem0_side
 from _prototype import EngramSide, LinkParams, memory_text
 from engram.embedders import CachedEmbedder, Embedder
@@ -175,17 +186,27 @@ HEADER = (
     f"{'system':<22} R@5    R@10   R@20   | R@10 cat1..4            |   p50ms   p95ms  ingest/s"
 )
 
+# Built up one component at a time, then each default component taken out alone.
+_NEW = {"w_named": 0}
+_OLD = {"w_speaker": 0, "w_time": 0, "w_adjacent": 0}
 ABLATIONS: dict[str, dict[str, float]] = {
-    "dense only": {"w_dense": 1.0, "w_speaker": 0, "w_time": 0, "w_adjacent": 0},
-    "bm25 only": {"w_dense": 0.0, "w_speaker": 0, "w_time": 0, "w_adjacent": 0},
-    "hybrid (fusion)": {"w_speaker": 0, "w_time": 0, "w_adjacent": 0},
-    "+ speaker": {"w_time": 0, "w_adjacent": 0},
-    "+ time": {"w_adjacent": 0},
-    "+ adjacent (default)": {},
-    "+ related 0.1": {"w_related": 0.1},
-    "+ entity 0.05": {"w_entity": 0.05},
+    "dense only": {"w_dense": 1.0, **_OLD, **_NEW},
+    "bm25 only": {"w_dense": 0.0, **_OLD, **_NEW},
+    "hybrid (fusion)": {**_OLD, **_NEW},
+    "+ speaker": {"w_time": 0, "w_adjacent": 0, **_NEW},
+    "+ time": {"w_adjacent": 0, **_NEW},
+    "+ adjacent": {**_NEW},
+    "+ named (default)": {},
+    "+ brief 0.1 (off)": {"w_brief": 0.1},
     "- speaker": {"w_speaker": 0},
     "- time": {"w_time": 0},
+    "- adjacent": {"w_adjacent": 0},
+    "- named": {"w_named": 0},
+    "old defaults": {"w_dense": 0.5, "w_speaker": 0.1, **_NEW},
+    "+ session 0.1": {"w_session": 0.1},
+    "+ diverse 0.03": {"w_diverse": 0.03},
+    "+ related 0.1": {"w_related": 0.1},
+    "+ entity 0.05": {"w_entity": 0.05},
 }
 
 
@@ -196,13 +217,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
     parser.add_argument("--json", type=Path, default=None, dest="json_out")
     parser.add_argument("--ablation", action="store_true")
+    parser.add_argument("--loo", action="store_true", help="leave-one-conversation-out")
     parser.add_argument("--no-mem0", action="store_true")
     parser.add_argument("--cache", action="store_true")
     args = parser.parse_args(argv)
     lines: list[str] = []
     say = lines.append
     data_path = args.data if args.data.is_absolute() else REPO_ROOT / args.data
-    data = load_conversations(data_path)
+    try:
+        data = load_conversations(data_path)
+    except DataFormatError as exc:
+        parser.exit(2, f"locomo.py: error: {exc}\n")
     say(
         f"data: {data_path.name}: {len(data.conversations)} conversations, "
         f"{sum(len(c.turns) for c in data.conversations)} turns, "
@@ -263,6 +288,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             links = LinkParams() if weights.w_related else LinkParams(top_k=0)
             proto = EngramSide(embedder, weights=weights, links=links, ingest_embedder=base)
             say(_row(name, evaluate(proto, data)))
+    loo: dict[str, Any] | None = None
+    if args.loo:
+        proto = EngramSide(
+            CachedEmbedder(local, max_entries=4096),
+            links=LinkParams(top_k=0),
+            ingest_embedder=base,
+        )
+        for conv in data.conversations:
+            proto.ingest(conv.conv_id, conv.turns)
+        loo = loo_report(data, proto, say)
     # The figures are on disk before anything is printed (a broken pipe loses no result).
     if args.json_out is not None:
         out = {
@@ -270,6 +305,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "mem0": None
             if mem0 is None
             else {k: v for k, v in mem0.items() if not k.startswith("_")},
+            "loo": loo,
         }
         args.json_out.parent.mkdir(parents=True, exist_ok=True)
         args.json_out.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")

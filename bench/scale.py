@@ -2,7 +2,7 @@
 
     python bench/scale.py [--sizes 10000,100000] [--backends sqlite,postgres]
                           [--queries 500] [--pool 5000] [--json OUT]
-                          [--kernels numba|numpy]
+                          [--kernels numba|numpy] [--ingest 2000] [--ingest-batch 32]
 
 Memory text is real conversation text (``--text locomo``, the default): every LoCoMo turn
 once, then distinct splices of two turns (the first half of one, the second half of another),
@@ -32,6 +32,10 @@ Two more columns show what one vector search costs on its own (median, the queri
 top 40): ``search`` sent back to back, ``s/embed`` sent right after embedding the question,
 as a query sends it. On a machine that puts idle CPUs to sleep the second is the larger,
 most of all for PostgreSQL, where the search is a round trip to a server that sat idle.
+
+First, ingestion: ``--ingest`` texts go through ``store_many`` (``--ingest-batch`` a call)
+with the real embedder and default settings, and the rate is set against the bare
+embedder's throughput on the same batches, measured just before (the goal is >= 0.9).
 
 ``cold`` is the first query of the user once this process has dropped everything it caches
 of them (the SQLite in-process vector index, the unwrapped keys): on SQLite that loads and
@@ -447,6 +451,56 @@ def run(backend: str, size: int, local: Embedder, args: argparse.Namespace) -> d
     }
 
 
+def ingestion_ratio(
+    backend: str, local: Embedder, texts: Sequence[str], batch: int
+) -> dict[str, Any]:
+    """Ingestion through the engine's write path against the bare embedder, same batches.
+
+    ``texts`` are stored with the real embedder (no pool vectors), ``batch`` a
+    ``store_many`` call, with the default settings (store-time linking included); the bare
+    embedder embeds the same batches right before, so both see the same machine load.
+    """
+    batches = [list(texts[i : i + batch]) for i in range(0, len(texts), batch)]
+    start = time.perf_counter()
+    for b in batches:
+        local.embed(b)
+    bare_s = time.perf_counter() - start
+    with tempfile.TemporaryDirectory(prefix=f"engram-ingest-{backend}-") as tmp:
+        storage, server = open_storage(backend, Path(tmp))
+        key = os.urandom(32)
+        settings = Settings(home=Path(tmp) / "home", encryption_key=key.hex())
+        engine = MemoryEngine(storage, KeyRing(primary=key), settings=settings)
+        app = Engram(engine, embedder=local, settings=settings)
+        try:
+            start = time.perf_counter()
+            for n, b in enumerate(batches):
+                app.engine.store_many(
+                    [
+                        {
+                            "account_id": ACCOUNT,
+                            "user_id": USER,
+                            "key": "note",
+                            "value": text,
+                            "run_id": f"s{n}",
+                        }
+                        for text in b
+                    ]
+                )
+            store_s = time.perf_counter() - start
+        finally:
+            app.close()
+            if server is not None:
+                server.stop()
+    bare, stored = len(texts) / bare_s, len(texts) / store_s
+    return {
+        "texts": len(texts),
+        "batch": batch,
+        "embedder_per_s": round(bare, 1),
+        "ingest_per_s": round(stored, 1),
+        "ingest_vs_embedder": round(stored / bare, 3),
+    }
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run and print the table (and write ``--json``)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -471,6 +525,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="LoCoMo-format file")
     parser.add_argument(
+        "--ingest",
+        type=int,
+        default=2000,
+        help="texts stored with the real embedder to compare ingestion with the bare "
+        "embedder's batch throughput (0: skip)",
+    )
+    parser.add_argument("--ingest-batch", type=int, default=32, help="texts per store_many")
+    parser.add_argument(
         "--kernels",
         choices=("numba", "numpy"),
         default="numba",
@@ -485,6 +547,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     local = LocalMiniLMEmbedder()
     local.embed_one("warm up")
     out: dict[str, dict[str, Any]] = {}
+    if args.ingest:
+        texts = sentences(args.ingest, seed=7)
+        print(f"{'backend':<9} {'texts':>6} {'batch':>5} {'embedder/s':>10} {'ingest/s':>9} ratio")
+        for backend in args.backends.split(","):
+            m = ingestion_ratio(backend, local, texts, args.ingest_batch)
+            out.setdefault(backend, {})["ingestion"] = m
+            print(
+                f"{backend:<9} {m['texts']:>6} {m['batch']:>5} {m['embedder_per_s']:>10.1f} "
+                f"{m['ingest_per_s']:>9.1f} {m['ingest_vs_embedder']:.3f}",
+                flush=True,
+            )
     print(
         f"{'backend':<9} {'size':>7} {'p50':>7} {'p95':>7} {'emb p95':>8} {'overhead':>8} "
         f"{'k10 p95':>8} {'ANN r@10':>8} {'search':>7} {'s/embed':>7} {'cold':>7} fill/s"

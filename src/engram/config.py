@@ -26,8 +26,8 @@ class RankingWeights(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    w_dense: float = Field(default=0.5, ge=0.0, le=1.0)
-    w_speaker: float = Field(default=0.1, ge=0.0)
+    w_dense: float = Field(default=0.6, ge=0.0, le=1.0)
+    w_speaker: float = Field(default=0.2, ge=0.0)
     w_time: float = Field(default=0.05, ge=0.0)
     w_entity: float = Field(default=0.0, ge=0.0)
     w_adjacent: float = Field(default=0.5, ge=0.0)
@@ -39,6 +39,18 @@ class RankingWeights(BaseModel):
         ge=0.0,
         le=1.0,
         description="share of an insight's own score taken off: inferred, not said",
+    )
+    w_brief: float = Field(
+        default=0.0, ge=0.0, description="penalty on memories with few content words"
+    )
+    w_named: float = Field(
+        default=0.1, ge=0.0, description="lift for names when the question asks for names"
+    )
+    w_session: float = Field(
+        default=0.0, ge=0.0, description="lift from the best other memory of the same episode"
+    )
+    w_diverse: float = Field(
+        default=0.0, ge=0.0, description="penalty per better-ranked memory of the same episode"
     )
     expand_top: int = Field(default=30, ge=0, description="seeds whose edges are followed")
 

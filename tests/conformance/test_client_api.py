@@ -88,7 +88,8 @@ def test_search_ranks_every_category_with_scores(app: Engram) -> None:
     assert results[0].memory.value == "Dana has a dog named Biscuit."
     scores = [r.score for r in results]
     assert scores == sorted(scores, reverse=True)
-    # A preference is a `context: all` category: memory_query lists it first, search ranks it.
+    # A preference is a `context: all` category: memory_query lists it after its ranked
+    # results, search ranks it.
     coffee = app.search("how does she take her coffee?", user_id="dana", top_k=1)
     assert [r.memory.key for r in coffee] == ["coffee"]
     assert coffee[0].similarity is not None and coffee[0].similarity > 0.3

@@ -4,17 +4,27 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from datetime import datetime
 
 import numpy as np
 
 from engram.index.tokenize import terms
 from engram.retrieval.bm25 import BM25Params, bm25_idf, bm25_term_weight
-from engram.retrieval.features import has_time_expression, query_features
+from engram.retrieval.features import has_time_expression, names, query_features
 from engram.retrieval.query import retrieve
 from engram.retrieval.ranking import Candidate, Edge, EdgeKind, RankingWeights, rank
 from engram.testing.embedders import HashingEmbedder
 
-OFF = RankingWeights(w_speaker=0, w_time=0, w_adjacent=0, w_importance=0, w_pinned=0)
+OFF = RankingWeights(
+    w_dense=0.5,
+    w_speaker=0,
+    w_time=0,
+    w_adjacent=0,
+    w_importance=0,
+    w_pinned=0,
+    w_brief=0,
+    w_named=0,
+)
 
 
 def _ids(ranked: Sequence[object]) -> list[str]:
@@ -94,6 +104,84 @@ def test_related_edges_scale_with_strength_and_duplicates_collapse() -> None:
     assert _ids(ranked) == ["hit", "strong", "weak"]
 
 
+MAY_8 = datetime(2023, 5, 8, 13, 56)
+JUNE_1 = datetime(2023, 6, 1, 10, 0)
+
+
+def test_a_memory_of_a_strong_episode_rises() -> None:
+    q = query_features("anything")
+    pool = [
+        Candidate(id="star", dense=0.80, created_at=MAY_8),
+        Candidate(id="lone", dense=0.52, created_at=JUNE_1),
+        Candidate(id="mate", dense=0.50, created_at=MAY_8),
+        Candidate(id="undated", dense=0.51),
+    ]
+    assert _ids(rank(q, pool, weights=OFF)) == ["star", "lone", "undated", "mate"]
+    lifted = rank(q, pool, weights=OFF.model_copy(update={"w_session": 0.1}))
+    assert _ids(lifted) == ["star", "mate", "lone", "undated"]
+    parts = {s.candidate.id: s.parts for s in lifted}
+    # Each gains from the best *other* memory of its episode (its own score, half of the
+    # dense one here: w_dense 0.5, no BM25); a memory alone in its episode gains nothing.
+    assert abs(parts["mate"]["session"] - 0.1 * 0.5 * 0.80) < 1e-9
+    assert abs(parts["star"]["session"] - 0.1 * 0.5 * 0.50) < 1e-9
+    assert "session" not in parts["lone"] and "session" not in parts["undated"]
+
+
+def test_diversity_spreads_the_answer_over_episodes() -> None:
+    q = query_features("anything")
+    pool = [
+        Candidate(id="a1", dense=0.80, created_at=MAY_8),
+        Candidate(id="a2", dense=0.79, created_at=MAY_8),
+        Candidate(id="a3", dense=0.78, created_at=MAY_8),
+        Candidate(id="b1", dense=0.75, created_at=JUNE_1),
+    ]
+    assert _ids(rank(q, pool, weights=OFF, top=2)) == ["a1", "a2"]
+    diverse = rank(q, pool, weights=OFF.model_copy(update={"w_diverse": 0.03}))
+    assert _ids(diverse) == ["a1", "b1", "a2", "a3"]
+    scores = [s.score for s in diverse]
+    assert scores == sorted(scores, reverse=True)
+    assert abs(diverse[3].parts["diversity"] + 0.06) < 1e-9
+
+
+def test_brief_chit_chat_is_docked() -> None:
+    q = query_features("What console does Nate own?")
+    pool = [
+        Candidate(id="bye", dense=0.60, text="Take care!", speaker="Nate"),
+        Candidate(
+            id="answer",
+            dense=0.55,
+            text="I bought a new Nintendo Switch console and play Zelda on it daily.",
+            speaker="Nate",
+        ),
+    ]
+    assert _ids(rank(q, pool, weights=OFF)) == ["bye", "answer"]
+    docked = rank(q, pool, weights=OFF.model_copy(update={"w_brief": 0.1}))
+    assert _ids(docked) == ["answer", "bye"]
+    assert "brief" not in docked[0].parts
+
+
+def test_name_questions_prefer_memories_holding_another_name() -> None:
+    assert names("Hey Tim! I went to Chicago with Maria. Thanks, John!") == frozenset(
+        {"tim", "chicago", "maria", "john"}
+    )
+    assert names("Wow. Sounds great! Check this out.") == frozenset()
+    pool = [
+        Candidate(
+            id="vague",
+            dense=0.50,
+            text="Thanks, Maria! I love exploring new places.",
+            speaker="John",
+        ),
+        Candidate(id="city", dense=0.48, text="I was in Chicago, it was awesome!", speaker="John"),
+        Candidate(id="other", dense=0.47, text="Hi John, how was the trip?", speaker="Maria"),
+    ]
+    weights = OFF.model_copy(update={"w_named": 0.05})
+    # The speakers of the pool (John, Maria) are no answer to "which cities".
+    ranked = rank(query_features("Which cities has John been to?"), pool, weights=weights)
+    assert _ids(ranked) == ["city", "vague", "other"]
+    assert _ids(rank(query_features("How is John?"), pool, weights=weights))[0] == "vague"
+
+
 def test_pinned_and_important_memories_break_ties() -> None:
     pool = [
         Candidate(id="plain", dense=0.5),
@@ -171,10 +259,15 @@ def test_retrieve_expands_to_the_answer_next_to_the_question() -> None:
     turns[10] = ("Bob", "What breed is your new puppy?")
     turns[11] = ("Ann", "A beagle, we named him Max.")
     source = ListSource(turns, embedder)
-    ranked = retrieve(source, "What breed is Ann's puppy?", embedder=embedder, limit=3)
+    # Speaker and brevity boosts off: thirty identical fillers by the named speaker would
+    # otherwise stand for a real conversation, which they are not.
+    weights = RankingWeights(w_dense=0.5, w_speaker=0.1, w_brief=0, w_named=0)
+    ranked = retrieve(
+        source, "What breed is Ann's puppy?", embedder=embedder, limit=3, weights=weights
+    )
     # the answer shares no word with the question; only its neighbour to the hit lifts it
     assert {s.candidate.id for s in ranked} == {"9", "10", "11"}
-    no_edges = RankingWeights(w_adjacent=0)
+    no_edges = weights.model_copy(update={"w_adjacent": 0})
     plain = retrieve(
         source, "What breed is Ann's puppy?", embedder=embedder, limit=3, weights=no_edges
     )

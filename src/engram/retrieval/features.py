@@ -9,11 +9,15 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from engram.index.tokenize import terms
+
 __all__ = [
     "QueryFeatures",
+    "content_words",
     "entities",
     "has_time_expression",
     "mentions",
+    "names",
     "query_features",
 ]
 
@@ -57,6 +61,37 @@ def mentions(text: str, name: str) -> bool:
     return re.search(rf"\b{re.escape(name)}\b", text, re.IGNORECASE) is not None
 
 
+# Questions whose answer is a proper name: "which cities...", "what is the name of...",
+# "where did she go...". Their evidence holds a name the question does not.
+_NAME_QUESTION = re.compile(
+    r"\b(where|(which|what)\b[^?]*\b(names?|called|cit(y|ies)|countr(y|ies)|places?|"
+    r"locations?|states?|books?|novels?|authors?|games?|movies?|films?|shows?|bands?|songs?|"
+    r"artists?|teams?|brands?|restaurants?|stores?|compan(y|ies)|schools?|pets?|dogs?|cats?))\b",
+    re.IGNORECASE,
+)
+
+
+_CAPITALISED = re.compile(r"\b[A-Z][a-zA-Z0-9\-]+")
+
+
+@lru_cache(maxsize=65536)
+def names(text: str) -> frozenset[str]:
+    """Capitalised words inside a sentence (not opening one), lower-cased: likely names."""
+    found = set()
+    for m in _CAPITALISED.finditer(text):
+        before = text[: m.start()].rstrip()
+        if not before or before[-1] in ".!?:;\"'([":
+            continue
+        found.add(m.group().lower())
+    return frozenset(found - {w.lower() for w in _COMMON})
+
+
+@lru_cache(maxsize=65536)
+def content_words(text: str) -> int:
+    """How many content terms a text holds (stopwords and one-letter words left out)."""
+    return len(terms(text))
+
+
 @dataclass(frozen=True)
 class QueryFeatures:
     """What the ranker needs to know about a query."""
@@ -64,10 +99,14 @@ class QueryFeatures:
     text: str
     asks_time: bool
     entities: frozenset[str]
+    asks_name: bool = False
 
 
 def query_features(text: str) -> QueryFeatures:
     """Analyse a query once, before ranking."""
     return QueryFeatures(
-        text=text, asks_time=_TIME_QUESTION.search(text) is not None, entities=entities(text)
+        text=text,
+        asks_time=_TIME_QUESTION.search(text) is not None,
+        entities=entities(text),
+        asks_name=_NAME_QUESTION.search(text) is not None,
     )

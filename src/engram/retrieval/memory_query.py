@@ -2,9 +2,10 @@
 
 Server-side rules, whatever the request says: an unknown agent or a category outside the
 agent's allowlist is a :class:`PermissionDeniedError`; every filter runs in the database;
-``context: all`` categories are always included for the agent, ``rag`` categories only by
-retrieval (at most ``rag_length`` each); results below ``threshold`` similarity are dropped;
-the answer never exceeds ``budget_tokens``.
+``context: all`` categories are always included for the agent, after the ranked results
+(``top_k`` caps the ranked part only), ``rag`` categories only by retrieval (at most
+``rag_length`` each); results below ``threshold`` similarity are dropped; the answer never
+exceeds ``budget_tokens``.
 
 With a :class:`~engram.retrieval.ports.DeltaFeed` the answer starts with the delta header:
 the changes to the user's memory the agent has not been shown yet, in the categories it may
@@ -139,7 +140,9 @@ class MemoryQueryService:
         if rag:
             rag_filter = base.model_copy(update={"categories": tuple(rag)})
             retrieved = self._retrieve(req, rag_filter, scope)
-        picked = (listing.result() if listing is not None else []) + retrieved
+        # The ranked answers come first: ``top_k`` reads as "my best k", and a caller that
+        # keeps the first few bullets must get them, not the standing context.
+        picked = retrieved + (listing.result() if listing is not None else [])
         header, header_tokens = self._header(req, allowed)
         budget = None if req.budget_tokens is None else req.budget_tokens - header_tokens
         results, tokens = self._render(req, picked, budget)

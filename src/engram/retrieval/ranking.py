@@ -8,17 +8,28 @@ fields of the memory) and edges between memories (``adjacent`` turns of one conv
    (BM25 rescaled to the dense scale of this query);
 2. boosts: the memory's speaker is named in the query (``w_speaker``), the query asks
    "when" and the memory holds a time expression (``w_time``), shared entities
-   (``w_entity``), importance and pinning; an insight (inferred by a model, never said by
-   the user) gives up ``w_insight`` of its base score;
+   (``w_entity``), the query asks for a name and the memory holds another one
+   (``w_named``), a penalty for memories of few content words (``w_brief``), importance
+   and pinning; an insight (inferred by a model, never said by the user) gives up
+   ``w_insight`` of its base score;
 3. propagation over edges: ``+ w_adjacent * max(score of adjacent memories)`` and
-   ``+ w_related * max(strength * score of similar memories)``.
+   ``+ w_related * max(strength * score of similar memories)``;
+4. episodes (memories that occurred at the same time, such as the turns of one session):
+   ``+ w_session * max(score of the other memories of the episode)``, so evidence spread
+   over an episode lifts all of it;
+5. diversity: the final order is picked greedily, each memory losing ``w_diverse`` for
+   every better-ranked memory of its episode, so answers spread over several episodes
+   (multi-hop questions) are not crowded out by one.
 
-Defaults were chosen on LoCoMo (``bench/locomo.py``, which also reports each part's
-contribution) and checked on held-out conversations.
+Defaults are the values most folds of ``bench/locomo.py --loo`` chose (each fold chooses on
+four LoCoMo conversations and is scored on the fifth), except ``w_brief``, left off because
+it would dock short facts, and ``w_speaker`` (0.2, not 0.3: see docs/retrieval.md);
+``--ablation`` reports each part's contribution.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -26,7 +37,14 @@ from datetime import datetime
 from enum import StrEnum
 
 from engram.config import RankingWeights
-from engram.retrieval.features import QueryFeatures, entities, has_time_expression, mentions
+from engram.retrieval.features import (
+    QueryFeatures,
+    content_words,
+    entities,
+    has_time_expression,
+    mentions,
+    names,
+)
 
 __all__ = [
     "Candidate",
@@ -110,13 +128,33 @@ def _neighbours(edges: Iterable[Edge]) -> dict[EdgeKind, dict[str, list[tuple[st
     return graph
 
 
+BRIEF_WORDS = 6
+"""A memory with fewer content words than this is docked ``w_brief`` in proportion: "See
+you!" or "Take care!" said by the person a question names is close to it in the dense
+space through the name alone, and answers nothing."""
+
+
 def _boosts(
-    query: QueryFeatures, c: Candidate, w: RankingWeights, base: float = 0.0
+    query: QueryFeatures,
+    c: Candidate,
+    w: RankingWeights,
+    base: float = 0.0,
+    people: frozenset[str] = frozenset(),
 ) -> dict[str, float]:
-    """Step 2 for one candidate: what its own fields add, whatever else is in the pool."""
+    """Step 2 for one candidate: what its own fields add, whatever else is in the pool
+    (``base``: its base score, of which an insight gives up a share; ``people``: the
+    speakers of the pool, lower-cased, which are no answer to a name question)."""
     p: dict[str, float] = {}
     if w.w_insight and c.kind == "insight":
         p["insight"] = -w.w_insight * max(base, 0.0)
+    if w.w_brief and c.text:
+        short = BRIEF_WORDS - content_words(c.text)
+        if short > 0:
+            p["brief"] = -w.w_brief * short / BRIEF_WORDS
+    if w.w_named and query.asks_name and c.text:
+        found = names(c.text) - query.entities - people
+        if found:
+            p["named"] = w.w_named
     if w.w_speaker and c.speaker and mentions(query.text, c.speaker):
         p["speaker"] = w.w_speaker
     if w.w_time and query.asks_time and has_time_expression(c.text):
@@ -154,6 +192,11 @@ def rank(
     base = base_scores(unique, w)
     # Most of a pool is never read in full (neighbours, lower hits): without text or speaker
     # a memory's boosts depend on its importance and pinning alone, so they are shared.
+    people = (
+        frozenset(c.speaker.lower() for c in unique if c.speaker)
+        if w.w_named and query.asks_name
+        else frozenset()
+    )
     plain: dict[tuple[int, bool], tuple[dict[str, float], float]] = {}
     boosts: list[dict[str, float]] = []
     own: list[float] = []
@@ -168,7 +211,7 @@ def rank(
             continue
         found = memo.get(c.id) if memo is not None and c.text else None
         if found is None or "insight" in found:  # the insight part follows this query's base
-            found = _boosts(query, c, w, b)
+            found = _boosts(query, c, w, b, people)
             if memo is not None and c.text:
                 memo[c.id] = found
         boosts.append(found)
@@ -192,8 +235,80 @@ def rank(
                 extra = {**extra, "related": w.w_related * max(0.0, max(related))}
         spread.append(extra)
         totals.append(score + sum(extra.values()) if extra else score)
-    order = sorted(range(len(unique)), key=lambda i: -totals[i])
+    if w.w_session:
+        _lift_episodes(unique, own, totals, spread, w.w_session)
+    if w.w_diverse:
+        picked = _diverse_order(unique, totals, w.w_diverse, top)
+    else:
+        order = sorted(range(len(unique)), key=lambda i: -totals[i])
+        picked = [(i, 0.0) for i in (order if top is None else order[:top])]
     return [
-        ScoredCandidate(unique[i], totals[i], {"base": base[i], **boosts[i], **spread[i]})
-        for i in (order if top is None else order[:top])
+        ScoredCandidate(
+            unique[i],
+            totals[i] - penalty,
+            {"base": base[i], **boosts[i], **spread[i]}
+            | ({"diversity": -penalty} if penalty else {}),
+        )
+        for i, penalty in picked
     ]
+
+
+def _episodes(candidates: Sequence[Candidate]) -> dict[datetime, list[int]]:
+    """Pool positions by the time their memory occurred (one group per session of a
+    conversation stored with its date); memories without a time form no group."""
+    groups: dict[datetime, list[int]] = defaultdict(list)
+    for i, c in enumerate(candidates):
+        if c.created_at is not None:
+            groups[c.created_at].append(i)
+    return groups
+
+
+def _lift_episodes(
+    candidates: Sequence[Candidate],
+    own: Sequence[float],
+    totals: list[float],
+    spread: list[dict[str, float]],
+    weight: float,
+) -> None:
+    """Step 4, in place: each memory gains ``weight`` times the best own score among the
+    other memories of its episode in the pool."""
+    for members in _episodes(candidates).values():
+        if len(members) < 2:
+            continue
+        ranked = sorted(members, key=lambda i: -own[i])
+        first, second = ranked[0], ranked[1]
+        for i in members:
+            best = own[second] if i == first else own[first]
+            lift = weight * max(0.0, best)
+            if lift:
+                totals[i] += lift
+                spread[i] = {**spread[i], "session": lift}
+
+
+def _diverse_order(
+    candidates: Sequence[Candidate], totals: Sequence[float], weight: float, top: int | None
+) -> list[tuple[int, float]]:
+    """Step 5: greedy order by ``total - weight * (better-ranked memories of the episode)``.
+
+    Penalties only grow, so a lazily updated heap picks the best current score each time
+    (the picked scores never increase). Returns pool positions with their penalty.
+    """
+    episode: dict[int, datetime] = {
+        i: c.created_at for i, c in enumerate(candidates) if c.created_at is not None
+    }
+    taken: dict[datetime, int] = defaultdict(int)
+    heap = [(-t, i, 0) for i, t in enumerate(totals)]
+    heapq.heapify(heap)
+    out: list[tuple[int, float]] = []
+    limit = len(candidates) if top is None else top
+    while heap and len(out) < limit:
+        _, i, seen = heapq.heappop(heap)
+        key = episode.get(i)
+        now = taken[key] if key is not None else 0
+        if now != seen:
+            heapq.heappush(heap, (-(totals[i] - weight * now), i, now))
+            continue
+        out.append((i, weight * now))
+        if key is not None:
+            taken[key] += 1
+    return out

@@ -314,6 +314,26 @@ class MemoryQueryConformance(StorageHarness):
         assert _ids(asked) == {steps.id}
         assert asked.results[0]["text"].startswith("[procedural] 1. Boil the water.")
 
+    def test_top_k_ranked_results_come_before_the_context_all_listing(
+        self, make_app: AppFactory
+    ) -> None:
+        app = make_app(HashingEmbedder())
+        profile = app.engine.store_many(
+            [_mem("u1", f"p{i}", f"lives in city {i}", category="profile") for i in range(3)]
+        )
+        notes = app.engine.store_many(
+            [
+                _mem("u1", "n0", "the dog is called Biscuit"),
+                _mem("u1", "n1", "the dog Biscuit likes the beach"),
+                _mem("u1", "n2", "bought new running shoes"),
+            ]
+        )
+        got = [r["id"] for r in _ask(app, query="dog Biscuit", top_k=2).results]
+        # The two ranked answers first, then every ``context: all`` memory (still included).
+        assert set(got[:2]) == {notes[0].id, notes[1].id}
+        assert set(got[2:]) == {m.id for m in profile}
+        assert notes[2].id not in got
+
     def test_concurrent_queries_each_get_their_own_answer(self, make_app: AppFactory) -> None:
         # More queries at once than the query path has worker threads: each query hands work to
         # the pool, and none of that work may wait on another task (or the pool would deadlock).
