@@ -71,7 +71,7 @@ def test_an_idle_memory_leaves_retrieval_after_one_run_and_is_restorable_until_p
         title, *bullets = header.splitlines()
         assert title == f"Memory updates since rev {rev}:"
         assert len(bullets) == 1 and bullets[0].startswith("- ⌛expired: [")
-        assert "Ana snacks on salted pretzels (imp=" in bullets[0]
+        assert bullets[0].endswith("] note (imp=2)")  # named by its key, its value out of sight
         # Shown once: the next delivery has nothing new.
         assert engine.deliver_delta(account_id=ACCOUNT, user_id=USER, reader="agent") == ""
         assert engine.op_counts(by="node").get("worker") == 1

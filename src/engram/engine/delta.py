@@ -158,6 +158,11 @@ class EngineDeltas(EngineCore):
         contents = self.try_open_contents(row)
         if contents is None:
             return None  # failed authentication: counted, never shown
+        if change.event in _GONE or row.state == MemoryState.SOFT_DELETED.value:
+            # A forgotten or expired memory is named by its key: its value is out of every
+            # answer from then on, the header included.
+            named = contents.key.split(".")[0].replace("_", " ")
+            return f"- {symbol}: [{label}] {named} (imp={row.importance})"
         return (
             f"- {symbol}: [{label}] {_phrase(contents.key, contents.value)} (imp={row.importance})"
         )
@@ -165,3 +170,4 @@ class EngineDeltas(EngineCore):
 
 _SYMBOL_OF_VALUE = {event.value: symbol for event, symbol in DELTA_SYMBOLS.items()}
 _REVISIONS = {HistoryEventType.UPDATE.value, HistoryEventType.MERGE.value}
+_GONE = {HistoryEventType.DELETE.value, HistoryEventType.TTL.value}

@@ -44,7 +44,7 @@ class AuditConformance(StorageHarness):
         engine.forget(c.id, account_id=ACCOUNT)
         assert delta(1).splitlines() == [
             "Memory updates since rev 1:",
-            "- −deleted: [Fact] Hobby is chess (imp=2)",
+            "- −deleted: [Fact] hobby (imp=2)",  # a forgotten value is named by its key
             "- ↑updated: [Personal] Preferred name is Anna (imp=2)",
             "- +created: [Fact] Walks two miles every morning. (imp=4)",
         ]
