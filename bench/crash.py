@@ -1,5 +1,5 @@
-"""Crash safety at full size: ``kill -9`` of ``engram serve`` during 1,000 concurrent writes,
-ten times, on SQLite and on PostgreSQL.
+"""Crash safety at full size: ``kill -9`` of ``engram serve`` and its background worker during
+1,000 concurrent writes, ten times, on SQLite and on PostgreSQL.
 
 Each round starts ``engram serve`` on the same store, sends ``--writes`` writes (new memories
 and updates of earlier ones) from ``--clients`` concurrent clients, and kills the service
@@ -9,7 +9,14 @@ restart the store's integrity check and consistency queries run (see
 backend, acknowledged / present / orphaned (goal: present = acknowledged, orphaned 0) and
 the failed integrity checks.
 
+With ``--worker`` (the default) a background worker with TTL work dies at each kill too: on
+SQLite the worker thread of ``engram serve``, on PostgreSQL an ``engram worker`` process.
+After the last restart the live worker drains the queue; prints the worker kills, the jobs
+the killed workers held, and what the drained queue shows (goal: stranded, failed, doubled
+TTL events and fading notes left active all 0).
+
     python bench/crash.py [--kills 10] [--writes 1000] [--clients 50] [--backend sqlite]
+                          [--worker | --no-worker]
 """
 
 from __future__ import annotations
@@ -40,6 +47,12 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--backend", choices=("sqlite", "postgres"), action="append")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--worker",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="kill a busy background worker with the service (default: on)",
+    )
     args = parser.parse_args()
     failed = False
     for backend in args.backend or ["sqlite", "postgres"]:
@@ -55,6 +68,7 @@ def main() -> int:
                 writes=args.writes,
                 concurrency=args.clients,
                 seed=args.seed,
+                worker=args.worker,
                 progress=functools.partial(_say, backend),
             )
         in_flight = sum(r.lost_in_flight for r in report.rounds)
@@ -68,6 +82,18 @@ def main() -> int:
             f"({time.perf_counter() - started:.0f} s)",
             flush=True,
         )
+        queue = report.queue
+        if queue is not None:
+            where = "serve's worker thread" if backend == "sqlite" else "engram worker process"
+            print(
+                f"{backend}: worker kills {report.worker_kills} ({where}), "
+                f"jobs held at the kills {report.jobs_held}; after the drain: "
+                f"{queue.due} jobs due, stranded {queue.stranded}, failed {queue.failed}, "
+                f"run again {queue.rerun}, memories retired by TTL {queue.retired}, "
+                f"TTL done twice {queue.ttl_twice}, fading notes left active "
+                f"{queue.fading_not_retired}",
+                flush=True,
+            )
         for kind, count in Counter(report.errors).most_common(10):
             print(f"  unexpected x{count}: {kind}")
         warnings = Counter(w for r in report.rounds for w in r.server_warnings)
@@ -81,6 +107,7 @@ def main() -> int:
             or worst > 0
             or report.integrity_failures > 0
             or bool(report.errors)
+            or (queue is not None and queue.problems > 0)
         )
     return 1 if failed else 0
 

@@ -1,8 +1,11 @@
-"""Crashes: ``kill -9`` of ``engram serve`` during concurrent writes, on both backends.
+"""Crashes: ``kill -9`` of ``engram serve`` and its background worker during concurrent
+writes, on both backends (SQLite: the service's worker thread; PostgreSQL: an ``engram
+worker`` process beside it).
 
 After each restart the store passes its integrity check and the consistency queries; at the
-end every acknowledged write reads back as sent. ``bench/crash.py`` runs the full size (ten
-kills of 1,000 writes per backend).
+end every acknowledged write reads back as sent, and the worker that starts last finishes
+every job the killed ones held, none with its effect twice. ``bench/crash.py`` runs the full
+size (ten kills of 1,000 writes per backend).
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ def urls(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
 
 
 @pytest.mark.slow
-def test_kill_9_during_concurrent_writes_loses_no_acknowledged_write(
+def test_kill_9_of_service_and_worker_loses_no_write_and_strands_no_job(
     urls: tuple[str, str], tmp_path: Path
 ) -> None:
     data, keys = urls
@@ -56,7 +59,9 @@ def test_kill_9_during_concurrent_writes_loses_no_acknowledged_write(
             "MEMORY_ENCRYPTION_KEY": KEY,
         }
     )
-    report = crash_rounds(settings=settings, env=env, rounds=2, writes=200, concurrency=20)
+    report = crash_rounds(
+        settings=settings, env=env, rounds=2, writes=200, concurrency=20, worker=True
+    )
     assert report.errors == []
     assert len(report.rounds) == 2 and all(r.lost_in_flight > 0 for r in report.rounds)
     assert [c.integrity for c in report.checks] == [[], []]
@@ -65,6 +70,21 @@ def test_kill_9_during_concurrent_writes_loses_no_acknowledged_write(
     assert "active_memories_without_vector" in report.checks[-1].orphans
     assert report.acknowledged >= 40
     assert report.present == report.acknowledged
+    # The worker died with the service each time, mid-way through its TTL work.
+    assert report.worker_kills == 2
+    queue = report.queue
+    assert queue is not None
+    assert queue.due >= 3  # each round's first jobs, and the final sweep
+    assert (queue.stranded, queue.failed, queue.ttl_twice, queue.fading_not_retired) == (
+        0,
+        0,
+        0,
+        0,
+    )
+    # A job a killed worker held was claimed again once its lease expired, and finished.
+    assert queue.rerun >= report.jobs_held
+    fading = sum(1 for r in report.rounds for a in r.acks if a.fading)
+    assert fading > 0 and queue.retired >= fading
 
 
 _STRAY_TOKEN = (

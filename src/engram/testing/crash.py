@@ -10,12 +10,23 @@ write must read back with the value sent.
 
 ``tests/e2e/test_crash.py`` runs a few short rounds per backend; ``bench/crash.py`` runs ten
 rounds of 1,000 writes and prints the counts.
+
+With ``worker=True`` a background worker runs and is killed with the service: on SQLite the
+worker thread of ``engram serve`` (the deployed shape there: one process serves the store), on
+PostgreSQL an ``engram worker`` process beside it. To keep it busy at the kill, a share of the
+writes are *fading* notes (importance 1) that the worker's TTL, tuned to retire what is idle
+for :data:`FADE_SECONDS`, soft-deletes, and during each round a few due ``ttl`` jobs are
+kept waiting in the queue. After the last restart :func:`drain_queue` waits for the live
+worker to finish every due job (those held by a killed worker come back when their lease
+expires) and counts what a lost or doubled job would leave (:class:`QueueCheck`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
+import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -27,9 +38,11 @@ from engram.errors import NotFoundError
 from engram.server.auth import ApiKeys
 from engram.storage import open_storage
 from engram.storage.base import Storage
+from engram.storage.jobs import JobRow, JobState
 from engram.storage.keystore import KeyStore, open_key_store
 from engram.storage.sql import SqlStorage
 from engram.testing.processes import EngramProcess, serve
+from engram.testing.processes import worker as worker_process
 
 try:
     # The SQLite library Engram's storage uses: two copies of SQLite in one process do not
@@ -39,12 +52,16 @@ except ImportError:  # pragma: no cover - platforms without the wheel
     import sqlite3
 
 __all__ = [
+    "FADE_SECONDS",
+    "WORKER_ENV",
     "Ack",
     "CrashReport",
+    "QueueCheck",
     "RoundResult",
     "StoreCheck",
     "check_store",
     "crash_rounds",
+    "drain_queue",
     "write_until_killed",
 ]
 
@@ -52,6 +69,23 @@ ACCOUNT = "acct-crash"
 USERS = 8
 UPDATE_SHARE = 0.2
 _NOUNS = ("garden", "harbour", "violin", "orchard", "lighthouse", "bakery", "canal", "meadow")
+
+FADE_SECONDS = 1.0
+"""How long a fading note stays idle before the worker's TTL may retire it."""
+FADE_SHARE = 0.3
+"""The share of new memories written as fading notes when a worker runs."""
+_BACKLOG = 20
+"""Due ``ttl`` jobs kept waiting for the worker during a round."""
+_BACKLOG_CHECK = 0.02
+_LEASE_SECONDS = 2.0
+WORKER_ENV = {
+    "ENGRAM_WORKER_POLL_SECONDS": "0.05",
+    # Short, so a job held by a killed worker is taken again within the check's wait.
+    "ENGRAM_WORKER_LEASE_SECONDS": str(_LEASE_SECONDS),
+    "ENGRAM_WORKER_BACKOFF_SECONDS": "0.5",
+    "ENGRAM_TTL_IDLE_DAYS": repr(FADE_SECONDS / 86_400.0),
+}
+"""The background worker's settings in a crash run (both the service and the worker get them)."""
 
 ProcessFactory = Callable[[Mapping[str, str]], EngramProcess]
 """Starts one more process beside ``engram serve`` on the same environment (and database);
@@ -64,6 +98,8 @@ class Ack:
 
     memory_id: str
     value: str
+    fading: bool = False
+    """A note of importance 1 that the worker's TTL retires once idle (never updated)."""
 
 
 @dataclass
@@ -80,6 +116,10 @@ class RoundResult:
     """Answers that should not happen before the kill (status and route; never values)."""
     server_warnings: list[str] = field(default_factory=list)
     """Warning and error lines the killed processes wrote (to explain ``errors``)."""
+    worker_killed: bool = False
+    """A background worker (thread or process) was killed with the service."""
+    jobs_held: int = 0
+    """Jobs a killed worker held (claimed, running) at the kill."""
 
 
 @dataclass
@@ -101,6 +141,32 @@ class StoreCheck:
 
 
 @dataclass
+class QueueCheck:
+    """The job queue once a live worker has drained it after the last restart."""
+
+    due: int
+    """Jobs due by the final sweep's time (every round's, and the schedules')."""
+    stranded: int
+    """Of those, jobs still queued or claimed when the wait ended (goal 0)."""
+    failed: int
+    """Jobs marked failed (their attempts used up; goal 0)."""
+    rerun: int
+    """Jobs claimed more than once (taken again after a kill, or retried)."""
+    ttl_twice: int
+    """Memories with more than one ``TTL`` history event or change-log entry (goal 0: a
+    job done again must change nothing)."""
+    fading_not_retired: int
+    """Acknowledged fading notes the final sweep left active (goal 0)."""
+    retired: int
+    """Memories with their ``TTL`` event."""
+
+    @property
+    def problems(self) -> int:
+        """Every count whose goal is 0."""
+        return self.stranded + self.failed + self.ttl_twice + self.fading_not_retired
+
+
+@dataclass
 class CrashReport:
     """Every round of a crash run, and the final reading of what was acknowledged."""
 
@@ -109,6 +175,18 @@ class CrashReport:
     acknowledged: int
     present: int
     """Acknowledged writes found, with the value sent."""
+    queue: QueueCheck | None = None
+    """The job queue after the last restart (``None``: no worker ran)."""
+
+    @property
+    def worker_kills(self) -> int:
+        """Rounds that killed a background worker with the service."""
+        return sum(r.worker_killed for r in self.rounds)
+
+    @property
+    def jobs_held(self) -> int:
+        """Jobs the killed workers held at their kills, over every round."""
+        return sum(r.jobs_held for r in self.rounds)
 
     @property
     def orphaned(self) -> int:
@@ -136,12 +214,15 @@ async def write_until_killed(
     kill: Callable[[], None],
     seed: int,
     tag: str,
+    fading: float = 0.0,
 ) -> RoundResult:
     """Send ``writes`` writes from ``concurrency`` clients; call ``kill`` (which must end the
     service at once) when ``kill_after`` have been acknowledged.
 
     A share of the writes update a memory acknowledged earlier in the round; the rest store
-    new memories for one of a few users. Once ``kill`` has run no new write starts.
+    new memories for one of a few users: a ``fading`` share of them with importance 1 (the
+    TTL may retire them; never updated), the rest with importance 3 (the TTL keeps them).
+    Once ``kill`` has run no new write starts.
     """
     rng = random.Random(seed)
     result = RoundResult()
@@ -162,13 +243,21 @@ async def write_until_killed(
             f"Round {tag} note {n}: the {rng.choice(_NOUNS)} by the {rng.choice(_NOUNS)} "
             f"opens at {rng.randint(5, 11)} every {rng.choice(('Monday', 'Friday', 'Sunday'))}."
         )
-        if result.acks and rng.random() < UPDATE_SHARE:
-            target = rng.choice(result.acks)
+        kept = [a for a in result.acks if not a.fading]
+        fade = False
+        if kept and rng.random() < UPDATE_SHARE:
+            target = rng.choice(kept)
             route = "PATCH /v1/memories/{id}"
             request = client.patch(f"/v1/memories/{target.memory_id}", json={"value": value})
         else:
             route = "POST /v1/memories"
-            body = {"user_id": f"user-{n % USERS}", "key": f"note_{tag}_{n}", "value": value}
+            fade = rng.random() < fading
+            body = {
+                "user_id": f"user-{n % USERS}",
+                "key": f"{'fade' if fade else 'note'}_{tag}_{n}",
+                "value": value,
+                "importance": 1 if fade else 3,
+            }
             request = client.post("/v1/memories", json=body)
         result.attempted += 1
         try:
@@ -179,7 +268,7 @@ async def write_until_killed(
             result.lost_in_flight += 1
             return
         if response.status_code in (200, 201):
-            acknowledged(Ack(str(response.json()["id"]), value))
+            acknowledged(Ack(str(response.json()["id"]), value, fade))
         elif response.status_code == 409 and route.startswith("PATCH"):
             result.conflicts += 1
         elif not killed.is_set():
@@ -329,6 +418,140 @@ def present(settings: Settings, acks: Sequence[Ack]) -> int:
         engine.close()
 
 
+class _Backlog:
+    """Keeps :data:`_BACKLOG` ``ttl`` jobs due in the queue from :meth:`start` to :meth:`stop`
+    (the hourly schedule at a faster clock, as a worker behind on its queue sees it): the
+    worker is in the middle of a job, not idle, whenever the kill comes;
+    :meth:`wait_until_held` lets the kill wait for a moment the worker holds one."""
+
+    def __init__(self, storage_url: str, tag: str) -> None:
+        self._storage = open_storage(storage_url, pool_max=3)
+        self._tag = tag
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="crash-backlog", daemon=True)
+        self.queued = 0
+        self.error: str | None = None
+        """The type of the error that stopped the top-ups early, if any."""
+
+    def start(self) -> None:
+        """Start topping the queue up."""
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop, wait for the last enqueue to end, and close the store."""
+        self._stop.set()
+        self._thread.join()
+        self._storage.close()
+
+    def wait_until_held(self, timeout: float = 2.0) -> bool:
+        """Return once a worker holds a live lease on a job (or ``timeout`` passed); whether
+        one does. Polls the queue: the worker runs in another process or thread."""
+        queue = self._storage.job_tables()
+        deadline = time.monotonic() + timeout
+        while True:
+            now = time.time()
+            running = queue.jobs(state=JobState.RUNNING)
+            if any(j.lease_until is not None and j.lease_until > now for j in running):
+                return True
+            if time.monotonic() >= deadline:
+                return False
+
+    def _run(self) -> None:
+        try:
+            queue = self._storage.job_tables()
+            while not self._stop.is_set():
+                now = time.time()
+                waiting = sum(1 for j in queue.jobs(state=JobState.QUEUED) if j.run_at <= now)
+                for _ in range(_BACKLOG - waiting):
+                    queue.enqueue(
+                        "ttl",
+                        account_id=None,
+                        payload={},
+                        run_at=now,
+                        now=now,
+                        dedupe_key=f"ttl:crash:{self._tag}:{self.queued}",
+                        max_attempts=10,
+                    )
+                    self.queued += 1
+                self._stop.wait(_BACKLOG_CHECK)  # pacing the top-ups, not a synchronisation
+        except Exception as exc:  # the kill leaves the store usable: nothing should raise
+            self.error = type(exc).__name__
+
+
+def _jobs_held(storage_url: str, killed_at: float) -> int:
+    """Jobs a kill at ``killed_at`` left claimed (their lease still live at that moment);
+    read while every worker is dead."""
+    storage = open_storage(storage_url, pool_max=2)
+    try:
+        running = storage.job_tables().jobs(state=JobState.RUNNING)
+        return sum(1 for j in running if j.lease_until is not None and j.lease_until > killed_at)
+    finally:
+        storage.close()
+
+
+_TTL_TWICE = (
+    "SELECT count(*) FROM (SELECT memory_id FROM history WHERE event = 'TTL' "
+    "GROUP BY memory_id HAVING count(*) > 1) h",
+    "SELECT count(*) FROM (SELECT memory_id FROM changes WHERE event = 'TTL' "
+    "GROUP BY memory_id HAVING count(*) > 1) c",
+)
+_RETIRED = "SELECT DISTINCT memory_id FROM history WHERE event = 'TTL'"
+
+
+def drain_queue(
+    storage_url: str, acks: Sequence[Ack], *, timeout: float = 180.0, poll: float = 0.2
+) -> QueueCheck:
+    """With a worker running on the store, queue a final ``ttl`` sweep due once every
+    acknowledged fading note is idle past :data:`FADE_SECONDS`, wait (up to ``timeout``)
+    until every job due by then is finished, and count what is left.
+
+    A job a killed worker held is claimed again once its lease expires; one that never
+    finishes is *stranded*. Each retired memory must carry one ``TTL`` event (a job run
+    again after a kill changes nothing twice), and every fading note its own.
+    """
+    storage = open_storage(storage_url, pool_max=2)
+    if not isinstance(storage, SqlStorage):
+        storage.close()
+        raise TypeError(f"the crash check reads SQL stores, not {storage.name}")
+    try:
+        queue = storage.job_tables()
+        now = time.time()
+        sweep_at = now + FADE_SECONDS + 0.5  # every note acknowledged before now is idle by then
+        queue.enqueue(
+            "ttl",
+            account_id=None,
+            payload={},
+            run_at=sweep_at,
+            now=now,
+            dedupe_key="ttl:crash:final",
+            max_attempts=10,
+        )
+        finished = (JobState.DONE, JobState.FAILED)
+
+        def due() -> list[JobRow]:
+            return [job for job in queue.jobs() if job.run_at <= sweep_at]
+
+        deadline = time.monotonic() + timeout
+        jobs = due()
+        while any(j.state not in finished for j in jobs) and time.monotonic() < deadline:
+            time.sleep(poll)  # polling the queue's state: the worker runs in another process
+            jobs = due()
+        with storage.reader() as db:
+            twice = sum(int(db.run(sql).fetchone()[0]) for sql in _TTL_TWICE)
+            retired = {str(r[0]) for r in db.run(_RETIRED).fetchall()}
+    finally:
+        storage.close()
+    return QueueCheck(
+        due=len(jobs),
+        stranded=sum(1 for j in jobs if j.state not in finished),
+        failed=sum(1 for j in jobs if j.state == JobState.FAILED),
+        rerun=sum(1 for j in jobs if j.attempts > 1),
+        ttl_twice=twice,
+        fading_not_retired=sum(1 for a in acks if a.fading and a.memory_id not in retired),
+        retired=len(retired),
+    )
+
+
 def crash_rounds(
     *,
     settings: Settings,
@@ -338,6 +561,7 @@ def crash_rounds(
     concurrency: int,
     seed: int = 0,
     also: Sequence[ProcessFactory] = (),
+    worker: bool = False,
     progress: Callable[[str], None] | None = None,
 ) -> CrashReport:
     """Run ``rounds`` kill rounds against the store ``settings`` names, then read back.
@@ -345,11 +569,21 @@ def crash_rounds(
     ``env`` is the environment of ``engram serve`` (the same store and key as
     ``settings``). Each round kills the processes after a random share (10 to 90%) of its
     ``writes`` were acknowledged; ``also`` starts more processes to kill with the service
-    (e.g. a background worker). Raises :class:`RuntimeError` if a process does not start.
+    (e.g. a background worker). With ``worker`` a background worker runs and dies with the
+    service (see the module's docstring) and the report includes the drained queue's
+    :class:`QueueCheck`. Raises :class:`RuntimeError` if a process does not start.
     """
     rng = random.Random(seed)
     storage_url = settings.resolved_storage_url()
     keys_url = settings.resolved_keystore_url()
+    sqlite = storage_url.startswith("sqlite:///")
+    if worker:
+        # SQLite: the service's own worker thread (one process serves the store); PostgreSQL:
+        # an ``engram worker`` process, as deployed there.
+        env = {**env, **WORKER_ENV, "ENGRAM_SERVE_WORKER": "on" if sqlite else "off"}
+        if not sqlite:
+            also = [*also, worker_process]
+    queue: QueueCheck | None = None
     storage = open_storage(storage_url, pool_max=2)
     try:
         token = ApiKeys.over(storage).create(ACCOUNT)
@@ -366,10 +600,26 @@ def crash_rounds(
             if n > 0:  # restarted after a kill: the store as the kill left it, recovered
                 checks.append(check_store(storage_url, keys_url))
             if n == rounds:
+                if worker:  # the live worker finishes what the killed ones held
+                    queue = drain_queue(storage_url, [a for r in results for a in r.acks])
                 break
 
-            def kill_all(victims: list[EngramProcess] = processes) -> None:
-                for victim in victims:
+            backlog = _Backlog(storage_url, f"{n}") if worker else None
+            if backlog is not None:
+                backlog.start()
+
+            killed_at: list[float] = []
+
+            def kill_all(
+                victims: list[EngramProcess] = processes,
+                backlog: _Backlog | None = backlog,
+                killed_at: list[float] = killed_at,
+            ) -> None:
+                if backlog is not None:  # kill the worker mid-job (bounded wait)
+                    backlog.wait_until_held()
+                killed_at.append(time.time())
+                # The worker process first: its job is the shortest-lived thing to catch.
+                for victim in reversed(victims):
                     victim.kill()
 
             result = asyncio.run(
@@ -382,19 +632,31 @@ def crash_rounds(
                     kill=kill_all,
                     seed=rng.randrange(1 << 30),
                     tag=f"{n}",
+                    fading=FADE_SHARE if worker else 0.0,
                 )
             )
             result.server_warnings = [w for p in processes for w in p.warnings]
+            if backlog is not None:
+                backlog.stop()
+                if backlog.error is not None:
+                    result.errors.append(f"queueing ttl jobs: {backlog.error}")
+                result.worker_killed = True
+                result.jobs_held = _jobs_held(storage_url, killed_at[0])
             results.append(result)
             if progress is not None:
                 progress(
                     f"round {n + 1}: {len(result.acks)} acknowledged, "
                     f"{result.lost_in_flight} in flight at the kill"
+                    + (f", {result.jobs_held} jobs held by the killed worker" if worker else "")
                 )
         finally:
             for process in processes:
                 process.stop()
     acks = [a for r in results for a in r.acks]
     return CrashReport(
-        rounds=results, checks=checks, acknowledged=len(acks), present=present(settings, acks)
+        rounds=results,
+        checks=checks,
+        acknowledged=len(acks),
+        present=present(settings, acks),
+        queue=queue,
     )

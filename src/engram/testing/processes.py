@@ -20,9 +20,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
-__all__ = ["EngramProcess", "engram_env", "serve"]
+__all__ = ["EngramProcess", "engram_env", "serve", "worker"]
 
 _RUNNING = re.compile(r"Uvicorn running on (http://\S+)")
+_WORKING = re.compile(r"engram: worker (\S+) running")
 _KEEP_LINES = 200
 
 
@@ -147,3 +148,9 @@ def serve(env: Mapping[str, str], *, host: str = "127.0.0.1") -> EngramProcess:
     """Start ``engram serve`` on a free port of ``host``; :meth:`~EngramProcess.wait_ready`
     gives its base URL once it accepts requests."""
     return EngramProcess(["serve", "--host", host, "--port", "0"], env=env, ready=_RUNNING)
+
+
+def worker(env: Mapping[str, str]) -> EngramProcess:
+    """Start ``engram worker`` (polling until stopped); :meth:`~EngramProcess.wait_ready`
+    gives its worker id once it runs jobs."""
+    return EngramProcess(["worker"], env=env, ready=_WORKING)
