@@ -78,7 +78,8 @@ def main() -> int:
             f"acknowledged {report.acknowledged}, present {report.present}, "
             f"orphaned {worst} (most after any restart), "
             f"integrity checks failed {report.integrity_failures}/{len(report.checks)}, "
-            f"in flight at the kills {in_flight}, unexpected answers {len(report.errors)} "
+            f"in flight at the kills {in_flight}, unexpected answers {len(report.errors)}, "
+            f"values in clear in the files {report.values_in_clear} "
             f"({time.perf_counter() - started:.0f} s)",
             flush=True,
         )
@@ -107,6 +108,7 @@ def main() -> int:
             or worst > 0
             or report.integrity_failures > 0
             or bool(report.errors)
+            or report.values_in_clear > 0
             or (queue is not None and queue.problems > 0)
         )
     return 1 if failed else 0

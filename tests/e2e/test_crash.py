@@ -21,7 +21,7 @@ from engram.storage import open_storage
 from engram.storage.base import Storage
 from engram.storage.keystore import open_key_store
 from engram.testing.builders import add
-from engram.testing.crash import check_store, crash_rounds
+from engram.testing.crash import Ack, check_store, crash_rounds, values_in_clear
 from engram.testing.postgres import EmbeddedPostgres, create_schema
 from engram.testing.processes import engram_env
 
@@ -70,6 +70,8 @@ def test_kill_9_of_service_and_worker_loses_no_write_and_strands_no_job(
     assert "active_memories_without_vector" in report.checks[-1].orphans
     assert report.acknowledged >= 40
     assert report.present == report.acknowledged
+    # Sentinels: no acknowledged value readable in any file of the store or key store (WAL too).
+    assert report.values_in_clear == 0
     # The worker died with the service each time, mid-way through its TTL work.
     assert report.worker_kills == 2
     queue = report.queue
@@ -134,3 +136,26 @@ def test_the_check_counts_what_a_broken_write_would_leave(storage_url: str, tmp_
     assert found.orphans["active_memories_without_tokens"] == 1
     assert found.orphans["tokens_without_memory"] == 1
     assert found.orphaned == 3
+
+
+def test_the_sentinel_scan_finds_a_value_written_in_clear(storage_url: str, tmp_path: Path) -> None:
+    keys = (
+        f"sqlite:///{tmp_path / 'keys.db'}"
+        if storage_url.startswith("sqlite")
+        else create_schema(storage_url, prefix="crashkeys")
+    )
+    sealed = Ack("m1", "Round s1 note 1: the canal by the meadow opens at 6 every Friday.")
+    leaked = Ack("m2", "Round s1 note 2: the violin by the garden opens at 9 every Sunday.")
+    storage = open_storage(storage_url, pool_max=2)
+    key_store = open_key_store(keys)
+    try:
+        engine = MemoryEngine(storage, KeyRing(primary=bytes.fromhex(KEY)), key_store=key_store)
+        add(engine, key="sealed", value=sealed.value)
+        # What a store that kept a value in clear would hold (a column outside the seal).
+        engine.set_meta_value("leak", leaked.value)
+        if not storage_url.startswith("sqlite:///"):
+            _sql(storage, "CHECKPOINT")  # the relation's pages reach their files
+    finally:
+        key_store.close()
+        storage.close()
+    assert values_in_clear(storage_url, keys, [sealed, leaked]) == 1

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -177,6 +178,9 @@ class CrashReport:
     """Acknowledged writes found, with the value sent."""
     queue: QueueCheck | None = None
     """The job queue after the last restart (``None``: no worker ran)."""
+    values_in_clear: int = 0
+    """Acknowledged values found in clear in the store's or key store's files (WAL
+    included) after the last restart: the sentinel check (goal 0)."""
 
     @property
     def worker_kills(self) -> int:
@@ -659,4 +663,34 @@ def crash_rounds(
         acknowledged=len(acks),
         present=present(settings, acks),
         queue=queue,
+        values_in_clear=values_in_clear(storage_url, keys_url, acks),
     )
+
+
+# Every value the rounds write has this shape (see :func:`write_until_killed`): one pass per
+# file finds them all, however many were written.
+_WRITTEN_VALUE = re.compile(
+    rb"Round [^ \x00]{1,40} note \d+: the [a-z]+ by the [a-z]+ opens at \d+ every [A-Za-z]+\."
+)
+
+
+def values_in_clear(storage_url: str, key_store_url: str, acks: Sequence[Ack]) -> int:
+    """How many acknowledged values are readable in clear in the files of the store and
+    the key store (SQLite: the database and its WAL; PostgreSQL: the database's relations
+    and the server's WAL). Values are sealed before they reach storage, so the goal is 0."""
+    sent = {ack.value.encode() for ack in acks}
+    storage = open_storage(storage_url, pool_max=1)
+    key_store = open_key_store(key_store_url)
+    try:
+        files = [*storage.data_files(), *key_store.data_files()]
+    finally:
+        key_store.close()
+        storage.close()
+    found: set[bytes] = set()
+    for path in files:
+        try:
+            data = path.read_bytes()
+        except OSError:  # a file the server removed since the listing holds nothing
+            continue
+        found.update(_WRITTEN_VALUE.findall(data))
+    return len(found & sent)
