@@ -25,7 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _served import served_store
 from engram.server.auth import ApiKeys
 from engram.storage import open_storage
-from engram.testing.load import LOAD_ACCOUNT, run_load
+from engram.testing.forensics import sentinels_in_clear
+from engram.testing.load import LOAD_ACCOUNT, SENT_SHAPE, run_load
 from engram.testing.processes import serve
 
 
@@ -46,7 +47,6 @@ def main() -> int:
         with (
             tempfile.TemporaryDirectory(prefix="engram-load-") as tmp,
             served_store(backend, Path(tmp), pool_max=args.pool_max) as store,
-            ExitStack() as stack,
         ):
             env = {**store.env, "ENGRAM_MIN_SESSION_SECONDS": "0"}
             storage = open_storage(store.settings.resolved_storage_url(), pool_max=2)
@@ -54,14 +54,24 @@ def main() -> int:
                 token = ApiKeys.over(storage).create(LOAD_ACCOUNT)
             finally:
                 storage.close()
-            processes = [stack.enter_context(serve(env)) for _ in range(servers)]
-            bases = [p.wait_ready() for p in processes]
-            report = asyncio.run(run_load(bases, token, clients=args.clients, seconds=args.seconds))
+            with ExitStack() as stack:
+                processes = [stack.enter_context(serve(env)) for _ in range(servers)]
+                bases = [p.wait_ready() for p in processes]
+                report = asyncio.run(
+                    run_load(bases, token, clients=args.clients, seconds=args.seconds)
+                )
+            # Sentinels, once the services stopped: no value or turn in clear in any file.
+            in_clear = sentinels_in_clear(
+                store.settings.resolved_storage_url(),
+                store.settings.resolved_keystore_url(),
+                SENT_SHAPE,
+                report.sent,
+            )
         errors = sum(report.errors.values())
         print(
             f"{backend}, {servers} engram serve: {args.clients} clients x {args.seconds:.0f} s: "
             f"{report.requests} requests ({report.requests / args.seconds:.0f}/s), "
-            f"{errors} errors",
+            f"{errors} errors, {in_clear} of {len(report.sent)} texts sent in clear in the files",
             flush=True,
         )
         for kind, count in report.errors.most_common(10):
@@ -69,7 +79,7 @@ def main() -> int:
         print(f"  {'route':<32} {'requests':>8} {'p50 ms':>8} {'p95 ms':>8}")
         for route, (count, p50, p95) in report.percentiles().items():
             print(f"  {route:<32} {count:>8} {p50:>8.1f} {p95:>8.1f}")
-        failed |= errors > 0
+        failed |= errors > 0 or in_clear > 0
     return 1 if failed else 0
 
 

@@ -16,7 +16,8 @@ import pytest
 
 from engram.server.auth import ApiKeys
 from engram.storage import open_storage
-from engram.testing.load import LOAD_ACCOUNT, run_load
+from engram.testing.forensics import sentinels_in_clear
+from engram.testing.load import LOAD_ACCOUNT, SENT_SHAPE, run_load
 from engram.testing.postgres import EmbeddedPostgres, create_schema
 from engram.testing.processes import engram_env, serve
 
@@ -67,3 +68,6 @@ def test_twenty_clients_of_mixed_traffic_get_no_failed_answer(
     assert dict(report.errors) == {}
     assert set(report.latencies) == ROUTES
     assert report.requests >= 40
+    # Sentinels: no value or call turn the clients sent is readable in any file (WAL too).
+    assert len(report.sent) >= 40
+    assert sentinels_in_clear(data, keys, SENT_SHAPE, report.sent) == 0

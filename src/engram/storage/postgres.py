@@ -269,6 +269,10 @@ class PostgresStorage(SqlStorage):
     def _has_table(self, db: SqlExecutor, name: str) -> bool:
         return _has_table(db, name)
 
+    schema_lock_sql: ClassVar[str | None] = (
+        "SELECT pg_advisory_xact_lock(hashtext('engram-migrations'))"
+    )
+
     def migrate(self) -> None:
         """Apply pending migrations under an advisory lock (safe with many workers)."""
         with self.transaction() as tx:

@@ -655,6 +655,10 @@ class SqlStorage:
             "WHERE substr(m.key, 1, 2) <> ? ORDER BY m.id LIMIT ?", [BLIND_KEY_PREFIX, limit]
         )
 
+    schema_lock_sql: ClassVar[str | None] = None
+    """Run first in a transaction that changes the schema outside migrations (PostgreSQL: an
+    advisory lock; SQLite's one writer needs none)."""
+
     def bind_embedder(self, model_id: str, dims: int) -> None:
         """Record the embedder (``model_id:dims``) and create its vector index if needed.
 
@@ -662,6 +666,10 @@ class SqlStorage:
         """
         spec = f"{model_id}:{dims}"
         with self.transaction() as tx:
+            if self.schema_lock_sql is not None:
+                # Processes starting together would each create the vector table and its
+                # policy: one at a time, the later ones find them made.
+                tx.run(self.schema_lock_sql)
             row = tx.run("SELECT value FROM store_meta WHERE key = 'embedder'").fetchone()
             if row is not None and row[0] != spec:
                 raise EmbedderMismatchError(

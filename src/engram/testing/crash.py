@@ -42,6 +42,7 @@ from engram.storage.base import Storage
 from engram.storage.jobs import JobRow, JobState
 from engram.storage.keystore import KeyStore, open_key_store
 from engram.storage.sql import SqlStorage
+from engram.testing.forensics import sentinels_in_clear
 from engram.testing.processes import EngramProcess, serve
 from engram.testing.processes import worker as worker_process
 
@@ -676,21 +677,7 @@ _WRITTEN_VALUE = re.compile(
 
 def values_in_clear(storage_url: str, key_store_url: str, acks: Sequence[Ack]) -> int:
     """How many acknowledged values are readable in clear in the files of the store and
-    the key store (SQLite: the database and its WAL; PostgreSQL: the database's relations
-    and the server's WAL). Values are sealed before they reach storage, so the goal is 0."""
-    sent = {ack.value.encode() for ack in acks}
-    storage = open_storage(storage_url, pool_max=1)
-    key_store = open_key_store(key_store_url)
-    try:
-        files = [*storage.data_files(), *key_store.data_files()]
-    finally:
-        key_store.close()
-        storage.close()
-    found: set[bytes] = set()
-    for path in files:
-        try:
-            data = path.read_bytes()
-        except OSError:  # a file the server removed since the listing holds nothing
-            continue
-        found.update(_WRITTEN_VALUE.findall(data))
-    return len(found & sent)
+    the key store (see :func:`~engram.testing.forensics.sentinels_in_clear`; goal 0)."""
+    return sentinels_in_clear(
+        storage_url, key_store_url, _WRITTEN_VALUE, [ack.value for ack in acks]
+    )

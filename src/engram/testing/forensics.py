@@ -9,15 +9,18 @@ tag, and the key id sits just before it in a key row).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import re
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from engram.crypto.envelope import Envelope, WrappedUserKey
 from engram.errors import IntegrityError
+from engram.storage import open_storage
 from engram.storage.base import MemoryRow
+from engram.storage.keystore import open_key_store
 
-__all__ = ["CarveReport", "carve", "files_under"]
+__all__ = ["CarveReport", "carve", "files_under", "sentinels_in_clear"]
 
 WRAPPED_KEY_BYTES = 60
 WINDOW_SPAN = 2048
@@ -120,3 +123,28 @@ def _read(path: Path) -> bytes | None:
         return path.read_bytes()
     except FileNotFoundError:
         return None
+
+
+def sentinels_in_clear(
+    storage_url: str, key_store_url: str, shape: re.Pattern[bytes], sent: Collection[str]
+) -> int:
+    """How many of the texts ``sent`` (values, messages, turns a run wrote) are readable in
+    clear in the files of the store and the key store (SQLite: the database and its WAL;
+    PostgreSQL: the database's relations and the server's WAL).
+
+    ``shape`` matches every text the run writes, so each file is read in one pass however
+    many texts there are; the goal is 0, as everything is sealed before it is stored.
+    """
+    storage = open_storage(storage_url, pool_max=1)
+    key_store = open_key_store(key_store_url)
+    try:
+        files = [*storage.data_files(), *key_store.data_files()]
+    finally:
+        key_store.close()
+        storage.close()
+    found: set[bytes] = set()
+    for path in files:
+        data = _read(path)
+        if data is not None:
+            found.update(shape.findall(data))
+    return len(found & {text.encode() for text in sent})

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
 import statistics
 import time
 import zlib
@@ -37,6 +38,8 @@ class LoadReport:
     seconds: float
     latencies: dict[str, list[float]] = field(default_factory=dict)
     errors: Counter[str] = field(default_factory=Counter)
+    sent: set[str] = field(default_factory=set)
+    """Every text the clients sent (memory values and call turns), for the sentinel scan."""
     """``"<route> <status or exception>: <error message>"`` → count (messages never hold
     values: they are the service's own error texts)."""
 
@@ -77,10 +80,12 @@ class _Client:
     def _sentence(self) -> str:
         self.count += 1
         rng = self.rng
-        return (
+        text = (
             f"{rng.choice(_PEOPLE)} met {rng.choice(_PEOPLE)} at the {rng.choice(_PLACES)} "
             f"on day {self.count} and talked about the {rng.choice(_PLACES)}."
         )
+        self.report.sent.add(text)
+        return text
 
     async def _call(
         self, route: str, method: str, url: str, body: object = None
@@ -171,3 +176,10 @@ async def run_load(bases: Sequence[str], token: str, *, clients: int, seconds: f
             *(_Client(n, bases, http, report).run(deadline) for n in range(clients))
         )
     return report
+
+
+SENT_SHAPE = re.compile(
+    rb"[A-Z][a-z]+ met [A-Z][a-z]+ at the [a-z]+ on day \d+ and talked about the [a-z]+\."
+)
+"""Every text :func:`run_load` sends has this shape (for
+:func:`~engram.testing.forensics.sentinels_in_clear`)."""
