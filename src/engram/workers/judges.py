@@ -7,12 +7,15 @@ judges ship:
   when their words line up (see :func:`unaligned`): every content word on each side is met
   on the other by the same stem or a near-identical word (cosine of the two words with the
   embedder), numbers agree and count the same things, and a word on one side only is one
-  the other sentence already implies. Siblings that differ (fish / meat, vitamin D / C,
-  high / low, week / month) never line up, however close the sentences are; a missed merge
-  only leaves a duplicate, a wrong one destroys a fact. Then nothing may set them apart
-  (different names, different words of one kind, negation on one side only) and their
-  embeddings must be close enough; keys of one vocabulary family lower the similarity it
-  needs.
+  the other sentence already implies, or a modifier that refines a noun both name
+  ("her younger sister" / "a sister"). Predicate phrases of one relation ("loves" /
+  "enjoys" / "her favourite hobby is") are one word by a closed lexicon
+  (:mod:`engram.workers.predicates`); the things they relate never are. Siblings that
+  differ (fish / meat, vitamin D / C, high / low, week / month) never line up, however close
+  the sentences are; a missed merge only leaves a duplicate, a wrong one destroys a fact.
+  Then nothing may set them apart (different names, different words of one kind, negation
+  on one side only) and their embeddings must be close enough; keys of one vocabulary
+  family lower the similarity it needs.
 * :class:`LLMJudge`: batches of 5-10 pairs per prompt (:data:`JUDGE_PROMPT`) to the
   configured model through the usage ledger, answered as one JSON object; it can also word
   the merged fact. It defers while the account's LLM budget is low.
@@ -643,7 +646,9 @@ def unaligned(
     least ``synonym_cosine``, as "mom" / "mother", or one root in two forms counts).
     ``extra``: one side adds a content word the other sentence does not already imply (its
     cosine with that sentence is below ``cover_cosine``; without ``similarity`` any word
-    added blocks).
+    added blocks) and that does not refine a noun both sides name (see :func:`_refines`).
+    Predicate phrases of one class (:data:`~engram.workers.predicates.PREDICATE_CLASSES`)
+    count as one word.
     """
     if numbers_in(first) != numbers_in(second):
         return "numbers"
