@@ -318,6 +318,8 @@ def test_predicates_of_one_relation_line_up_without_the_embedder(first: str, sec
         ("Lives in Lisbon", "Works in Lisbon"),  # two relations
         ("Works as a nurse", "Works at a nursing home"),
         ("Is afraid of dogs", "Loves dogs"),
+        # Two classes never line up, however alike they are spelled.
+        ("Her daughter works as a nurse", "Her daughter works at a nursery"),
     ],
 )
 def test_a_predicate_class_never_joins_different_objects_or_relations(
