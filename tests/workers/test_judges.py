@@ -286,3 +286,84 @@ def test_the_offline_judge_is_the_default_without_a_model() -> None:
     with ScriptedLLMServer() as server:
         llm = OpenAICompatibleLLM(base_url=server.base_url, model="scripted")
         assert isinstance(judge_from_settings(settings, embedder=None, llm=llm), LLMJudge)
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("Loves gardening", "Enjoys gardening"),
+        (
+            "Enjoys gardening and grows tomatoes",
+            "Her favourite hobby is gardening; she grows tomatoes",
+        ),
+        ("Is fond of jazz", "Likes jazz"),
+        ("Is allergic to penicillin", "Penicillin gives her an allergic reaction"),
+        ("Has a penicillin allergy", "Penicillin gives him allergic reactions"),
+        ("Is afraid of dogs", "Dogs scare her"),
+        ("Lives in Porto", "Is based in Porto"),
+        ("Works as a nurse", "Is employed as a nurse"),
+        ("Works at the bank", "Is employed by the bank"),
+    ],
+)
+def test_predicates_of_one_relation_line_up_without_the_embedder(first: str, second: str) -> None:
+    assert unaligned(first, second) is None
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("Loves fish", "Enjoys meat"),  # one predicate class, two objects
+        ("Is allergic to penicillin", "Peanuts give her an allergic reaction"),
+        ("Is allergic to penicillin", "Penicillin gives her a headache"),
+        ("Lives in Lisbon", "Works in Lisbon"),  # two relations
+        ("Works as a nurse", "Works at a nursing home"),
+        ("Is afraid of dogs", "Loves dogs"),
+        # Two classes never line up, however alike they are spelled.
+        ("Her daughter works as a nurse", "Her daughter works at a nursery"),
+    ],
+)
+def test_a_predicate_class_never_joins_different_objects_or_relations(
+    first: str, second: str, minilm: Embedder
+) -> None:
+    judge = OfflineJudge(minilm, same_cosine=0.5, same_key_cosine=0.5)
+    assert unaligned(first, second) is not None
+    verdict = judge.decide(Pair(_memory(1, first), _memory(2, second), 0.99), 0.99)
+    assert not verdict.same
+
+
+def test_a_one_sided_modifier_of_a_shared_noun_is_a_refinement(minilm: Embedder) -> None:
+    assert unaligned("Ana is her younger sister", "Has a sister named Ana") is None
+    assert unaligned("Has a sister named Ana", "Ana is her younger sister") is None
+    assert unaligned("Has a cat", "Has a black cat") is None
+    assert unaligned("Her sister lives in Boston", "Her older sister lives in Boston") is None
+    judge = OfflineJudge(minilm)
+    pair = Pair(
+        _memory(1, "Ana is her younger sister"), _memory(2, "Her sister is called Ana"), 0.9
+    )
+    assert _judge([pair], judge) == [Verdict(True, "similar")]
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "why"),
+    [
+        # The other side has a modifier of its own there: two descriptions, not one.
+        ("Drives a red car", "Drives a small car", "unaligned"),
+        ("Her older sister lives in Boston", "Her younger sister lives in Boston", "unaligned"),
+        # Words that make the noun another thing, or quantities, never refine.
+        ("Her grandmother lives in Porto", "Her great grandmother lives in Porto", "extra"),
+        ("Her mother visits on Sundays", "Her step mother visits on Sundays", "extra"),
+        ("Has an appointment on Friday", "Has her next appointment on Friday", "extra"),
+        ("Is her daughter", "Is her only daughter", "extra"),
+        # No determiner before it: an adverb, not a modifier of the noun.
+        ("Eats meat", "Rarely eats meat", "extra"),
+        # A modifier of a noun the other side does not name refines nothing.
+        ("Has a sister", "Has a younger brother", "unaligned"),
+    ],
+)
+def test_a_modifier_refines_only_an_unmodified_noun_of_the_other_side(
+    first: str, second: str, why: str, minilm: Embedder
+) -> None:
+    assert unaligned(first, second) == why
+    judge = OfflineJudge(minilm, same_cosine=0.5, same_key_cosine=0.5)
+    verdict = judge.decide(Pair(_memory(1, first), _memory(2, second), 0.99), 0.99)
+    assert not verdict.same

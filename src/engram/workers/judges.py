@@ -7,12 +7,15 @@ judges ship:
   when their words line up (see :func:`unaligned`): every content word on each side is met
   on the other by the same stem or a near-identical word (cosine of the two words with the
   embedder), numbers agree and count the same things, and a word on one side only is one
-  the other sentence already implies. Siblings that differ (fish / meat, vitamin D / C,
-  high / low, week / month) never line up, however close the sentences are; a missed merge
-  only leaves a duplicate, a wrong one destroys a fact. Then nothing may set them apart
-  (different names, different words of one kind, negation on one side only) and their
-  embeddings must be close enough; keys of one vocabulary family lower the similarity it
-  needs.
+  the other sentence already implies, or a modifier that refines a noun both name
+  ("her younger sister" / "a sister"). Predicate phrases of one relation ("loves" /
+  "enjoys" / "her favourite hobby is") are one word by a closed lexicon
+  (:mod:`engram.workers.predicates`); the things they relate never are. Siblings that
+  differ (fish / meat, vitamin D / C, high / low, week / month) never line up, however close
+  the sentences are; a missed merge only leaves a duplicate, a wrong one destroys a fact.
+  Then nothing may set them apart (different names, different words of one kind, negation
+  on one side only) and their embeddings must be close enough; keys of one vocabulary
+  family lower the similarity it needs.
 * :class:`LLMJudge`: batches of 5-10 pairs per prompt (:data:`JUDGE_PROMPT`) to the
   configured model through the usage ledger, answered as one JSON object; it can also word
   the merged fact. It defers while the account's LLM budget is low.
@@ -42,6 +45,7 @@ from engram.llm.base import LLM, Message
 from engram.llm.key_vocabulary import GENERIC_KEY, family
 from engram.llm.usage import UsageLedger, metered
 from engram.types import Memory
+from engram.workers.predicates import MARKER, predicate_tokens
 
 __all__ = [
     "JUDGE_PROMPT",
@@ -435,6 +439,8 @@ _LIGHT = frozenset(
         "also",
         "together",
         "usually",
+        "especially",
+        "particularly",
         "user",
         "she",
         "he",
@@ -472,17 +478,21 @@ _KEEP_SHORT = re.compile(r"[b-hj-z]")  # one letter that names something (vitami
 
 @dataclass(frozen=True, slots=True)
 class _Aligned:
-    """A value's content words as stems (first spelling kept) and its number bindings."""
+    """A value's content words as stems (first spelling kept), its number bindings, and its
+    tokens in order, each with its stem when it is a content word."""
 
     words: dict[str, str]
     bound: frozenset[tuple[str, str]]
+    tokens: tuple[tuple[str, str | None], ...] = ()
 
 
 def _align_terms(text: str) -> _Aligned:
     words: dict[str, str] = {}
     bound: set[tuple[str, str]] = set()
     pending: list[str] = []
-    for token in tokenize(text):
+    tokens: list[tuple[str, str | None]] = []
+    for token, spelling in predicate_tokens(tokenize(text)):
+        tokens.append((token, None))
         number = _NUMBER_WORDS.get(token) or (token if _DIGITS.fullmatch(token) else None)
         if number is not None:
             pending.append(number)
@@ -493,14 +503,97 @@ def _align_terms(text: str) -> _Aligned:
             continue
         if len(token) < 2 and not _KEEP_SHORT.fullmatch(token):
             continue
-        base = stem(token.replace("'", ""))
-        words.setdefault(base, token)
+        base = token if token.startswith(MARKER) else stem(token.replace("'", ""))
+        words.setdefault(base, spelling)
+        tokens[-1] = (token, base)
         # A number counts the next thing named: "two sons and a daughter" is not
         # "two daughters and a son".
         bound.update((n, base) for n in pending)
         pending.clear()
     bound.update((n, "") for n in pending)
-    return _Aligned(words, frozenset(bound))
+    return _Aligned(words, frozenset(bound), tuple(tokens))
+
+
+# Words before a noun that make it another thing, not a closer description of the same one
+# ("great grandmother", "step mother", "the other day", "her next appointment").
+_NOT_REFINING = frozenset(
+    {
+        "great",
+        "step",
+        "half",
+        "foster",
+        "god",
+        "grand",
+        "future",
+        "next",
+        "last",
+        "previous",
+        "non",
+        "anti",
+        "fake",
+        "pretend",
+        "imaginary",
+        "mock",
+        "pseudo",
+        "would",
+    }
+)
+# Words that open a noun phrase: what follows them up to the noun describes the noun.
+_DETERMINERS = frozenset(
+    {"a", "an", "the", "her", "his", "their", "my", "your", "our", "its", "this", "that"}
+)
+
+
+def _refines(word: str, mine: _Aligned, other: _Aligned) -> bool:
+    """Whether ``word``, on this side only, is a modifier of a noun both sides name that the
+    other side leaves unmodified ("Ana is her younger sister" / "Her sister is called Ana"):
+    a closer description of the same thing, not another fact.
+
+    The word must sit between a determiner and the shared noun (other words of this side
+    only may stand with it: "her own little garden"), and on the other side no content word
+    of its own may stand right before that noun (a competing modifier: "a little German" /
+    "fluent German"). Quantities, numbers, negations and words that make the noun another
+    thing (:data:`_NOT_REFINING`) never refine.
+    """
+    tokens = mine.tokens
+
+    def one_sided(stem_: str | None) -> bool:
+        return stem_ is not None and stem_ not in other.words and not stem_.startswith(MARKER)
+
+    def modifier(index: int) -> bool:
+        token, stem_ = tokens[index]
+        return one_sided(stem_) and token not in _MEANINGFUL and token not in _NOT_REFINING
+
+    for index, (_, stem_) in enumerate(tokens):
+        if stem_ != word or not modifier(index):
+            continue
+        before = index - 1
+        while before >= 0 and modifier(before):
+            before -= 1
+        if before < 0 or tokens[before][0] not in _DETERMINERS:
+            continue
+        after = index + 1
+        while after < len(tokens) and modifier(after):
+            after += 1
+        if after >= len(tokens):
+            continue
+        head = tokens[after][1]
+        if head is None or head.startswith(MARKER) or head not in other.words:
+            continue
+        if not _competing(head, other, mine):
+            return True
+    return False
+
+
+def _competing(head: str, other: _Aligned, mine: _Aligned) -> bool:
+    """Whether the other side puts a content word of its own right before ``head``."""
+    for index, (_, stem_) in enumerate(other.tokens):
+        if stem_ != head or index == 0:
+            continue
+        previous = other.tokens[index - 1][1]
+        if previous is not None and previous not in mine.words:
+            return True
+    return False
 
 
 _RELATIONS = frozenset({"to", "than", "over", "from", "into", "before", "after", "instead"})
@@ -553,7 +646,9 @@ def unaligned(
     least ``synonym_cosine``, as "mom" / "mother", or one root in two forms counts).
     ``extra``: one side adds a content word the other sentence does not already imply (its
     cosine with that sentence is below ``cover_cosine``; without ``similarity`` any word
-    added blocks).
+    added blocks) and that does not refine a noun both sides name (see :func:`_refines`).
+    Predicate phrases of one class (:data:`~engram.workers.predicates.PREDICATE_CLASSES`)
+    count as one word.
     """
     if numbers_in(first) != numbers_in(second):
         return "numbers"
@@ -567,12 +662,19 @@ def unaligned(
     right = [s for s in b.words if s not in a.words]
     for x in list(left):
         for y in right:
+            # A predicate class lines up only with itself ("works as" is not "works at").
+            if x.startswith(MARKER) or y.startswith(MARKER):
+                continue
             if _same_root(x, y) or (
                 similarity is not None and similarity(a.words[x], b.words[y]) >= synonym_cosine
             ):
                 left.remove(x)
                 right.remove(y)
                 break
+    # A modifier on one side only of a noun both name ("younger sister" / "sister") is a
+    # refinement of the same thing when the other side has none of its own there.
+    left = [s for s in left if not _refines(s, a, b)]
+    right = [s for s in right if not _refines(s, b, a)]
     if left and right:
         return "unaligned"
     extra, words, other = (left, a.words, second) if left else (right, b.words, first)
