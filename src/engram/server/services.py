@@ -250,11 +250,12 @@ class Services:
         enqueue_app_resume(self.engine, account_id=account_id)
 
     def run_jobs(self, kinds: Sequence[str] = (CHAT_SUMMARY, APP_RESUME)) -> RunReport:
-        """Run the due jobs of ``kinds`` (by default those this service's requests queue) in
-        the calling thread, until none is left; a no-op report without a job worker."""
+        """Run the queued due jobs of ``kinds`` (by default those this service's requests
+        queue; no schedule is enqueued) in the calling thread until none is left; an empty
+        report without a job worker."""
         if self.jobs is None:
             return RunReport()
-        return self.jobs.run_once(kinds=kinds)
+        return self.jobs.run_once(kinds=kinds, schedules=False)
 
     async def _app_end(
         self,

@@ -211,13 +211,17 @@ class Worker:
         return added
 
     def run_once(
-        self, *, limit: int | None = None, kinds: Collection[str] | None = None
+        self,
+        *,
+        limit: int | None = None,
+        kinds: Collection[str] | None = None,
+        schedules: bool = True,
     ) -> RunReport:
         """Enqueue due schedules, then run due jobs until none is left (or ``limit`` ran).
 
-        ``kinds`` narrows both to those registered kinds (e.g. a service draining the jobs
-        its own requests queued)."""
-        report = RunReport(enqueued=self.enqueue_schedules(kinds=kinds))
+        ``kinds`` narrows both to those registered kinds; without ``schedules`` only jobs
+        already queued run (e.g. a service draining the jobs its own requests queued)."""
+        report = RunReport(enqueued=self.enqueue_schedules(kinds=kinds) if schedules else 0)
         running = sorted(k for k in self.registry if kinds is None or k in kinds)
         while running and (limit is None or report.ran + report.deferred < limit):
             leases = self.queue.claim(
