@@ -11,6 +11,9 @@ Three sources, each through the guard its memories pass (``engram.conversation.w
 * the offline summariser on the same sentences, five user messages a range, through the
   episodic guard (the offline paths are not guarded in production: they write no model
   text; the figure says how far their output is from the rules);
+* the offline app memory paragraph on the same sentences, five user messages a
+  conversation, through the app memory guard (``check_app_memory``: semantic, at most 4
+  sentences and 200 characters; again not guarded in production);
 * the texts the scripted model writes in the insight and multi-fact conformance tests.
 
 Prints accepted / trimmed / rejected counts, the first-pass rate and the reasons.
@@ -25,6 +28,8 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 
+from engram.apps.scope import AppMessage
+from engram.apps.writer import check_app_memory, offline_paragraph
 from engram.chat.summaries import OfflineSummariser
 from engram.chat.types import ChatMessage
 from engram.conversation.writing import (
@@ -84,6 +89,16 @@ def summaries(sentences: list[str]) -> list[str]:
     return out
 
 
+def app_paragraphs(sentences: list[str]) -> list[str]:
+    """The offline app memory of each run of ``RANGE`` sentences said by the user."""
+    return [
+        offline_paragraph(
+            [AppMessage(role="user", content=s) for s in sentences[start : start + RANGE]]
+        )
+        for start in range(0, len(sentences), RANGE)
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--labels", type=Path, nargs="+", default=DEFAULT_LABELS)
@@ -98,6 +113,9 @@ def main() -> None:
         show("offline extractor, semantic (keyed)", tally(values, _keyed))
         show("offline extractor, semantic (as sentences)", tally(values, check_semantic))
         show("offline summariser, episodic", tally(summaries(sentences), check_episodic))
+        show(
+            "offline app paragraph, app memory", tally(app_paragraphs(sentences), check_app_memory)
+        )
     print("scripted model outputs of the conformance tests")
     show("insights, semantic", tally(SCRIPTED_INSIGHTS, check_semantic))
     show("multi-fact candidates, semantic (keyed)", tally(SCRIPTED_FACTS, _keyed))

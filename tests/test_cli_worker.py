@@ -62,7 +62,7 @@ def test_an_idle_memory_leaves_retrieval_after_one_run_and_is_restorable_until_p
         # The agent has seen everything so far: the next header holds only what follows.
         engine.deliver_delta(account_id=ACCOUNT, user_id=USER, reader="agent")
 
-    assert "ran 2 jobs: 2 done" in _worker_once()  # ttl and purge
+    assert "ran 3 jobs: 3 done" in _worker_once()  # ttl, purge and app_resume
 
     with Engram.open(Settings()) as engram:
         assert _found(engram, "pretzels") == ["note.2"]

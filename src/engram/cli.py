@@ -305,7 +305,7 @@ def serve(ctx: click.Context, host: str, port: int, json_logs: bool) -> None:
 @click.option("--once", is_flag=True, help="Run the jobs due now, then exit.")
 @click.pass_context
 def worker_cmd(ctx: click.Context, once: bool) -> None:
-    """Run background jobs (TTL, purge, and the memory jobs) from the store's queue.
+    """Run background jobs (TTL, purge, memory and conversation jobs) from the store's queue.
 
     Enqueues the schedules that are due (TTL and purge hourly, consolidation daily per
     account), then runs due jobs. Several workers may share a PostgreSQL store; on SQLite
@@ -324,6 +324,7 @@ def worker_cmd(ctx: click.Context, once: bool) -> None:
         usage=engram.usage,
         embedder=engram.embedder,
         llm=engram.llm,
+        conversations=engram,
     )
     if once:
         report = worker.run_once()

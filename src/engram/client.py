@@ -61,6 +61,7 @@ from engram.retrieval.memory_query import (
 from engram.retrieval.results import SearchResult
 from engram.storage.base import Capability
 from engram.types import Memory, MemoryFilter, MemoryType, NewMemory, Source
+from engram.workers.conversation_jobs import enqueue_app_resume
 
 __all__ = ["DEFAULT_ACCOUNT", "Engram", "SearchResult"]
 
@@ -125,7 +126,14 @@ class Engram:
         self.chat = ChatMemory(
             engine, settings=self.settings, embedder=embedder, llm=llm, ledger=self.usage
         )
-        self.apps = AppMemories(engine, settings=self.settings, llm=llm, ledger=self.usage)
+        # Work the budget defers is queued for a worker (``engram worker``) to resume.
+        self.apps = AppMemories(
+            engine,
+            settings=self.settings,
+            llm=llm,
+            ledger=self.usage,
+            on_defer=lambda account_id: enqueue_app_resume(engine, account_id=account_id),
+        )
 
     @classmethod
     def open(cls, settings: Settings | None = None) -> Engram:

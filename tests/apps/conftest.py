@@ -3,6 +3,7 @@ test's choosing (an LLM at the scripted server), and the scripted server itself.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
@@ -65,7 +66,10 @@ class AppsApi:
         )
 
     async def join(self) -> None:
-        await self.app.state.services.tasks.join()
+        """Wait for the request's background tasks, then run the jobs they queued."""
+        services = self.app.state.services
+        await services.tasks.join()
+        await asyncio.to_thread(services.run_jobs)
 
 
 ApiFactory = Callable[..., AbstractAsyncContextManager[AppsApi]]
@@ -87,5 +91,6 @@ def apps_api(engine: MemoryEngine, settings: Settings) -> ApiFactory:
                 yield AppsApi(app, http, token, admin)
             finally:
                 await app.state.services.tasks.join()
+                await asyncio.to_thread(app.state.services.run_jobs)
 
     return make

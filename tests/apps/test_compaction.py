@@ -166,6 +166,18 @@ def test_invalid_decision_falls_back_to_fifo(
     assert full[3].id in _active_ids(apps)
 
 
+def test_an_edit_that_breaks_the_writing_rules_falls_back_to_fifo(
+    engine: MemoryEngine, full: list[Memory], llm_server: ScriptedLLMServer
+) -> None:
+    llm_server.enqueue(NEW, _decision("edit", full[3].id, "We agreed on weekly digests."))
+    apps = AppMemories(engine, llm=llm_of(llm_server))
+    _end(apps)
+    _assert_fifo(engine, apps, full, "invalid_decision")
+    assert full[3].id in _active_ids(apps)  # the target keeps its content
+    assert apps.compactor.writing.reasons == {"not_third_person": 1}
+    assert apps.compactor.writing.first_pass_rate == 0.0
+
+
 def test_edit_of_the_new_memory_into_itself_is_invalid(
     engine: MemoryEngine, full: list[Memory], llm_server: ScriptedLLMServer
 ) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import dataclass
 
 import pytest
 from tests.apps.conftest import ACCOUNT, ApiFactory, llm_of, transcript
@@ -17,9 +18,14 @@ from engram.client import Engram
 from engram.config import LLMPrice, Settings
 from engram.engine import MemoryEngine
 from engram.llm.usage import MeteredLLM, UsageLedger
+from engram.storage.jobs import JobState
 from engram.testing.scripted_llm import ScriptedLLMServer
+from engram.workers import Worker, register_conversation_jobs
+from engram.workers.conversation_jobs import APP_RESUME, enqueue_app_resume
 
 PARAGRAPH = "The user prefers option 1 for the report."
+SECOND = "The user prefers option 2 for the report."
+THIRD = "The user prefers option 3 for the report."
 DAY = 86_400.0
 
 
@@ -118,16 +124,56 @@ def test_below_20_percent_work_is_deferred_then_resumes(
     # Still below: nothing resumes. A new UTC day refills the budget.
     assert asyncio.run(apps.resume_deferred(ACCOUNT)) == 0
     clock.now += DAY
-    llm_server.enqueue("Second memory.", "Third memory.")
+    llm_server.enqueue(SECOND, THIRD)
     assert asyncio.run(apps.resume_deferred(ACCOUNT)) == 2
     assert apps.deferred_count(ACCOUNT) == 0
     memories = apps.memories(ACCOUNT, "notes")
     assert [(m.metadata["conversation_id"], m.value) for m in memories] == [
-        ("c3", "Third memory."),
-        ("c2", "Second memory."),
+        ("c3", THIRD),
+        ("c2", SECOND),
         ("c1", PARAGRAPH),
     ]
     assert ledger.remaining_fraction(ACCOUNT) == pytest.approx(0.8)
+
+
+@dataclass
+class _Parts:
+    chat: ChatMemory
+    apps: AppMemories
+
+
+def test_deferred_work_queues_one_app_resume_job_a_worker_runs_when_the_budget_refills(
+    engine: MemoryEngine, settings: Settings, llm_server: ScriptedLLMServer
+) -> None:
+    clock = Clock()
+    apps, ledger = _budgeted(engine, llm_server, clock)
+    apps.on_defer = lambda account_id: enqueue_app_resume(engine, account_id=account_id)
+    ledger.record(
+        account_id=ACCOUNT, operation="other", scope=None, prompt_tokens=0,
+        completion_tokens=0, calls=9,
+    )  # fmt: skip
+    assert _end(apps, 1) and _end(apps, 2)
+    queue = engine.storage.job_tables()
+    queued = queue.jobs(kind=APP_RESUME, state=JobState.QUEUED)
+    [job] = [j for j in queued if j.account_id == ACCOUNT]  # one for both ends
+    assert job.payload == {}
+    worker = Worker(engine, settings, usage=ledger, clock=clock)
+    register_conversation_jobs(worker, _Parts(ChatMemory(engine), apps))
+    # Over the budget the worker holds the job for the next budget day, attempt unspent.
+    held = worker.run_once(kinds=[APP_RESUME])
+    assert (held.deferred, held.done) == (1, 0)
+    assert apps.deferred_count(ACCOUNT) == 2 and llm_server.requests == []
+    clock.now += DAY
+    llm_server.enqueue(PARAGRAPH, SECOND)
+    ran = worker.run_once(kinds=[APP_RESUME])
+    assert ran.done == 1
+    assert apps.deferred_count(ACCOUNT) == 0
+    assert sorted(m.metadata["conversation_id"] for m in apps.memories(ACCOUNT, "notes")) == [
+        "c1",
+        "c2",
+    ]
+    finished = queue.get_job(job.id)
+    assert finished is not None and finished.state == JobState.DONE
 
 
 def test_without_an_llm_nothing_is_deferred(engine: MemoryEngine) -> None:

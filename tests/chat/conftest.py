@@ -3,6 +3,7 @@ choosing (an LLM at the scripted server, an embedder)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
@@ -59,7 +60,10 @@ class ChatApi:
         return saved
 
     async def join(self) -> None:
-        await self.app.state.services.tasks.join()
+        """Wait for the request's background tasks, then run the jobs they queued."""
+        services = self.app.state.services
+        await services.tasks.join()
+        await asyncio.to_thread(services.run_jobs)
 
 
 ApiFactory = Callable[..., AbstractAsyncContextManager[ChatApi]]
@@ -81,5 +85,6 @@ def chat_api(engine: MemoryEngine, settings: Settings) -> ApiFactory:
                 yield ChatApi(app, http, token)
             finally:
                 await app.state.services.tasks.join()
+                await asyncio.to_thread(app.state.services.run_jobs)
 
     return make

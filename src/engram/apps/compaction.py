@@ -4,8 +4,10 @@ When a new memory takes a scope over its cap, one LLM call sees every memory (wi
 the new one and answers ``{"action": "delete"|"edit", "targetMemoryId", "newContent",
 "reason"}``: ``delete`` forgets the target; ``edit`` merges the new memory into the target (a
 new version of it, audited as ``MERGE`` with the merged memory's id) and forgets the new one.
-An LLM error or timeout, an invalid decision (unknown id, missing content, bad JSON) or a
-database error after one retry falls back to FIFO: the oldest memory is forgotten.
+An LLM error or timeout, an invalid decision (unknown id, missing content, bad JSON, an
+edit whose content the writing guard rejects: :func:`~engram.apps.writer.check_app_memory`,
+counted in :attr:`Compactor.writing`) or a database error after one retry falls back to
+FIFO: the oldest memory is forgotten.
 
 Each change commits in one engine transaction that ends by locking the scope (an advisory
 lock on PostgreSQL; SQLite has one writer) and counting it: a change that would take the
@@ -25,6 +27,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from engram.apps.scope import MAX_MEMORY_CHARS, AppScope, clip
+from engram.apps.writer import check_app_memory
+from engram.conversation.writing import WritingTally
 from engram.crypto.envelope import SealedValue
 from engram.engine import MemoryEngine
 from engram.errors import ConflictError, EngramError, ProviderError, StorageError
@@ -85,12 +89,16 @@ class CompactionOutcome:
     count: int
 
 
-def parse_decision(text: str, memories: Sequence[Memory], new: Memory) -> Decision:
-    """The model's answer as a :class:`Decision` about ``memories``.
+def parse_decision(
+    text: str, memories: Sequence[Memory], new: Memory, *, writing: WritingTally | None = None
+) -> Decision:
+    """The model's answer as a :class:`Decision` about ``memories``; an edit's content
+    passes the app memory writing guard (trimmed, or refused), counted in ``writing``.
 
     Raises:
         InvalidDecisionError: not JSON, an unknown action or target, an edit without
-            content or an edit of the new memory into itself.
+            content, with content the writing guard rejects, or of the new memory into
+            itself.
     """
     try:
         data = json_object(text)
@@ -111,7 +119,12 @@ def parse_decision(text: str, memories: Sequence[Memory], new: Memory) -> Decisi
         raise InvalidDecisionError("compaction edit has no newContent")
     if target == new.id:
         raise InvalidDecisionError("compaction edit merges the new memory into itself")
-    return Decision("edit", target, clip(content), reason)
+    verdict = check_app_memory(content)
+    if writing is not None:
+        writing.add(verdict)
+    if verdict.text is None:
+        raise InvalidDecisionError(f"compaction edit breaks the writing rules ({verdict.reason})")
+    return Decision("edit", target, clip(verdict.text), reason)
 
 
 def _prompt(cap: int, memories: Sequence[Memory], new: Memory) -> list[Message]:
@@ -163,6 +176,8 @@ class Compactor:
         self.engine = engine
         self.llm = llm
         self.timeout = timeout
+        self.writing = WritingTally()
+        """The writing guard's verdicts on the model's edits (first-pass rate)."""
 
     def scope_memories(self, scope: AppScope) -> list[Memory]:
         """The scope's active memories, oldest first."""
@@ -227,7 +242,7 @@ class Compactor:
             log.warning("app compaction LLM failed: %s", "timeout" if timed_out else "error")
             return None, "llm_timeout" if timed_out else "llm_error"
         try:
-            return parse_decision(answer, memories, new), "no_llm"
+            return parse_decision(answer, memories, new, writing=self.writing), "no_llm"
         except InvalidDecisionError:
             log.warning("app compaction LLM answered an invalid decision")
             return None, "invalid_decision"

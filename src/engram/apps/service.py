@@ -95,6 +95,9 @@ class AppMemories:
         llm: the model that writes and compacts (``None``: offline paragraph and FIFO).
         ledger: the LLM usage ledger (the budget defers work while below 20% left).
         writer: replaces the LLM writer.
+        on_compaction: told of every compaction's outcome (metrics).
+        on_defer: told the account whose work was just deferred (a service queues the job
+            that resumes it once the budget allows).
     """
 
     def __init__(
@@ -106,6 +109,7 @@ class AppMemories:
         ledger: UsageLedger | None = None,
         writer: MemoryWriter | None = None,
         on_compaction: Callable[[CompactionOutcome], None] | None = None,
+        on_defer: Callable[[str], object] | None = None,
     ) -> None:
         self.engine = engine
         self.settings = settings or engine.settings
@@ -116,6 +120,7 @@ class AppMemories:
         self.compactor = Compactor(engine, llm, timeout=timeout)
         self.tables = engine.app_tables()
         self.on_compaction = on_compaction
+        self.on_defer = on_defer
 
     # ---- settings ----------------------------------------------------------------------------
     def settings_of(self, account_id: str, app_id: str) -> AppSettings:
@@ -179,6 +184,8 @@ class AppMemories:
         parsed = parse_messages(messages)
         if self._must_defer(account_id):
             await asyncio.to_thread(self._defer, scope, conversation_id, parsed, reason)
+            if self.on_defer is not None:
+                await asyncio.to_thread(self.on_defer, scope.account_id)
             return EndOutcome(None, None, None, deferred=True)
         return await self._end(scope, conversation_id, parsed, reason)
 

@@ -4,6 +4,14 @@ The memory is a single paragraph of 2-4 factual sentences, at most 200 character
 the user's preferences, decisions, problems solved and open items. Without an LLM (or when
 its call fails) :func:`offline_paragraph` makes one deterministically from the user's own
 sentences, so the feature works without a key.
+
+The model's paragraph passes the semantic writing guard
+(:func:`engram.conversation.writing.check_semantic`) with the prompt's own bounds, at most 4
+sentences and 200 characters: the prompt asks for the user's standing preferences,
+decisions and open items, facts to read later, not an account of what happened, so the
+episodic guard (past tense) does not fit it. A paragraph the guard rejects is a failed
+answer (:class:`ProviderError`: the offline paragraph is written instead); the offline
+paragraph is the user's own words and is not checked.
 """
 
 from __future__ import annotations
@@ -14,11 +22,22 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from engram.apps.scope import MAX_MEMORY_CHARS, AppMessage, clip
+from engram.conversation.writing import Verdict, WritingTally, check_semantic
 from engram.errors import ProviderError
 from engram.llm.answers import unfenced
 from engram.llm.base import LLM, Message
 
-__all__ = ["MEMORY_PROMPT", "LLMMemoryWriter", "MemoryWriter", "offline_paragraph"]
+__all__ = [
+    "MAX_MEMORY_SENTENCES",
+    "MEMORY_PROMPT",
+    "LLMMemoryWriter",
+    "MemoryWriter",
+    "check_app_memory",
+    "offline_paragraph",
+]
+
+MAX_MEMORY_SENTENCES = 4
+"""The most sentences an app memory's paragraph keeps (the prompt asks for 2-4)."""
 
 MEMORY_PROMPT = (
     "You write one memory of a finished conversation between a user and an app, for the app "
@@ -49,16 +68,26 @@ def transcript(messages: Sequence[AppMessage]) -> str:
     return text[-_TRANSCRIPT_CHARS:]
 
 
+def check_app_memory(text: str) -> Verdict:
+    """The writing guard of a model-written app memory (a compaction edit's content too):
+    the semantic rules, at most :data:`MAX_MEMORY_SENTENCES` sentences and
+    ``MAX_MEMORY_CHARS`` characters."""
+    return check_semantic(text, max_sentences=MAX_MEMORY_SENTENCES, max_chars=MAX_MEMORY_CHARS)
+
+
 class LLMMemoryWriter:
-    """One chat-completion call with :data:`MEMORY_PROMPT`."""
+    """One chat-completion call with :data:`MEMORY_PROMPT`, its answer through
+    :func:`check_app_memory` (counted in :attr:`writing`)."""
 
     def __init__(self, llm: LLM, *, timeout: float = 30.0, temperature: float = 0.2) -> None:
         self.llm = llm
         self.timeout = timeout
         self.temperature = temperature
+        self.writing = WritingTally()
 
     async def write(self, messages: Sequence[AppMessage]) -> str:
-        """Ask the model once; :class:`ProviderError` on a failure or an empty answer."""
+        """Ask the model once; :class:`ProviderError` on a failure, an empty answer or one
+        the writing guard rejects (naming the broken rule, never the text)."""
         prompt: list[Message] = [
             {"role": "system", "content": MEMORY_PROMPT},
             {"role": "user", "content": transcript(messages)},
@@ -70,10 +99,13 @@ class LLMMemoryWriter:
             )
         except TimeoutError:
             raise ProviderError(f"LLM request timed out after {self.timeout:g}s") from None
-        body = clip(unfenced(answer).strip('"').strip())
+        body = " ".join(unfenced(answer).split())
         if not body:
             raise ProviderError("LLM answered with an empty memory")
-        return body
+        verdict = self.writing.add(check_app_memory(body))
+        if verdict.text is None:
+            raise ProviderError(f"LLM memory broke the writing rules ({verdict.reason})")
+        return clip(verdict.text)
 
 
 def offline_paragraph(messages: Sequence[AppMessage]) -> str:

@@ -196,25 +196,34 @@ def _verdict(original: str, text: str | None, reason: str | None) -> Verdict:
 MAX_KEYED_FRAGMENT_WORDS = 8
 
 
-def check_semantic(text: str, *, keyed: bool = False) -> Verdict:
+def check_semantic(
+    text: str,
+    *,
+    keyed: bool = False,
+    max_sentences: int = MAX_SEMANTIC_SENTENCES,
+    max_chars: int = MAX_EXTRACTED_VALUE_CHARS,
+) -> Verdict:
     """The semantic guard: a complete, self-contained, third-person memory of one or two
     sentences and at most 280 characters, with no pronoun pointing outside it.
 
-    Beyond two sentences only the first two are kept; if those pass 280 characters only
-    the first is kept; a first sentence over 280 characters is rejected. With ``keyed``
-    the text is the value of a named key (``city``: ``Tucson``): a short fragment of at
-    most eight words without a verb is complete together with its key, so it passes; a
-    value written as a sentence must still be a complete one.
+    Beyond two sentences only the first two are kept; if those pass 280 characters the
+    last ones are dropped until they fit; a first sentence over 280 characters is rejected.
+    With ``keyed`` the text is the value of a named key (``city``: ``Tucson``): a short
+    fragment of at most eight words without a verb is complete together with its key, so it
+    passes; a value written as a sentence must still be a complete one. ``max_sentences``
+    and ``max_chars`` are for a memory whose prompt sets other bounds (an app memory's
+    paragraph: at most 4 sentences and 200 characters); the other rules are the same.
     """
     cleaned = _clean(text)
     reason = None if cleaned == text.strip() else "decorated"
     sentences = _sentences(cleaned)
-    if len(sentences) > MAX_SEMANTIC_SENTENCES:
-        cleaned, reason = " ".join(sentences[:MAX_SEMANTIC_SENTENCES]), "too_many_sentences"
-        sentences = sentences[:MAX_SEMANTIC_SENTENCES]
-    if len(cleaned) > MAX_EXTRACTED_VALUE_CHARS and sentences:
-        cleaned, reason = sentences[0], "too_long"
-    if len(cleaned) > MAX_EXTRACTED_VALUE_CHARS:
+    if len(sentences) > max_sentences:
+        cleaned, reason = " ".join(sentences[:max_sentences]), "too_many_sentences"
+        sentences = sentences[:max_sentences]
+    while len(cleaned) > max_chars and len(sentences) > 1:
+        sentences = sentences[:-1]
+        cleaned, reason = " ".join(sentences), "too_long"
+    if len(cleaned) > max_chars:
         return _verdict(text, None, "too_long")
     problem = _common_problem(cleaned)
     if problem is not None:

@@ -42,6 +42,7 @@ from engram.server.routes import sdk as sdk_routes
 from engram.server.routes import ui as ui_routes
 from engram.server.services import ServiceOptions, Services
 from engram.storage.base import Capability
+from engram.workers import Worker as JobWorker
 from engram.workers import WorkerThread, standard_worker
 
 if TYPE_CHECKING:
@@ -124,7 +125,8 @@ def create_app(
         clock=time.time if clock is None else clock,
     )
 
-    worker = _worker_thread(engine, settings, sdk, owns=owns)
+    services.jobs = _job_worker(engine, settings, sdk, services)
+    worker = _worker_thread(services.jobs, engine, settings, owns=owns)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -134,7 +136,6 @@ def create_app(
             worker.start()
         background = [
             asyncio.create_task(_evict_idle_sessions(services, settings), name="session-sweep"),
-            asyncio.create_task(services.resume_deferred_forever(), name="app-resume"),
         ]
         try:
             yield
@@ -230,10 +231,27 @@ async def _evict_idle_sessions(services: Services, settings: Settings) -> None:
             log.info("evicted %d idle call sessions", evicted)
 
 
+def _job_worker(
+    engine: MemoryEngine, settings: Settings, sdk: Engram | None, services: Services
+) -> JobWorker:
+    """The standard job worker, its conversation jobs over the service's chat and app
+    memories."""
+    if sdk is None:
+        return standard_worker(engine, settings, usage=services.usage, conversations=services)
+    return standard_worker(
+        engine,
+        settings,
+        usage=sdk.usage,
+        embedder=sdk.embedder,
+        llm=sdk.llm,
+        conversations=services,
+    )
+
+
 def _worker_thread(
-    engine: MemoryEngine, settings: Settings, sdk: Engram | None, *, owns: bool
+    jobs: JobWorker, engine: MemoryEngine, settings: Settings, *, owns: bool
 ) -> WorkerThread | None:
-    """The background worker to run inside this service, if any.
+    """The thread to run ``jobs`` in inside this service, if any.
 
     ``ENGRAM_SERVE_WORKER``: ``on`` always, ``off`` never, ``auto`` (the default) when the
     service opened its own store and that store is SQLite (one process serves it; on
@@ -244,8 +262,4 @@ def _worker_thread(
         return None
     if mode == "auto" and (not owns or Capability.MULTI_PROCESS in engine.storage.capabilities):
         return None
-    if sdk is None:
-        return WorkerThread(standard_worker(engine, settings))
-    return WorkerThread(
-        standard_worker(engine, settings, usage=sdk.usage, embedder=sdk.embedder, llm=sdk.llm)
-    )
+    return WorkerThread(jobs)

@@ -43,7 +43,15 @@ from engram.server.tasks import TaskRegistry
 from engram.storage.base import SERVICE_KEYS_BLINDED
 from engram.storage.service import CallSessionRow
 from engram.types import Memory
+from engram.workers.conversation_jobs import (
+    APP_RESUME,
+    CHAT_SUMMARY,
+    enqueue_app_resume,
+    enqueue_chat_summary,
+)
 from engram.workers.memory_jobs import enqueue_insights, enqueue_multifact
+from engram.workers.worker import RunReport
+from engram.workers.worker import Worker as JobWorker
 
 if TYPE_CHECKING:
     from engram.client import Engram
@@ -216,6 +224,10 @@ class Services:
             self.usage = self.apps.ledger
             self.usage.on_record = self.metrics.llm_call
         self.apps.on_compaction = self.metrics.app_compacted
+        self.apps.on_defer = self._deferred
+        self.jobs: JobWorker | None = None
+        """The job worker over this service's chat and app memories (set by
+        :func:`~engram.server.create_app`; a thread runs it as ``ENGRAM_SERVE_WORKER`` says)."""
 
     def schedule_app_end(
         self,
@@ -232,14 +244,18 @@ class Services:
             name="app-memory",
         )
 
-    async def resume_deferred_forever(self, interval: float = 60.0) -> None:
-        """Every ``interval`` seconds, do app memory work the budget deferred and now allows."""
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                await self.apps.resume_deferred()
-            except Exception as exc:  # the next round tries again
-                log.error("resuming deferred app memories failed: %s", type(exc).__name__)
+    def _deferred(self, account_id: str) -> None:
+        """Queue the job that does the account's deferred app memory work once the budget
+        allows (a worker holds it until then)."""
+        enqueue_app_resume(self.engine, account_id=account_id)
+
+    def run_jobs(self, kinds: Sequence[str] = (CHAT_SUMMARY, APP_RESUME)) -> RunReport:
+        """Run the queued due jobs of ``kinds`` (by default those this service's requests
+        queue; no schedule is enqueued) in the calling thread until none is left; an empty
+        report without a job worker."""
+        if self.jobs is None:
+            return RunReport()
+        return self.jobs.run_once(kinds=kinds, schedules=False)
 
     async def _app_end(
         self,
@@ -264,17 +280,10 @@ class Services:
             self.metrics.app_memory_failed()
             log.error("app memory failed: %s", type(exc).__name__)
 
-    def schedule_summary(self, *, account_id: str, conversation_id: str) -> None:
-        """Check in the background whether the conversation needs a rolling summary."""
-        self.tasks.spawn(
-            self._summary_check(account_id, conversation_id), name="conversation-summary"
-        )
-
-    async def _summary_check(self, account_id: str, conversation_id: str) -> None:
-        try:
-            await self.chat.summarise_if_due(account_id=account_id, conversation_id=conversation_id)
-        except Exception as exc:  # the range stays unsummarised and is retried next time
-            log.error("conversation summary failed: %s", type(exc).__name__)
+    def enqueue_summary(self, *, account_id: str, conversation_id: str) -> None:
+        """Queue the conversation's rolling-summary check for a worker (one job while one is
+        queued, however many messages arrive meanwhile)."""
+        enqueue_chat_summary(self.engine, account_id=account_id, conversation_id=conversation_id)
 
     def close(self) -> None:
         """Close the engine if this service opened it."""

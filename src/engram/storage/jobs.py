@@ -207,8 +207,14 @@ class JobTables(Protocol):
         now: float,
         dedupe_key: str | None = None,
         max_attempts: int = 5,
+        while_queued: bool = False,
     ) -> str | None:
-        """Add a job; its id, or ``None`` when a job with ``dedupe_key`` already exists."""
+        """Add a job; its id, or ``None`` when a job with ``dedupe_key`` already exists.
+
+        With ``while_queued`` the key only dedupes against a job still queued: a running or
+        finished job with it gives the key up (it may have read its data before this write),
+        so a burst of triggers queues one job and a trigger after it started queues another.
+        """
         ...
 
     def claim(
@@ -285,8 +291,9 @@ class SqlJobTables:
         now: float,
         dedupe_key: str | None = None,
         max_attempts: int = 5,
+        while_queued: bool = False,
     ) -> str | None:
-        """Add a job; its id, or ``None`` when a job with ``dedupe_key`` already exists."""
+        """See :meth:`JobTables.enqueue`."""
         if not kind or len(kind) > 64:
             raise ValidationError("job kind must be 1-64 characters")
         if max_attempts < 1:
@@ -294,6 +301,12 @@ class SqlJobTables:
         text = check_payload(payload)
         job_id = str(uuid.uuid4())
         with self._storage.transaction() as tx:
+            if while_queued and dedupe_key is not None:
+                # A job past its queued state keeps its row under its own id as key.
+                tx.run(
+                    "UPDATE jobs SET dedupe_key = id WHERE dedupe_key = ? AND state <> ?",
+                    [dedupe_key, JobState.QUEUED],
+                )
             cursor = tx.run(
                 f"INSERT INTO jobs ({_COLUMNS}) VALUES "
                 "(?, ?, ?, ?, ?, ?, 0, ?, ?, NULL, NULL, NULL, NULL, ?, ?) "

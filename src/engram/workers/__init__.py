@@ -7,11 +7,17 @@ off the hot path:
 * ``ttl`` and ``purge`` (:mod:`engram.workers.lifecycle`);
 * :class:`~engram.workers.insights.InsightWriter` (``run_user``): insights about a user;
 * :class:`~engram.workers.multifact.MultiFactPass` (``run_turn``, ``run_message``): the
-  facts a long user turn states.
+  facts a long user turn states;
+* ``chat_summary`` and ``app_resume`` (:mod:`engram.workers.conversation_jobs`).
 """
 
 from engram.workers.queue import enqueue
-from engram.workers.registry import register_lifecycle_jobs, register_memory_jobs, standard_worker
+from engram.workers.registry import (
+    register_conversation_jobs,
+    register_lifecycle_jobs,
+    register_memory_jobs,
+    standard_worker,
+)
 from engram.workers.schedules import DEFAULT_SCHEDULES, Schedule
 from engram.workers.service import WorkerThread
 from engram.workers.worker import Handler, JobContext, JobSpec, RunReport, Worker
@@ -26,6 +32,7 @@ __all__ = [
     "Worker",
     "WorkerThread",
     "enqueue",
+    "register_conversation_jobs",
     "register_lifecycle_jobs",
     "register_memory_jobs",
     "standard_worker",

@@ -20,13 +20,16 @@ def enqueue(
     dedupe_key: str | None = None,
     delay: float = 0.0,
     max_attempts: int | None = None,
+    while_queued: bool = False,
 ) -> str | None:
     """Queue a job of ``kind`` to run as soon as a worker is free (or after ``delay`` s).
 
     ``payload`` holds ids and kinds only (never memory text or messages: the handler reads
     what it needs from the store); a malformed one raises
     :class:`~engram.errors.ValidationError`. With ``dedupe_key`` a second enqueue of the
-    same key adds nothing (returns ``None``); otherwise returns the new job's id.
+    same key adds nothing (returns ``None``); otherwise returns the new job's id. With
+    ``while_queued`` the key dedupes only against a job not yet started (see
+    :meth:`~engram.storage.jobs.JobTables.enqueue`).
     """
     now = time.time()
     return engine.storage.job_tables().enqueue(
@@ -37,4 +40,5 @@ def enqueue(
         now=now,
         dedupe_key=dedupe_key,
         max_attempts=max_attempts or engine.settings.worker_max_attempts,
+        while_queued=while_queued,
     )

@@ -9,25 +9,35 @@ token budget is consulted before each run):
 - ``consolidation`` (daily per account, scheduled in
   :data:`~engram.workers.schedules.DEFAULT_SCHEDULES`: enqueued once its handler is here),
 - ``insights`` and ``multifact`` (enqueued by writes through :func:`engram.workers.enqueue`),
-- chat summaries and app compaction, when they move onto the queue.
+- ``chat_summary`` and ``app_resume`` (:mod:`engram.workers.conversation_jobs`): chat
+  rolling summaries queued by saved messages, app memory work the budget deferred.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from functools import cached_property
 
+from engram.apps import AppMemories
+from engram.chat import ChatMemory
 from engram.config import Settings
 from engram.embedders.base import Embedder
 from engram.engine import MemoryEngine
 from engram.llm.base import LLM
 from engram.llm.usage import UsageLedger
+from engram.workers.conversation_jobs import ConversationJobs, ConversationParts
 from engram.workers.lifecycle import purge_job, ttl_job
 from engram.workers.memory_jobs import MemoryJobs
 from engram.workers.schedules import DEFAULT_SCHEDULES
 from engram.workers.worker import Worker
 
-__all__ = ["register_lifecycle_jobs", "register_memory_jobs", "standard_worker"]
+__all__ = [
+    "register_conversation_jobs",
+    "register_lifecycle_jobs",
+    "register_memory_jobs",
+    "standard_worker",
+]
 
 
 def register_lifecycle_jobs(worker: Worker) -> None:
@@ -49,6 +59,44 @@ def register_memory_jobs(
     MemoryJobs(embedder=embedder, llm=llm, ledger=usage).register(worker)
 
 
+def register_conversation_jobs(
+    worker: Worker, parts: ConversationParts, *, uses_llm: bool = True
+) -> None:
+    """Register ``chat_summary`` and ``app_resume`` over ``parts`` (its chat memory and app
+    memories; see :mod:`engram.workers.conversation_jobs`)."""
+    ConversationJobs(parts, uses_llm=uses_llm).register(worker)
+
+
+class _Parts:
+    """Chat memory and app memories built from a worker's own parts, on first use."""
+
+    def __init__(
+        self,
+        engine: MemoryEngine,
+        settings: Settings,
+        *,
+        usage: UsageLedger | None,
+        embedder: Embedder | None,
+        llm: LLM | None,
+    ) -> None:
+        self._engine, self._settings = engine, settings
+        self._usage, self._embedder, self._llm = usage, embedder, llm
+
+    @cached_property
+    def chat(self) -> ChatMemory:
+        return ChatMemory(
+            self._engine,
+            settings=self._settings,
+            embedder=self._embedder,
+            llm=self._llm,
+            ledger=self._usage,
+        )
+
+    @cached_property
+    def apps(self) -> AppMemories:
+        return AppMemories(self._engine, settings=self._settings, llm=self._llm, ledger=self._usage)
+
+
 def standard_worker(
     engine: MemoryEngine,
     settings: Settings,
@@ -57,12 +105,16 @@ def standard_worker(
     embedder: Embedder | None = None,
     llm: LLM | None = None,
     clock: Callable[[], float] | None = None,
+    conversations: ConversationParts | None = None,
 ) -> Worker:
     """The worker with every standard job kind and schedule registered (``embedder`` and
-    ``llm``, the metered model, for the memory jobs)."""
+    ``llm``, the metered model, for the memory jobs; ``conversations``, the chat memory and
+    app memories the conversation jobs run on, by default built from the same parts)."""
     worker = Worker(
         engine, settings, usage=usage, clock=clock or time.time, schedules=DEFAULT_SCHEDULES
     )
     register_lifecycle_jobs(worker)
     register_memory_jobs(worker, embedder=embedder, llm=llm, usage=usage)
+    parts = conversations or _Parts(engine, settings, usage=usage, embedder=embedder, llm=llm)
+    register_conversation_jobs(worker, parts)
     return worker

@@ -16,6 +16,7 @@ from typing import Any
 
 __all__ = ["DEFAULT_SCHEDULES", "DueJob", "Schedule", "due_schedules", "stagger"]
 
+MINUTE = 60.0
 HOUR = 3600.0
 DAY = 86_400.0
 
@@ -44,9 +45,10 @@ DEFAULT_SCHEDULES: tuple[Schedule, ...] = (
     Schedule("ttl", HOUR),
     Schedule("purge", HOUR),
     Schedule("consolidation", DAY, per_account=True),
+    Schedule("app_resume", HOUR),
 )
-"""TTL and purge hourly; consolidation daily per account (enqueued only by a worker that
-has a handler registered for it)."""
+"""TTL and purge hourly; consolidation daily per account; app memory work the budget
+deferred hourly (each enqueued only by a worker that has a handler for it)."""
 
 
 def stagger(account_id: str, period: float) -> float:
@@ -58,9 +60,11 @@ def stagger(account_id: str, period: float) -> float:
 def due_schedules(schedule: Schedule, now: float, accounts: Sequence[str]) -> Iterator[DueJob]:
     """The occurrences of ``schedule`` in the period that contains ``now``."""
     start = now - now % schedule.period
-    label = time.strftime(
-        "%Y-%m-%dT%H" if schedule.period < DAY else "%Y-%m-%d", time.gmtime(start)
-    )
+    if schedule.period < HOUR:
+        form = "%Y-%m-%dT%H:%M"
+    else:
+        form = "%Y-%m-%dT%H" if schedule.period < DAY else "%Y-%m-%d"
+    label = time.strftime(form, time.gmtime(start))
     if not schedule.per_account:
         yield DueJob(schedule.kind, None, start, f"{schedule.kind}:{label}", {})
         return

@@ -23,7 +23,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -175,15 +175,20 @@ class Worker:
         self.registry.update(registry)
         return self
 
-    def enqueue_schedules(self, now: float | None = None) -> int:
-        """Enqueue the due occurrence of every schedule whose kind is registered (each once:
-        a dedupe key names the occurrence); how many were new."""
+    def enqueue_schedules(
+        self, now: float | None = None, *, kinds: Collection[str] | None = None
+    ) -> int:
+        """Enqueue the due occurrence of every schedule whose kind is registered (and among
+        ``kinds`` when given; each once: a dedupe key names the occurrence); how many were
+        new."""
         moment = self.clock() if now is None else now
         queue = self.queue
         added = 0
         accounts: list[str] | None = None
         for schedule in self.schedules:
             if schedule.kind not in self.registry:
+                continue
+            if kinds is not None and schedule.kind not in kinds:
                 continue
             if schedule.per_account and accounts is None:
                 accounts = queue.account_ids()
@@ -205,15 +210,25 @@ class Worker:
                 self._scheduled.add(due.dedupe_key)
         return added
 
-    def run_once(self, *, limit: int | None = None) -> RunReport:
-        """Enqueue due schedules, then run due jobs until none is left (or ``limit`` ran)."""
-        report = RunReport(enqueued=self.enqueue_schedules())
-        while limit is None or report.ran + report.deferred < limit:
+    def run_once(
+        self,
+        *,
+        limit: int | None = None,
+        kinds: Collection[str] | None = None,
+        schedules: bool = True,
+    ) -> RunReport:
+        """Enqueue due schedules, then run due jobs until none is left (or ``limit`` ran).
+
+        ``kinds`` narrows both to those registered kinds; without ``schedules`` only jobs
+        already queued run (e.g. a service draining the jobs its own requests queued)."""
+        report = RunReport(enqueued=self.enqueue_schedules(kinds=kinds) if schedules else 0)
+        running = sorted(k for k in self.registry if kinds is None or k in kinds)
+        while running and (limit is None or report.ran + report.deferred < limit):
             leases = self.queue.claim(
                 self.worker_id,
                 lease_seconds=self.settings.worker_lease_seconds,
                 now=self.clock(),
-                kinds=sorted(self.registry),
+                kinds=running,
             )
             if not leases:
                 break

@@ -84,12 +84,14 @@ async def add_message(
     conversation_id: str, body: NewMessageBody, services: Svc, account: Account
 ) -> SavedMessageOut:
     """Save a message; a conversation belongs to the user of its first message (404 for
-    anyone else). Schedules the rolling-summary check in the background."""
+    anyone else). Queues the rolling-summary check for a background worker."""
     saved = await asyncio.to_thread(
         services.chat.add_message,
         {**body.model_dump(), "account_id": account, "conversation_id": conversation_id},
     )
-    services.schedule_summary(account_id=account, conversation_id=conversation_id)
+    await asyncio.to_thread(
+        services.enqueue_summary, account_id=account, conversation_id=conversation_id
+    )
     if body.role == "user":
         await asyncio.to_thread(
             services.enqueue_multifact,

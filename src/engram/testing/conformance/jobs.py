@@ -142,6 +142,33 @@ class JobQueueConformance(StorageHarness):
         assert again is None
         assert [j.id for j in queue.jobs()] == [first]
 
+    def test_a_key_while_queued_dedupes_only_against_a_queued_job(self, storage: Storage) -> None:
+        queue = storage.job_tables()
+        key = "chat_summary:acct:conv-1"
+        first = _enqueue(storage, dedupe_key=key, while_queued=True)
+        burst = [
+            queue.enqueue(
+                "noop", account_id=ACCOUNT, payload={}, run_at=T0, now=T0, dedupe_key=key,
+                while_queued=True,
+            )
+            for _ in range(3)
+        ]  # fmt: skip
+        assert burst == [None, None, None]
+        [lease] = queue.claim("w", lease_seconds=60, now=T0)
+        assert lease.job_id == first
+        # It may have read its data before the next write: that write queues another.
+        second = _enqueue(storage, dedupe_key=key, while_queued=True)
+        assert second != first
+        assert queue.complete(lease, T0 + 1)
+        done = queue.get_job(first)
+        assert done is not None and done.state == JobState.DONE
+        assert queue.enqueue(
+            "noop", account_id=ACCOUNT, payload={}, run_at=T0, now=T0, dedupe_key=key,
+            while_queued=True,
+        ) is None  # fmt: skip
+        [queued] = queue.jobs(state=JobState.QUEUED)
+        assert queued.id == second and queued.dedupe_key == key
+
     def test_payloads_hold_ids_never_content(self, storage: Storage) -> None:
         queue = storage.job_tables()
         for payload in ({"text": "x" * 300}, {"nested": {"a": 1}}, {"items": ["a"]}):
