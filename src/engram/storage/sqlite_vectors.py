@@ -308,7 +308,7 @@ class SqliteVectorIndex:
         max_rows: int = 2_000_000,
         shortlist: int = 256,
         snapshots: SnapshotStore | None = None,
-        snapshot_rows: int = 2000,
+        snapshot_rows: int = 1000,
     ) -> None:
         self._owners: OrderedDict[Owner, _OwnerIndex] = OrderedDict()
         self._lock = threading.Lock()
