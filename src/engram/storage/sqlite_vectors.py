@@ -118,7 +118,8 @@ def to_snapshot(
     """An owner's index as one byte string (``None`` when it cannot be written so).
 
     Plain arrays behind a fixed header, never pickle: the blob is opened again with no more
-    trust than its seal gives. Ids are joined by NUL, which a memory id never holds.
+    trust than its seal gives. Ids are joined by NUL (an index with an id holding one is
+    not snapshotted: it loads from its rows).
     """
     joined = "\0".join(ids)
     if not ids or joined.count("\0") != len(ids) - 1:
