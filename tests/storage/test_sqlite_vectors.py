@@ -5,7 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engram.storage.sqlite_vectors import _OwnerIndex, nearest_by_bits, pack_signs, quantize
+from engram.storage.sqlite_vectors import (
+    _OwnerIndex,
+    from_snapshot,
+    nearest_by_bits,
+    pack_signs,
+    quantize,
+    to_snapshot,
+)
 
 pytestmark = pytest.mark.usefixtures("kernels")  # each test with NumPy's loops and numba's
 
@@ -60,3 +67,66 @@ def test_int8_scores_stay_within_two_thousandths_of_float32() -> None:
     assert np.abs(index.vector(7) - vectors[7]).max() < 2e-3
     codes, scales = quantize(np.zeros((1, 8), np.float32))
     assert not codes.any() and scales[0] > 0  # a zero vector quantises without dividing by 0
+
+
+def test_a_snapshot_restores_the_index_exactly() -> None:
+    rng = np.random.default_rng(5)
+    index = _OwnerIndex()
+    index.append([f"m{i}" for i in range(300)], _unit(rng, 300))
+    index.append(["m7", "m300"], _unit(rng, 2))  # m7's vector replaced
+    index.max_seq, index.deletions, index.stale = 412, 3, 4
+    data = to_snapshot(
+        index.ids,
+        index.bits,
+        index.codes,
+        index.scales,
+        index.live,
+        max_seq=index.max_seq,
+        deletions=index.deletions,
+        stale=index.stale,
+    )
+    assert data is not None
+    restored = from_snapshot(data)
+    assert restored is not None
+    assert restored.ids == index.ids and restored.row_of == index.row_of
+    assert (restored.max_seq, restored.deletions, restored.stale) == (412, 3, 4)
+    for name in ("bits", "codes", "scales", "live"):
+        assert np.array_equal(getattr(restored, name), getattr(index, name)), name
+    assert not restored.live[7] and restored.row_of["m7"] == 300
+    q = _unit(rng, 1)[0]
+    rows = np.arange(len(index.ids))
+    assert np.array_equal(restored.scores(rows, q), index.scores(rows, q))
+    restored.append(["m999"], _unit(rng, 1))  # a restored index takes later rows
+    assert restored.row_of["m999"] == len(index.ids)
+
+
+def test_a_snapshot_of_another_layout_is_not_read() -> None:
+    assert from_snapshot(b"") is None
+    assert from_snapshot(b"EVIX0002" + bytes(200)) is None
+    rng = np.random.default_rng(6)
+    index = _OwnerIndex()
+    index.append(["a", "b"], _unit(rng, 2))
+    data = to_snapshot(
+        index.ids,
+        index.bits,
+        index.codes,
+        index.scales,
+        index.live,
+        max_seq=2,
+        deletions=0,
+        stale=0,
+    )
+    assert data is not None and from_snapshot(data[:-40]) is None
+    assert (
+        to_snapshot(
+            ["a\0b", "c"],
+            index.bits,
+            index.codes,
+            index.scales,
+            index.live,
+            max_seq=2,
+            deletions=0,
+            stale=0,
+        )
+        is None
+    )

@@ -160,6 +160,12 @@ def vector_aad(account_id: str, user_id: str, memory_id: str, model_id: str) -> 
     return _aad("vector", account_id, user_id, memory_id, model_id)
 
 
+def index_snapshot_aad(account_id: str, user_id: str) -> bytes:
+    """What a sealed snapshot of a user's in-process vector index is bound to: its owner
+    (a snapshot copied to another user's row does not open)."""
+    return _aad("vector-index", account_id, user_id)
+
+
 def blind_token(index_key: bytes, term: str) -> int:
     """A keyed hash of a search term as a signed 64-bit integer (no plaintext in the index)."""
     digest = hmac.new(index_key, term.encode(), hashlib.sha256).digest()

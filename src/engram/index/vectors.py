@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engram.crypto.aead import Cipher
-from engram.crypto.envelope import vector_aad, vector_sealing_key
+from engram.crypto.envelope import index_snapshot_aad, vector_aad, vector_sealing_key
 from engram.embedders.base import Embedder, Vector
-from engram.errors import IndexerMissingError, IntegrityError
+from engram.errors import IndexerMissingError, IntegrityError, KeyUnavailableError
 from engram.index.memory_text import indexed_text
 from engram.keys.owner_keys import OwnerKeys
 from engram.storage.base import (
@@ -123,6 +123,29 @@ class VectorSeal:
                 self.failures += failed
             log.warning("%d stored vectors failed to open; left out of the index", failed)
         return out
+
+    def seal_snapshot(self, account_id: str, user_id: str, data: bytes) -> SealedVector:
+        """A snapshot of the user's in-process index sealed like their vectors (the same
+        sub-key of the current user key), bound to the owner."""
+        key = self._keys.current(account_id, user_id)
+        blob = self._cipher.seal(
+            vector_sealing_key(key.raw), data, index_snapshot_aad(account_id, user_id)
+        )
+        return SealedVector(key.key_id, blob)
+
+    def open_snapshot(self, account_id: str, user_id: str, sealed: SealedVector) -> bytes | None:
+        """A sealed index snapshot opened, or ``None`` (logged without detail) when its key is
+        gone (an erasure) or it does not authenticate; the store then loads the rows."""
+        try:
+            raw = self._keys.by_id(account_id, user_id, sealed.key_id)
+            return self._cipher.open(
+                vector_sealing_key(raw), sealed.blob, index_snapshot_aad(account_id, user_id)
+            )
+        except KeyUnavailableError:
+            raise  # a KEK this process lacks: not the snapshot's fault
+        except IntegrityError:
+            log.warning("a stored vector index snapshot failed to open; loading the rows")
+            return None
 
 
 class VectorIndexer:

@@ -309,6 +309,16 @@ class VectorOpener(Protocol):
         at once, which costs a fraction of building an array per row."""
         ...
 
+    def seal_snapshot(self, account_id: str, user_id: str, data: bytes) -> SealedVector:
+        """``data`` (a store's snapshot of the user's ready-to-search index) sealed under the
+        user's current key, bound to the owner."""
+        ...
+
+    def open_snapshot(self, account_id: str, user_id: str, sealed: SealedVector) -> bytes | None:
+        """A snapshot sealed by :meth:`seal_snapshot`, or ``None`` when it does not open
+        (tampered, moved to another user, or its key destroyed by an erasure)."""
+        ...
+
 
 class IndexWrites(Protocol):
     """Index rows written beside a memory version: blind tokens, vectors, relation edges."""

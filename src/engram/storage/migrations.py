@@ -626,3 +626,24 @@ MIGRATIONS = (
         postgres=(),
     ),
 )
+
+
+MIGRATIONS = (
+    *MIGRATIONS,
+    Migration(
+        version=19,
+        name="vector-index-snapshots",
+        # SQLite: each user's in-process vector index as it was last built (sign bits,
+        # int8 codes, ids), sealed under the user's key like the vectors, so a cold process
+        # reads one blob plus the rows with a later ``seq`` instead of opening and
+        # quantising every vector. A cache: dropping a row only makes the next load slower.
+        sqlite=(
+            """CREATE TABLE IF NOT EXISTS vector_snapshots (
+                account_id TEXT NOT NULL, user_id TEXT NOT NULL,
+                max_seq INTEGER NOT NULL, deletions INTEGER NOT NULL,
+                key_id TEXT NOT NULL, snapshot BLOB NOT NULL,
+                PRIMARY KEY (account_id, user_id))""",
+        ),
+        postgres=(),
+    ),
+)

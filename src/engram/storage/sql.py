@@ -709,6 +709,8 @@ class SqlStorage:
             self._embedder_spec = None
             if tx.has_table("embeddings"):
                 tx.run("DELETE FROM embeddings")
+            if tx.has_table("vector_snapshots"):
+                tx.run("DELETE FROM vector_snapshots")
 
     # ---- reads -------------------------------------------------------------------------------
     def _select_memories(

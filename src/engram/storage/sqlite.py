@@ -142,11 +142,12 @@ class SqliteTransaction(SqlTransaction):
     def delete_owner(self, account_id: str, user_id: str) -> dict[str, int]:
         """Delete the user's rows, including the vector index bookkeeping."""
         counts = super().delete_owner(account_id, user_id)
-        if self.has_table("vector_owners"):
-            self.run(
-                "DELETE FROM vector_owners WHERE account_id = ? AND user_id = ?",
-                [account_id, user_id],
-            )
+        for table in ("vector_owners", "vector_snapshots"):
+            if self.has_table(table):
+                self.run(
+                    f"DELETE FROM {table} WHERE account_id = ? AND user_id = ?",
+                    [account_id, user_id],
+                )
         return counts
 
     def has_table(self, name: str) -> bool:
@@ -206,7 +207,7 @@ class SqliteStorage(SqlStorage):
         self._connections: list[sqlite3.Connection] = []
         self._connections_lock = threading.Lock()
         self._closed = False
-        self.vector_index = SqliteVectorIndex()
+        self.vector_index = SqliteVectorIndex(snapshots=self)
         self._checkpointer = Checkpointer(self.path)
 
     def _connection(self) -> sqlite3.Connection:
@@ -276,6 +277,7 @@ class SqliteStorage(SqlStorage):
 
     def close(self) -> None:
         """Checkpoint, then close every connection this storage opened."""
+        self.vector_index.close()
         self._checkpointer.stop()
         if not self._closed and self.path != ":memory:":
             # If another process holds the database, its own close folds the WAL.
@@ -367,6 +369,60 @@ class SqliteStorage(SqlStorage):
                 "to search them"
             )
         return self.vector_opener.open_vectors(owner[0], owner[1], rows)
+
+    def load_index_snapshot(
+        self, db: SqlExecutor, owner: tuple[str, str]
+    ) -> tuple[int, int, bytes] | None:
+        """The owner's stored vector index snapshot, opened with the bound opener, as
+        ``(max_seq, deletions, data)``; ``None`` when there is none or it does not open."""
+        if self.vector_opener is None:
+            return None
+        row = db.run(
+            "SELECT max_seq, deletions, key_id, snapshot FROM vector_snapshots "
+            "WHERE account_id = ? AND user_id = ?",
+            list(owner),
+        ).fetchone()
+        if row is None:
+            return None
+        data = self.vector_opener.open_snapshot(
+            owner[0], owner[1], SealedVector(str(row[2]), bytes(row[3]))
+        )
+        return None if data is None else (int(row[0]), int(row[1]), data)
+
+    def save_index_snapshot(
+        self, owner: tuple[str, str], max_seq: int, deletions: int, data: bytes
+    ) -> None:
+        """Seal ``data`` under the owner's key and store it as their snapshot, unless a newer
+        one is stored or the owner's vectors were erased (or reset) since it was taken.
+
+        A snapshot of as many rows but more deletions replaces one that a load would find
+        too stale to use.
+        """
+        if self.vector_opener is None or self._closed:
+            return
+        sealed = self.vector_opener.seal_snapshot(owner[0], owner[1], data)
+        with self.transaction() as tx:
+            tx.run(
+                "INSERT INTO vector_snapshots "
+                "(account_id, user_id, max_seq, deletions, key_id, snapshot) "
+                "SELECT ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM vector_owners o "
+                "WHERE o.account_id = ? AND o.user_id = ? AND o.max_seq >= ? "
+                "AND o.deletions >= ?) "
+                "ON CONFLICT (account_id, user_id) DO UPDATE SET max_seq = excluded.max_seq, "
+                "deletions = excluded.deletions, key_id = excluded.key_id, "
+                "snapshot = excluded.snapshot WHERE excluded.max_seq > vector_snapshots.max_seq "
+                "OR excluded.deletions > vector_snapshots.deletions",
+                [
+                    *owner,
+                    max_seq,
+                    deletions,
+                    sealed.key_id,
+                    sealed.blob,
+                    *owner,
+                    max_seq,
+                    deletions,
+                ],
+            )
 
     def _opened(self, account_id: str, rows: Sequence[tuple[str, Any]]) -> dict[str, Vector]:
         """``memory_id -> vector`` of ``(user_id, (memory_id, _, model_id, key_id, vector))``

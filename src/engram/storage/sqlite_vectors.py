@@ -16,14 +16,25 @@ open (tampered, moved, or its key destroyed by an erasure) is left out of the in
 The table stays the source of truth: the index loads only rows with a ``seq`` it has not
 seen, learns of new rows and deletions from ``vector_owners`` (kept by triggers, so other
 processes' writes are seen too), and reloads an owner once deleted rows pile up.
+
+Opening and quantising every row of a large user is most of a cold first query (seconds at
+100k rows), so once an owner's index has grown by ``snapshot_rows`` rows since its last
+snapshot, a background thread writes the index as it is (bits, codes, scales, ids) as one
+blob sealed under the owner's key (:class:`SnapshotStore`). A cold load reads that blob and
+only the rows with a later ``seq``; deletions since the snapshot count as stale rows, as they
+do for a cached index. A snapshot that does not open (an erasure destroyed its key) or no
+longer matches ``vector_owners`` is ignored and the rows are loaded instead.
 """
 
 from __future__ import annotations
 
+import logging
+import struct
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -31,6 +42,8 @@ from numpy.typing import NDArray
 from engram.storage.base import ScoredId, StoredVector, Vector
 from engram.storage.sql import SqlExecutor
 from engram.storage.vector_kernels import hamming_distances, int8_scores
+
+log = logging.getLogger(__name__)
 
 Owner = tuple[str, str]
 Opener = Callable[[Owner, Sequence[StoredVector]], list[bytes | None]]
@@ -49,6 +62,9 @@ class _OwnerIndex:
     max_seq: int = 0
     deletions: int = 0
     stale: int = 0
+    unsaved: int = 0
+    """Rows loaded since the snapshot this index was loaded from (or last handed to be
+    written); ``seq`` is shared by every owner, so it cannot tell."""
 
     def append(self, ids: list[str], vectors: NDArray[np.float32]) -> None:
         # Bits are stored word-major (one contiguous row per 64-bit word), which is how the
@@ -82,6 +98,153 @@ class _OwnerIndex:
         loop with the ``fast`` extra, ``einsum`` over a float copy of the rows without it.
         """
         return int8_scores(self.codes, self.scales, rows, query)
+
+
+_MAGIC = b"EVIX0001"
+_HEADER = struct.Struct("<8sqqqqqq")  # magic, rows, dims, words, max_seq, deletions, stale
+
+
+def to_snapshot(
+    ids: Sequence[str],
+    bits: NDArray[np.uint64],
+    codes: NDArray[np.int8],
+    scales: NDArray[np.float32],
+    live: NDArray[np.bool_],
+    *,
+    max_seq: int,
+    deletions: int,
+    stale: int,
+) -> bytes | None:
+    """An owner's index as one byte string (``None`` when it cannot be written so).
+
+    Plain arrays behind a fixed header, never pickle: the blob is opened again with no more
+    trust than its seal gives. Ids are joined by NUL (an index with an id holding one is
+    not snapshotted: it loads from its rows).
+    """
+    joined = "\0".join(ids)
+    if not ids or joined.count("\0") != len(ids) - 1:
+        return None
+    words, rows = bits.shape
+    header = _HEADER.pack(_MAGIC, rows, codes.shape[1], words, max_seq, deletions, stale)
+    return b"".join(
+        (
+            header,
+            np.ascontiguousarray(bits).tobytes(),
+            np.ascontiguousarray(scales, np.float32).tobytes(),
+            np.ascontiguousarray(codes).tobytes(),
+            np.ascontiguousarray(live, np.bool_).tobytes(),
+            joined.encode(),
+        )
+    )
+
+
+def from_snapshot(data: bytes) -> _OwnerIndex | None:
+    """The index :func:`to_snapshot` wrote, or ``None`` for a blob of another layout."""
+    if len(data) < _HEADER.size:
+        return None
+    magic, rows, dims, words, max_seq, deletions, stale = _HEADER.unpack_from(data)
+    if magic != _MAGIC or rows <= 0:
+        return None
+    sizes = (words * rows * 8, rows * 4, rows * dims, rows)
+    if len(data) < _HEADER.size + sum(sizes):
+        return None
+    view = memoryview(data)
+    at = _HEADER.size
+    parts = []
+    for size in sizes:
+        parts.append(view[at : at + size])
+        at += size
+    ids = bytes(view[at:]).decode().split("\0")
+    if len(ids) != rows:
+        return None
+    # Copies: the arrays must be writable and aligned like those a load from rows makes.
+    index = _OwnerIndex(
+        ids=ids,
+        bits=np.frombuffer(parts[0], np.uint64).reshape(words, rows).copy(),
+        scales=np.frombuffer(parts[1], np.float32).copy(),
+        codes=np.frombuffer(parts[2], np.int8).reshape(rows, dims).copy(),
+        live=np.frombuffer(parts[3], np.bool_).copy(),
+        max_seq=max_seq,
+        deletions=deletions,
+        stale=stale,
+    )
+    # The last row of an id is the one that holds it (as ``append`` keeps it).
+    index.row_of = dict(zip(ids, range(rows), strict=True))
+    return index
+
+
+class SnapshotStore(Protocol):
+    """Where sealed index snapshots live (the SQLite store, which seals and opens them)."""
+
+    def load_index_snapshot(self, db: SqlExecutor, owner: Owner) -> tuple[int, int, bytes] | None:
+        """The owner's stored snapshot opened, as ``(max_seq, deletions, data)``; ``None``
+        when there is none or it does not open."""
+        ...
+
+    def save_index_snapshot(self, owner: Owner, max_seq: int, deletions: int, data: bytes) -> None:
+        """Seal and store ``data`` as the owner's snapshot, unless a newer one is stored or
+        the owner's vectors are gone (erased) meanwhile."""
+        ...
+
+
+class _SnapshotWriter:
+    """One background thread that writes snapshots, the latest per owner, off the query path."""
+
+    def __init__(self, store: SnapshotStore) -> None:
+        self._store = store
+        self._pending: dict[Owner, Callable[[], tuple[int, int, bytes] | None]] = {}
+        self._changed = threading.Condition()
+        self._busy = False
+        self._stopped = False
+        self._thread: threading.Thread | None = None
+
+    def submit(self, owner: Owner, make: Callable[[], tuple[int, int, bytes] | None]) -> None:
+        with self._changed:
+            if self._stopped:
+                return
+            self._pending[owner] = make
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="engram-vector-snapshots", daemon=True
+                )
+                self._thread.start()
+            self._changed.notify_all()
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                while not self._pending and not self._stopped:
+                    self._changed.wait()
+                if self._stopped:
+                    return
+                owner, make = self._pending.popitem()
+                self._busy = True
+            try:
+                made = make()
+                if made is not None:
+                    self._store.save_index_snapshot(owner, *made)
+            except Exception as exc:  # a cache write: the rows stay the source of truth
+                log.warning("a vector index snapshot was not written: %s", type(exc).__name__)
+            finally:
+                with self._changed:
+                    self._busy = False
+                    self._changed.notify_all()
+
+    def flush(self) -> None:
+        """Wait until every submitted snapshot is written (or failed)."""
+        with self._changed:
+            while (self._pending or self._busy) and not self._stopped:
+                self._changed.wait()
+
+    def stop(self) -> None:
+        """Drop what is pending and let the thread end after its current write."""
+        with self._changed:
+            self._stopped = True
+            self._pending.clear()
+            self._changed.notify_all()
+            thread = self._thread
+        if thread is not None:
+            thread.join(timeout=30)
 
 
 def warm_up(dims: int) -> None:
@@ -140,11 +303,33 @@ def nearest_by_bits(
 class SqliteVectorIndex:
     """Per-owner in-memory vector indexes over one SQLite database (thread-safe)."""
 
-    def __init__(self, *, max_rows: int = 2_000_000, shortlist: int = 256) -> None:
+    def __init__(
+        self,
+        *,
+        max_rows: int = 2_000_000,
+        shortlist: int = 256,
+        snapshots: SnapshotStore | None = None,
+        snapshot_rows: int = 1000,
+    ) -> None:
         self._owners: OrderedDict[Owner, _OwnerIndex] = OrderedDict()
         self._lock = threading.Lock()
         self._max_rows = max_rows
         self.shortlist = shortlist
+        self._snapshots = snapshots
+        self._writer = _SnapshotWriter(snapshots) if snapshots is not None else None
+        self.snapshot_rows = snapshot_rows
+        """Rows an owner's index grows by before its snapshot is written again: a rewrite
+        costs the whole index, loading rows past the snapshot costs each row."""
+
+    def flush_snapshots(self) -> None:
+        """Wait until the snapshots written in the background are stored."""
+        if self._writer is not None:
+            self._writer.flush()
+
+    def close(self) -> None:
+        """Stop writing snapshots (what is pending is dropped: the rows stay the truth)."""
+        if self._writer is not None:
+            self._writer.stop()
 
     def clear(self) -> None:
         """Forget every cached owner."""
@@ -179,7 +364,7 @@ class SqliteVectorIndex:
                 if index.stale * 5 > len(index.ids):
                     index = None  # too many dead rows: reload
             if index is None:
-                index = _OwnerIndex(deletions=deletions)
+                index = self._from_snapshot(db, owner, max_seq, deletions)
                 self._owners[owner] = index
             self._owners.move_to_end(owner)
             if index.max_seq >= max_seq:
@@ -198,9 +383,56 @@ class SqliteVectorIndex:
                 if kept:
                     matrix = np.frombuffer(b"".join(v for _, v in kept), dtype=np.float32)
                     index.append([m for m, _ in kept], matrix.reshape(len(kept), -1))
+                    index.unsaved += len(kept)
                 index.max_seq = int(rows[-1][0])
             self._evict()
+            if index.unsaved >= self.snapshot_rows:
+                self._snapshot_later(owner, index)
             return index
+
+    def _from_snapshot(
+        self, db: SqlExecutor, owner: Owner, max_seq: int, deletions: int
+    ) -> _OwnerIndex:
+        """The owner's index from its stored snapshot, or an empty one to load from rows."""
+        empty = _OwnerIndex(deletions=deletions)
+        if self._snapshots is None or max_seq == 0:
+            return empty
+        stored = self._snapshots.load_index_snapshot(db, owner)
+        if stored is None:
+            return empty
+        snapshot_seq, snapshot_deletions, data = stored
+        if snapshot_seq > max_seq or snapshot_deletions > deletions:
+            return empty  # the counters were reset since (an erasure, then new rows)
+        index = from_snapshot(data)
+        if index is None or index.max_seq != snapshot_seq:
+            return empty
+        index.stale += deletions - snapshot_deletions
+        index.deletions = deletions
+        if index.stale * 5 > len(index.ids):
+            return empty  # too many dead rows: reload (and snapshot the result)
+        return index
+
+    def _snapshot_later(self, owner: Owner, index: _OwnerIndex) -> None:
+        """Hand a copy of the index's state to the writer thread (under ``self._lock``)."""
+        if self._writer is None or not index.ids:
+            return
+        index.unsaved = 0
+        # ``append`` replaces these arrays rather than changing them, but for ``live``.
+        ids, bits, codes, scales = list(index.ids), index.bits, index.codes, index.scales
+        live, max_seq, deletions, stale = (
+            index.live.copy(),
+            index.max_seq,
+            index.deletions,
+            index.stale,
+        )
+
+        def make() -> tuple[int, int, bytes] | None:
+            data = to_snapshot(
+                ids, bits, codes, scales, live, max_seq=max_seq, deletions=deletions, stale=stale
+            )
+            return None if data is None else (max_seq, deletions, data)
+
+        self._writer.submit(owner, make)
 
     def _evict(self) -> None:
         total = sum(len(i.ids) for i in self._owners.values())

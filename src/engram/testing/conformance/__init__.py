@@ -32,6 +32,7 @@ from engram.testing.conformance.concurrent_writes import ConcurrentWritesConform
 from engram.testing.conformance.consolidation import ConsolidationConformance
 from engram.testing.conformance.erasure import ErasureConformance
 from engram.testing.conformance.harness import TEST_KEK, StorageHarness
+from engram.testing.conformance.index_snapshots import IndexSnapshotsConformance
 from engram.testing.conformance.index_versions import IndexVersionsConformance
 from engram.testing.conformance.insights import InsightsConformance
 from engram.testing.conformance.jobs import JobQueueConformance, WorkerConformance
@@ -62,6 +63,7 @@ __all__ = [
     "ConcurrentWritesConformance",
     "ConsolidationConformance",
     "ErasureConformance",
+    "IndexSnapshotsConformance",
     "IndexVersionsConformance",
     "InsightsConformance",
     "JobQueueConformance",
@@ -98,6 +100,7 @@ class StorageConformance(
     AtRestConformance,
     RowSecurityConformance,
     SealedVectorsConformance,
+    IndexSnapshotsConformance,
     TamperConformance,
     BlindKeysConformance,
     BlindKeysUpgradeConformance,
