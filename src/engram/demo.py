@@ -131,7 +131,7 @@ def _ask(query: Query, echo: Callable[[str], None]) -> None:
             else f"score {item['score']:.2f}"
         )
         echo(f"  [{category}] {item['value']}  <- {why}")
-    echo(f"({answer.tokens} tokens; 'context: all' categories first, then the ranked ones)")
+    echo(f"({answer.tokens} tokens; the ranked results first, then the 'context: all' categories)")
 
 
 def _short(ref: str | None) -> str:
