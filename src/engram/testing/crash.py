@@ -120,8 +120,13 @@ class RoundResult:
     """Warning and error lines the killed processes wrote (to explain ``errors``)."""
     worker_killed: bool = False
     """A background worker (thread or process) was killed with the service."""
-    jobs_held: int = 0
+    held_job_ids: set[str] = field(default_factory=set)
     """Jobs a killed worker held (claimed, running) at the kill."""
+
+    @property
+    def jobs_held(self) -> int:
+        """How many jobs the killed worker held at the kill."""
+        return len(self.held_job_ids)
 
 
 @dataclass
@@ -190,8 +195,9 @@ class CrashReport:
 
     @property
     def jobs_held(self) -> int:
-        """Jobs the killed workers held at their kills, over every round."""
-        return sum(r.jobs_held for r in self.rounds)
+        """Distinct jobs the killed workers held at their kills, over every round (a job
+        taken again after one kill may be held at the next kill too: it counts once)."""
+        return len(set().union(*(r.held_job_ids for r in self.rounds)))
 
     @property
     def orphaned(self) -> int:
@@ -483,13 +489,13 @@ class _Backlog:
             self.error = type(exc).__name__
 
 
-def _jobs_held(storage_url: str, killed_at: float) -> int:
-    """Jobs a kill at ``killed_at`` left claimed (their lease still live at that moment);
-    read while every worker is dead."""
+def _jobs_held(storage_url: str, killed_at: float) -> set[str]:
+    """Ids of the jobs a kill at ``killed_at`` left claimed (their lease still live at that
+    moment); read while every worker is dead."""
     storage = open_storage(storage_url, pool_max=2)
     try:
         running = storage.job_tables().jobs(state=JobState.RUNNING)
-        return sum(1 for j in running if j.lease_until is not None and j.lease_until > killed_at)
+        return {j.id for j in running if j.lease_until is not None and j.lease_until > killed_at}
     finally:
         storage.close()
 
@@ -646,7 +652,7 @@ def crash_rounds(
                 if backlog.error is not None:
                     result.errors.append(f"queueing ttl jobs: {backlog.error}")
                 result.worker_killed = True
-                result.jobs_held = _jobs_held(storage_url, killed_at[0])
+                result.held_job_ids = _jobs_held(storage_url, killed_at[0])
             results.append(result)
             if progress is not None:
                 progress(
