@@ -269,6 +269,6 @@ def test_extraction_is_metered_with_its_scope(
     )
     [op] = sdk.usage_since_last_poll(account_id=ACCOUNT).operations
     assert (op.operation, op.calls) == ("extraction", 1)
-    with engine.storage.reader() as db:  # type: ignore[attr-defined]
+    with engine.storage.reader_across_accounts() as db:  # type: ignore[attr-defined]
         rows = db.run("SELECT account_id, operation, scope, calls FROM llm_usage").fetchall()
     assert [tuple(r) for r in rows] == [(ACCOUNT, "extraction", "user:u1", 1)]

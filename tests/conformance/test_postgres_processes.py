@@ -37,9 +37,9 @@ def test_processes_writing_one_thread_get_consecutive_revisions(
     storage = PostgresStorage(uri)
     try:
         thread = default_thread("acct", "u")
-        revs = sorted(c.rev for c in storage.changes_since(thread, 0, 100))
+        revs = sorted(c.rev for c in storage.changes_since(thread, 0, 100, account_id="acct"))
         assert revs == list(range(1, 46))
-        assert storage.current_rev(thread) == 45
+        assert storage.current_rev(thread, account_id="acct") == 45
     finally:
         storage.close()
 

@@ -176,9 +176,9 @@ async def test_a_voice_session_end_to_end(
     sent = llm_server.requests[0].messages[1]["content"]
     assert SENTINEL in sent  # the model did see the conversation...
 
-    row = services.tables.get_session(sid)
+    row = services.tables.get_session(sid, account_id=ACCOUNT)
     assert row.tool_calls == 3 and row.memories_extracted == 1
-    events = services.tables.events(sid)
+    events = services.tables.events(sid, account_id=ACCOUNT)
     assert [e.tool for e in events if e.kind == "tool_call"] == [
         "store_memory",
         "update_memory",

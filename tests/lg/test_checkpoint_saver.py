@@ -64,7 +64,7 @@ async def test_a_graph_runs_with_the_async_methods(engine: MemoryEngine) -> None
 def test_blobs_are_sealed_at_rest(engine: MemoryEngine, storage: Storage) -> None:
     graph = _graph(EngramCheckpointSaver(engine, account_id="acme"))
     graph.invoke({"notes": [SECRET]}, _config("t3"))
-    with storage.reader() as db:  # type: ignore[attr-defined]
+    with storage.reader_across_accounts() as db:  # type: ignore[attr-defined]
         for table in ("checkpoints", "checkpoint_blobs", "checkpoint_writes"):
             rows = db.run(f"SELECT ciphertext FROM {table}").fetchall()
             assert rows, table
@@ -93,7 +93,7 @@ def test_retention_keeps_the_newest_n_per_thread(engine: MemoryEngine, storage: 
     assert len(history) == 2
     assert history[0].checkpoint["channel_values"]["notes"][-1] == "seen 7"
     assert len(list(saver.list(_config("t7")))) == 2  # its own two, untouched by t6's prune
-    with storage.reader() as db:  # type: ignore[attr-defined]
+    with storage.reader_across_accounts() as db:  # type: ignore[attr-defined]
         kept = {
             r[0]
             for r in db.run(
@@ -130,7 +130,7 @@ def test_latest_state_row_per_user_and_thread_survives_a_restart(
         newest = saver.get_tuple(_config("t8", "ann"))
         assert newest is not None and newest.config == latest.config
         assert saver.latest("cat", "t8") is None and saver.latest("ann", "t9") is None
-        with second.storage.reader() as db:  # type: ignore[attr-defined]
+        with second.storage.reader_across_accounts() as db:  # type: ignore[attr-defined]
             rows = db.run(
                 "SELECT user_id, thread_id FROM supervisor_checkpoints ORDER BY thread_id"
             ).fetchall()

@@ -50,7 +50,7 @@ def test_put_get_update_delete_round_trip_any_key(store: EngramStore, sdk: Engra
 
 def test_values_are_sealed_at_rest(store: EngramStore, storage: Storage) -> None:
     store.put(("ann",), "secret", {"content": "the safe code is 0451"})
-    with storage.reader() as db:  # type: ignore[attr-defined]
+    with storage.reader_across_accounts() as db:  # type: ignore[attr-defined]
         rows = db.run("SELECT ciphertext FROM memories").fetchall()
     assert rows and all(b"0451" not in bytes(r[0]) for r in rows)
 

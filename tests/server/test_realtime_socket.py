@@ -51,7 +51,7 @@ def test_the_socket_connects_and_ends_the_call(engine: MemoryEngine, settings: S
             assert json.loads(socket.recv(timeout=30))["type"] == "conversation.item.create"
     # The server has stopped (its handlers and background work finished): the close ended the
     # call and extraction ran from the socket's turns.
-    row = app.state.services.tables.get_session(sid)
+    row = app.state.services.tables.get_session(sid, account_id=ACCOUNT)
     assert row is not None and row.ended_at is not None
     assert row.summarization == "done" and row.memories_extracted >= 1
 

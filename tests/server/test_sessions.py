@@ -32,7 +32,7 @@ async def test_end_schedules_offline_extraction_in_the_background(api: Api) -> N
     stored = await listing(api)
     assert "city" not in stored  # a sensitive key, set for the first time: held
     assert stored["pet_dog_name"]["value"] == "Biscuit"
-    row = api.app.state.services.tables.get_session(sid)
+    row = api.app.state.services.tables.get_session(sid, account_id=ACCOUNT)
     assert row.memories_extracted == 1 and row.summarization == "done"
     pending = api.app.state.services.proposals.pending(account_id=ACCOUNT, user_id="line-1")
     assert [(p.key, p.current_value, p.proposed_value) for p in pending] == [

@@ -91,7 +91,7 @@ async def test_the_worker_holding_the_turns_is_the_only_one_that_takes_them(
     assert (await two.post(0, f"/sessions/{sid}/turns", _turn("He is twelve."))).status_code == 200
     ended = await two.post(0, f"/sessions/{sid}/end")
     assert ended.json() == {"summarization": "scheduled"}
-    row = two.apps[0].state.services.tables.get_session(sid)
+    row = two.apps[0].state.services.tables.get_session(sid, account_id=ACCOUNT)
     assert row is not None and row.ended_at is not None and row.worker_id == two.worker(0)["id"]
     # Once ended, any worker answers as before (the call is over, nothing to summarise).
     again = await two.post(1, f"/sessions/{sid}/end")
@@ -140,7 +140,7 @@ def test_the_realtime_socket_reaching_another_worker_is_refused_with_the_same_40
             "worker": {"id": me.id, "host": me.host, "pid": me.pid},
         }
         # The refusal changed nothing: the call is live on its holder.
-        row = holder.state.services.tables.get_session(sid)
+        row = holder.state.services.tables.get_session(sid, account_id=ACCOUNT)
         assert row is not None and row.ended_at is None
 
 

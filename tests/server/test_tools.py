@@ -110,14 +110,14 @@ async def test_tool_calls_are_recorded_as_session_events_without_values(api: Api
         "/tools/store_memory", body(sid, memoryType="fact", key="hometown", value="Dublin")
     )
     tables = api.app.state.services.tables
-    row = tables.get_session(sid)
+    row = tables.get_session(sid, account_id=ACCOUNT)
     assert row.tool_calls == 1
-    events = [e for e in tables.events(sid) if e.kind == "tool_call"]
+    events = [e for e in tables.events(sid, account_id=ACCOUNT) if e.kind == "tool_call"]
     # The key is recorded blinded, as the memory row holds it.
     blinded = api.app.state.services.engine.blind_key(ACCOUNT, "hometown")
     assert [(e.tool, e.key, e.memory_type) for e in events] == [("store_memory", blinded, "fact")]
     assert events[0].memory_id
-    assert "Dublin" not in repr(tables.events(sid)) + repr(row)
+    assert "Dublin" not in repr(tables.events(sid, account_id=ACCOUNT)) + repr(row)
 
 
 @pytest.mark.parametrize(

@@ -305,7 +305,7 @@ class AppMemories:
                 record_id=row.id,
                 key_id=row.key_id,
             )
-            if not await asyncio.to_thread(self.tables.drop_deferred, row.id):
+            if not await asyncio.to_thread(self.tables.drop_deferred, row.account_id, row.id):
                 continue  # another worker took it
             work = json.loads(raw)
             try:

@@ -66,6 +66,7 @@ class ToolCallLog(Protocol):
         self,
         session_id: str,
         *,
+        account_id: str,
         tool: str,
         memory_id: str | None,
         key: str | None,
@@ -197,6 +198,7 @@ class EngineDispatcher:
             key, kind_name = (memory.key, memory.type.value) if memory is not None else logged
             self._tool_log.add_tool_call(
                 owner.session_id,
+                account_id=owner.account_id,
                 tool=name,
                 memory_id=None if memory is None else memory.id,
                 key=self._engine.blind_key(owner.account_id, key),

@@ -144,7 +144,9 @@ class ProposalStore:
         """
         row = self._pending_row(account_id, proposal_id)
         proposal = self._open(row)
-        if not self._tables.decide_proposal(proposal_id, "confirmed", time.time()):
+        if not self._tables.decide_proposal(
+            proposal_id, "confirmed", time.time(), account_id=account_id
+        ):
             raise ConflictError("proposal was already decided")
         memory, _ = self._engine.update_by_key(
             account_id=account_id,
@@ -163,7 +165,9 @@ class ProposalStore:
         """Discard a pending proposal (recorded as an operational event)."""
         row = self._pending_row(account_id, proposal_id)
         proposal = self._open(row)
-        if not self._tables.decide_proposal(proposal_id, "rejected", time.time()):
+        if not self._tables.decide_proposal(
+            proposal_id, "rejected", time.time(), account_id=account_id
+        ):
             raise ConflictError("proposal was already decided")
         self._op(account_id, row.user_id, "proposal_rejected", None)
         self._audit(account_id, row.user_id, proposal.key, proposal_id, "rejected")
@@ -190,7 +194,7 @@ class ProposalStore:
             proposal = self._open(row)
             same = normalise(proposal.proposed_value) == normalise(value)
             status = "confirmed" if same else "superseded"
-            if self._tables.decide_proposal(row.id, status, time.time()):
+            if self._tables.decide_proposal(row.id, status, time.time(), account_id=account_id):
                 self._op(account_id, user_id, f"proposal_{status}", None)
                 self._audit(account_id, user_id, key, row.id, status)
                 outcome = outcome or status

@@ -634,7 +634,8 @@ class EngineCore:
 
     def current_rev(self, thread_id: str) -> int:
         """The thread's revision counter."""
-        return self.storage.current_rev(thread_id)
+        # A thread is named by its id alone: this inspection reads across accounts.
+        return self.storage.current_rev(thread_id, account_id=None)
 
     def changes_since(self, thread_id: str, rev: int, *, limit: int = 100) -> list[ChangeEvent]:
         """Change-log entries after ``rev``, newest first.
@@ -642,7 +643,7 @@ class EngineCore:
         The stored entries carry the key blinded; the clear key is read back from the memory
         version each entry refers to (a purged one keeps only the blinded form).
         """
-        changes = self.storage.changes_since(thread_id, rev, limit)
+        changes = self.storage.changes_since(thread_id, rev, limit, account_id=None)
         by_account: dict[str, list[str]] = {}
         for c in changes:
             by_account.setdefault(c.account_id, []).append(c.memory_id)

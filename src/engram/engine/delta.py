@@ -76,8 +76,10 @@ class EngineDeltas(EngineCore):
         those whose category (else type) is listed. Each memory gets one bullet: its newest
         change, shown as ``+created`` when the memory was also created in the range.
         """
-        changes = self.storage.changes_since(thread_id, rev, _SCAN, upto=upto)
-        changes = [c for c in changes if c.account_id == account_id and c.event in _SYMBOL_OF_VALUE]
+        changes = self.storage.changes_since(
+            thread_id, rev, _SCAN, account_id=account_id, upto=upto
+        )
+        changes = [c for c in changes if c.event in _SYMBOL_OF_VALUE]
         if not changes:
             return ""
         rows = {
@@ -105,7 +107,7 @@ class EngineDeltas(EngineCore):
         ``""`` when nothing changed since the reader's last delivery, or nothing it may see.
         """
         thread = thread_id or default_thread(account_id, user_id)
-        if not self.storage.unseen(thread, reader):
+        if not self.storage.unseen(account_id, thread, reader):
             return ""  # the usual answer, from one read: no write lock on the query path
         with self.storage.transaction() as tx:
             claimed = tx.advance_read(account_id, thread, reader)

@@ -309,7 +309,7 @@ class Services:
                 summarization=None,
             )
         )
-        self.tables.add_event(session_id, "created", now)
+        self.tables.add_event(session_id, "created", now, account_id=account_id)
         self.buffer.start(session_id, account_id=account_id, user_id=user_id)
         return session_id
 
@@ -319,7 +319,7 @@ class Services:
         Raises:
             NotFoundError: ``Call session not found``.
         """
-        row = self.tables.get_session(session_id)
+        row = self.tables.get_session(session_id, account_id=account_id)
         if row is None or row.account_id != account_id:
             raise NotFoundError("Call session not found")
         return row
@@ -346,6 +346,7 @@ class Services:
             claimed = await asyncio.to_thread(
                 self.tables.claim_session,
                 row.id,
+                account_id=row.account_id,
                 worker_id=self.worker.id,
                 host=self.worker.host,
                 pid=self.worker.pid,
@@ -362,8 +363,10 @@ class Services:
     async def connect_session(self, row: CallSessionRow) -> None:
         """Record that the call connected (the first time only)."""
         now = self.clock()
-        await asyncio.to_thread(self.tables.mark_connected, row.id, now)
-        await asyncio.to_thread(self.tables.add_event, row.id, "connected", now)
+        await asyncio.to_thread(self.tables.mark_connected, row.id, now, account_id=row.account_id)
+        await asyncio.to_thread(
+            self.tables.add_event, row.id, "connected", now, account_id=row.account_id
+        )
 
     async def end_session(self, row: CallSessionRow) -> tuple[str, str | None]:
         """End a session: clear its buffer and schedule extraction when it qualifies.
@@ -380,7 +383,7 @@ class Services:
             return await self._end_session(row)
 
     async def _end_session(self, row: CallSessionRow) -> tuple[str, str | None]:
-        fresh = await asyncio.to_thread(self.tables.get_session, row.id)
+        fresh = await asyncio.to_thread(self.tables.get_session, row.id, account_id=row.account_id)
         if fresh is None or fresh.ended_at is not None:
             return "skipped", ALREADY_ENDED
         # Only the process holding the turns may end a live call: elsewhere its buffer is
@@ -397,7 +400,9 @@ class Services:
         if reason is None and snapshot is None:
             reason = NO_TURNS
         outcome = "skipped" if reason is not None else "scheduled"
-        if not await asyncio.to_thread(self.tables.mark_ended, row.id, now, outcome):
+        if not await asyncio.to_thread(
+            self.tables.mark_ended, row.id, now, outcome, account_id=row.account_id
+        ):
             return "skipped", ALREADY_ENDED  # another process ended it first
         if snapshot is not None and reason is None:
             self.tasks.spawn(self._summarize(snapshot), name=f"summarize-{row.id}")
@@ -421,14 +426,24 @@ class Services:
         except Exception as exc:  # a failed extraction must not take the service down
             self.metrics.summarization_failed()
             log.error("summarization failed: %s", type(exc).__name__)
-            await asyncio.to_thread(self.tables.set_extracted, session.session_id, 0, "failed")
+            await asyncio.to_thread(
+                self.tables.set_extracted,
+                session.session_id,
+                0,
+                "failed",
+                account_id=session.account_id,
+            )
             return
         self.metrics.session_summarized(
             seconds=outcome.seconds, created=outcome.created, duplicates=outcome.duplicates
         )
         status = "failed" if outcome.report.error else "done"
         await asyncio.to_thread(
-            self.tables.set_extracted, session.session_id, outcome.created, status
+            self.tables.set_extracted,
+            session.session_id,
+            outcome.created,
+            status,
+            account_id=session.account_id,
         )
         if outcome.created:
             # New memories of an ended call: a worker may draw the user's insights from them.

@@ -87,6 +87,10 @@ class _Runs(Protocol):
         """Run one statement; returns its cursor."""
         ...
 
+    def scope_to(self, account_id: str) -> None:
+        """Confine the rest of the transaction to one account's rows."""
+        ...
+
 
 class AppWrites(Protocol):
     """App-scope work inside a memory transaction."""
@@ -109,12 +113,14 @@ class SqlAppWrites:
 
     def lock_app_scope(self: _Runs, account_id: str, app_id: str) -> None:
         """Hold off other writers of this app scope until this transaction ends."""
+        self.scope_to(account_id)
         sql = type(self).app_lock_sql  # type: ignore[attr-defined]
         if sql is not None:
             self.run(sql, [f"app-scope/{account_id}/{app_id}"])
 
     def count_app_memories(self: _Runs, account_id: str, app_id: str) -> int:
         """Active memories in the scope, as this transaction sees them."""
+        self.scope_to(account_id)
         row = self.run(
             "SELECT COUNT(*) FROM memories WHERE account_id = ? AND app_id = ? "
             "AND state = 'active'",
@@ -166,13 +172,16 @@ class AppTables(Protocol):
         """Deferred work, oldest first (of one account, or of all)."""
         ...
 
-    def drop_deferred(self, work_id: str) -> bool:
-        """Delete a piece of deferred work once done; False when another worker took it."""
+    def drop_deferred(self, account_id: str, work_id: str) -> bool:
+        """Delete a piece of the account's deferred work once done; False when another
+        worker took it."""
         ...
 
 
 class _Connections(Protocol):
-    def reader(self) -> AbstractContextManager[Any]: ...
+    def reader(self, account_id: str) -> AbstractContextManager[Any]: ...
+
+    def reader_across_accounts(self) -> AbstractContextManager[Any]: ...
 
     def transaction(self) -> AbstractContextManager[Any]: ...
 
@@ -193,7 +202,7 @@ class SqlAppTables:
 
     def get_app(self, account_id: str, app_id: str) -> AppRow | None:
         """The app's settings row, if it has one."""
-        with self._storage.reader() as db:
+        with self._storage.reader(account_id) as db:
             row = db.run(
                 f"SELECT {_APP_COLUMNS} FROM apps WHERE account_id = ? AND app_id = ?",
                 [account_id, app_id],
@@ -205,6 +214,7 @@ class SqlAppTables:
     ) -> AppRow:
         """Create or replace the app's name and cap override (installing it again)."""
         with self._storage.transaction() as tx:
+            tx.scope_to(account_id)
             tx.run(
                 f"INSERT INTO apps ({_APP_COLUMNS}) VALUES (?, ?, ?, ?, ?, NULL) "
                 "ON CONFLICT (account_id, app_id) DO UPDATE SET name = excluded.name, "
@@ -220,6 +230,7 @@ class SqlAppTables:
     def mark_uninstalled(self, account_id: str, app_id: str, ts: float) -> AppRow:
         """Record that the app was uninstalled (creating its row when it had none)."""
         with self._storage.transaction() as tx:
+            tx.scope_to(account_id)
             tx.run(
                 f"INSERT INTO apps ({_APP_COLUMNS}) VALUES (?, ?, NULL, NULL, ?, ?) "
                 "ON CONFLICT (account_id, app_id) "
@@ -235,6 +246,7 @@ class SqlAppTables:
     def record_usage(self, row: UsageRow) -> None:
         """Append one entry to the ledger."""
         with self._storage.transaction() as tx:
+            tx.scope_to(row.account_id)
             tx.run(
                 "INSERT INTO llm_usage (account_id, operation, scope, prompt_tokens, "
                 "completion_tokens, calls, cost_units, ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -265,13 +277,13 @@ class SqlAppTables:
         if until is not None:
             sql += " AND ts < ?"
             params.append(until)
-        with self._storage.reader() as db:
+        with self._storage.reader(account_id) as db:
             rows = db.run(sql + " GROUP BY operation ORDER BY operation", params).fetchall()
         return [UsageTotals(str(r[0]), int(r[1]), int(r[2]), int(r[3]), float(r[4])) for r in rows]
 
     def spent_units(self, account_id: str, since: float) -> float:
         """Cost units the account spent since ``since``."""
-        with self._storage.reader() as db:
+        with self._storage.reader(account_id) as db:
             row = db.run(
                 "SELECT COALESCE(SUM(cost_units), 0) FROM llm_usage "
                 "WHERE account_id = ? AND ts >= ?",
@@ -282,6 +294,7 @@ class SqlAppTables:
     def swap_poll(self, account_id: str, caller: str, now: float) -> float | None:
         """Record ``now`` as the caller's last poll; the previous one (``None``: first)."""
         with self._storage.transaction() as tx:
+            tx.scope_to(account_id)
             row = tx.run(
                 "SELECT polled_at FROM usage_polls WHERE account_id = ? AND caller = ?"
                 + getattr(tx, "lock_suffix", ""),
@@ -297,6 +310,7 @@ class SqlAppTables:
     def defer(self, row: DeferredRow) -> None:
         """Keep a piece of background work until the budget allows it."""
         with self._storage.transaction() as tx:
+            tx.scope_to(row.account_id)
             tx.run(
                 f"INSERT INTO deferred_work ({_DEFERRED_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 [
@@ -318,7 +332,13 @@ class SqlAppTables:
         if account_id is not None:
             sql += " WHERE account_id = ?"
             params.append(account_id)
-        with self._storage.reader() as db:
+        # The worker drains every account's deferred work; a caller naming one reads it alone.
+        reader = (
+            self._storage.reader_across_accounts()
+            if account_id is None
+            else self._storage.reader(account_id)
+        )
+        with reader as db:
             rows = db.run(sql + " ORDER BY created_at, id LIMIT ?", [*params, limit]).fetchall()
         return [
             DeferredRow(
@@ -334,10 +354,14 @@ class SqlAppTables:
             for r in rows
         ]
 
-    def drop_deferred(self, work_id: str) -> bool:
-        """Delete a piece of deferred work once done; False when another worker took it."""
+    def drop_deferred(self, account_id: str, work_id: str) -> bool:
+        """Delete a piece of the account's deferred work once done; False when another
+        worker took it."""
         with self._storage.transaction() as tx:
-            cursor = tx.run("DELETE FROM deferred_work WHERE id = ?", [work_id])
+            tx.scope_to(account_id)
+            cursor = tx.run(
+                "DELETE FROM deferred_work WHERE id = ? AND account_id = ?", [work_id, account_id]
+            )
         return int(cursor.rowcount) == 1
 
 

@@ -460,17 +460,25 @@ class AuditLog(Protocol):
         ...
 
     def changes_since(
-        self, thread_id: str, rev: int, limit: int, *, upto: int | None = None
+        self,
+        thread_id: str,
+        rev: int,
+        limit: int,
+        *,
+        account_id: str | None,
+        upto: int | None = None,
     ) -> list[ChangeRow]:
-        """Change-log entries after ``rev`` (and at most ``upto``), newest first."""
+        """Change-log entries after ``rev`` (and at most ``upto``), newest first: of one
+        account, or (``account_id=None``) of every account that wrote to the thread."""
         ...
 
-    def current_rev(self, thread_id: str) -> int:
-        """The thread's revision (0 when nothing was written)."""
+    def current_rev(self, thread_id: str, *, account_id: str | None) -> int:
+        """The thread's revision (0 when nothing was written), as one account sees it or
+        (``account_id=None``) across accounts."""
         ...
 
-    def unseen(self, thread_id: str, reader: str) -> bool:
-        """Whether the thread has a revision ``reader`` has not seen."""
+    def unseen(self, account_id: str, thread_id: str, reader: str) -> bool:
+        """Whether the account's thread has a revision ``reader`` has not seen."""
         ...
 
     def op_counts(

@@ -72,7 +72,7 @@ class WriteRow:
 
 
 class _Connections(Protocol):
-    def reader(self) -> AbstractContextManager[Any]: ...
+    def reader(self, account_id: str) -> AbstractContextManager[Any]: ...
 
     def transaction(self) -> AbstractContextManager[Any]: ...
 
@@ -171,6 +171,7 @@ class SqlCheckpointTables:
         """See :meth:`CheckpointTables.put`."""
         owner = [row.account_id, row.thread_id, row.checkpoint_ns]
         with self._storage.transaction() as tx:
+            tx.scope_to(row.account_id)
             for blob in blobs:
                 tx.run(
                     "INSERT INTO checkpoint_blobs (account_id, thread_id, checkpoint_ns, channel, "
@@ -205,6 +206,7 @@ class SqlCheckpointTables:
     def prune_thread(self, account_id: str, thread_id: str, *, keep_last: int) -> None:
         """See :meth:`CheckpointTables.prune_thread`."""
         with self._storage.transaction() as tx:
+            tx.scope_to(account_id)
             namespaces = tx.run(
                 "SELECT DISTINCT checkpoint_ns FROM checkpoints WHERE account_id = ? "
                 "AND thread_id = ?",
@@ -255,6 +257,7 @@ class SqlCheckpointTables:
     ) -> None:
         """See :meth:`CheckpointTables.put_writes`."""
         with self._storage.transaction() as tx:
+            tx.scope_to(account_id)
             for w in rows:
                 conflict = (
                     "DO UPDATE SET channel = excluded.channel, task_path = excluded.task_path, "
@@ -282,7 +285,7 @@ class SqlCheckpointTables:
         if checkpoint_id is not None:
             where += " AND checkpoint_id = ?"
             params.append(checkpoint_id)
-        with self._storage.reader() as db:
+        with self._storage.reader(account_id) as db:
             row = db.run(
                 f"SELECT {_CP_COLUMNS} FROM checkpoints {where} "
                 "ORDER BY checkpoint_id DESC LIMIT 1",
@@ -310,7 +313,7 @@ class SqlCheckpointTables:
             if value is not None:
                 clauses.append(f"{column} {op} ?")
                 params.append(value)
-        with self._storage.reader() as db:
+        with self._storage.reader(account_id) as db:
             rows = db.run(
                 f"SELECT {_CP_COLUMNS} FROM checkpoints WHERE {' AND '.join(clauses)} "
                 "ORDER BY thread_id, checkpoint_ns, checkpoint_id DESC",
@@ -328,7 +331,7 @@ class SqlCheckpointTables:
         params: list[Any] = [account_id, thread_id, checkpoint_ns]
         for channel, version in versions.items():
             params.extend([channel, str(version)])
-        with self._storage.reader() as db:
+        with self._storage.reader(account_id) as db:
             rows = db.run(
                 "SELECT channel, version, key_id, ciphertext, wrapped_key FROM checkpoint_blobs "
                 f"WHERE account_id = ? AND thread_id = ? AND checkpoint_ns = ? AND ({pairs})",
@@ -340,7 +343,7 @@ class SqlCheckpointTables:
         self, account_id: str, thread_id: str, checkpoint_ns: str, checkpoint_id: str
     ) -> list[WriteRow]:
         """See :meth:`CheckpointTables.writes`."""
-        with self._storage.reader() as db:
+        with self._storage.reader(account_id) as db:
             rows = db.run(
                 "SELECT checkpoint_id, task_id, idx, channel, task_path, key_id, ciphertext, "
                 "wrapped_key FROM checkpoint_writes WHERE account_id = ? AND thread_id = ? "
@@ -355,6 +358,7 @@ class SqlCheckpointTables:
     def delete_thread(self, account_id: str, thread_id: str) -> None:
         """See :meth:`CheckpointTables.delete_thread`."""
         with self._storage.transaction() as tx:
+            tx.scope_to(account_id)
             for table in (
                 "checkpoints",
                 "checkpoint_blobs",
@@ -368,7 +372,7 @@ class SqlCheckpointTables:
 
     def latest(self, account_id: str, user_id: str, thread_id: str) -> str | None:
         """See :meth:`CheckpointTables.latest`."""
-        with self._storage.reader() as db:
+        with self._storage.reader(account_id) as db:
             row = db.run(
                 "SELECT checkpoint_id FROM supervisor_checkpoints WHERE account_id = ? "
                 "AND user_id = ? AND thread_id = ?",

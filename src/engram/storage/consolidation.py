@@ -50,7 +50,7 @@ class ConsolidationTables(Protocol):
 
 
 class _Connections(Protocol):
-    def reader(self) -> AbstractContextManager[Any]: ...
+    def reader(self, account_id: str) -> AbstractContextManager[Any]: ...
 
     def transaction(self) -> AbstractContextManager[Any]: ...
 
@@ -69,7 +69,7 @@ class SqlConsolidationTables:
     ) -> dict[str, float]:
         """When each of ``fingerprints`` the user has was last judged."""
         found: dict[str, float] = {}
-        with self._storage.reader() as db:
+        with self._storage.reader(account_id) as db:
             for start in range(0, len(fingerprints), _CHUNK):
                 chunk = list(fingerprints[start : start + _CHUNK])
                 marks = ", ".join("?" for _ in chunk)
@@ -88,6 +88,7 @@ class SqlConsolidationTables:
         if not verdicts:
             return
         with self._storage.transaction() as tx:
+            tx.scope_to(account_id)
             for fingerprint, verdict in verdicts:
                 tx.run(
                     "INSERT INTO consolidation_pairs "
@@ -99,7 +100,7 @@ class SqlConsolidationTables:
 
     def judged_since(self, account_id: str, user_id: str, since: float) -> int:
         """How many of the user's pairs were judged at or after ``since``."""
-        with self._storage.reader() as db:
+        with self._storage.reader(account_id) as db:
             row = db.run(
                 "SELECT COUNT(*) FROM consolidation_pairs "
                 "WHERE account_id = ? AND user_id = ? AND checked_at >= ?",
@@ -110,6 +111,7 @@ class SqlConsolidationTables:
     def forget_judged(self, account_id: str, user_id: str, before: float) -> int:
         """Drop the user's fingerprints judged before ``before``."""
         with self._storage.transaction() as tx:
+            tx.scope_to(account_id)
             cursor = tx.run(
                 "DELETE FROM consolidation_pairs "
                 "WHERE account_id = ? AND user_id = ? AND checked_at < ?",
@@ -121,7 +123,7 @@ class SqlConsolidationTables:
         """Ids of the user's ``limit`` most retrieved active memories."""
         if limit <= 0:
             return []
-        with self._storage.reader() as db:
+        with self._storage.reader(account_id) as db:
             rows = db.run(
                 "SELECT id FROM memories WHERE account_id = ? AND user_id = ? "
                 "AND access_count > 0 AND state = 'active' AND app_id IS NULL "

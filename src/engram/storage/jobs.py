@@ -268,7 +268,7 @@ class JobTables(Protocol):
 
 
 class _Connections(Protocol):
-    def reader(self) -> AbstractContextManager[Any]: ...
+    def reader_across_accounts(self) -> AbstractContextManager[Any]: ...
 
     def transaction(self) -> AbstractContextManager[Any]: ...
 
@@ -301,6 +301,7 @@ class SqlJobTables:
         text = check_payload(payload)
         job_id = str(uuid.uuid4())
         with self._storage.transaction() as tx:
+            tx.across_accounts()
             if while_queued and dedupe_key is not None:
                 # A job past its queued state keeps its row under its own id as key.
                 tx.run(
@@ -348,6 +349,7 @@ class SqlJobTables:
             only = f" AND kind IN ({', '.join('?' for _ in kinds)})"
             kind_params = list(kinds)
         with self._storage.transaction() as tx:
+            tx.across_accounts()
             # A worker that died on its last allowed attempt: the job gives up.
             tx.run(
                 "UPDATE jobs SET state = ?, last_error = ?, lease_until = NULL, updated_at = ? "
@@ -379,7 +381,7 @@ class SqlJobTables:
         return [Lease(job, token, worker_id, until) for job in jobs]
 
     def _any_due(self, now: float) -> bool:
-        with self._storage.reader() as db:
+        with self._storage.reader_across_accounts() as db:
             row = db.run(
                 "SELECT 1 FROM jobs WHERE (state = ? AND run_at <= ?) "
                 "OR (state = ? AND lease_until <= ?) LIMIT 1",
@@ -390,6 +392,7 @@ class SqlJobTables:
     def renew(self, lease: Lease, *, lease_seconds: float, now: float) -> bool:
         """Extend a lease still held; False when it was lost."""
         with self._storage.transaction() as tx:
+            tx.across_accounts()
             cursor = tx.run(
                 "UPDATE jobs SET lease_until = ?, updated_at = ? "
                 "WHERE id = ? AND lease_token = ? AND state = ?",
@@ -400,11 +403,13 @@ class SqlJobTables:
     def complete(self, lease: Lease, now: float) -> bool:
         """Mark the job done; False when the lease was lost (another worker has it)."""
         with self._storage.transaction() as tx:
+            tx.across_accounts()
             return _complete(tx, lease, now)
 
     def retry(self, lease: Lease, *, error: str, run_at: float, now: float) -> str | None:
         """See :meth:`JobTables.retry`."""
         with self._storage.transaction() as tx:
+            tx.across_accounts()
             row = tx.run(
                 "UPDATE jobs SET state = CASE WHEN attempts >= max_attempts THEN ? ELSE ? END, "
                 "run_at = ?, lease_until = NULL, last_error = ?, updated_at = ? "
@@ -425,6 +430,7 @@ class SqlJobTables:
     def postpone(self, lease: Lease, *, run_at: float, now: float) -> bool:
         """Put a job back without counting the attempt (e.g. over the token budget)."""
         with self._storage.transaction() as tx:
+            tx.across_accounts()
             cursor = tx.run(
                 "UPDATE jobs SET state = ?, attempts = attempts - 1, run_at = ?, "
                 "lease_until = NULL, updated_at = ? WHERE id = ? AND lease_token = ? AND state = ?",
@@ -434,7 +440,7 @@ class SqlJobTables:
 
     def get_job(self, job_id: str) -> JobRow | None:
         """One job by id."""
-        with self._storage.reader() as db:
+        with self._storage.reader_across_accounts() as db:
             row = db.run(f"SELECT {_COLUMNS} FROM jobs WHERE id = ?", [job_id]).fetchone()
         return None if row is None else _job(row)
 
@@ -448,13 +454,14 @@ class SqlJobTables:
         if state is not None:
             sql += " AND state = ?"
             params.append(state)
-        with self._storage.reader() as db:
+        with self._storage.reader_across_accounts() as db:
             rows = db.run(sql + " ORDER BY created_at, id", params).fetchall()
         return [_job(r) for r in rows]
 
     def prune_jobs(self, finished_before: float) -> int:
         """Delete done and failed jobs last changed before ``finished_before``."""
         with self._storage.transaction() as tx:
+            tx.across_accounts()
             cursor = tx.run(
                 "DELETE FROM jobs WHERE state IN (?, ?) AND updated_at < ?",
                 [JobState.DONE, JobState.FAILED, finished_before],
@@ -463,7 +470,7 @@ class SqlJobTables:
 
     def account_ids(self, *, limit: int = 10_000) -> list[str]:
         """Accounts that have active memories, sorted (for per-account schedules)."""
-        with self._storage.reader() as db:
+        with self._storage.reader_across_accounts() as db:
             rows = db.run(
                 "SELECT DISTINCT account_id FROM memories WHERE state = ? "
                 "ORDER BY account_id LIMIT ?",

@@ -103,7 +103,7 @@ class SqlRunner(Protocol):
         ...
 
     def transaction(self) -> AbstractContextManager[Any]: ...
-    def reader(self) -> AbstractContextManager[SqlExecutor]: ...
+    def reader_across_accounts(self) -> AbstractContextManager[SqlExecutor]: ...
     def scrub(self) -> str: ...
     def data_files(self, *, shared: bool = True) -> list[Path]: ...
     def close(self) -> None: ...
@@ -160,13 +160,14 @@ class SqlKeyStore:
         if key_id is not None:
             sql += " AND key_id = ?"
             params.append(key_id)
-        with self._runner.reader() as db:
+        with self._runner.reader_across_accounts() as db:
             row = db.run(sql + " ORDER BY generation DESC LIMIT 1", params).fetchone()
         return None if row is None else _row(row)
 
     def add(self, row: DataKeyRow) -> DataKeyRow:
         """Insert ``row`` unless its owner has a key of that generation; return the stored one."""
         with self._runner.transaction() as tx:
+            tx.across_accounts()
             tx.run(
                 f"INSERT INTO user_keys ({_KEY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT DO NOTHING",
@@ -193,19 +194,20 @@ class SqlKeyStore:
         if not_kek_id is not None:
             sql += " WHERE kek_id <> ?"
             params.append(not_kek_id)
-        with self._runner.reader() as db:
+        with self._runner.reader_across_accounts() as db:
             found = db.run(sql + " ORDER BY account_id, user_id LIMIT ?", [*params, limit])
             return [_row(r) for r in found.fetchall()]
 
     def kek_usage(self) -> dict[str, int]:
         """How many keys each KEK wraps."""
-        with self._runner.reader() as db:
+        with self._runner.reader_across_accounts() as db:
             found = db.run("SELECT kek_id, COUNT(*) FROM user_keys GROUP BY kek_id").fetchall()
         return {str(kek): int(count) for kek, count in found}
 
     def rewrap(self, row: DataKeyRow, expected_kek_id: str) -> bool:
         """Replace a wrapped key if it is still under ``expected_kek_id``; True if replaced."""
         with self._runner.transaction() as tx:
+            tx.across_accounts()
             cursor = tx.run(
                 "UPDATE user_keys SET wrapped = ?, kek_id = ? WHERE account_id = ? "
                 "AND user_id = ? AND purpose = ? AND key_id = ? AND kek_id = ?",
@@ -224,6 +226,7 @@ class SqlKeyStore:
     def destroy(self, account_id: str, user_id: str, purpose: str) -> list[str]:
         """Delete every key of an owner and purpose; the ids of the keys destroyed."""
         with self._runner.transaction() as tx:
+            tx.across_accounts()
             ids = [
                 str(r[0])
                 for r in tx.run(
@@ -250,13 +253,14 @@ class SqlKeyStore:
 
     def meta(self, key: str) -> str | None:
         """A fact about the store."""
-        with self._runner.reader() as db:
+        with self._runner.reader_across_accounts() as db:
             row = db.run("SELECT value FROM key_meta WHERE key = ?", [key]).fetchone()
         return None if row is None else str(row[0])
 
     def set_meta(self, key: str, value: str) -> None:
         """Record a fact about the store."""
         with self._runner.transaction() as tx:
+            tx.across_accounts()
             tx.run(
                 "INSERT INTO key_meta (key, value) VALUES (?, ?) "
                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
@@ -265,7 +269,7 @@ class SqlKeyStore:
 
     def has_keys(self) -> bool:
         """Whether any key is stored."""
-        with self._runner.reader() as db:
+        with self._runner.reader_across_accounts() as db:
             return db.run("SELECT 1 FROM user_keys LIMIT 1").fetchone() is not None
 
     def close(self) -> None:

@@ -75,6 +75,10 @@ class _Runs(Protocol):
         """Run one statement; returns its cursor."""
         ...
 
+    def scope_to(self, account_id: str) -> None:
+        """Confine the rest of the transaction to one account's rows."""
+        ...
+
 
 _COLUMNS = (
     "id, account_id, user_id, conversation_id, idx, role, channel, subject_id, created_at, "
@@ -113,6 +117,7 @@ class SqlMessageWrites:
 
     def lock_conversation(self: _Runs, account_id: str, conversation_id: str) -> None:
         """Hold off other writers of this conversation until this transaction ends."""
+        self.scope_to(account_id)
         sql = type(self).conversation_lock_sql  # type: ignore[attr-defined]
         if sql is not None:
             self.run(sql, [f"{account_id}/{conversation_id}"])
@@ -120,6 +125,7 @@ class SqlMessageWrites:
     def record_summary(self: _Runs, summary: SummaryRange) -> bool:
         """Insert the range unless it is there (``ON CONFLICT DO NOTHING``: no error, so a
         PostgreSQL transaction stays usable); True when this call recorded it."""
+        self.scope_to(summary.account_id)
         cursor = self.run(
             "INSERT INTO conversation_summaries (account_id, user_id, conversation_id, "
             "range_start, range_end, memory_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) "
@@ -140,6 +146,7 @@ class SqlMessageWrites:
         self: _Runs, account_id: str, conversation_id: str, start: int, end: int, ts: float
     ) -> int:
         """Mark messages ``[start, end)`` summarised at ``ts``; how many were not yet."""
+        self.scope_to(account_id)
         cursor = self.run(
             "UPDATE messages SET summarised_at = ? WHERE account_id = ? AND conversation_id = ? "
             "AND idx >= ? AND idx < ? AND summarised_at IS NULL",
@@ -193,7 +200,7 @@ class MessageTables(Protocol):
 
 
 class _Connections(Protocol):
-    def reader(self, account_id: str | None = None) -> AbstractContextManager[Any]: ...
+    def reader(self, account_id: str) -> AbstractContextManager[Any]: ...
 
     def transaction(self) -> AbstractContextManager[Any]: ...
 
@@ -207,6 +214,7 @@ class SqlMessageTables:
     def next_index_and_insert(self, row: MessageRow, *, key_generation: int) -> int:
         """Insert ``row`` at the conversation's next index, serialised per conversation."""
         with self._storage.transaction() as tx:
+            tx.scope_to(row.account_id)
             if tx.key_generation(row.account_id, row.user_id) != key_generation:
                 raise StaleKeyError("the user's key changed since the message was sealed")
             tx.lock_conversation(row.account_id, row.conversation_id)
@@ -317,6 +325,7 @@ class SqlMessageTables:
     def purge_summarised(self, before: float, limit: int) -> int:
         """Delete up to ``limit`` messages summarised before ``before``; how many."""
         with self._storage.transaction() as tx:
+            tx.across_accounts()  # the retention sweep covers every account
             cursor = tx.run(
                 "DELETE FROM messages WHERE id IN (SELECT id FROM messages WHERE "
                 "summarised_at IS NOT NULL AND summarised_at < ? ORDER BY summarised_at "

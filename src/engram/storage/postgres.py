@@ -158,13 +158,24 @@ class PostgresTransaction(_BinaryRows, SqlTransaction):
         self._ensure_scope()
         return super()._execute(sql, params)
 
+    def across_accounts(self) -> None:
+        """Lift the account policies for the rest of this transaction (work that spans
+        accounts: see docs/security.md).
+
+        Raises :class:`StorageError` when the transaction already works for one account.
+        """
+        if isinstance(self._scope, str):
+            raise StorageError("a transaction for one account cannot work across accounts")
+        if self._scope is self._UNSCOPED:
+            self.conn.execute(_SET_TRANSACTION_SCOPE, _scope_values(None))
+            self._scope = None
+
     def _ensure_scope(self) -> None:
         if self._scope is self._UNSCOPED:
             # A statement before any account is named: migrations, purge, rotation and other
             # work across accounts, which row-level security lets through only on this
-            # explicit bypass (see docs/security.md).
-            self.conn.execute(_SET_TRANSACTION_SCOPE, _scope_values(None))
-            self._scope = None
+            # bypass (see docs/security.md).
+            self.across_accounts()
 
     @staticmethod
     def encode_vector(vector: Vector) -> Any:
@@ -239,7 +250,7 @@ class PostgresStorage(SqlStorage):
         conn.execute(f"SET hnsw.ef_search = {self._ef_search}")
 
     @contextmanager
-    def _reader(self, account_id: str | None = None) -> Iterator[SqlExecutor]:
+    def _open_reader(self, account_id: str | None) -> Iterator[SqlExecutor]:
         try:
             with self._pool.connection() as conn:
                 self._scope_session(conn, account_id)

@@ -94,30 +94,32 @@ class ServiceTables(Protocol):
         """Insert a new call session."""
         ...
 
-    def get_session(self, session_id: str) -> CallSessionRow | None:
-        """One call session by id."""
+    def get_session(self, session_id: str, *, account_id: str) -> CallSessionRow | None:
+        """One call session by id, within an account (``None`` when another account's)."""
         ...
 
-    def mark_connected(self, session_id: str, ts: float) -> None:
+    def mark_connected(self, session_id: str, ts: float, *, account_id: str) -> None:
         """Record when the call connected (the first time only)."""
         ...
 
     def claim_session(
-        self, session_id: str, *, worker_id: str, host: str, pid: int
+        self, session_id: str, *, account_id: str, worker_id: str, host: str, pid: int
     ) -> CallSessionRow | None:
         """Record ``worker_id`` as the process holding the call's turns unless one already
-        is; the session as it stands afterwards (``None`` for an unknown id).
+        is; the session as it stands afterwards (``None`` for an id unknown in the account).
 
         Two processes claiming at once: one wins, and both get the winner's row.
         """
         ...
 
-    def mark_ended(self, session_id: str, ts: float, summarization: str) -> bool:
+    def mark_ended(
+        self, session_id: str, ts: float, summarization: str, *, account_id: str
+    ) -> bool:
         """Record the end of the call and whether it was summarised; ``False`` (and nothing
         written) when it had already ended."""
         ...
 
-    def set_extracted(self, session_id: str, count: int, outcome: str) -> None:
+    def set_extracted(self, session_id: str, count: int, outcome: str, *, account_id: str) -> None:
         """Record how many memories extraction stored for the session."""
         ...
 
@@ -125,6 +127,7 @@ class ServiceTables(Protocol):
         self,
         session_id: str,
         *,
+        account_id: str,
         tool: str,
         memory_id: str | None,
         key: str | None,
@@ -134,11 +137,11 @@ class ServiceTables(Protocol):
         """Record a tool call as a session event and count it on the session."""
         ...
 
-    def add_event(self, session_id: str, kind: str, ts: float) -> None:
+    def add_event(self, session_id: str, kind: str, ts: float, *, account_id: str) -> None:
         """Record a bare event (``created``, ``connected``...)."""
         ...
 
-    def events(self, session_id: str) -> list[SessionEventRow]:
+    def events(self, session_id: str, *, account_id: str) -> list[SessionEventRow]:
         """The session's events, oldest first."""
         ...
 
@@ -147,7 +150,8 @@ class ServiceTables(Protocol):
         ...
 
     def get_api_key(self, key_id: str) -> ApiKeyRow | None:
-        """An API key by its public id."""
+        """An API key by its public id, of any account (authentication reads it before an
+        account is known)."""
         ...
 
     def api_keys(self, account_id: str) -> list[ApiKeyRow]:
@@ -155,7 +159,9 @@ class ServiceTables(Protocol):
         ...
 
     def revoke_api_key(self, key_id: str, ts: float) -> ApiKeyRow | None:
-        """Mark a key revoked at ``ts`` (kept if it already was); ``None`` for an unknown id."""
+        """Mark a key revoked at ``ts`` (kept if it already was); ``None`` for an unknown id.
+
+        By public id, of any account: an operator's command."""
         ...
 
     def insert_proposal(self, row: ProposalRow) -> None:
@@ -190,6 +196,6 @@ class ServiceTables(Protocol):
         """Replace a clear key in an account's session events by its blinded form."""
         ...
 
-    def decide_proposal(self, proposal_id: str, status: str, ts: float) -> bool:
+    def decide_proposal(self, proposal_id: str, status: str, ts: float, *, account_id: str) -> bool:
         """Move a pending proposal to ``status``; False if it was no longer pending."""
         ...

@@ -8,8 +8,8 @@ and proposals are looked up by blinded key.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Protocol
 
 from engram.crypto.envelope import BLIND_KEY_PREFIX
@@ -20,8 +20,12 @@ from engram.storage.sql import SqlExecutor
 class SqlConnections(Protocol):
     """What the service tables need of a SQL storage: reads and write transactions."""
 
-    def reader(self) -> AbstractContextManager[SqlExecutor]:
-        """A connection for reads."""
+    def reader(self, account_id: str) -> AbstractContextManager[SqlExecutor]:
+        """A connection for reads of one account's rows."""
+        ...
+
+    def reader_across_accounts(self) -> AbstractContextManager[SqlExecutor]:
+        """A connection for reads that span accounts."""
         ...
 
     def transaction(self) -> AbstractContextManager[Any]:
@@ -66,16 +70,25 @@ class SqlServiceTables:
     def __init__(self, storage: SqlConnections) -> None:
         self._storage = storage
 
-    def _read(self) -> AbstractContextManager[SqlExecutor]:
-        return self._storage.reader()
+    def _read(self, account_id: str) -> AbstractContextManager[SqlExecutor]:
+        return self._storage.reader(account_id)
 
-    def _write(self) -> AbstractContextManager[SqlExecutor]:
-        return self._storage.transaction()
+    @contextmanager
+    def _write(self, account_id: str) -> Iterator[SqlExecutor]:
+        with self._storage.transaction() as tx:
+            tx.scope_to(account_id)
+            yield tx
+
+    @contextmanager
+    def _write_across_accounts(self) -> Iterator[SqlExecutor]:
+        with self._storage.transaction() as tx:
+            tx.across_accounts()
+            yield tx
 
     # ---- call sessions -----------------------------------------------------------------------
     def insert_session(self, row: CallSessionRow) -> None:
         """Insert a new call session."""
-        with self._write() as tx:
+        with self._write(row.account_id) as tx:
             tx.run(
                 f"INSERT INTO call_sessions ({_SESSION_COLUMNS}) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -96,66 +109,73 @@ class SqlServiceTables:
                 ],
             )
 
-    def get_session(self, session_id: str) -> CallSessionRow | None:
-        """One call session by id."""
-        with self._read() as db:
+    def get_session(self, session_id: str, *, account_id: str) -> CallSessionRow | None:
+        """One call session by id, within an account."""
+        with self._read(account_id) as db:
             row = db.run(
-                f"SELECT {_SESSION_COLUMNS} FROM call_sessions WHERE id = ?", [session_id]
+                f"SELECT {_SESSION_COLUMNS} FROM call_sessions WHERE id = ? AND account_id = ?",
+                [session_id, account_id],
             ).fetchone()
         return None if row is None else _session(row)
 
-    def mark_connected(self, session_id: str, ts: float) -> None:
+    def mark_connected(self, session_id: str, ts: float, *, account_id: str) -> None:
         """Record when the call connected (the first time only)."""
-        with self._write() as tx:
+        with self._write(account_id) as tx:
             tx.run(
-                "UPDATE call_sessions SET connected_at = COALESCE(connected_at, ?) WHERE id = ?",
-                [ts, session_id],
+                "UPDATE call_sessions SET connected_at = COALESCE(connected_at, ?) "
+                "WHERE id = ? AND account_id = ?",
+                [ts, session_id, account_id],
             )
 
     def claim_session(
-        self, session_id: str, *, worker_id: str, host: str, pid: int
+        self, session_id: str, *, account_id: str, worker_id: str, host: str, pid: int
     ) -> CallSessionRow | None:
         """Record the process holding the call's turns unless one already is; the session
-        as it stands afterwards (``None`` for an unknown id)."""
-        with self._write() as tx:
+        as it stands afterwards (``None`` for an id unknown in the account)."""
+        with self._write(account_id) as tx:
             # A conditional update: of two processes claiming at once, the second finds
             # worker_id set and changes nothing; both then read the winner.
             tx.run(
                 "UPDATE call_sessions SET worker_id = ?, worker_host = ?, worker_pid = ? "
-                "WHERE id = ? AND worker_id IS NULL",
-                [worker_id, host, pid, session_id],
+                "WHERE id = ? AND account_id = ? AND worker_id IS NULL",
+                [worker_id, host, pid, session_id, account_id],
             )
             row = tx.run(
-                f"SELECT {_SESSION_COLUMNS} FROM call_sessions WHERE id = ?", [session_id]
+                f"SELECT {_SESSION_COLUMNS} FROM call_sessions WHERE id = ? AND account_id = ?",
+                [session_id, account_id],
             ).fetchone()
         return None if row is None else _session(row)
 
-    def mark_ended(self, session_id: str, ts: float, summarization: str) -> bool:
+    def mark_ended(
+        self, session_id: str, ts: float, summarization: str, *, account_id: str
+    ) -> bool:
         """Record the end of the call and whether it was summarised; ``False`` (and nothing
         written) when it had already ended."""
-        with self._write() as tx:
+        with self._write(account_id) as tx:
             ended = tx.run(
                 "UPDATE call_sessions SET ended_at = ?, summarization = ? "
-                "WHERE id = ? AND ended_at IS NULL",
-                [ts, summarization, session_id],
+                "WHERE id = ? AND account_id = ? AND ended_at IS NULL",
+                [ts, summarization, session_id, account_id],
             ).rowcount
             if ended != 1:
                 return False
-            self._event(tx, session_id, "ended", None, None, None, None, ts)
+            self._event(tx, session_id, account_id, "ended", None, None, None, None, ts)
             return True
 
-    def set_extracted(self, session_id: str, count: int, outcome: str) -> None:
+    def set_extracted(self, session_id: str, count: int, outcome: str, *, account_id: str) -> None:
         """Record how many memories extraction stored for the session."""
-        with self._write() as tx:
+        with self._write(account_id) as tx:
             tx.run(
-                "UPDATE call_sessions SET memories_extracted = ?, summarization = ? WHERE id = ?",
-                [count, outcome, session_id],
+                "UPDATE call_sessions SET memories_extracted = ?, summarization = ? "
+                "WHERE id = ? AND account_id = ?",
+                [count, outcome, session_id, account_id],
             )
 
     def add_tool_call(
         self,
         session_id: str,
         *,
+        account_id: str,
         tool: str,
         memory_id: str | None,
         key: str | None,
@@ -163,21 +183,26 @@ class SqlServiceTables:
         ts: float,
     ) -> None:
         """Record a tool call as a session event and count it on the session."""
-        with self._write() as tx:
+        with self._write(account_id) as tx:
             tx.run(
-                "UPDATE call_sessions SET tool_calls = tool_calls + 1 WHERE id = ?", [session_id]
+                "UPDATE call_sessions SET tool_calls = tool_calls + 1 "
+                "WHERE id = ? AND account_id = ?",
+                [session_id, account_id],
             )
-            self._event(tx, session_id, "tool_call", tool, memory_id, key, memory_type, ts)
+            self._event(
+                tx, session_id, account_id, "tool_call", tool, memory_id, key, memory_type, ts
+            )
 
-    def add_event(self, session_id: str, kind: str, ts: float) -> None:
+    def add_event(self, session_id: str, kind: str, ts: float, *, account_id: str) -> None:
         """Record a bare event (``created``, ``connected``...)."""
-        with self._write() as tx:
-            self._event(tx, session_id, kind, None, None, None, None, ts)
+        with self._write(account_id) as tx:
+            self._event(tx, session_id, account_id, kind, None, None, None, None, ts)
 
     @staticmethod
     def _event(
         tx: SqlExecutor,
         session_id: str,
+        account_id: str,
         kind: str,
         tool: str | None,
         memory_id: str | None,
@@ -188,24 +213,24 @@ class SqlServiceTables:
         tx.run(
             "INSERT INTO session_events (session_id, account_id, user_id, kind, tool, "
             "memory_id, key, memory_type, ts) SELECT id, account_id, user_id, ?, ?, ?, ?, ?, ? "
-            "FROM call_sessions WHERE id = ?",
-            [kind, tool, memory_id, key, memory_type, ts, session_id],
+            "FROM call_sessions WHERE id = ? AND account_id = ?",
+            [kind, tool, memory_id, key, memory_type, ts, session_id, account_id],
         )
 
-    def events(self, session_id: str) -> list[SessionEventRow]:
+    def events(self, session_id: str, *, account_id: str) -> list[SessionEventRow]:
         """The session's events, oldest first."""
-        with self._read() as db:
+        with self._read(account_id) as db:
             rows = db.run(
                 "SELECT id, session_id, kind, tool, memory_id, key, memory_type, ts "
-                "FROM session_events WHERE session_id = ? ORDER BY id",
-                [session_id],
+                "FROM session_events WHERE session_id = ? AND account_id = ? ORDER BY id",
+                [session_id, account_id],
             ).fetchall()
         return [SessionEventRow(*r) for r in rows]
 
     # ---- API keys ----------------------------------------------------------------------------
     def insert_api_key(self, row: ApiKeyRow) -> None:
         """Store a new API key (its hash only) with its agents, in one transaction."""
-        with self._write() as tx:
+        with self._write(row.account_id) as tx:
             tx.run(
                 f"INSERT INTO api_keys ({_API_KEY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
                 [
@@ -225,7 +250,8 @@ class SqlServiceTables:
 
     def get_api_key(self, key_id: str) -> ApiKeyRow | None:
         """An API key by its public id."""
-        with self._read() as db:
+        # Authentication looks the key up before any account is known: its row names one.
+        with self._storage.reader_across_accounts() as db:
             row = db.run(
                 f"SELECT {_API_KEY_COLUMNS} FROM api_keys WHERE id = ?", [key_id]
             ).fetchone()
@@ -238,7 +264,7 @@ class SqlServiceTables:
 
     def api_keys(self, account_id: str) -> list[ApiKeyRow]:
         """The API keys of an account, revoked ones included, oldest first."""
-        with self._read() as db:
+        with self._read(account_id) as db:
             rows = db.run(
                 f"SELECT {_API_KEY_COLUMNS} FROM api_keys WHERE account_id = ? "
                 "ORDER BY created_at, id",
@@ -257,7 +283,8 @@ class SqlServiceTables:
 
     def revoke_api_key(self, key_id: str, ts: float) -> ApiKeyRow | None:
         """Mark a key revoked at ``ts`` (kept if it already was); ``None`` for an unknown id."""
-        with self._write() as tx:
+        # By public id, as an operator revokes it (``engram keys revoke``): any account's.
+        with self._write_across_accounts() as tx:
             tx.run(
                 "UPDATE api_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?",
                 [ts, key_id],
@@ -267,7 +294,7 @@ class SqlServiceTables:
     # ---- proposals ---------------------------------------------------------------------------
     def insert_proposal(self, row: ProposalRow) -> None:
         """Store a proposed change (value already sealed)."""
-        with self._write() as tx:
+        with self._write(row.account_id) as tx:
             tx.run(
                 f"INSERT INTO proposals ({_PROPOSAL_COLUMNS}, key_lc) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -292,7 +319,7 @@ class SqlServiceTables:
 
     def get_proposal(self, account_id: str, proposal_id: str) -> ProposalRow | None:
         """One proposal by id, within an account."""
-        with self._read() as db:
+        with self._read(account_id) as db:
             row = db.run(
                 f"SELECT {_PROPOSAL_COLUMNS} FROM proposals WHERE id = ? AND account_id = ?",
                 [proposal_id, account_id],
@@ -311,14 +338,14 @@ class SqlServiceTables:
         if key is not None:
             sql += " AND key_lc = ?"
             params.append(key.lower())
-        with self._read() as db:
+        with self._read(account_id) as db:
             rows = db.run(sql + " ORDER BY created_at DESC", params).fetchall()
         return [_proposal(r) for r in rows]
 
     # ---- upgrade of an older store (keys in clear) ---------------------------------------------
     def clear_key_proposals(self, limit: int) -> list[ProposalRow]:
         """Up to ``limit`` proposals whose key column is not blinded (an older store)."""
-        with self._read() as db:
+        with self._storage.reader_across_accounts() as db:  # the upgrade covers every account
             rows = db.run(
                 f"SELECT {_PROPOSAL_COLUMNS} FROM proposals WHERE substr(key, 1, 2) <> ? "
                 "ORDER BY id LIMIT ?",
@@ -330,7 +357,7 @@ class SqlServiceTables:
         self, proposal_id: str, stored_key: str, ciphertext: bytes, wrapped_key: bytes
     ) -> None:
         """Replace a proposal's key column and sealed payload."""
-        with self._write() as tx:
+        with self._write_across_accounts() as tx:  # the upgrade, by id (see above)
             tx.run(
                 "UPDATE proposals SET key = ?, key_lc = ?, ciphertext = ?, wrapped_key = ? "
                 "WHERE id = ?",
@@ -339,7 +366,7 @@ class SqlServiceTables:
 
     def clear_event_keys(self, limit: int) -> list[tuple[str, str]]:
         """Up to ``limit`` distinct ``(account_id, key)`` of session events with a clear key."""
-        with self._read() as db:
+        with self._storage.reader_across_accounts() as db:  # the upgrade covers every account
             rows = db.run(
                 "SELECT DISTINCT account_id, key FROM session_events WHERE key IS NOT NULL "
                 "AND substr(key, 1, 2) <> ? ORDER BY account_id, key LIMIT ?",
@@ -349,18 +376,18 @@ class SqlServiceTables:
 
     def replace_event_keys(self, account_id: str, key: str, stored_key: str) -> None:
         """Replace a clear key in an account's session events by its blinded form."""
-        with self._write() as tx:
+        with self._write(account_id) as tx:
             tx.run(
                 "UPDATE session_events SET key = ? WHERE account_id = ? AND key = ?",
                 [stored_key, account_id, key],
             )
 
-    def decide_proposal(self, proposal_id: str, status: str, ts: float) -> bool:
+    def decide_proposal(self, proposal_id: str, status: str, ts: float, *, account_id: str) -> bool:
         """Move a pending proposal to ``status``; False if it was no longer pending."""
-        with self._write() as tx:
+        with self._write(account_id) as tx:
             cursor = tx.run(
                 "UPDATE proposals SET status = ?, decided_at = ? WHERE id = ? "
-                "AND status = 'pending'",
-                [status, ts, proposal_id],
+                "AND account_id = ? AND status = 'pending'",
+                [status, ts, proposal_id, account_id],
             )
             return cursor.rowcount == 1

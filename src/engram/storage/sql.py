@@ -181,6 +181,14 @@ class SqlExecutor:
         ``engram.account_id`` for the rest of the transaction (see ``engram.storage.postgres``).
         """
 
+    def across_accounts(self) -> None:
+        """Declare that this transaction's work spans accounts (maintenance: migrations,
+        purges, upgrades of older stores, the job queue).
+
+        A no-op where the database has no row-level security; PostgreSQL lifts the account
+        policies for the rest of the transaction. Listed in docs/security.md.
+        """
+
 
 class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlJobWrites, SqlExecutor):
     """Implements :class:`engram.storage.base.Transaction` on one open transaction."""
@@ -276,6 +284,7 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlJobWrites, SqlExecutor):
         owns), ``None`` otherwise. A compare-and-set on the stored revision: of two callers
         racing for the same changes, exactly one gets them.
         """
+        self.scope_to(account_id)
         self.run(
             "INSERT INTO thread_reads (thread_id, reader, account_id, seen_rev) "
             "VALUES (?, ?, ?, 0) ON CONFLICT (thread_id, reader) DO NOTHING",
@@ -597,11 +606,21 @@ class SqlStorage:
     dialect: ClassVar[str] = "sqlite"
 
     # ---- provided by the backend -----------------------------------------------------------
-    def _reader(self, account_id: str | None = None) -> AbstractContextManager[SqlExecutor]:
+    def _open_reader(self, account_id: str | None) -> AbstractContextManager[SqlExecutor]:
         """A read connection confined to ``account_id``'s rows where the database enforces
-        row-level security; ``None`` reads across accounts (maintenance and lookups that
-        name no account: see :data:`engram.storage.postgres.ALL_ACCOUNTS`)."""
+        row-level security, or (``None``) across accounts. Call it through
+        :meth:`_reader` or :meth:`_reader_across_accounts`, which say which."""
         raise NotImplementedError
+
+    def _reader(self, account_id: str) -> AbstractContextManager[SqlExecutor]:
+        """A read connection confined to one account's rows (row-level security)."""
+        return self._open_reader(account_id)
+
+    def _reader_across_accounts(self) -> AbstractContextManager[SqlExecutor]:
+        """A read connection that sees every account's rows: only for work that spans
+        accounts by nature (schema and meta, purges, the job queue, upgrades); each use is
+        listed in docs/security.md."""
+        return self._open_reader(None)
 
     def transaction(self) -> AbstractContextManager[SqlTransaction]:
         """A write transaction: commits on normal exit, rolls back on any exception."""
@@ -616,6 +635,7 @@ class SqlStorage:
 
     # ---- migrations --------------------------------------------------------------------------
     def _apply_migrations(self, tx: SqlTransaction) -> None:
+        tx.across_accounts()  # the schema, and data upgrades of every account
         tx.run(
             "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
             "name TEXT NOT NULL, applied_at DOUBLE PRECISION NOT NULL)"
@@ -639,19 +659,19 @@ class SqlStorage:
 
     def schema_version(self) -> int:
         """The newest applied migration."""
-        with self._reader() as db:
+        with self._reader_across_accounts() as db:
             row = db.run("SELECT MAX(version) FROM schema_migrations").fetchone()
         return int(row[0] or 0)
 
     def meta_value(self, key: str) -> str | None:
         """A ``store_meta`` entry, if set."""
-        with self._reader() as db:
+        with self._reader_across_accounts() as db:
             row = db.run("SELECT value FROM store_meta WHERE key = ?", [key]).fetchone()
         return None if row is None else str(row[0])
 
     def clear_key_rows(self, limit: int) -> list[MemoryRow]:
         """Up to ``limit`` memory versions whose key column is not blinded (an older store)."""
-        return self._select_memories(
+        return self._select_memories_across_accounts(
             "WHERE substr(m.key, 1, 2) <> ? ORDER BY m.id LIMIT ?", [BLIND_KEY_PREFIX, limit]
         )
 
@@ -666,6 +686,7 @@ class SqlStorage:
         """
         spec = f"{model_id}:{dims}"
         with self.transaction() as tx:
+            tx.across_accounts()  # the store's meta and the vector table's schema
             if self.schema_lock_sql is not None:
                 # Processes starting together would each create the vector table and its
                 # policy: one at a time, the later ones find them made.
@@ -689,7 +710,7 @@ class SqlStorage:
         an embedder (``engram reindex``, or :meth:`bind_embedder` here) is what changes it.
         """
         if self._embedder_spec is _UNREAD:
-            with self._reader() as db:
+            with self._reader_across_accounts() as db:
                 row = db.run("SELECT value FROM store_meta WHERE key = 'embedder'").fetchone()
             self._embedder_spec = None if row is None else str(row[0])
         return self._embedder_spec  # type: ignore[return-value]
@@ -705,6 +726,7 @@ class SqlStorage:
     def unbind_embedder(self) -> None:
         """Forget the bound embedder and drop every stored vector (before a reindex)."""
         with self.transaction() as tx:
+            tx.across_accounts()  # every account's vectors
             tx.run("DELETE FROM store_meta WHERE key = 'embedder'")
             self._embedder_spec = None
             if tx.has_table("embeddings"):
@@ -714,10 +736,16 @@ class SqlStorage:
 
     # ---- reads -------------------------------------------------------------------------------
     def _select_memories(
-        self, tail: str, params: Sequence[Any], account_id: str | None = None
+        self, tail: str, params: Sequence[Any], account_id: str
     ) -> list[MemoryRow]:
-        """``SELECT <memory columns> FROM memories m <tail>`` (read as ``account_id``)."""
+        """``SELECT <memory columns> FROM memories m <tail>``, read as ``account_id``."""
         with self._reader(account_id) as db:
+            rows = db.run(f"SELECT {MEMORY_SELECT} FROM memories m {tail}", params).fetchall()
+        return [memory_row(r) for r in rows]
+
+    def _select_memories_across_accounts(self, tail: str, params: Sequence[Any]) -> list[MemoryRow]:
+        """``SELECT <memory columns> FROM memories m <tail>`` over every account's rows."""
+        with self._reader_across_accounts() as db:
             rows = db.run(f"SELECT {MEMORY_SELECT} FROM memories m {tail}", params).fetchall()
         return [memory_row(r) for r in rows]
 
@@ -842,9 +870,17 @@ class SqlStorage:
         return [HistoryRow(*r) for r in rows]
 
     def changes_since(
-        self, thread_id: str, rev: int, limit: int, *, upto: int | None = None
+        self,
+        thread_id: str,
+        rev: int,
+        limit: int,
+        *,
+        account_id: str | None,
+        upto: int | None = None,
     ) -> list[ChangeRow]:
-        """Change-log entries after ``rev`` (and at most ``upto``), newest first."""
+        """Change-log entries after ``rev`` (and at most ``upto``), newest first: of one
+        account, or (``account_id=None``, an inspection of the whole thread) of every account.
+        """
         sql = (
             "SELECT thread_id, rev, memory_id, event, meta, ts, account_id FROM changes "
             "WHERE thread_id = ? AND rev > ?"
@@ -853,24 +889,39 @@ class SqlStorage:
         if upto is not None:
             sql += " AND rev <= ?"
             params.append(upto)
-        with self._reader() as db:
+        if account_id is not None:
+            sql += " AND account_id = ?"
+            params.append(account_id)
+        with self._thread_reader(account_id) as db:
             rows = db.run(sql + " ORDER BY rev DESC LIMIT ?", [*params, limit]).fetchall()
         return [ChangeRow(*r) for r in rows]
 
-    def current_rev(self, thread_id: str) -> int:
-        """The thread's revision (0 when nothing was written)."""
-        with self._reader() as db:
-            row = db.run("SELECT rev FROM threads WHERE thread_id = ?", [thread_id]).fetchone()
+    def current_rev(self, thread_id: str, *, account_id: str | None) -> int:
+        """The thread's revision (0 when nothing was written), read as one account or
+        (``account_id=None``, an inspection) across accounts."""
+        sql = "SELECT rev FROM threads WHERE thread_id = ?"
+        params = [thread_id]
+        if account_id is not None:
+            sql += " AND account_id = ?"
+            params.append(account_id)
+        with self._thread_reader(account_id) as db:
+            row = db.run(sql, params).fetchone()
         return int(row[0]) if row else 0
 
-    def unseen(self, thread_id: str, reader: str) -> bool:
-        """Whether the thread has a revision ``reader`` has not seen (one read, no lock)."""
-        with self._reader() as db:
+    def _thread_reader(self, account_id: str | None) -> AbstractContextManager[SqlExecutor]:
+        if account_id is None:
+            return self._reader_across_accounts()
+        return self._reader(account_id)
+
+    def unseen(self, account_id: str, thread_id: str, reader: str) -> bool:
+        """Whether the account's thread has a revision ``reader`` has not seen (one read, no
+        lock)."""
+        with self._reader(account_id) as db:
             row = db.run(
                 "SELECT t.rev > COALESCE((SELECT r.seen_rev FROM thread_reads r "
                 "WHERE r.thread_id = t.thread_id AND r.reader = ?), 0) "
-                "FROM threads t WHERE t.thread_id = ?",
-                [reader, thread_id],
+                "FROM threads t WHERE t.thread_id = ? AND t.account_id = ?",
+                [reader, thread_id, account_id],
             ).fetchone()
         return bool(row[0]) if row else False
 
@@ -899,7 +950,7 @@ class SqlStorage:
 
     def legacy_data_keys(self) -> list[DataKeyRow]:
         """Wrapped keys kept in the data database by stores made before the key store."""
-        with self._reader() as db:
+        with self._reader_across_accounts() as db:
             rows = db.run(
                 "SELECT account_id, user_id, purpose, key_id, wrapped, kek_id, created_at "
                 "FROM data_keys ORDER BY account_id, user_id, purpose"
@@ -909,12 +960,20 @@ class SqlStorage:
     def drop_legacy_data_keys(self) -> None:
         """Delete the keys :meth:`legacy_data_keys` returned (once they are in the key store)."""
         with self.transaction() as tx:
+            tx.across_accounts()  # the move of every account's keys to the key store
             tx.run("DELETE FROM data_keys")
 
-    def reader(self, account_id: str | None = None) -> AbstractContextManager[SqlExecutor]:
-        """A connection for reads (service tables and the key store share it), confined to
-        ``account_id``'s rows where the database enforces row-level security."""
+    def reader(self, account_id: str) -> AbstractContextManager[SqlExecutor]:
+        """A connection for reads of one account's rows (the service, app, checkpoint and
+        message tables share it), confined to them where the database enforces row-level
+        security."""
         return self._reader(account_id)
+
+    def reader_across_accounts(self) -> AbstractContextManager[SqlExecutor]:
+        """A connection for reads that span accounts by nature: the key store, the job
+        queue, API key lookups before an account is known, upgrades of an older store.
+        Each use is listed in docs/security.md."""
+        return self._reader_across_accounts()
 
     def service_tables(self) -> ServiceTables:
         """The call sessions, API keys and proposals kept in this database."""
@@ -960,8 +1019,8 @@ class SqlStorage:
         raise NotImplementedError
 
     def due_for_purge(self, now: float, limit: int) -> list[MemoryRow]:
-        """Soft-deleted heads whose ``purge_at`` has passed."""
-        return self._select_memories(
+        """Soft-deleted heads whose ``purge_at`` has passed (of every account)."""
+        return self._select_memories_across_accounts(
             "WHERE m.state = 'soft_deleted' AND m.purge_at IS NOT NULL AND m.purge_at <= ? "
             "ORDER BY m.purge_at LIMIT ?",
             [now, limit],
@@ -970,8 +1029,8 @@ class SqlStorage:
     def due_for_ttl(
         self, now: float, *, idle_before: float, importance_below: int, limit: int
     ) -> list[MemoryRow]:
-        """See :meth:`Storage.due_for_ttl`."""
-        return self._select_memories(
+        """See :meth:`Storage.due_for_ttl` (the hourly sweep spans accounts)."""
+        return self._select_memories_across_accounts(
             "WHERE m.state = 'active' AND ((m.expires_at IS NOT NULL AND m.expires_at <= ?) "
             "OR (m.pinned = ? AND m.importance < ? AND m.updated_at < ? "
             "AND (m.last_accessed_at IS NULL OR m.last_accessed_at < ?))) "
@@ -1017,7 +1076,10 @@ class SqlStorage:
         if until is not None:
             sql += " AND ts < ?"
             params.append(until)
-        with self._reader() as db:
+        reader = (
+            self._reader(account_id) if account_id is not None else self._reader_across_accounts()
+        )
+        with reader as db:
             rows = db.run(sql + f" GROUP BY {by}", params).fetchall()
         return {str(k): int(v) for k, v in rows}
 

@@ -225,7 +225,7 @@ class SqliteStorage(SqlStorage):
         return conn
 
     @contextmanager
-    def _reader(self, account_id: str | None = None) -> Iterator[SqlExecutor]:
+    def _open_reader(self, account_id: str | None) -> Iterator[SqlExecutor]:
         # One process owns the file; there is no row-level security to confine reads.
         try:
             yield SqlExecutor(self._connection())
@@ -293,7 +293,7 @@ class SqliteStorage(SqlStorage):
     def vector_search(self, flt: MemoryFilter, vector: Vector, k: int) -> list[ScoredId]:
         """Top-``k`` by cosine among memories matching ``flt`` (see :mod:`sqlite_vectors`)."""
         where, params = compile_filter(flt)
-        with self._reader() as db:
+        with self._reader(flt.account_id) as db:
             if not self._has_vectors(db):
                 return []
 
@@ -344,8 +344,9 @@ class SqliteStorage(SqlStorage):
         return found
 
     def clear_vectors(self, limit: int) -> list[tuple[str, str, str, str, Vector]]:
-        """Up to ``limit`` embeddings stored in clear (before vectors were sealed)."""
-        with self._reader() as db:
+        """Up to ``limit`` embeddings stored in clear (before vectors were sealed), of every
+        account: the upgrade that seals them."""
+        with self._reader_across_accounts() as db:
             if not self._has_vectors(db):
                 return []
             rows = db.run(

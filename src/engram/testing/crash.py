@@ -353,7 +353,7 @@ def _postgres_integrity(storage: SqlStorage) -> list[str]:
     problems: list[str] = []
     with storage.transaction() as tx:
         tx.run("CREATE EXTENSION IF NOT EXISTS amcheck")
-    with storage.reader() as db:
+    with storage.reader_across_accounts() as db:
         names = [str(r[0]) for r in db.run(_PG_INDEXES).fetchall()]
         for name in names:
             try:
@@ -395,7 +395,7 @@ def _check(storage: Storage, key_store: KeyStore, url: str, keys_url: str) -> St
     queries = dict(_ORPHAN_QUERIES)
     if storage.embedder_spec() is not None:  # the store keeps vectors
         queries.update(_VECTOR_QUERIES)
-    with storage.reader() as db:
+    with storage.reader_across_accounts() as db:
         orphans = {name: int(db.run(sql).fetchone()[0]) for name, sql in queries.items()}
         used = {
             (str(a), str(u), str(k))
@@ -547,7 +547,7 @@ def drain_queue(
         while any(j.state not in finished for j in jobs) and time.monotonic() < deadline:
             time.sleep(poll)  # polling the queue's state: the worker runs in another process
             jobs = due()
-        with storage.reader() as db:
+        with storage.reader_across_accounts() as db:
             twice = sum(int(db.run(sql).fetchone()[0]) for sql in _TTL_TWICE)
             retired = {str(r[0]) for r in db.run(_RETIRED).fetchall()}
     finally:

@@ -84,8 +84,8 @@ def _legacy_service_rows(engine: MemoryEngine) -> str:
         CallSessionRow("s1", ACCOUNT, "user-1", False, time.time(), None, None, 0, 0, None)
     )
     tables.add_tool_call(
-        "s1", tool="store_memory", memory_id="m1", key=OLD_KEYS[0], memory_type="fact",
-        ts=time.time(),
+        "s1", account_id=ACCOUNT, tool="store_memory", memory_id="m1", key=OLD_KEYS[0],
+        memory_type="fact", ts=time.time(),
     )  # fmt: skip
     key_id, user_key = engine.keys.user_key(ACCOUNT, "user-1")
     payload = json.dumps({"current": "old", "proposed": "new"}).encode()

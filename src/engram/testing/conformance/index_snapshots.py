@@ -62,7 +62,7 @@ def _snapshot(engine: MemoryEngine, flt: MemoryFilter) -> int:
     """Load the owner's index (a search) and wait for its snapshot; returns its ``max_seq``."""
     engine.storage.vector_search(flt, HashingEmbedder().embed_one("kite"), 1)
     engine.storage.vector_index.flush_snapshots()  # type: ignore[attr-defined]
-    with engine.storage.reader() as db:  # type: ignore[attr-defined]
+    with engine.storage.reader_across_accounts() as db:  # type: ignore[attr-defined]
         row = db.run(
             "SELECT max_seq FROM vector_snapshots WHERE account_id = ? AND user_id = ?",
             [flt.account_id, flt.user_id],
@@ -71,7 +71,7 @@ def _snapshot(engine: MemoryEngine, flt: MemoryFilter) -> int:
 
 
 def _snapshots_of(engine: MemoryEngine, user_id: str) -> int:
-    with engine.storage.reader() as db:  # type: ignore[attr-defined]
+    with engine.storage.reader_across_accounts() as db:  # type: ignore[attr-defined]
         row = db.run(
             "SELECT COUNT(*) FROM vector_snapshots WHERE account_id = ? AND user_id = ?",
             [ACCOUNT, user_id],

@@ -37,7 +37,7 @@ def _vectors(engine: MemoryEngine) -> HashingEmbedder:
 
 
 def _embedding_rows(storage: Storage) -> list[tuple[str, str | None, bytes]]:
-    with storage.reader() as db:  # type: ignore[attr-defined]
+    with storage.reader_across_accounts() as db:  # type: ignore[attr-defined]
         rows = db.run("SELECT memory_id, key_id, vector FROM embeddings ORDER BY seq").fetchall()
     return [(str(r[0]), r[1], bytes(r[2])) for r in rows]
 
