@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from engram.crypto.envelope import Envelope
@@ -20,6 +20,16 @@ from engram.types import ErasureReceipt, HistoryEventType, MemoryState, PurgeRep
 log = logging.getLogger(__name__)
 
 _TTL_PER_TRANSACTION = 100
+
+
+def _per_account_chunks(heads: Sequence[MemoryRow], size: int) -> Iterator[list[MemoryRow]]:
+    """``heads`` in chunks of at most ``size``, each of one account (order kept within it)."""
+    by_account: dict[str, list[MemoryRow]] = {}
+    for head in heads:
+        by_account.setdefault(head.account_id, []).append(head)
+    for rows in by_account.values():
+        for start in range(0, len(rows), size):
+            yield rows[start : start + size]
 
 
 class EngineLifecycle(EngineCore):
@@ -77,11 +87,13 @@ class EngineLifecycle(EngineCore):
                 moment, idle_before=idle_before, importance_below=importance_below, limit=batch
             )
             # A hundred memories a transaction: one commit each would bound the run by fsyncs.
-            for start in range(0, len(heads), _TTL_PER_TRANSACTION):
+            # The sweep finds heads of every account; each transaction writes one account's
+            # (on PostgreSQL a transaction is confined to one account).
+            for chunk in _per_account_chunks(heads, _TTL_PER_TRANSACTION):
                 if should_stop is not None and should_stop():
                     return expired + retired
                 with self.storage.transaction() as tx:
-                    for head in heads[start : start + _TTL_PER_TRANSACTION]:
+                    for head in chunk:
                         retired += self._retire(
                             tx, head, moment, idle_before, importance_below, purge_at
                         )
@@ -154,6 +166,7 @@ class EngineLifecycle(EngineCore):
         """Admin purge: hard-delete every memory version in a scope and report the count."""
         ids = self.storage.scope_memory_ids(account_id, user_id, agent_id)
         with self.storage.transaction() as tx:
+            tx.scope_to(account_id)
             count = tx.delete_memories(ids)
             tx.record_op(
                 OpRow(
@@ -249,6 +262,7 @@ class EngineLifecycle(EngineCore):
         while rows := self.storage.clear_key_rows(batch):
             updates = [(row, self._upgraded_columns(row)) for row in rows]
             with self.storage.transaction() as tx:
+                tx.across_accounts()  # the upgrade of an older store covers every account
                 for row, columns in updates:
                     tx.update_memory(row.id, columns)
                     tx.replace_audit_key(row.id, columns["key"])

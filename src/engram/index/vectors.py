@@ -300,6 +300,7 @@ def seal_clear_vectors(storage: Storage, seal: VectorSeal, *, batch: int = 1000)
         for memory_id, account_id, user_id, model_id, vector in rows:
             sealed.append((memory_id, seal.seal(account_id, user_id, memory_id, model_id, vector)))
         with storage.transaction() as tx:
+            tx.across_accounts()  # the upgrade of an older store covers every account
             tx.seal_vectors_in_place(sealed)
         done += len(rows)
         if len(rows) < batch:

@@ -204,6 +204,19 @@ class Page:
 class RowWrites(Protocol):
     """Writes of memory rows, and the reads a write needs, inside one transaction."""
 
+    def scope_to(self, account_id: str) -> None:
+        """Confine the rest of this transaction to one account's rows, where the database
+        enforces row-level security (the per-account writes below call it themselves).
+
+        Raises :class:`~engram.errors.StorageError` when it already works for another.
+        """
+        ...
+
+    def across_accounts(self) -> None:
+        """Declare that this transaction's work spans accounts (sweeps, upgrades); each use
+        is listed in docs/security.md."""
+        ...
+
     def insert_memory(self, row: MemoryRow) -> None:
         """Insert a memory version."""
         ...

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -31,7 +32,7 @@ from engram.storage.service import ApiKeyRow, CallSessionRow, ProposalRow
 from engram.testing.builders import ACCOUNT, add
 from engram.testing.conformance.harness import TEST_KEK, StorageHarness
 from engram.testing.embedders import HashingEmbedder
-from engram.types import MemoryFilter
+from engram.types import MemoryFilter, MemoryState
 
 if TYPE_CHECKING:
     from engram.storage.postgres import PostgresStorage
@@ -438,3 +439,39 @@ class RowSecurityConformance(StorageHarness):
         assert pairs.judged_since(OTHER, "user-1", 0.0) == 2
         confined.touch(ACCOUNT, [memory.id], 7.0)
         assert pairs.most_retrieved(ACCOUNT, "user-1", 5) == [memory.id]
+
+    @pytest.mark.requires(Capability.ROW_SECURITY)
+    def test_memory_work_of_one_account_runs_as_that_account(
+        self, confined: PostgresStorage, confined_engine: MemoryEngine
+    ) -> None:
+        embedder = HashingEmbedder()
+        confined_engine.add_indexer(VectorIndexer(confined, embedder, link_top_k=2, link_min=0.0))
+        mine = add(confined_engine, value="tea with lemon")
+        theirs = add(confined_engine, value="coffee, black", account_id=OTHER)
+        near = confined.vector_search(
+            MemoryFilter(account_id=ACCOUNT, user_id="user-1"), embedder.embed_one("tea"), 5
+        )
+        assert [h.memory_id for h in near] == [mine.id]
+        updated = confined_engine.update(mine.id, {"value": "tea with honey"}, account_id=ACCOUNT)
+        assert confined_engine.get(updated.id, account_id=ACCOUNT).value == "tea with honey"
+        assert len(confined_engine.history(updated.id, account_id=ACCOUNT)) >= 2
+        confined_engine.forget(updated.id, account_id=ACCOUNT)
+        restored = confined_engine.restore(updated.id, account_id=ACCOUNT)
+        assert restored.value == "tea with honey"
+        exported = confined_engine.export_user(account_id=ACCOUNT, user_id="user-1")
+        assert {m["value"] for m in exported["memories"]} == {"tea with lemon", "tea with honey"}
+        confined_engine.erase_user(account_id=ACCOUNT, user_id="user-1")
+        assert (
+            confined_engine.list_memories(MemoryFilter(account_id=ACCOUNT, user_id="user-1")) == []
+        )
+        assert confined_engine.get(theirs.id, account_id=OTHER).value == "coffee, black"
+
+    def test_the_ttl_sweep_retires_memories_of_several_accounts_in_one_run(
+        self, engine: MemoryEngine
+    ) -> None:
+        past = datetime.now(UTC) - timedelta(days=1)
+        mine = add(engine, key="trip", value="in Rome", expires_at=past)
+        theirs = add(engine, key="trip", value="in Oslo", expires_at=past, account_id=OTHER)
+        assert engine.expire_idle(idle_days=60, importance_below=0) == 2
+        for memory_id, account_id in ((mine.id, ACCOUNT), (theirs.id, OTHER)):
+            assert engine.get(memory_id, account_id=account_id).state == MemoryState.SOFT_DELETED
