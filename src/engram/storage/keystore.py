@@ -131,6 +131,7 @@ class SqlKeyStore:
                 else key_tables("BLOB", "REAL")
             )
             with runner.transaction() as tx:
+                tx.across_accounts()  # the key store's schema
                 if postgres:  # several workers may open the store at once
                     tx.run("SELECT pg_advisory_xact_lock(hashtext('engram-key-store'))")
                 for statement in statements:

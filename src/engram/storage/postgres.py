@@ -172,9 +172,10 @@ class PostgresTransaction(_BinaryRows, SqlTransaction):
 
     def _ensure_scope(self) -> None:
         if self._scope is self._UNSCOPED:
-            # A statement before any account is named: migrations, purge, rotation and other
-            # work across accounts, which row-level security lets through only on this
-            # bypass (see docs/security.md).
+            # A statement before any account is named. Per-account writes name theirs first
+            # (scope_to), and work across accounts says so (across_accounts); what still
+            # arrives here touches no account's rows (store_meta, operational events of no
+            # account) and runs on the bypass (see docs/security.md).
             self.across_accounts()
 
     @staticmethod
@@ -287,6 +288,7 @@ class PostgresStorage(SqlStorage):
     def migrate(self) -> None:
         """Apply pending migrations under an advisory lock (safe with many workers)."""
         with self.transaction() as tx:
+            tx.across_accounts()  # the schema, and data upgrades of every account
             tx.run("SELECT pg_advisory_xact_lock(hashtext('engram-migrations'))")
             self._apply_migrations(tx)
 
