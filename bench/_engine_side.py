@@ -28,6 +28,7 @@ from engram.retrieval.query import QueryPlan, retrieve
 from engram.retrieval.ranking import RankingWeights
 from engram.retrieval.source import StorageCandidateSource
 from engram.storage.base import Storage
+from engram.storage.keystore import open_key_store
 from engram.types import MemoryFilter
 
 ACCOUNT = "locomo"
@@ -65,6 +66,33 @@ def bench_storage(backend: str, folder: Path, *, pool_max: int = 8) -> Iterator[
         storage.close()
         if server is not None:
             server.stop()
+
+
+BENCH_KEK = bytes(range(32))
+"""The fixed key-encryption key of :func:`bench_engine` (bench stores are thrown away)."""
+
+
+@contextmanager
+def bench_engine(backend: str, *, prefix: str, pool_max: int = 8) -> Iterator[MemoryEngine]:
+    """An engine over a fresh store of ``backend`` in a temporary folder named ``prefix...``,
+    with its owner keys in a SQLite key store beside it and :data:`BENCH_KEK`; on exit the
+    key store is closed, the store closed (its server stopped) and the folder removed.
+
+    The engine's settings have the folder's ``home`` and the KEK as encryption key.
+    """
+    with (
+        tempfile.TemporaryDirectory(prefix=prefix) as tmp,
+        bench_storage(backend, Path(tmp), pool_max=pool_max) as storage,
+    ):
+        folder = Path(tmp)
+        keys = open_key_store(f"sqlite:///{folder / 'keys.db'}")
+        try:
+            settings = Settings(home=folder / "home", encryption_key=BENCH_KEK.hex())
+            yield MemoryEngine(
+                storage, KeyRing(primary=BENCH_KEK), settings=settings, key_store=keys
+            )
+        finally:
+            keys.close()
 
 
 def pct_ms(samples: Sequence[float], q: float) -> float:

@@ -6,7 +6,7 @@ or triton. Run it with the interpreter of a fresh virtual environment, so that p
 an empty site-packages as a user's first ``make run`` would:
 
     python3 -m venv /tmp/embed-venv
-    /tmp/embed-venv/bin/python bench/check_extras.py    # the extras of make run and make test
+    /tmp/embed-venv/bin/python bench/check_extras.py    # make run's, make test's, the mem0 bench's
 
 Needs the package registry, so it is a script rather than a test in the suite.
 """
@@ -51,18 +51,25 @@ def resolve(extras: str) -> list[tuple[str, str]]:
     )
 
 
-# The extras `make run` (RUN_EXTRAS) and `make test` (EXTRAS) install.
-MAKE_SETS = ("local,server,tokens", "test,postgres,local,server,tokens,fast,mcp,langgraph")
+# The extras `make run` (RUN_EXTRAS) and `make test` (EXTRAS) install, and the embedder with
+# mem0 for bench/locomo.py's comparison (mem0 runs on Engram's ONNX MiniLM there).
+DEFAULT_SETS = (
+    "local,server,tokens",
+    "test,postgres,local,server,tokens,fast,mcp,langgraph",
+    "local,bench",
+)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--extras", action="append", help="a set of extras (repeatable; default: make's two)"
+        "--extras",
+        action="append",
+        help="a set of extras (repeatable; default: make's two, then local,bench)",
     )
     args = parser.parse_args()
     failed = False
-    for extras in args.extras or MAKE_SETS:
+    for extras in args.extras or DEFAULT_SETS:
         packages = resolve(extras)
         bad = [f"{name}=={version}" for name, version in packages if FORBIDDEN.match(name)]
         print(f"engram[{extras}] would install {len(packages)} distributions:")

@@ -57,8 +57,9 @@ from engram.engine import MemoryEngine
 from engram.llm import OpenAICompatibleLLM
 from engram.llm.usage import MeteredLLM, UsageLedger
 from engram.storage.base import Storage
+from engram.testing.builders import read_jsonl, unstored_memory
 from engram.testing.scripted_llm import RecordedRequest, ScriptedLLMServer, ScriptedReply
-from engram.types import Memory, MemoryFilter, MemoryState, MemoryType, Source, Visibility, utcnow
+from engram.types import MemoryFilter
 from engram.workers.consolidation import ConsolidationReport, Consolidator
 from engram.workers.judges import LLMJudge, OfflineJudge, Pair
 from scale import PoolEmbedder, pool_vectors
@@ -70,10 +71,6 @@ PAIRS_FRESH = DATA / "consolidation_pairs_heldout3.jsonl"
 PARAPHRASES = DATA / "consolidation_paraphrases.jsonl"
 ACCOUNT = "consolidation"
 GRID = [round(0.5 + 0.01 * i, 2) for i in range(50)]
-
-
-def _jsonl(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
 
 
 # ---- 1. threshold --------------------------------------------------------------------------
@@ -92,7 +89,7 @@ def split_pairs(
 def scores(rows: Sequence[dict[str, Any]], embedder: Embedder, threshold: float) -> dict[str, Any]:
     """Merges of different facts and share of paraphrases merged at ``threshold``."""
     judge = OfflineJudge(embedder, same_cosine=threshold, same_key_cosine=threshold)
-    pairs = [Pair(_memory(0, r["a"]), _memory(1, r["b"]), 1.0) for r in rows]
+    pairs = [_pair(r) for r in rows]
     cosines = judge.cosines(pairs)
     merged = [judge.decide(p, c).same for p, c in zip(pairs, cosines, strict=True)]
     different = [m for m, r in zip(merged, rows, strict=True) if not r["same"]]
@@ -115,7 +112,7 @@ def choose_threshold(dev: Sequence[dict[str, Any]], embedder: Embedder) -> float
     """The lowest cosine on the grid that merges no different facts of ``dev``, plus
     :data:`MARGIN`."""
     judge = OfflineJudge(embedder, same_cosine=0.0, same_key_cosine=0.0)
-    pairs = [Pair(_memory(0, r["a"]), _memory(1, r["b"]), 1.0) for r in dev]
+    pairs = [_pair(r) for r in dev]
     cosines = judge.cosines(pairs)
     # A pair nothing sets apart (no blocking word, number or order) is merged on its cosine.
     open_pairs = [judge.decide(p, 1.0).same for p in pairs]
@@ -128,26 +125,11 @@ def choose_threshold(dev: Sequence[dict[str, Any]], embedder: Embedder) -> float
     return 0.99
 
 
-def _memory(n: int, value: str, key: str = "note") -> Memory:
-    now = utcnow()
-    return Memory(
-        id=f"m{n}",
-        account_id=ACCOUNT,
-        user_id="labelled",
-        type=MemoryType.FACT,
-        key=key,
-        value=value,
-        confidence=1.0,
-        importance=2,
-        source=Source.API,
-        visibility=Visibility.PRIVATE,
-        pinned=False,
-        state=MemoryState.ACTIVE,
-        version=1,
-        lineage_id=f"m{n}",
-        created_at=now,
-        updated_at=now,
-    )
+def _pair(row: dict[str, Any]) -> Pair:
+    """A labelled row's two values as a pair of memories of one user."""
+    first = unstored_memory(0, row["a"], account_id=ACCOUNT, user_id="labelled")
+    second = unstored_memory(1, row["b"], account_id=ACCOUNT, user_id="labelled")
+    return Pair(first, second, 1.0)
 
 
 # ---- engines ---------------------------------------------------------------------------------
@@ -174,7 +156,7 @@ def consolidate(
 def paraphrases(
     backend: str, embedder: Embedder, threshold: float
 ) -> tuple[int, ConsolidationReport, list[Pair]]:
-    rows = _jsonl(PARAPHRASES)
+    rows = read_jsonl(PARAPHRASES)
     with (
         tempfile.TemporaryDirectory(prefix="engram-consolidation-") as tmp,
         bench_storage(backend, Path(tmp)) as storage,
@@ -332,13 +314,13 @@ def main() -> None:
     local = LocalMiniLMEmbedder(threads=2)
     out: dict[str, Any] = {"backend": args.backend}
 
-    dev, held = split_pairs(_jsonl(PAIRS))
+    dev, held = split_pairs(read_jsonl(PAIRS))
     threshold = choose_threshold(dev, local)
     out["threshold"] = threshold
     out["dev"] = scores(dev, local, threshold)
     out["held_out"] = scores(held, local, threshold)
-    out["held_out_2"] = scores(_jsonl(PAIRS_SECOND), local, threshold)
-    out["held_out_3"] = scores(_jsonl(PAIRS_FRESH), local, threshold)
+    out["held_out_2"] = scores(read_jsonl(PAIRS_SECOND), local, threshold)
+    out["held_out_3"] = scores(read_jsonl(PAIRS_FRESH), local, threshold)
     print(f"offline judge: cosine {threshold} chosen on the dev half ({len(dev)} pairs)")
     for name in ("dev", "held_out", "held_out_2", "held_out_3"):
         s = out[name]
@@ -360,7 +342,7 @@ def main() -> None:
         f"15 paraphrased inserts of 5 facts -> {left} active memories after one daily run (goal 5)"
     )
 
-    labelled = [Pair(_memory(0, r["a"]), _memory(1, r["b"]), 1.0) for r in dev + held]
+    labelled = [_pair(r) for r in dev + held]
     with tempfile.TemporaryDirectory() as one, tempfile.TemporaryDirectory() as two:
         para = llm_estimate(seen, Path(one))
         capped = llm_estimate(labelled[:50], Path(two))

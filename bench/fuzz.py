@@ -11,20 +11,13 @@ Sends cases drawn by schemathesis from the service's own OpenAPI schema (see
 from __future__ import annotations
 
 import argparse
-import tempfile
 import time
 from collections import Counter
-from pathlib import Path
 
-from _engine_side import bench_storage
-from engram.config import Settings
-from engram.crypto.keyring import KeyRing
-from engram.engine import MemoryEngine
-from engram.storage.keystore import open_key_store
+from _engine_side import bench_engine
 from engram.testing.fuzz import FuzzReport, fuzz_app
 from engram.testing.isolation import isolation_service
 
-KEK = bytes(range(32))
 PER_ROUND = 20
 """Cases per operation and mode in one round (rounds repeat until enough were sent)."""
 
@@ -32,26 +25,18 @@ PER_ROUND = 20
 def run(backend: str, cases: int) -> tuple[FuzzReport, float]:
     """Fuzz a fresh store of ``backend`` until ``cases`` were sent; the report and seconds."""
     total = FuzzReport()
-    with tempfile.TemporaryDirectory(prefix="engram-fuzz-") as tmp:
-        folder = Path(tmp)
-        with bench_storage(backend, folder, pool_max=4) as storage:
-            keys = open_key_store(f"sqlite:///{folder / 'keys.db'}")
-            settings = Settings(home=folder / "home", encryption_key=KEK.hex())
-            engine = MemoryEngine(storage, KeyRing(primary=KEK), settings=settings, key_store=keys)
-            start = time.perf_counter()
-            try:
-                with isolation_service(engine, settings) as service:
-                    token = service.app.state.services.keys.create("acct-fuzz", admin=True)
-                    while total.cases < cases:
-                        report = fuzz_app(service, token, cases_per_operation=PER_ROUND)
-                        total.cases += report.cases
-                        total.operations = report.operations
-                        total.statuses.update(report.statuses)
-                        total.problems.extend(report.problems)
-                        print(f"  {backend}: {total.cases} cases", flush=True)
-            finally:
-                keys.close()
-            return total, time.perf_counter() - start
+    with bench_engine(backend, prefix="engram-fuzz-", pool_max=4) as engine:
+        start = time.perf_counter()
+        with isolation_service(engine, engine.settings) as service:
+            token = service.app.state.services.keys.create("acct-fuzz", admin=True)
+            while total.cases < cases:
+                report = fuzz_app(service, token, cases_per_operation=PER_ROUND)
+                total.cases += report.cases
+                total.operations = report.operations
+                total.statuses.update(report.statuses)
+                total.problems.extend(report.problems)
+                print(f"  {backend}: {total.cases} cases", flush=True)
+        return total, time.perf_counter() - start
 
 
 def main() -> None:

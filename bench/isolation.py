@@ -15,24 +15,16 @@ from __future__ import annotations
 
 import argparse
 import logging
-import tempfile
 from collections import Counter
-from pathlib import Path
 
-from _engine_side import bench_storage
-from engram.config import Settings
-from engram.crypto.keyring import KeyRing
-from engram.engine import MemoryEngine
+from _engine_side import bench_engine
 from engram.storage.base import Capability
-from engram.storage.keystore import open_key_store
 from engram.testing.isolation import (
     IsolationReport,
     isolation_service,
     markers_in_clear,
     run_isolation,
 )
-
-KEK = bytes(range(32))
 
 
 class Lines(logging.Handler):
@@ -54,31 +46,26 @@ def run(backend: str, steps: int) -> tuple[IsolationReport, int]:
     root = logging.getLogger("engram")  # everything Engram logs, at every level
     root.addHandler(lines)
     root.setLevel(logging.DEBUG)
-    with tempfile.TemporaryDirectory(prefix="engram-isolation-") as tmp:
-        folder = Path(tmp)
-        with bench_storage(backend, folder, pool_max=4) as storage:
-            keys = open_key_store(f"sqlite:///{folder / 'keys.db'}")
-            settings = Settings(home=folder / "home", encryption_key=KEK.hex())
-            engine = MemoryEngine(storage, KeyRing(primary=KEK), settings=settings, key_store=keys)
-            try:
-                with isolation_service(engine, settings) as service:
-                    report = run_isolation(
-                        service,
-                        min_steps=steps,
-                        strict=False,
-                        progress=lambda r: print(
-                            f"  {backend}: {r.steps} steps, {len(r.violations)} violations"
-                            + "".join(f"\n    {v}" for v in r.violations[-3:]),
-                            flush=True,
-                        ),
-                    )
-                has_files = Capability.DATA_FILES in storage.capabilities
-                files = storage.data_files() if has_files else []
-                clear = markers_in_clear(report, files, "\n".join(lines.lines))
-                return report, len(clear)
-            finally:
-                keys.close()
-                root.removeHandler(lines)
+    try:
+        with bench_engine(backend, prefix="engram-isolation-", pool_max=4) as engine:
+            with isolation_service(engine, engine.settings) as service:
+                report = run_isolation(
+                    service,
+                    min_steps=steps,
+                    strict=False,
+                    progress=lambda r: print(
+                        f"  {backend}: {r.steps} steps, {len(r.violations)} violations"
+                        + "".join(f"\n    {v}" for v in r.violations[-3:]),
+                        flush=True,
+                    ),
+                )
+            storage = engine.storage
+            has_files = Capability.DATA_FILES in storage.capabilities
+            files = storage.data_files() if has_files else []
+            clear = markers_in_clear(report, files, "\n".join(lines.lines))
+            return report, len(clear)
+    finally:
+        root.removeHandler(lines)
 
 
 def main() -> None:

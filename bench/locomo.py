@@ -18,6 +18,9 @@ in-memory prototype of ``_prototype.py``, which ranks the same way).
 ``--loo`` chooses every tunable ranking parameter on four conversations and reports the
 fifth, for each conversation in turn (``_loo.py``): the per-fold table, the mean and the
 worst fold, and every held-out question pooled.
+mem0 (``pip install 'engram[bench]'``) runs in the same process on the same embedder object,
+``infer=False`` (no LLM), with an embedded Qdrant folder (``_mem0_side.py``); ``--no-mem0``
+leaves it out.
 ``--cache`` keeps turn embeddings under bench/results/ to iterate fast (ingestion rate is
 then not meaningful).
 """
@@ -260,11 +263,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     mem0: dict[str, Any] | None = None
     if not args.no_mem0:
-        mem0_side = make_mem0_side()
+        # The same model, caches and texts as Engram's side: only the memory systems differ.
+        mem0_side = make_mem0_side(QueryCachedEmbedder(base, local))
         if mem0_side is None:
             say("mem0: not installed (pip install 'engram[bench]'), skipped")
         else:
-            mem0 = evaluate(mem0_side, data)
+            say(f"mem0: {mem0_side.setup}")
+            try:
+                mem0 = evaluate(mem0_side, data)
+            finally:
+                mem0_side.close()
+            mem0["setup"] = mem0_side.setup
     say("")
     say(HEADER)
     say(_row("engram", engram))

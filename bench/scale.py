@@ -17,7 +17,9 @@ indexer, batches of 1000, a session ``run_id`` every 20 rows so adjacency edges 
 ``related_to`` edges carry no weight in the default ranking. The queried user owns ``size``
 memories; 20 other users own ``size/10`` more between them. After the load the store is
 settled as between imports (``_engine_side.settle``: statistics, SQLite's WAL folded,
-PostgreSQL vacuumed) so no load aftermath runs during the timed queries.
+PostgreSQL vacuumed) so no load aftermath runs during the timed queries; on SQLite the same
+holds for the index snapshot the warm-up's first load of the user starts (written, then the
+WAL folded, before the timed queries).
 
 Each query is a fresh question through ``Engram.query`` (agent ``default``, top_k 3 unless
 ``--top-k``), so its embedding is included; the bare query embedding is timed separately on
@@ -42,6 +44,8 @@ of them (the SQLite in-process vector index, the unwrapped keys): on SQLite that
 user's sealed index snapshot and the rows stored after it (the snapshot the warm queries
 wrote in the background is waited for first). ``cold rows`` is the same with the snapshot
 deleted, as a store without one loads: every sealed vector of the user opened and quantised.
+The line under a SQLite row gives the snapshot's sealed size and what its rewrites cost per
+new memory at that size (the size over the new rows that trigger a rewrite).
 
 ``--kernels numpy`` makes the SQLite index use its NumPy loops even where numba (the ``fast``
 extra) is installed, to compare the two in one environment.
@@ -372,9 +376,23 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
-def cold_first_query(app: Engram, question: str, top_k: int) -> tuple[float, float | None]:
+def settle_index(storage: Storage) -> None:
+    """SQLite: write the index snapshot the warm-up's first load started, then fold the WAL.
+
+    The first query after a bulk load opens every row of the user and hands the index to the
+    background snapshot writer (tens of MB sealed and written, then checkpointed): a one-off
+    after an import, like the load's own WAL, so it is settled before the timed queries."""
+    index = getattr(storage, "vector_index", None)
+    if index is not None:
+        index.flush_snapshots()
+        settle(storage)
+
+
+def cold_first_query(app: Engram, question: str, top_k: int) -> dict[str, Any]:
     """Milliseconds of one query after dropping what the process caches of the user: from
-    the index snapshot, then (SQLite) from the rows alone, the snapshot deleted."""
+    the index snapshot, then (SQLite) from the rows alone, the snapshot deleted; and what a
+    rewrite of the snapshot costs per new memory (its sealed size over the rows between two
+    rewrites at this size)."""
     storage = app.engine.storage
     index = getattr(storage, "vector_index", None)
     if index is not None:
@@ -383,12 +401,26 @@ def cold_first_query(app: Engram, question: str, top_k: int) -> tuple[float, flo
     app.engine.keys.clear()
     cold = round(_time_queries(app, [question], top_k)[0], 2)
     if index is None:
-        return cold, None
+        return {"cold_first_query_ms": cold, "cold_from_rows_ms": None}
+    with storage.reader(ACCOUNT) as db:  # type: ignore[attr-defined]
+        row = db.run(
+            "SELECT length(snapshot), max_seq FROM vector_snapshots "
+            "WHERE account_id = ? AND user_id = ?",
+            [ACCOUNT, USER],
+        ).fetchone()
+    snapshot_bytes = int(row[0]) if row else 0
+    every = index.snapshot_threshold(int(row[1])) if row else 0
     with storage.transaction() as tx:
         tx.run("DELETE FROM vector_snapshots")  # type: ignore[attr-defined]
     index.clear()
     app.engine.keys.clear()
-    return cold, round(_time_queries(app, [question], top_k)[0], 2)
+    return {
+        "cold_first_query_ms": cold,
+        "cold_from_rows_ms": round(_time_queries(app, [question], top_k)[0], 2),
+        "snapshot_bytes": snapshot_bytes,
+        "snapshot_every_rows": every,
+        "snapshot_bytes_per_new_memory": round(snapshot_bytes / every) if every else None,
+    }
 
 
 def run(backend: str, size: int, local: Embedder, args: argparse.Namespace) -> dict[str, Any]:
@@ -428,6 +460,7 @@ def run(backend: str, size: int, local: Embedder, args: argparse.Namespace) -> d
             warm, timed = asked[:20], asked[20:]
             for q in warm:
                 app.query({"agent": "default", "account_id": ACCOUNT, "user_id": USER, "query": q})
+            settle_index(storage)
             totals = _time_queries(app, timed, args.top_k)
             wide = _time_queries(app, timed, 10) if args.top_k != 10 else totals
             embeds: list[float] = []
@@ -440,7 +473,7 @@ def run(backend: str, size: int, local: Embedder, args: argparse.Namespace) -> d
                 storage, local, timed[: args.recall_queries], user_ids, user_vectors
             )
             search, search_after_embedding = search_timings(storage, local, timed)
-            cold, cold_rows = cold_first_query(app, timed[0], args.top_k)
+            cold = cold_first_query(app, timed[0], args.top_k)
         finally:
             app.close()
             if server is not None:
@@ -463,8 +496,7 @@ def run(backend: str, size: int, local: Embedder, args: argparse.Namespace) -> d
         "rows_total": len(texts),
         "rows_user": size,
         "fill_rows_per_s": round(len(texts) / fill_s, 1),
-        "cold_first_query_ms": cold,
-        "cold_from_rows_ms": cold_rows,
+        **cold,
     }
 
 
@@ -594,6 +626,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"{m['fill_rows_per_s']}",
                 flush=True,
             )
+            if m.get("snapshot_every_rows"):
+                print(
+                    f"{'':<9} index snapshot {m['snapshot_bytes'] / 1e6:.1f} MB sealed, "
+                    f"rewritten every {m['snapshot_every_rows']} new memories: "
+                    f"{m['snapshot_bytes_per_new_memory'] / 1e3:.1f} KB per new memory",
+                    flush=True,
+                )
     if args.json_out is not None:
         args.json_out.parent.mkdir(parents=True, exist_ok=True)
         args.json_out.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")

@@ -18,8 +18,8 @@ from engram.errors import ProviderError
 from engram.llm import OpenAICompatibleLLM
 from engram.llm.usage import MeteredLLM, UsageLedger
 from engram.storage.sqlite import SqliteStorage
+from engram.testing.builders import unstored_memory
 from engram.testing.scripted_llm import RecordedRequest, ScriptedLLMServer, ScriptedReply
-from engram.types import Memory, MemoryState, MemoryType, Source, Visibility, utcnow
 from engram.workers.judges import (
     JUDGE_PROMPT,
     LLMJudge,
@@ -34,31 +34,17 @@ from engram.workers.judges import (
 )
 
 
-def _memory(n: int, value: str, key: str = "note") -> Memory:
-    now = utcnow()
-    return Memory(
-        id=f"m{n}",
-        account_id="acct",
-        user_id="ana",
-        type=MemoryType.FACT,
-        key=key,
-        value=value,
-        confidence=1.0,
-        importance=2,
-        source=Source.API,
-        visibility=Visibility.PRIVATE,
-        pinned=False,
-        state=MemoryState.ACTIVE,
-        version=1,
-        lineage_id=f"m{n}",
-        created_at=now,
-        updated_at=now,
-    )
+def _pair(first: str, second: str, score: float, key: str = "note") -> Pair:
+    return Pair(unstored_memory(1, first, key), unstored_memory(2, second, key), score)
 
 
 def _pairs(count: int) -> list[Pair]:
     return [
-        Pair(_memory(2 * i, f"Fact {i} said once"), _memory(2 * i + 1, f"Fact {i} said again"), 0.9)
+        Pair(
+            unstored_memory(2 * i, f"Fact {i} said once"),
+            unstored_memory(2 * i + 1, f"Fact {i} said again"),
+            0.9,
+        )
         for i in range(count)
     ]
 
@@ -87,15 +73,15 @@ def test_the_offline_judge_sets_apart_facts_that_differ_in_one_detail(
     first: str, second: str, why: str
 ) -> None:
     assert difference(first, second) == why
-    verdict = OfflineJudge().decide(Pair(_memory(1, first), _memory(2, second), 0.99), 0.99)
+    verdict = OfflineJudge().decide(_pair(first, second, 0.99), 0.99)
     assert not verdict.same
 
 
 def test_the_offline_judge_needs_the_cosine_less_for_keys_of_one_family() -> None:
     judge = OfflineJudge(same_cosine=0.8, same_key_cosine=0.7)
     said = ("Ana is her sister", "Has a sister named Ana")
-    plain = Pair(_memory(1, said[0]), _memory(2, said[1]), 0.75)
-    keyed = Pair(_memory(1, said[0], "sister_name"), _memory(2, said[1], "sister_name"), 0.75)
+    plain = _pair(said[0], said[1], 0.75)
+    keyed = _pair(said[0], said[1], 0.75, "sister_name")
     assert difference(*said) is None
     assert judge.decide(plain, 0.75) == Verdict(False, "distant")
     assert judge.decide(keyed, 0.75) == Verdict(True, "similar")
@@ -136,9 +122,7 @@ def test_words_that_do_not_line_up_keep_facts_apart(
     assert unaligned(first, second, OfflineJudge(minilm).similarity) in why
     judge = OfflineJudge(minilm, same_cosine=0.5, same_key_cosine=0.5)
     verdicts = asyncio.run(
-        judge.judge(
-            [Pair(_memory(1, first), _memory(2, second), 0.99)], account_id="acct", user_id="ana"
-        )
+        judge.judge([_pair(first, second, 0.99)], account_id="acct", user_id="ana")
     )
     assert verdicts[0] is not None and not verdicts[0].same
     assert verdicts[0].reason in why
@@ -169,7 +153,7 @@ def test_paraphrases_line_up_by_stem_root_or_a_near_identical_word(minilm: Embed
     mom = ("Visits her mother every Sunday", "Every Sunday she visits her mom")
     assert unaligned(*mom) == "unaligned"  # without the embedder, mom is not mother
     assert unaligned(*mom, judge.similarity) is None
-    pair = Pair(_memory(1, mom[0]), _memory(2, mom[1]), 0.9)
+    pair = _pair(mom[0], mom[1], 0.9)
     assert _judge([pair], judge) == [Verdict(True, "similar")]
 
 
@@ -184,7 +168,7 @@ def test_the_offline_judge_embeds_each_word_once(minilm: Embedder) -> None:
             return minilm.embed(texts)
 
     judge = OfflineJudge(cast(Embedder, Counting()))
-    pairs = [Pair(_memory(1, a), _memory(2, b), 0.9) for a, b in SIBLINGS]
+    pairs = [_pair(a, b, 0.9) for a, b in SIBLINGS]
     first = _judge(pairs, judge)
     words = sum(calls[1:])  # the first call embeds the values for their cosine
     calls.clear()
@@ -327,7 +311,7 @@ def test_a_predicate_class_never_joins_different_objects_or_relations(
 ) -> None:
     judge = OfflineJudge(minilm, same_cosine=0.5, same_key_cosine=0.5)
     assert unaligned(first, second) is not None
-    verdict = judge.decide(Pair(_memory(1, first), _memory(2, second), 0.99), 0.99)
+    verdict = judge.decide(_pair(first, second, 0.99), 0.99)
     assert not verdict.same
 
 
@@ -337,9 +321,7 @@ def test_a_one_sided_modifier_of_a_shared_noun_is_a_refinement(minilm: Embedder)
     assert unaligned("Has a cat", "Has a black cat") is None
     assert unaligned("Her sister lives in Boston", "Her older sister lives in Boston") is None
     judge = OfflineJudge(minilm)
-    pair = Pair(
-        _memory(1, "Ana is her younger sister"), _memory(2, "Her sister is called Ana"), 0.9
-    )
+    pair = _pair("Ana is her younger sister", "Her sister is called Ana", 0.9)
     assert _judge([pair], judge) == [Verdict(True, "similar")]
 
 
@@ -365,5 +347,5 @@ def test_a_modifier_refines_only_an_unmodified_noun_of_the_other_side(
 ) -> None:
     assert unaligned(first, second) == why
     judge = OfflineJudge(minilm, same_cosine=0.5, same_key_cosine=0.5)
-    verdict = judge.decide(Pair(_memory(1, first), _memory(2, second), 0.99), 0.99)
+    verdict = judge.decide(_pair(first, second, 0.99), 0.99)
     assert not verdict.same

@@ -3,14 +3,13 @@ between two groups keeps them apart, and every group stands on its own."""
 
 from __future__ import annotations
 
-from tests.workers.test_judges import _memory
-
+from engram.testing.builders import unstored_memory
 from engram.workers.consolidation import fingerprint, merge_groups
 from engram.workers.judges import Pair, Verdict
 
 
 def _pair(a: int, b: int, score: float) -> Pair:
-    return Pair(_memory(a, f"value {a}"), _memory(b, f"value {b}"), score)
+    return Pair(unstored_memory(a, f"value {a}"), unstored_memory(b, f"value {b}"), score)
 
 
 def test_several_groups_form_side_by_side() -> None:

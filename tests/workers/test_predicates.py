@@ -4,13 +4,11 @@ first, the words around it untouched."""
 from __future__ import annotations
 
 import itertools
-import json
 from pathlib import Path
-
-from tests.workers.test_judges import _memory
 
 from engram.embedders.local import LocalMiniLMEmbedder
 from engram.index.tokenize import tokenize
+from engram.testing.builders import read_jsonl, unstored_memory
 from engram.workers.consolidation import merge_groups
 from engram.workers.judges import OfflineJudge, Pair
 from engram.workers.predicates import MARKER, predicate_tokens
@@ -51,8 +49,8 @@ def test_the_longest_phrase_wins_and_other_words_stay() -> None:
 
 
 def test_fifteen_paraphrases_of_five_facts_form_five_groups() -> None:
-    rows = [json.loads(line) for line in PARAPHRASES.read_text(encoding="utf-8").splitlines()]
-    memories = [_memory(n, row["value"], row["key"]) for n, row in enumerate(rows)]
+    rows = read_jsonl(PARAPHRASES)
+    memories = [unstored_memory(n, row["value"], row["key"]) for n, row in enumerate(rows)]
     judge = OfflineJudge(LocalMiniLMEmbedder(threads=1))
     pairs = [Pair(a, b, 1.0) for a, b in itertools.combinations(memories, 2)]
     cosines = judge.cosines(pairs)

@@ -13,8 +13,9 @@ to the previous memory of the same run (consecutive turns of one conversation).
 from __future__ import annotations
 
 import logging
+import queue
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -37,6 +38,9 @@ from engram.storage.base import (
 from engram.types import Memory, MemoryFilter
 
 log = logging.getLogger(__name__)
+
+PIPELINE_CHUNK = 8
+"""The fewest texts embedded per step when a batch is pipelined (:meth:`VectorIndexer.prepare`)."""
 
 _LATEST = Page(limit=2, offset=0, newest_first=True)
 RELATED = "related_to"
@@ -185,28 +189,74 @@ class VectorIndexer:
             seal_clear_vectors(self.storage, seal)
 
     def prepare(self, memories: Sequence[Memory]) -> list[VectorEntry]:
-        """Embed every memory and find its edges (reads only; no transaction held)."""
+        """Embed every memory and find its edges (reads only; no transaction held).
+
+        A large batch is embedded a chunk at a time on a helper thread while this thread
+        searches the neighbours of the chunk before: the embedder releases the GIL, so the
+        store-time similarity search costs no time of its own on a second core.
+        """
         if not memories:
             return []
-        vectors = self.embedder.embed([indexed_text(m) for m in memories])
-        entries = []
-        for position, (memory, vector) in enumerate(zip(memories, vectors, strict=True)):
-            edges = self._related(memory, vector, memories[:position], vectors[:position])
-            if self.link_adjacent and memory.run_id is not None:
-                previous = self._previous_in_run(memory, memories[:position])
-                if previous is not None:
-                    # One edge per (from, to) pair is stored; edges are undirected for
-                    # ranking, so a similarity link to the previous turn goes the other way
-                    # rather than silently dropping the adjacency.
-                    edges = [
-                        EdgeRow(e.to_id, e.from_id, e.relation_type, e.strength)
-                        if e.to_id == previous
-                        else e
-                        for e in edges
-                    ]
-                    edges.append(EdgeRow(memory.id, previous, ADJACENT, 1.0))
-            entries.append(VectorEntry(vector=vector, edges=edges))
+        texts = [indexed_text(m) for m in memories]
+        vectors: np.ndarray | None = None
+        entries: list[VectorEntry] = []
+        for start, chunk in self._embedded(texts):
+            if vectors is None:
+                vectors = np.empty((len(texts), chunk.shape[1]), dtype=chunk.dtype)
+            vectors[start : start + len(chunk)] = chunk
+            for position in range(start, start + len(chunk)):
+                entries.append(self._entry(memories, position, vectors))
         return entries
+
+    def _embedded(self, texts: Sequence[str]) -> Iterator[tuple[int, np.ndarray]]:
+        """``(offset, vectors)`` of ``texts`` in order: in one call, or pipelined in chunks
+        when there are enough texts and neighbours to search between them."""
+        if self.link_top_k <= 0 or len(texts) < 2 * PIPELINE_CHUNK:
+            yield 0, self.embedder.embed(texts)
+            return
+        # At most four chunks: a remote embedder pays a round trip per call.
+        size = max(PIPELINE_CHUNK, -(-len(texts) // 4))
+        ready: queue.Queue[tuple[int, np.ndarray] | BaseException | None] = queue.Queue()
+        stop = threading.Event()
+
+        def embed_chunks() -> None:
+            try:
+                for start in range(0, len(texts), size):
+                    if stop.is_set():
+                        return
+                    ready.put((start, self.embedder.embed(texts[start : start + size])))
+                ready.put(None)
+            except BaseException as exc:  # handed to the caller's thread, raised there
+                ready.put(exc)
+
+        worker = threading.Thread(target=embed_chunks, name="engram-embed", daemon=True)
+        worker.start()
+        try:
+            while (item := ready.get()) is not None:
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            stop.set()
+
+    def _entry(self, memories: Sequence[Memory], position: int, vectors: np.ndarray) -> VectorEntry:
+        """The vector and edges of ``memories[position]`` (the batch's earlier vectors known)."""
+        memory, vector = memories[position], vectors[position]
+        edges = self._related(memory, vector, memories[:position], vectors[:position])
+        if self.link_adjacent and memory.run_id is not None:
+            previous = self._previous_in_run(memory, memories[:position])
+            if previous is not None:
+                # One edge per (from, to) pair is stored; edges are undirected for
+                # ranking, so a similarity link to the previous turn goes the other way
+                # rather than silently dropping the adjacency.
+                edges = [
+                    EdgeRow(e.to_id, e.from_id, e.relation_type, e.strength)
+                    if e.to_id == previous
+                    else e
+                    for e in edges
+                ]
+                edges.append(EdgeRow(memory.id, previous, ADJACENT, 1.0))
+        return VectorEntry(vector=vector, edges=edges)
 
     def write(self, tx: IndexWrites, memory: Memory, prepared: VectorEntry) -> None:
         """Store the vector (sealed where the store keeps vectors sealed) and the edges."""

@@ -176,11 +176,34 @@ class JobWrites(Protocol):
         ...
 
 
+def _update_leased(
+    db: _Runs,
+    lease: Lease,
+    assignments: str,
+    params: Sequence[Any],
+    *,
+    states: Sequence[str] = (JobState.RUNNING,),
+    returning: str = "",
+) -> Any:
+    """``UPDATE jobs SET <assignments>`` on the leased job, only while ``lease`` is still the
+    job's claim: the row holds its token and is in one of ``states``. Returns the cursor
+    (``rowcount`` 0, or no returned row, when the lease was lost)."""
+    marks = ", ".join("?" for _ in states)
+    return db.run(
+        f"UPDATE jobs SET {assignments} WHERE id = ? AND lease_token = ? AND state IN ({marks})"
+        + (f" RETURNING {returning}" if returning else ""),
+        [*params, lease.job_id, lease.token, *states],
+    )
+
+
 def _complete(db: _Runs, lease: Lease, now: float) -> bool:
-    cursor = db.run(
-        "UPDATE jobs SET state = ?, lease_until = NULL, last_error = NULL, updated_at = ? "
-        "WHERE id = ? AND lease_token = ? AND state IN (?, ?)",
-        [JobState.DONE, now, lease.job_id, lease.token, JobState.RUNNING, JobState.DONE],
+    # A job this lease already completed stays done: completing it again is a no-op.
+    cursor = _update_leased(
+        db,
+        lease,
+        "state = ?, lease_until = NULL, last_error = NULL, updated_at = ?",
+        [JobState.DONE, now],
+        states=(JobState.RUNNING, JobState.DONE),
     )
     return int(cursor.rowcount) == 1
 
@@ -391,14 +414,9 @@ class SqlJobTables:
 
     def renew(self, lease: Lease, *, lease_seconds: float, now: float) -> bool:
         """Extend a lease still held; False when it was lost."""
-        with self._storage.transaction() as tx:
-            tx.across_accounts()
-            cursor = tx.run(
-                "UPDATE jobs SET lease_until = ?, updated_at = ? "
-                "WHERE id = ? AND lease_token = ? AND state = ?",
-                [now + lease_seconds, now, lease.job_id, lease.token, JobState.RUNNING],
-            )
-        return int(cursor.rowcount) == 1
+        return self._while_held(
+            lease, "lease_until = ?, updated_at = ?", [now + lease_seconds, now]
+        )
 
     def complete(self, lease: Lease, now: float) -> bool:
         """Mark the job done; False when the lease was lost (another worker has it)."""
@@ -410,32 +428,29 @@ class SqlJobTables:
         """See :meth:`JobTables.retry`."""
         with self._storage.transaction() as tx:
             tx.across_accounts()
-            row = tx.run(
-                "UPDATE jobs SET state = CASE WHEN attempts >= max_attempts THEN ? ELSE ? END, "
-                "run_at = ?, lease_until = NULL, last_error = ?, updated_at = ? "
-                "WHERE id = ? AND lease_token = ? AND state = ? RETURNING state",
-                [
-                    JobState.FAILED,
-                    JobState.QUEUED,
-                    run_at,
-                    error[:64],
-                    now,
-                    lease.job_id,
-                    lease.token,
-                    JobState.RUNNING,
-                ],
+            row = _update_leased(
+                tx,
+                lease,
+                "state = CASE WHEN attempts >= max_attempts THEN ? ELSE ? END, "
+                "run_at = ?, lease_until = NULL, last_error = ?, updated_at = ?",
+                [JobState.FAILED, JobState.QUEUED, run_at, error[:64], now],
+                returning="state",
             ).fetchone()
         return None if row is None else str(row[0])
 
     def postpone(self, lease: Lease, *, run_at: float, now: float) -> bool:
         """Put a job back without counting the attempt (e.g. over the token budget)."""
+        return self._while_held(
+            lease,
+            "state = ?, attempts = attempts - 1, run_at = ?, lease_until = NULL, updated_at = ?",
+            [JobState.QUEUED, run_at, now],
+        )
+
+    def _while_held(self, lease: Lease, assignments: str, params: Sequence[Any]) -> bool:
+        """One :func:`_update_leased` in its own transaction; False when the lease was lost."""
         with self._storage.transaction() as tx:
             tx.across_accounts()
-            cursor = tx.run(
-                "UPDATE jobs SET state = ?, attempts = attempts - 1, run_at = ?, "
-                "lease_until = NULL, updated_at = ? WHERE id = ? AND lease_token = ? AND state = ?",
-                [JobState.QUEUED, run_at, now, lease.job_id, lease.token, JobState.RUNNING],
-            )
+            cursor = _update_leased(tx, lease, assignments, params)
         return int(cursor.rowcount) == 1
 
     def get_job(self, job_id: str) -> JobRow | None:

@@ -33,15 +33,13 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from engram.config import Settings
-from engram.conversation.dedup import DedupPolicy
-from engram.conversation.writing import Outcome, WritingTally, check_semantic
-from engram.engine import MemoryEngine
+from engram.conversation.writing import Outcome, check_semantic
 from engram.errors import ProviderError
 from engram.llm.answers import json_object
-from engram.llm.base import LLM, Message
-from engram.llm.usage import UsageLedger, metered
+from engram.llm.base import Message
+from engram.llm.usage import metered
 from engram.types import Memory, MemoryFilter, MemoryState, MemoryType, Source, utcnow
+from engram.workers.model_job import ModelJob
 
 __all__ = [
     "INSIGHT_CATEGORY",
@@ -184,41 +182,13 @@ def render_input(
     )
 
 
-class InsightWriter:
+class InsightWriter(ModelJob):
     """Writes a user's insights (see the module docstring).
 
-    Args:
-        engine: the memory engine.
-        llm: the model (wrap it in :class:`~engram.llm.usage.MeteredLLM` so calls are
-            in the usage ledger); ``None``: every run is skipped (``no_llm``).
-        settings: the engine's settings.
-        ledger: the usage ledger whose daily budget the job respects (``None``: no budget).
-        dedup: the write-time de-duplication policy (the service's, with its embedder);
-            default: the bands of ``settings``, text only.
-        timeout: seconds the model's call may take.
+    Takes the parts of :class:`~engram.workers.model_job.ModelJob`: the engine, the model
+    (``None``: every run is skipped, ``no_llm``), the settings, and keyword-only the usage
+    ledger, the de-duplication policy and the call's timeout.
     """
-
-    def __init__(
-        self,
-        engine: MemoryEngine,
-        llm: LLM | None,
-        settings: Settings,
-        *,
-        ledger: UsageLedger | None = None,
-        dedup: DedupPolicy | None = None,
-        timeout: float = 30.0,
-    ) -> None:
-        self.engine = engine
-        self.llm = llm
-        self.settings = settings
-        self.ledger = ledger
-        self.dedup = dedup or DedupPolicy(
-            text_threshold=settings.dedup_text_threshold,
-            cosine_threshold=settings.dedup_cosine_threshold,
-        )
-        self.timeout = timeout
-        self.writing = WritingTally()
-        """Verdicts of the writing rules on every insight the model wrote."""
 
     async def run_user(
         self,
@@ -246,7 +216,7 @@ class InsightWriter:
             return self._logged(replace(report, skipped="recent_insight"))
         if self.llm is None:
             return self._logged(replace(report, skipped="no_llm"))
-        if self.ledger is not None and await asyncio.to_thread(self.ledger.must_defer, account_id):
+        if await self.over_budget(account_id):
             return self._logged(replace(report, skipped="budget"))
         since = when - NEW_WINDOW if last is None else max(last.created_at, when - NEW_WINDOW)
         activity, semantic = await asyncio.to_thread(self._inputs, owner, since)

@@ -48,6 +48,7 @@ from engram.llm.base import LLM, Message
 from engram.llm.candidates import Candidate, TurnLike
 from engram.llm.usage import UsageLedger, metered
 from engram.types import MemoryFilter, MemoryState, NewMemory, Source, utcnow
+from engram.workers.model_job import ModelJob
 
 __all__ = [
     "MULTIFACT_PROMPT",
@@ -160,20 +161,16 @@ class _CappedSink:
         await self.inner.create(memory.model_copy(update={"metadata": metadata}))
 
 
-class MultiFactPass:
+class MultiFactPass(ModelJob):
     """Runs the multi-fact pass for one turn at a time (see the module docstring).
 
+    Takes the parts of :class:`~engram.workers.model_job.ModelJob` (the engine, the model,
+    ``settings``: ``multifact_min_chars``, ``multifact_daily_cap``, the de-duplication bands
+    and the sensitive keys; keyword-only the de-duplication policy, the usage ledger and the
+    call's timeout) and:
+
     Args:
-        engine: the memory engine.
-        llm: the model (wrap it in :class:`~engram.llm.usage.MeteredLLM` so its calls are
-            in the usage ledger); ``None``: every turn is skipped (``no_llm``).
-        settings: ``multifact_min_chars``, ``multifact_daily_cap``, the de-duplication
-            bands and the sensitive keys.
-        dedup: the write-time de-duplication policy (the service's, with its embedder);
-            default: extraction's bands from ``settings``, text only.
         proposals: where a change to a stored sensitive key goes; ``None``: dropped.
-        ledger: the usage ledger whose daily budget the pass respects.
-        timeout: seconds the model's call may take.
     """
 
     def __init__(
@@ -187,19 +184,9 @@ class MultiFactPass:
         ledger: UsageLedger | None = None,
         timeout: float = 30.0,
     ) -> None:
-        self.engine = engine
-        self.llm = llm
-        self.settings = settings
-        self.dedup = dedup or DedupPolicy(
-            text_threshold=settings.dedup_text_threshold,
-            cosine_threshold=settings.dedup_cosine_threshold,
-        )
+        super().__init__(engine, llm, settings, ledger=ledger, dedup=dedup, timeout=timeout)
         self.proposals = proposals
-        self.ledger = ledger
-        self.timeout = timeout
         self.sensitive_keys = settings.sensitive_keys or tuple(DEFAULT_SENSITIVE_KEYS)
-        self.writing = WritingTally()
-        """Verdicts of the writing rules on every candidate the model wrote."""
 
     async def run_turn(
         self,
@@ -223,7 +210,7 @@ class MultiFactPass:
             return self._logged(replace(report, skipped="short"))
         if self.llm is None:
             return self._logged(replace(report, skipped="no_llm"))
-        if self.ledger is not None and await asyncio.to_thread(self.ledger.must_defer, account_id):
+        if await self.over_budget(account_id):
             return self._logged(replace(report, skipped="budget"))
         when = now or utcnow()
         written_today = await asyncio.to_thread(self.written_today, account_id, user_id, when)

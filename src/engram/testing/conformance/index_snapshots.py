@@ -117,6 +117,22 @@ class IndexSnapshotsConformance(StorageHarness):
             cold.close()
 
     @pytest.mark.requires(Capability.SEALED_VECTORS)
+    def test_a_large_index_is_snapshotted_again_after_its_share_of_new_rows(
+        self, engine: MemoryEngine
+    ) -> None:
+        # A rewrite costs the whole index: after a fixed count of rows, a large user would
+        # rewrite it again and again; after a share of its size, the cost per row is bounded.
+        warm = _vectors(engine)
+        warm.storage.vector_index.snapshot_share = 0.5  # type: ignore[attr-defined]
+        _fill(warm, "user-1", 8)
+        first = _snapshot(warm, MINE)
+        assert first > 0
+        _fill(warm, "user-1", 5, start=8)  # 5 new rows: more than 4, less than half of 13
+        assert _snapshot(warm, MINE) == first
+        _fill(warm, "user-1", 3, start=13)  # 8 new rows: half of 16
+        assert _snapshot(warm, MINE) > first
+
+    @pytest.mark.requires(Capability.SEALED_VECTORS)
     def test_a_snapshot_of_many_deleted_rows_is_not_used(
         self, engine: MemoryEngine, storage_url: str, key_store: KeyStore, settings: Settings
     ) -> None:

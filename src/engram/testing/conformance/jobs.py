@@ -78,6 +78,7 @@ class JobQueueConformance(StorageHarness):
         assert not queue.renew(first, lease_seconds=10, now=T0 + 12)
         assert not queue.complete(first, T0 + 12)
         assert queue.retry(first, error="ProviderError", run_at=T0, now=T0 + 12) is None
+        assert not queue.postpone(first, run_at=T0, now=T0 + 12)
         assert queue.renew(second, lease_seconds=10, now=T0 + 12)
         effect = engine.commit_batch(
             new=[{"account_id": ACCOUNT, "user_id": "user-1", "key": "done", "value": "once"}],
@@ -85,6 +86,11 @@ class JobQueueConformance(StorageHarness):
         )
         assert queue.get_job(job_id).state == JobState.DONE  # type: ignore[union-attr]
         assert queue.complete(second, T0 + 14)  # completing again is harmless
+        # A finished job's lease holds nothing more: no renewal, retry or postponement.
+        assert not queue.renew(second, lease_seconds=10, now=T0 + 15)
+        assert queue.retry(second, error="ProviderError", run_at=T0, now=T0 + 15) is None
+        assert not queue.postpone(second, run_at=T0, now=T0 + 15)
+        assert queue.get_job(job_id).state == JobState.DONE  # type: ignore[union-attr]
         listed = engine.list_memories(MemoryFilter(account_id=ACCOUNT, user_id="user-1"))
         assert [m.id for m in listed] == [effect[0].id]
         assert queue.claim("c", lease_seconds=10, now=T0 + 100) == []

@@ -1,9 +1,9 @@
 """Conformance: the multi-fact pass over a real store, its model a scripted server over HTTP.
 
-A long turn's facts stored (at most three a turn), a short turn left alone, extraction's
-de-duplication, the per-user daily cap, a saved chat message read by ids alone, and a failed
-or malformed answer that leaves the data as it was and raises the :class:`ProviderError` a
-worker retries.
+A long turn's facts stored (at most three a turn), a short turn left alone, no call without
+a model or over the account's budget, extraction's de-duplication, the per-user daily cap, a
+saved chat message read by ids alone, and a failed or malformed answer that leaves the data
+as it was and raises the :class:`ProviderError` a worker retries.
 """
 
 from __future__ import annotations
@@ -101,6 +101,20 @@ class MultiFactConformance(StorageHarness):
     ) -> None:
         job = self._multifact_pass(engine, settings, llm_server, multifact_min_chars=len(TURN))
         assert self._multifact_run(job).skipped == "short"
+        assert llm_server.requests == [] and _all(engine) == []
+
+    def test_multifact_no_model_or_no_budget_makes_no_call(
+        self, engine: MemoryEngine, settings: Settings, llm_server: ScriptedLLMServer
+    ) -> None:
+        job = self._multifact_pass(engine, settings, llm_server)
+        assert job.ledger is not None
+        job.ledger.budget_units = 1.0
+        job.ledger.record(
+            account_id=ACCOUNT, operation="other", scope=None, prompt_tokens=1000,
+            completion_tokens=0,
+        )  # fmt: skip
+        assert self._multifact_run(job).skipped == "budget"
+        assert self._multifact_run(MultiFactPass(engine, None, settings)).skipped == "no_llm"
         assert llm_server.requests == [] and _all(engine) == []
 
     def test_multifact_candidates_pass_extractions_checks_and_dedup_bands(
