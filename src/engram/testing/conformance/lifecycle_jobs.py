@@ -21,6 +21,7 @@ from engram.testing.conformance.harness import StorageHarness
 from engram.testing.embedders import HashingEmbedder
 from engram.types import HistoryEventType, MemoryFilter, MemoryState
 from engram.workers import standard_worker
+from engram.workers.schedules import HOUR, stagger
 
 DAY = 86_400.0
 THREAD = default_thread(ACCOUNT, "user-1")
@@ -42,6 +43,18 @@ def _states(engine: MemoryEngine, *ids: str) -> list[str]:
     return [engine.get(i, account_id=ACCOUNT).state.value for i in ids]
 
 
+def _before_consolidation() -> float:
+    """A moment of today (UTC) before the account's daily consolidation is due.
+
+    A worker on this clock enqueues the hourly schedules only, whatever the time of day the
+    test runs (``acct-1`` consolidates from about 11:06 UTC on).
+    """
+    offset = stagger(ACCOUNT, DAY)
+    assert offset > HOUR
+    now = time.time()
+    return now - now % DAY + offset - HOUR / 2
+
+
 class LifecycleJobsConformance(StorageHarness):
     """TTL retirement (idle, low importance, unpinned; or expired) and purge."""
 
@@ -53,14 +66,15 @@ class LifecycleJobsConformance(StorageHarness):
         pinned = add(engine, key="name", value="Ana", importance=1, pinned=True)
         fresh = add(engine, key="mood", value="tired today", importance=1)
         recently_read = add(engine, key="tea", value="green tea", importance=1)
-        past = datetime.now(UTC) - timedelta(hours=1)
+        moment = _before_consolidation()
+        past = datetime.fromtimestamp(moment, UTC) - timedelta(hours=1)
         expired = add(engine, key="trip", value="in Rome this week", importance=5, expires_at=past)
         for memory in (idle, important, pinned, recently_read):
             _age(engine, memory.id, 61)
         _age(engine, recently_read.id, 61, read_days=2)
         rev = engine.current_rev(THREAD)
 
-        report = standard_worker(engine, settings).run_once()
+        report = standard_worker(engine, settings, clock=lambda: moment).run_once()
 
         assert report.done == 3 and report.kinds == {"ttl": 1, "purge": 1, "app_resume": 1}
         assert _states(engine, idle.id, expired.id) == ["soft_deleted", "soft_deleted"]
@@ -69,7 +83,7 @@ class LifecycleJobsConformance(StorageHarness):
         assert {m.id for m in engine.list_memories(ACTIVE)} == set(kept)
         retired = engine.get(idle.id, account_id=ACCOUNT)
         assert retired.purge_at is not None
-        assert retired.purge_at.timestamp() == pytest.approx(time.time() + 30 * DAY, abs=120)
+        assert retired.purge_at.timestamp() == pytest.approx(moment + 30 * DAY, abs=1)
         assert engine.history(idle.id, account_id=ACCOUNT)[0].event == HistoryEventType.TTL
         changes = engine.changes_since(THREAD, rev)
         assert sorted((c.event, c.meta["key"]) for c in changes) == [
@@ -87,7 +101,7 @@ class LifecycleJobsConformance(StorageHarness):
         assert engine.delta_since(THREAD, current, account_id=ACCOUNT, user_id="user-1") == ""
         assert engine.op_counts(by="op").get("ttl") == 2
         # The same hour's schedule is enqueued once: a second run does nothing.
-        assert standard_worker(engine, settings).run_once().ran == 0
+        assert standard_worker(engine, settings, clock=lambda: moment).run_once().ran == 0
 
     def test_ttl_runs_are_idempotent_and_restore_holds(self, engine: MemoryEngine) -> None:
         idle = add(engine, key="snack", value="likes pretzels", importance=1)
@@ -147,11 +161,12 @@ class LifecycleJobsConformance(StorageHarness):
         self, engine: MemoryEngine, settings: Settings
     ) -> None:
         queue = engine.storage.job_tables()
-        old = time.time() - 8 * DAY
+        moment = _before_consolidation()
+        old = moment - 8 * DAY
         job_id = queue.enqueue("noop", account_id=None, payload={}, run_at=old, now=old)
         [lease] = queue.claim("w", lease_seconds=60, now=old)
         assert queue.complete(lease, old)
-        standard_worker(engine, settings).run_once()
+        standard_worker(engine, settings, clock=lambda: moment).run_once()
         assert queue.get_job(job_id or "") is None
         done = {j.kind for j in queue.jobs(state=JobState.DONE)}
         assert done == {"ttl", "purge", "app_resume"}  # the schedules' runs, not the old job
