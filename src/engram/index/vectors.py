@@ -8,6 +8,13 @@ unreadable with the rest of the user; PostgreSQL keeps pgvector's clear vectors 
 them in the database. Edges: ``related_to`` to the top-K most similar
 active memories of the same owner with similarity at least ``link_min``, and ``adjacent``
 to the previous memory of the same run (consecutive turns of one conversation).
+
+A memory of a run is stored with the context of the turn before it: its vector is
+``unit(embedding + run_context * stored vector of the previous memory of the run)``. A reply
+such as "Yes, I loved it!" then sits near what it answers, and, since the previous vector
+holds its own predecessor, each turn carries a fading trace of its conversation. The
+query is embedded alone, so this costs nothing at query time and no second embedding at
+write time (the previous memory's vector is in the batch or read back from the store).
 """
 
 from __future__ import annotations
@@ -159,12 +166,14 @@ class VectorIndexer:
         link_top_k: int = 5,
         link_min: float = 0.5,
         link_adjacent: bool = True,
+        run_context: float = 0.6,
     ) -> None:
         self.storage = storage
         self.embedder = embedder
         self.link_top_k = link_top_k
         self.link_min = link_min
         self.link_adjacent = link_adjacent
+        self.run_context = run_context
         self._seal: VectorSeal | None = None
         storage.bind_embedder(embedder.model_id, embedder.dims)
 
@@ -188,23 +197,29 @@ class VectorIndexer:
         """Embed every memory and find its edges (reads only; no transaction held)."""
         if not memories:
             return []
-        vectors = self.embedder.embed([indexed_text(m) for m in memories])
+        vectors = np.array(self.embedder.embed([indexed_text(m) for m in memories]), np.float32)
         entries = []
-        for position, (memory, vector) in enumerate(zip(memories, vectors, strict=True)):
-            edges = self._related(memory, vector, memories[:position], vectors[:position])
-            if self.link_adjacent and memory.run_id is not None:
+        for position, memory in enumerate(memories):
+            previous = None
+            if memory.run_id is not None and (self.link_adjacent or self.run_context):
                 previous = self._previous_in_run(memory, memories[:position])
-                if previous is not None:
-                    # One edge per (from, to) pair is stored; edges are undirected for
-                    # ranking, so a similarity link to the previous turn goes the other way
-                    # rather than silently dropping the adjacency.
-                    edges = [
-                        EdgeRow(e.to_id, e.from_id, e.relation_type, e.strength)
-                        if e.to_id == previous
-                        else e
-                        for e in edges
-                    ]
-                    edges.append(EdgeRow(memory.id, previous, ADJACENT, 1.0))
+            if self.run_context and previous is not None:
+                vectors[position] = self._in_context(
+                    memory, vectors[position], previous, memories[:position], vectors
+                )
+            vector = vectors[position]
+            edges = self._related(memory, vector, memories[:position], vectors[:position])
+            if self.link_adjacent and previous is not None:
+                # One edge per (from, to) pair is stored; edges are undirected for ranking,
+                # so a similarity link to the previous turn goes the other way rather than
+                # silently dropping the adjacency.
+                edges = [
+                    EdgeRow(e.to_id, e.from_id, e.relation_type, e.strength)
+                    if e.to_id == previous
+                    else e
+                    for e in edges
+                ]
+                edges.append(EdgeRow(memory.id, previous, ADJACENT, 1.0))
             entries.append(VectorEntry(vector=vector, edges=edges))
         return entries
 
@@ -225,6 +240,33 @@ class VectorIndexer:
             tx.put_vector(memory.id, memory.account_id, memory.user_id, model_id, prepared.vector)
         if prepared.edges:
             tx.put_edges(memory.account_id, memory.user_id, prepared.edges)
+
+    def _in_context(
+        self,
+        memory: Memory,
+        vector: np.ndarray,
+        previous: str,
+        batch: Sequence[Memory],
+        batch_vectors: np.ndarray,
+    ) -> np.ndarray:
+        """``vector`` moved towards the stored vector of the previous memory of its run.
+
+        That vector is the batch's (already in context) when the previous memory is in the
+        batch, else the store's; without one (a store without vectors yet, a previous
+        memory written before a reindex reached it) the memory is embedded alone.
+        """
+        before: Vector | None = None
+        for position, other in enumerate(batch):
+            if other.id == previous:
+                before = batch_vectors[position]
+                break
+        if before is None:
+            before = self.storage.vectors(memory.account_id, [previous]).get(previous)
+        if before is None or len(before) != len(vector):
+            return vector
+        mixed = vector + self.run_context * np.asarray(before, dtype=np.float32)
+        norm = float(np.linalg.norm(mixed))
+        return mixed / norm if norm > 0 else vector
 
     def _related(
         self,
