@@ -111,3 +111,30 @@ def test_a_short_reply_is_found_by_what_it_answers(tmp_path: Path, context: floa
     else:
         # Stored alone, the three replies are the same text on the same day: no order at all.
         assert all(abs(score.get(o, -1.0) - score[concert]) < 1e-3 for o in others)
+
+
+@pytest.mark.parametrize("context", [0.6, 0.0])
+def test_reindex_stores_turns_in_the_context_it_is_given(tmp_path: Path, context: float) -> None:
+    from engram.engine.reindex import reindex
+
+    embedder = HashingEmbedder()
+    with _app(tmp_path, embedder) as app:
+        turn = {"account_id": "a", "user_id": "u", "run_id": "s1", "key": "turn"}
+        made = app.engine.store_many(
+            [
+                {**turn, "value": "how was the concert"},
+                {**turn, "value": "yes I loved it"},
+                {**turn, "value": "the violins most of all"},
+            ]
+        )
+        ids = [m.id for m in made]
+        before = app.engine.storage.vectors("a", ids)
+        reindex(app.engine, embedder, batch_size=64, run_context=context)
+        after = app.engine.storage.vectors("a", ids)
+    for m in made:
+        raw = embedder.embed_one(indexed_text(m))
+        if context:
+            assert _cos(after[m.id], before[m.id]) > SAME
+        else:
+            assert _cos(after[m.id], raw) > SAME
+    assert (_cos(after[ids[2]], embedder.embed_one(indexed_text(made[2]))) > SAME) == (not context)
