@@ -199,14 +199,15 @@ class VectorIndexer:
             return []
         vectors = np.array(self.embedder.embed([indexed_text(m) for m in memories]), np.float32)
         entries = []
+        seen: dict[str, int] = {}
         for position, memory in enumerate(memories):
             previous = None
             if memory.run_id is not None and (self.link_adjacent or self.run_context):
                 previous = self._previous_in_run(memory, memories[:position])
             if self.run_context and previous is not None:
-                vectors[position] = self._in_context(
-                    memory, vectors[position], previous, memories[:position], vectors
-                )
+                before = vectors[seen[previous]] if previous in seen else None
+                vectors[position] = self._in_context(memory, vectors[position], previous, before)
+            seen[memory.id] = position
             vector = vectors[position]
             edges = self._related(memory, vector, memories[:position], vectors[:position])
             if self.link_adjacent and previous is not None:
@@ -242,24 +243,14 @@ class VectorIndexer:
             tx.put_edges(memory.account_id, memory.user_id, prepared.edges)
 
     def _in_context(
-        self,
-        memory: Memory,
-        vector: np.ndarray,
-        previous: str,
-        batch: Sequence[Memory],
-        batch_vectors: np.ndarray,
+        self, memory: Memory, vector: np.ndarray, previous: str, before: Vector | None
     ) -> np.ndarray:
         """``vector`` moved towards the stored vector of the previous memory of its run.
 
-        That vector is the batch's (already in context) when the previous memory is in the
-        batch, else the store's; without one (a store without vectors yet, a previous
-        memory written before a reindex reached it) the memory is embedded alone.
+        ``before`` is that vector when the previous memory is in the batch (already in
+        context); otherwise it is read from the store. Without one (a store without vectors
+        yet, a previous memory a reindex has not reached) the memory is embedded alone.
         """
-        before: Vector | None = None
-        for position, other in enumerate(batch):
-            if other.id == previous:
-                before = batch_vectors[position]
-                break
         if before is None:
             before = self.storage.vectors(memory.account_id, [previous]).get(previous)
         if before is None or len(before) != len(vector):
