@@ -20,6 +20,7 @@ from engram.config import Settings
 from engram.embedders import Embedder
 from engram.index.memory_text import index_text
 from engram.index.tokenize import terms
+from engram.index.vectors import in_context
 from engram.retrieval.bm25 import BM25Params, bm25_idf, bm25_term_weight
 from engram.retrieval.query import QueryPlan, retrieve
 from engram.retrieval.ranking import Candidate, Edge, EdgeKind, RankingWeights
@@ -74,8 +75,7 @@ class InMemorySource:
             if previous.session == turn.session:
                 # The previous vector is already in context itself (as the engine stores it).
                 before = vectors[offset - 1] if offset else self.vectors[-1]
-                mixed = vectors[offset] + context * before
-                vectors[offset] = mixed / np.linalg.norm(mixed)
+                vectors[offset] = in_context(vectors[offset], before, context)
         self.vectors = vectors if start == 0 else np.vstack([self.vectors, vectors])
         for offset, turn in enumerate(turns):
             i = start + offset

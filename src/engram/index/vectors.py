@@ -255,9 +255,7 @@ class VectorIndexer:
             before = self.storage.vectors(memory.account_id, [previous]).get(previous)
         if before is None or len(before) != len(vector):
             return vector
-        mixed = vector + self.run_context * np.asarray(before, dtype=np.float32)
-        norm = float(np.linalg.norm(mixed))
-        return mixed / norm if norm > 0 else vector
+        return in_context(vector, before, self.run_context)
 
     def _related(
         self,
@@ -297,6 +295,14 @@ class VectorIndexer:
             if row.id not in (memory.id, memory.supersedes_id):
                 return row.id
         return None
+
+
+def in_context(vector: Vector, before: Vector, weight: float) -> np.ndarray:
+    """``unit(vector + weight * before)``: a memory's vector in the context of the stored
+    vector of the previous memory of its run (``vector`` itself if the sum is zero)."""
+    mixed = np.asarray(vector, dtype=np.float32) + weight * np.asarray(before, dtype=np.float32)
+    norm = float(np.linalg.norm(mixed))
+    return mixed / norm if norm > 0 else np.asarray(vector, dtype=np.float32)
 
 
 def require_vector_indexer(storage: Storage, indexers: Sequence[object]) -> None:
