@@ -1,6 +1,7 @@
 """Leave-one-conversation-out evaluation for ``bench/locomo.py --loo``.
 
-Every tunable ranking parameter is chosen on four conversations and reported on the fifth,
+Every tunable ranking parameter, and the store-time ``run_context`` (each value stores the
+conversations again), is chosen on four conversations and reported on the fifth,
 once per conversation: the held-out figures are what a new user's conversations would see,
 the training figures only show how much the choice overfits. Each point of the grid is
 ranked once over every question (on the in-memory prototype, which ranks as the engine
@@ -12,12 +13,12 @@ from __future__ import annotations
 
 import itertools
 import statistics
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from _locomo_data import SCORED_CATEGORIES, Dataset
-from _prototype import EngramSide
+from _prototype import EngramSide, LinkParams
 from engram.retrieval.ranking import RankingWeights
 
 K = 10
@@ -29,6 +30,11 @@ GRID: dict[str, tuple[float, ...]] = {
     "w_session": (0.0, 0.1, 0.2),
     "w_brief": (0.0, 0.1),
     "w_named": (0.1, 0.0),
+}
+
+# Store-time parameters (``LinkParams``): each value stores the conversations again.
+INDEX_GRID: dict[str, tuple[float, ...]] = {
+    "run_context": (0.0, 0.6, 0.3),
 }
 
 
@@ -127,15 +133,24 @@ def _short(point: Mapping[str, float]) -> str:
     return " ".join(f"{k.removeprefix('w_')}={v:g}" for k, v in point.items())
 
 
-def report(data: Dataset, side: EngramSide, say: Any) -> dict[str, Any]:
-    """Run the grid, print the per-fold table, the mean and the worst fold; return them."""
-    points = list(grid_points())
-    recalls = [question_recalls(side, data, RankingWeights().model_copy(update=p)) for p in points]
+def report(data: Dataset, stored: Callable[[LinkParams], EngramSide], say: Any) -> dict[str, Any]:
+    """Run the grid, print the per-fold table, the mean and the worst fold; return them.
+
+    ``stored`` gives a side holding every conversation, stored with the given parameters.
+    """
+    points: list[dict[str, float]] = []
+    recalls: list[list[float]] = []
+    for index_point in grid_points(INDEX_GRID):
+        side = stored(LinkParams(top_k=0, run_context=index_point["run_context"]))
+        for p in grid_points():
+            points.append({**index_point, **p})
+            weights = RankingWeights().model_copy(update=p)
+            recalls.append(question_recalls(side, data, weights))
     fold_list = folds(data, points, recalls)
     cats = " ".join(f"cat{c:<4}" for c in SCORED_CATEGORIES)
     say(
         f"\nleave-one-conversation-out (recall@{K}; {len(points)} grid points over "
-        f"{', '.join(GRID)}, chosen on the other conversations)"
+        f"{', '.join([*INDEX_GRID, *GRID])}, chosen on the other conversations)"
     )
     say(f"{'held out':<10} {'qs':>4}  train  held-out | {cats} | chosen")
     for f in fold_list:
@@ -163,7 +178,7 @@ def report(data: Dataset, side: EngramSide, say: Any) -> dict[str, Any]:
         + f"); the defaults on every conversation {_mean(defaults):.3f}"
     )
     return {
-        "grid": GRID,
+        "grid": {**INDEX_GRID, **GRID},
         "folds": [
             {
                 "held_out": f.held_out,

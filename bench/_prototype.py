@@ -16,9 +16,11 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from _locomo_data import Turn
+from engram.config import Settings
 from engram.embedders import Embedder
 from engram.index.memory_text import index_text
 from engram.index.tokenize import terms
+from engram.index.vectors import in_context
 from engram.retrieval.bm25 import BM25Params, bm25_idf, bm25_term_weight
 from engram.retrieval.query import QueryPlan, retrieve
 from engram.retrieval.ranking import Candidate, Edge, EdgeKind, RankingWeights
@@ -36,10 +38,13 @@ def memory_text(turn: Turn) -> str:
 
 @dataclass(frozen=True)
 class LinkParams:
-    """Store-time linking: ``top_k`` earlier memories with cosine >= ``link_min``."""
+    """Store-time linking: ``top_k`` earlier memories with cosine >= ``link_min``; each
+    turn's vector carries ``run_context`` times the previous turn's of its session, as the
+    engine's vector indexer stores it (``ENGRAM_RUN_CONTEXT``)."""
 
     top_k: int = 5
     link_min: float = 0.5
+    run_context: float = Settings.model_fields["run_context"].default
 
 
 class InMemorySource:
@@ -58,8 +63,19 @@ class InMemorySource:
         self._memo: dict[tuple[object, ...], list[Candidate]] = {}
 
     def add(self, turns: Sequence[Turn], vectors: np.ndarray) -> None:
-        """Store turns with their vectors and link them (adjacency and similarity)."""
+        """Store turns with their vectors, each put in the context of the turn before it in
+        its session (``links.run_context``), and link them (adjacency and similarity)."""
         start = len(self.turns)
+        vectors = np.array(vectors, dtype=np.float32)
+        context = self.links.run_context
+        for offset, turn in enumerate(turns):
+            if not context or start + offset == 0:
+                continue
+            previous = turns[offset - 1] if offset else self.turns[-1]
+            if previous.session == turn.session:
+                # The previous vector is already in context itself (as the engine stores it).
+                before = vectors[offset - 1] if offset else self.vectors[-1]
+                vectors[offset] = in_context(vectors[offset], before, context)
         self.vectors = vectors if start == 0 else np.vstack([self.vectors, vectors])
         for offset, turn in enumerate(turns):
             i = start + offset

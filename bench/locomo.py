@@ -15,9 +15,9 @@ is measured in the same run, and ingestion is reported as a ratio of it.
 
 ``--ablation`` also reports what each ranking component contributes (recall only, on the
 in-memory prototype of ``_prototype.py``, which ranks the same way).
-``--loo`` chooses every tunable ranking parameter on four conversations and reports the
-fifth, for each conversation in turn (``_loo.py``): the per-fold table, the mean and the
-worst fold, and every held-out question pooled.
+``--loo`` chooses every tunable ranking parameter (and the store-time ``run_context``) on
+four conversations and reports the fifth, for each conversation in turn (``_loo.py``): the
+per-fold table, the mean and the worst fold, and every held-out question pooled.
 mem0 (``pip install 'engram[bench]'``) runs in the same process on the same embedder object,
 ``infer=False`` (no LLM), with an embedded Qdrant folder (``_mem0_side.py``); ``--no-mem0``
 leaves it out.
@@ -35,6 +35,7 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -189,7 +190,8 @@ HEADER = (
     f"{'system':<22} R@5    R@10   R@20   | R@10 cat1..4            |   p50ms   p95ms  ingest/s"
 )
 
-# Built up one component at a time, then each default component taken out alone.
+# Built up one component at a time, then each default component taken out alone. Every row
+# stores turns in the context of the previous one (``run_context``) unless it says otherwise.
 _NEW = {"w_named": 0}
 _OLD = {"w_speaker": 0, "w_time": 0, "w_adjacent": 0}
 ABLATIONS: dict[str, dict[str, float]] = {
@@ -205,6 +207,7 @@ ABLATIONS: dict[str, dict[str, float]] = {
     "- time": {"w_time": 0},
     "- adjacent": {"w_adjacent": 0},
     "- named": {"w_named": 0},
+    "- run context": {"run_context": 0.0},
     "old defaults": {"w_dense": 0.5, "w_speaker": 0.1, **_NEW},
     "+ session 0.1": {"w_session": 0.1},
     "+ diverse 0.03": {"w_diverse": 0.03},
@@ -293,20 +296,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         say(HEADER)
         embedder = CachedEmbedder(local, max_entries=4096)
         for name, change in ABLATIONS.items():
-            weights = RankingWeights().model_copy(update=change)
-            links = LinkParams() if weights.w_related else LinkParams(top_k=0)
+            weights = RankingWeights().model_copy(
+                update={k: v for k, v in change.items() if k != "run_context"}
+            )
+            links = LinkParams(top_k=5 if weights.w_related else 0)
+            if "run_context" in change:
+                links = replace(links, run_context=change["run_context"])
             proto = EngramSide(embedder, weights=weights, links=links, ingest_embedder=base)
             say(_row(name, evaluate(proto, data)))
     loo: dict[str, Any] | None = None
     if args.loo:
-        proto = EngramSide(
-            CachedEmbedder(local, max_entries=4096),
-            links=LinkParams(top_k=0),
-            ingest_embedder=base,
-        )
-        for conv in data.conversations:
-            proto.ingest(conv.conv_id, conv.turns)
-        loo = loo_report(data, proto, say)
+        query_embedder = CachedEmbedder(local, max_entries=4096)
+
+        def stored(links: LinkParams) -> EngramSide:
+            side = EngramSide(query_embedder, links=links, ingest_embedder=base)
+            for conv in data.conversations:
+                side.ingest(conv.conv_id, conv.turns)
+            return side
+
+        loo = loo_report(data, stored, say)
     # The figures are on disk before anything is printed (a broken pipe loses no result).
     if args.json_out is not None:
         out = {

@@ -12,21 +12,22 @@ cached under bench/results/; every further row reuses a pool vector with small n
 own, renormalised (the queries are embedded for real).
 
 Rows go through the engine's normal write path (``MemoryEngine.store_many`` with the vector
-indexer, batches of 1000, a session ``run_id`` every 20 rows so adjacency edges exist) with
-``link_top_k=0``: the store-time similarity search per row would only slow the set-up, and
-``related_to`` edges carry no weight in the default ranking. The queried user owns ``size``
-memories; 20 other users own ``size/10`` more between them. After the load the store is
-settled as between imports (``_engine_side.settle``: statistics, SQLite's WAL folded,
-PostgreSQL vacuumed) so no load aftermath runs during the timed queries; on SQLite the same
-holds for the index snapshot the warm-up's first load of the user starts (written, then the
-WAL folded, before the timed queries).
+indexer, batches of 1000, a session ``run_id`` every 20 rows so adjacency edges and the run
+context exist) with ``link_top_k=0``: the store-time similarity search per row would only
+slow the set-up, and ``related_to`` edges carry no weight in the default ranking. The
+queried user owns ``size`` memories; 20 other users own ``size/10`` more between them. After
+the load the store is settled as between imports (``_engine_side.settle``: statistics,
+SQLite's WAL folded, PostgreSQL vacuumed) so no load aftermath runs during the timed queries;
+on SQLite the same holds for the index snapshot the warm-up's first load of the user starts
+(written, then the WAL folded, before the timed queries).
 
 Each query is a fresh question through ``Engram.query`` (agent ``default``, top_k 3 unless
 ``--top-k``), so its embedding is included; the bare query embedding is timed separately on
 the same questions, and the retrieval overhead is p95(total) - p95(embedding).
 
 Speed must not come from a sloppier index, so the run also checks the vector index against
-an exact scan: ``ann_recall@10`` is the share of the index's top 10 (``vector_search`` for
+an exact scan of the vectors the indexer stored (each in the context of the row before it
+in its run): ``ann_recall@10`` is the share of the index's top 10 (``vector_search`` for
 the queried user) whose true cosine reaches the exact 10th best, averaged over
 ``--recall-queries`` questions.
 
@@ -77,6 +78,7 @@ from engram.crypto.keyring import KeyRing
 from engram.embedders import Embedder, l2_normalise
 from engram.embedders.local import LocalMiniLMEmbedder
 from engram.engine import MemoryEngine
+from engram.index.vectors import in_context
 from engram.storage import vector_kernels
 from engram.storage.base import Storage
 from engram.types import MemoryFilter
@@ -297,6 +299,21 @@ def _pcts(values: list[float]) -> tuple[float, float]:
     return round(q[49], 2), round(q[94], 2)
 
 
+RUN = 20
+"""Rows of one ``run_id`` (a session), so adjacency edges and the run context exist."""
+
+
+def stored_vectors(raw: np.ndarray, weight: float) -> np.ndarray:
+    """The vectors the indexer stores for rows written in runs of ``RUN`` in order: each
+    in the context of the one before it in its run (``ENGRAM_RUN_CONTEXT``)."""
+    out = np.array(raw, dtype=np.float32)
+    if weight:
+        for i in range(len(out)):
+            if i % RUN:
+                out[i] = in_context(out[i], out[i - 1], weight)
+    return out
+
+
 def ann_recall(
     storage: Storage,
     local: Embedder,
@@ -448,7 +465,7 @@ def run(backend: str, size: int, local: Embedder, args: argparse.Namespace) -> d
                             "user_id": USER if i < size else f"other{i % 20}",
                             "key": "note",
                             "value": texts[i],
-                            "run_id": f"s{i // 20}",
+                            "run_id": f"s{i // RUN}",
                         }
                         for i in range(lo, min(lo + 1000, len(texts)))
                     ]
@@ -468,7 +485,7 @@ def run(backend: str, size: int, local: Embedder, args: argparse.Namespace) -> d
                 t0 = time.perf_counter()
                 local.embed_one(q)
                 embeds.append((time.perf_counter() - t0) * 1000)
-            user_vectors = embedder.vectors_of(texts[:size])
+            user_vectors = stored_vectors(embedder.vectors_of(texts[:size]), settings.run_context)
             recall = ann_recall(
                 storage, local, timed[: args.recall_queries], user_ids, user_vectors
             )

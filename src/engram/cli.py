@@ -521,6 +521,7 @@ def reindex_cmd(ctx: click.Context, batch_size: int, yes: bool) -> None:
             batch_size=batch_size,
             link_top_k=settings.link_top_k,
             link_min=settings.link_min,
+            run_context=settings.run_context,
             progress=bar.update,
         )
     if embedder is None:

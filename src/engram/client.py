@@ -99,6 +99,7 @@ class Engram:
                     embedder,
                     link_top_k=self.settings.link_top_k,
                     link_min=self.settings.link_min,
+                    run_context=self.settings.run_context,
                 )
             )
         # Every LLM call Engram makes goes through one metered client: the usage ledger.

@@ -114,6 +114,16 @@ class Settings(BaseSettings):
     )
     link_top_k: int = Field(default=5, ge=0, le=50)
     link_min: float = Field(default=0.5, ge=-1.0, le=1.0)
+    run_context: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=4.0,
+        description=(
+            "weight of the previous memory of the same run_id in a memory's stored vector "
+            "(0, the default: each memory embedded alone; 0.6 measured best on LoCoMo, see "
+            "docs/retrieval.md); takes effect for vectors written from now on"
+        ),
+    )
     postgres_pool_min: int = Field(default=1, ge=1)
     postgres_pool_max: int = Field(default=8, ge=1)
 

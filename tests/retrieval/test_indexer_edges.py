@@ -73,12 +73,14 @@ def _batch(size: int) -> list[dict[str, str]]:
     ]
 
 
-def _edges_of(tmp_path: Path, name: str, embedder: HashingEmbedder) -> set[tuple[int, int, str]]:
+def _edges_of(
+    tmp_path: Path, name: str, embedder: HashingEmbedder, run_context: float
+) -> set[tuple[int, int, str]]:
     """Edges a 40-memory batch gets, as (position, position, kind), after 10 earlier memories."""
     storage = SqliteStorage(tmp_path / f"{name}.db")
     storage.migrate()
     key = bytes(range(32))
-    settings = Settings(home=tmp_path / name, encryption_key=key.hex())
+    settings = Settings(home=tmp_path / name, encryption_key=key.hex(), run_context=run_context)
     engine = MemoryEngine(storage, KeyRing(primary=key), settings=settings)
     with Engram(engine, embedder=embedder) as app:
         items = _batch(50)
@@ -90,14 +92,18 @@ def _edges_of(tmp_path: Path, name: str, embedder: HashingEmbedder) -> set[tuple
         }
 
 
-def test_a_pipelined_batch_gets_the_edges_of_one_embedding_call(tmp_path: Path) -> None:
+@pytest.mark.parametrize("run_context", [0.0, 0.6])
+def test_a_pipelined_batch_gets_the_edges_of_one_embedding_call(
+    tmp_path: Path, run_context: float
+) -> None:
+    # With a run context each vector depends on the one before: the chunks must keep it.
     pipelined = _CountingEmbedder()
     whole = _CountingEmbedder()
-    got = _edges_of(tmp_path, "pipelined", pipelined)
+    got = _edges_of(tmp_path, "pipelined", pipelined, run_context)
     # A large chunk size embeds the batch in one call, as before pipelining.
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(vectors, "PIPELINE_CHUNK", 1000)
-        expected = _edges_of(tmp_path, "whole", whole)
+        expected = _edges_of(tmp_path, "whole", whole, run_context)
     assert pipelined.calls[-4:] == [10, 10, 10, 10]
     assert whole.calls[-1] == 40
     assert {kind for *_, kind in expected} == {"adjacent", "related_to"}

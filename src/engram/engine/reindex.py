@@ -61,6 +61,7 @@ def reindex(
     batch_size: int = 64,
     link_top_k: int = 5,
     link_min: float = 0.5,
+    run_context: float = 0.0,
     progress: Callable[[int], None] | None = None,
 ) -> int:
     """Re-index every live version; returns the count.
@@ -77,7 +78,13 @@ def reindex(
     engine.storage.unbind_embedder()
     indexers: list[Indexer] = [engine.lexical]
     if embedder is not None:
-        vectors = VectorIndexer(engine.storage, embedder, link_top_k=link_top_k, link_min=link_min)
+        vectors = VectorIndexer(
+            engine.storage,
+            embedder,
+            link_top_k=link_top_k,
+            link_min=link_min,
+            run_context=run_context,
+        )
         vectors.seal_with(engine.vector_seal)
         indexers.append(vectors)
     done = 0

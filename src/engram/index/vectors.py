@@ -8,6 +8,13 @@ unreadable with the rest of the user; PostgreSQL keeps pgvector's clear vectors 
 them in the database. Edges: ``related_to`` to the top-K most similar
 active memories of the same owner with similarity at least ``link_min``, and ``adjacent``
 to the previous memory of the same run (consecutive turns of one conversation).
+
+A memory of a run is stored with the context of the turn before it: its vector is
+``unit(embedding + run_context * stored vector of the previous memory of the run)``. A reply
+such as "Yes, I loved it!" then sits near what it answers, and, since the previous vector
+holds its own predecessor, each turn carries a fading trace of its conversation. The
+query is embedded alone, so this costs nothing at query time and no second embedding at
+write time (the previous memory's vector is in the batch or read back from the store).
 """
 
 from __future__ import annotations
@@ -163,12 +170,14 @@ class VectorIndexer:
         link_top_k: int = 5,
         link_min: float = 0.5,
         link_adjacent: bool = True,
+        run_context: float = 0.6,
     ) -> None:
         self.storage = storage
         self.embedder = embedder
         self.link_top_k = link_top_k
         self.link_min = link_min
         self.link_adjacent = link_adjacent
+        self.run_context = run_context
         self._seal: VectorSeal | None = None
         storage.bind_embedder(embedder.model_id, embedder.dims)
 
@@ -200,12 +209,13 @@ class VectorIndexer:
         texts = [indexed_text(m) for m in memories]
         vectors: np.ndarray | None = None
         entries: list[VectorEntry] = []
+        position_of: dict[str, int] = {}
         for start, chunk in self._embedded(texts):
             if vectors is None:
-                vectors = np.empty((len(texts), chunk.shape[1]), dtype=chunk.dtype)
+                vectors = np.empty((len(texts), chunk.shape[1]), dtype=np.float32)
             vectors[start : start + len(chunk)] = chunk
             for position in range(start, start + len(chunk)):
-                entries.append(self._entry(memories, position, vectors))
+                entries.append(self._entry(memories, position, vectors, position_of))
         return entries
 
     def _embedded(self, texts: Sequence[str]) -> Iterator[tuple[int, np.ndarray]]:
@@ -239,23 +249,36 @@ class VectorIndexer:
         finally:
             stop.set()
 
-    def _entry(self, memories: Sequence[Memory], position: int, vectors: np.ndarray) -> VectorEntry:
-        """The vector and edges of ``memories[position]`` (the batch's earlier vectors known)."""
-        memory, vector = memories[position], vectors[position]
-        edges = self._related(memory, vector, memories[:position], vectors[:position])
-        if self.link_adjacent and memory.run_id is not None:
+    def _entry(
+        self,
+        memories: Sequence[Memory],
+        position: int,
+        vectors: np.ndarray,
+        position_of: dict[str, int],
+    ) -> VectorEntry:
+        """The vector and edges of ``memories[position]``, the batch's earlier vectors known
+        (``position_of``: where each earlier memory of the batch is, by id)."""
+        memory = memories[position]
+        previous = None
+        if memory.run_id is not None and (self.link_adjacent or self.run_context):
             previous = self._previous_in_run(memory, memories[:position])
-            if previous is not None:
-                # One edge per (from, to) pair is stored; edges are undirected for
-                # ranking, so a similarity link to the previous turn goes the other way
-                # rather than silently dropping the adjacency.
-                edges = [
-                    EdgeRow(e.to_id, e.from_id, e.relation_type, e.strength)
-                    if e.to_id == previous
-                    else e
-                    for e in edges
-                ]
-                edges.append(EdgeRow(memory.id, previous, ADJACENT, 1.0))
+        if self.run_context and previous is not None:
+            before = vectors[position_of[previous]] if previous in position_of else None
+            vectors[position] = self._in_context(memory, vectors[position], previous, before)
+        position_of[memory.id] = position
+        vector = vectors[position]
+        edges = self._related(memory, vector, memories[:position], vectors[:position])
+        if self.link_adjacent and previous is not None:
+            # One edge per (from, to) pair is stored; edges are undirected for ranking, so a
+            # similarity link to the previous turn goes the other way rather than silently
+            # dropping the adjacency.
+            edges = [
+                EdgeRow(e.to_id, e.from_id, e.relation_type, e.strength)
+                if e.to_id == previous
+                else e
+                for e in edges
+            ]
+            edges.append(EdgeRow(memory.id, previous, ADJACENT, 1.0))
         return VectorEntry(vector=vector, edges=edges)
 
     def write(self, tx: IndexWrites, memory: Memory, prepared: VectorEntry) -> None:
@@ -275,6 +298,21 @@ class VectorIndexer:
             tx.put_vector(memory.id, memory.account_id, memory.user_id, model_id, prepared.vector)
         if prepared.edges:
             tx.put_edges(memory.account_id, memory.user_id, prepared.edges)
+
+    def _in_context(
+        self, memory: Memory, vector: np.ndarray, previous: str, before: Vector | None
+    ) -> np.ndarray:
+        """``vector`` moved towards the stored vector of the previous memory of its run.
+
+        ``before`` is that vector when the previous memory is in the batch (already in
+        context); otherwise it is read from the store. Without one (a store without vectors
+        yet, a previous memory a reindex has not reached) the memory is embedded alone.
+        """
+        if before is None:
+            before = self.storage.vectors(memory.account_id, [previous]).get(previous)
+        if before is None or len(before) != len(vector):
+            return vector
+        return in_context(vector, before, self.run_context)
 
     def _related(
         self,
@@ -314,6 +352,14 @@ class VectorIndexer:
             if row.id not in (memory.id, memory.supersedes_id):
                 return row.id
         return None
+
+
+def in_context(vector: Vector, before: Vector, weight: float) -> np.ndarray:
+    """``unit(vector + weight * before)``: a memory's vector in the context of the stored
+    vector of the previous memory of its run (``vector`` itself if the sum is zero)."""
+    mixed = np.asarray(vector, dtype=np.float32) + weight * np.asarray(before, dtype=np.float32)
+    norm = float(np.linalg.norm(mixed))
+    return mixed / norm if norm > 0 else np.asarray(vector, dtype=np.float32)
 
 
 def require_vector_indexer(storage: Storage, indexers: Sequence[object]) -> None:

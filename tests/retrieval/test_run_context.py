@@ -1,0 +1,140 @@
+"""A memory of a run is stored in the context of the previous memory of the same run."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engram.client import Engram
+from engram.config import Settings
+from engram.crypto.keyring import KeyRing
+from engram.embedders import Embedder
+from engram.engine import MemoryEngine
+from engram.index.memory_text import indexed_text
+from engram.storage.sqlite import SqliteStorage
+from engram.testing.embedders import HashingEmbedder
+from engram.types import MemoryFilter
+
+KEY = bytes(range(32))
+
+
+def _app(folder: Path, embedder: Embedder, *, run_context: float = 0.6) -> Engram:
+    storage = SqliteStorage(folder / "e.db")
+    storage.migrate()
+    config = Settings(home=folder, encryption_key=KEY.hex(), run_context=run_context)
+    return Engram(MemoryEngine(storage, KeyRing(primary=KEY), settings=config), embedder=embedder)
+
+
+@pytest.fixture
+def hashing_app(tmp_path: Path) -> Iterator[Engram]:
+    with _app(tmp_path, HashingEmbedder()) as app:
+        yield app
+
+
+def _unit(v: np.ndarray) -> np.ndarray:
+    return np.asarray(v / np.linalg.norm(v), dtype=np.float32)
+
+
+def _cos(a: np.ndarray, b: np.ndarray) -> float:
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+SAME = 0.9999
+"""Stored vectors come back from SQLite's int8 index: equal up to its rounding."""
+
+
+def test_each_turn_carries_the_stored_vector_of_the_turn_before(hashing_app: Engram) -> None:
+    app = hashing_app
+    embedder = HashingEmbedder()
+    turn = {"account_id": "a", "user_id": "u", "run_id": "s1", "key": "turn"}
+    first = app.engine.store({**turn, "value": "how was the concert on Friday"})
+    # The second turn's predecessor is read back from the store, the third's is in its batch.
+    second, third = app.engine.store_many(
+        [{**turn, "value": "yes I loved it"}, {**turn, "value": "the violins most of all"}]
+    )
+    alone = app.engine.store({"account_id": "a", "user_id": "u", "key": "k", "value": "porto"})
+    stored = app.engine.storage.vectors("a", [first.id, second.id, third.id, alone.id])
+    raw = {m.id: embedder.embed_one(indexed_text(m)) for m in (first, second, third, alone)}
+    # The first turn of a run, and a memory of no run, are embedded alone.
+    assert _cos(stored[first.id], raw[first.id]) > SAME
+    assert _cos(stored[alone.id], raw[alone.id]) > SAME
+    want_second = _unit(raw[second.id] + 0.6 * stored[first.id])
+    assert _cos(stored[second.id], want_second) > SAME
+    assert _cos(stored[third.id], _unit(raw[third.id] + 0.6 * want_second)) > SAME
+    assert _cos(stored[second.id], raw[second.id]) < 0.99
+    assert _cos(stored[third.id], raw[third.id]) < 0.99
+
+
+def test_run_context_zero_embeds_every_memory_alone(tmp_path: Path) -> None:
+    embedder = HashingEmbedder()
+    with _app(tmp_path, embedder, run_context=0.0) as app:
+        turn = {"account_id": "a", "user_id": "u", "run_id": "s1", "key": "turn"}
+        made = app.engine.store_many(
+            [{**turn, "value": "how was the concert"}, {**turn, "value": "yes I loved it"}]
+        )
+        stored = app.engine.storage.vectors("a", [m.id for m in made])
+        assert all(_cos(stored[m.id], embedder.embed_one(indexed_text(m))) > SAME for m in made)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("context", [0.6, 0.0])
+def test_a_short_reply_is_found_by_what_it_answers(tmp_path: Path, context: float) -> None:
+    """The same reply in three conversations: only its context tells them apart."""
+    from engram.embedders.local import LocalMiniLMEmbedder
+
+    embedder = LocalMiniLMEmbedder()
+    topics = {
+        "concert": "Did you enjoy the Vivaldi concert at the opera house?",
+        "dentist": "How did the root canal at the dentist go?",
+        "move": "Was packing up the flat for the move exhausting?",
+    }
+    day = {"occurred_at": "2024-05-08"}
+    with _app(tmp_path, embedder, run_context=context) as app:
+        replies = {}
+        for topic, question in topics.items():
+            base = {"account_id": "a", "user_id": "u", "run_id": topic, "key": "turn"}
+            _, replies[topic] = app.engine.store_many(
+                [
+                    {**base, "value": question, "metadata": {"speaker": "Ana", **day}},
+                    {**base, "value": "Yes, it really was!", "metadata": {"speaker": "Bea", **day}},
+                ]
+            )
+        query = embedder.embed_one("What did Bea think of the classical music performance?")
+        hits = app.engine.storage.vector_search(MemoryFilter(account_id="a", user_id="u"), query, 6)
+    score = {h.memory_id: h.score for h in hits}
+    concert, others = replies["concert"].id, [replies[t].id for t in ("dentist", "move")]
+    if context:
+        assert all(score[concert] > score.get(o, -1.0) + 0.02 for o in others)
+    else:
+        # Stored alone, the three replies are the same text on the same day: no order at all.
+        assert all(abs(score.get(o, -1.0) - score[concert]) < 1e-3 for o in others)
+
+
+@pytest.mark.parametrize("context", [0.6, 0.0])
+def test_reindex_stores_turns_in_the_context_it_is_given(tmp_path: Path, context: float) -> None:
+    from engram.engine.reindex import reindex
+
+    embedder = HashingEmbedder()
+    with _app(tmp_path, embedder) as app:
+        turn = {"account_id": "a", "user_id": "u", "run_id": "s1", "key": "turn"}
+        made = app.engine.store_many(
+            [
+                {**turn, "value": "how was the concert"},
+                {**turn, "value": "yes I loved it"},
+                {**turn, "value": "the violins most of all"},
+            ]
+        )
+        ids = [m.id for m in made]
+        before = app.engine.storage.vectors("a", ids)
+        reindex(app.engine, embedder, batch_size=64, run_context=context)
+        after = app.engine.storage.vectors("a", ids)
+    for m in made:
+        raw = embedder.embed_one(indexed_text(m))
+        if context:
+            assert _cos(after[m.id], before[m.id]) > SAME
+        else:
+            assert _cos(after[m.id], raw) > SAME
+    assert (_cos(after[ids[2]], embedder.embed_one(indexed_text(made[2]))) > SAME) == (not context)
