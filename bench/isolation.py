@@ -19,6 +19,7 @@ from collections import Counter
 
 from _engine_side import bench_engine
 from engram.storage.base import Capability
+from engram.testing.forensics import logical_dumps
 from engram.testing.isolation import (
     IsolationReport,
     isolation_service,
@@ -62,7 +63,8 @@ def run(backend: str, steps: int) -> tuple[IsolationReport, int]:
             storage = engine.storage
             has_files = Capability.DATA_FILES in storage.capabilities
             files = storage.data_files() if has_files else []
-            clear = markers_in_clear(report, files, "\n".join(lines.lines))
+            dumps = logical_dumps(getattr(storage, "conninfo", ""))
+            clear = markers_in_clear(report, files, "\n".join(lines.lines), dumps)
             return report, len(clear)
     finally:
         root.removeHandler(lines)

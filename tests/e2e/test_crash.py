@@ -159,3 +159,24 @@ def test_the_sentinel_scan_finds_a_value_written_in_clear(storage_url: str, tmp_
         key_store.close()
         storage.close()
     assert values_in_clear(storage_url, keys, [sealed, leaked]) == 1
+
+
+def test_the_sentinel_scan_reads_a_dump_where_postgresql_compressed_the_value(
+    storage_url: str,
+) -> None:
+    if storage_url.startswith("sqlite"):
+        pytest.skip("PostgreSQL compresses long values (TOAST); SQLite stores them as written")
+    keys = create_schema(storage_url, prefix="crashkeys")
+    leaked = Ack("m3", "Round s1 note 3: the harbour by the lantern opens at 7 every Monday.")
+    storage = open_storage(storage_url, pool_max=2)
+    key_store = open_key_store(keys)
+    try:
+        # A long, repetitive column is compressed in the relation's files, so the value is
+        # not in clear there; a backup made with pg_dump holds it as written.
+        engine = MemoryEngine(storage, KeyRing(primary=bytes.fromhex(KEY)), key_store=key_store)
+        engine.set_meta_value("leak", leaked.value + " and so on" * 400)
+        _sql(storage, "CHECKPOINT")
+    finally:
+        key_store.close()
+        storage.close()
+    assert values_in_clear(storage_url, keys, [leaked]) == 1

@@ -20,7 +20,7 @@ from engram.storage import open_storage
 from engram.storage.base import MemoryRow
 from engram.storage.keystore import open_key_store
 
-__all__ = ["CarveReport", "carve", "files_under", "sentinels_in_clear"]
+__all__ = ["CarveReport", "carve", "files_under", "logical_dumps", "sentinels_in_clear"]
 
 WRAPPED_KEY_BYTES = 60
 WINDOW_SPAN = 2048
@@ -125,12 +125,23 @@ def _read(path: Path) -> bytes | None:
         return None
 
 
+def logical_dumps(*urls: str) -> list[bytes]:
+    """The ``pg_dump`` of each PostgreSQL database among ``urls`` (others are skipped).
+
+    A dump holds every value as the database reads it back: a text the server compressed
+    (TOAST) is not in clear in the files, but it is in a backup made with ``pg_dump``.
+    """
+    from engram.testing.postgres import pg_dump
+
+    return [pg_dump(url) for url in urls if url.startswith(("postgresql:", "postgres:"))]
+
+
 def sentinels_in_clear(
     storage_url: str, key_store_url: str, shape: re.Pattern[bytes], sent: Collection[str]
 ) -> int:
     """How many of the texts ``sent`` (values, messages, turns a run wrote) are readable in
     clear in the files of the store and the key store (SQLite: the database and its WAL;
-    PostgreSQL: the database's relations and the server's WAL).
+    PostgreSQL: the database's relations, the server's WAL and a ``pg_dump`` of each).
 
     ``shape`` matches every text the run writes, so each file is read in one pass however
     many texts there are; the goal is 0, as everything is sealed before it is stored.
@@ -147,4 +158,6 @@ def sentinels_in_clear(
         data = _read(path)
         if data is not None:
             found.update(shape.findall(data))
+    for dump in logical_dumps(storage_url, key_store_url):
+        found.update(shape.findall(dump))
     return len(found & {text.encode() for text in sent})

