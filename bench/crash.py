@@ -79,7 +79,7 @@ def main() -> int:
             f"orphaned {worst} (most after any restart), "
             f"integrity checks failed {report.integrity_failures}/{len(report.checks)}, "
             f"in flight at the kills {in_flight}, unexpected answers {len(report.errors)}, "
-            f"values in clear in the files {report.values_in_clear} "
+            f"values in clear in the files or a dump {report.values_in_clear} "
             f"({time.perf_counter() - started:.0f} s)",
             flush=True,
         )

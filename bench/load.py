@@ -71,7 +71,8 @@ def main() -> int:
         print(
             f"{backend}, {servers} engram serve: {args.clients} clients x {args.seconds:.0f} s: "
             f"{report.requests} requests ({report.requests / args.seconds:.0f}/s), "
-            f"{errors} errors, {in_clear} of {len(report.sent)} texts sent in clear in the files",
+            f"{errors} errors, {in_clear} of {len(report.sent)} texts sent in clear "
+            "in the files or a dump",
             flush=True,
         )
         for kind, count in report.errors.most_common(10):
