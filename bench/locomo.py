@@ -209,7 +209,7 @@ ABLATIONS: dict[str, dict[str, float]] = {
     "- adjacent": {"w_adjacent": 0},
     "- named": {"w_named": 0},
     "old defaults": {"w_dense": 0.5, "w_speaker": 0.1, **_NEW},
-    "+ run context 0.6 (off)": {"run_context": 0.6},
+    "+ run context 0.6": {"run_context": 0.6},
     "+ session 0.1": {"w_session": 0.1},
     "+ diverse 0.03": {"w_diverse": 0.03},
     "+ related 0.1": {"w_related": 0.1},
