@@ -34,7 +34,7 @@ GRID: dict[str, tuple[float, ...]] = {
 
 # Store-time parameters (``LinkParams``): each value stores the conversations again.
 INDEX_GRID: dict[str, tuple[float, ...]] = {
-    "run_context": (0.0, 0.6, 0.3),
+    "run_context": (0.6, 0.0, 0.3),
 }
 
 

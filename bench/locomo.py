@@ -191,8 +191,8 @@ HEADER = (
 )
 
 # Built up one component at a time, then each default component taken out alone, then the
-# components that are off by default added alone. Rows store turns as the defaults do (each
-# embedded alone) unless they name ``run_context``.
+# components that are off by default added alone. Every row stores turns in the context of
+# the previous one (``run_context``, as the defaults do) unless it says otherwise.
 _NEW = {"w_named": 0}
 _OLD = {"w_speaker": 0, "w_time": 0, "w_adjacent": 0}
 ABLATIONS: dict[str, dict[str, float]] = {
@@ -208,8 +208,8 @@ ABLATIONS: dict[str, dict[str, float]] = {
     "- time": {"w_time": 0},
     "- adjacent": {"w_adjacent": 0},
     "- named": {"w_named": 0},
+    "- run context": {"run_context": 0.0},
     "old defaults": {"w_dense": 0.5, "w_speaker": 0.1, **_NEW},
-    "+ run context 0.6": {"run_context": 0.6},
     "+ session 0.1": {"w_session": 0.1},
     "+ diverse 0.03": {"w_diverse": 0.03},
     "+ related 0.1": {"w_related": 0.1},

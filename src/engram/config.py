@@ -115,12 +115,12 @@ class Settings(BaseSettings):
     link_top_k: int = Field(default=5, ge=0, le=50)
     link_min: float = Field(default=0.5, ge=-1.0, le=1.0)
     run_context: float = Field(
-        default=0.0,
+        default=0.6,
         ge=0.0,
         le=4.0,
         description=(
             "weight of the previous memory of the same run_id in a memory's stored vector "
-            "(0, the default: each memory embedded alone; 0.6 measured best on LoCoMo, see "
+            "(0: each memory embedded alone; 0.6 measured best on LoCoMo, see "
             "docs/retrieval.md); takes effect for vectors written from now on"
         ),
     )

@@ -61,7 +61,7 @@ def reindex(
     batch_size: int = 64,
     link_top_k: int = 5,
     link_min: float = 0.5,
-    run_context: float = 0.0,
+    run_context: float = 0.6,
     progress: Callable[[int], None] | None = None,
 ) -> int:
     """Re-index every live version; returns the count.

@@ -314,7 +314,7 @@ class SqliteVectorIndex:
         self,
         *,
         max_rows: int = 2_000_000,
-        shortlist: int = 256,
+        shortlist: int = 768,
         snapshots: SnapshotStore | None = None,
         snapshot_rows: int = 1000,
         snapshot_share: float = 0.05,
