@@ -80,10 +80,6 @@ class EmbeddedPostgres:
         self.psql(f'CREATE DATABASE "{name}"{clause};')
         return self.uri(name)
 
-    def dump(self, database: str) -> str:
-        """The plain-SQL ``pg_dump`` of a database (to prove what is stored in clear)."""
-        return pg_dump(self.uri(database)).decode()
-
     def drop_database(self, name: str) -> None:
         """Drop a database (forcing out connections)."""
         self.psql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE);')
