@@ -30,11 +30,13 @@ GRID: dict[str, tuple[float, ...]] = {
     "w_session": (0.0, 0.1, 0.2),
     "w_brief": (0.0, 0.1),
     "w_named": (0.1, 0.0),
+    "common_name_share": (0.2, 0.0),
 }
 
 # Store-time parameters (``LinkParams``): each value stores the conversations again.
 INDEX_GRID: dict[str, tuple[float, ...]] = {
-    "run_context": (0.6, 0.0, 0.3),
+    # Offered 0.3 (and 1.0) as well, every fold chose 0.6 (docs/retrieval.md).
+    "run_context": (0.6, 0.0),
 }
 
 

@@ -148,6 +148,11 @@ class InMemorySource:
         scored.sort(reverse=True)
         return [self._candidate(i, bm25=s) for s, i in scored[:limit]]
 
+    def common_terms(self, query_terms: Sequence[str], *, share: float, at_least: int) -> set[str]:
+        """Terms held by at least ``share`` of the memories and by ``at_least`` of them."""
+        need = max(at_least, share * len(self.turns))
+        return {t for t in query_terms if self.doc_freq.get(t, 0) >= need}
+
     def hydrate(self, candidates: Sequence[Candidate]) -> list[Candidate]:
         """Candidates here always carry their text already."""
         return list(candidates)

@@ -209,6 +209,7 @@ ABLATIONS: dict[str, dict[str, float]] = {
     "- adjacent": {"w_adjacent": 0},
     "- named": {"w_named": 0},
     "- run context": {"run_context": 0.0},
+    "- common names": {"common_name_share": 0.0},
     "old defaults": {"w_dense": 0.5, "w_speaker": 0.1, **_NEW},
     "+ session 0.1": {"w_session": 0.1},
     "+ diverse 0.03": {"w_diverse": 0.03},

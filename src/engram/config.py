@@ -53,6 +53,15 @@ class RankingWeights(BaseModel):
         default=0.0, ge=0.0, description="penalty per better-ranked memory of the same episode"
     )
     expand_top: int = Field(default=30, ge=0, description="seeds whose edges are followed")
+    common_name_share: float = Field(
+        default=0.2,
+        ge=0.0,
+        le=1.0,
+        description=(
+            "a name of the question held by at least this share of the user's memories "
+            "(and by 20 or more) is embedded as 'they'; 0 embeds the question as asked"
+        ),
+    )
 
 
 class LLMPrice(BaseModel):

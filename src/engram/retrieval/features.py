@@ -6,6 +6,7 @@ All functions are pure and work on decrypted text in memory; nothing is logged.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -18,7 +19,9 @@ __all__ = [
     "has_time_expression",
     "mentions",
     "names",
+    "neutral_question",
     "query_features",
+    "question_name_terms",
 ]
 
 _MONTHS = "january|february|march|april|may|june|july|august|september|october|november|december"
@@ -84,6 +87,47 @@ def names(text: str) -> frozenset[str]:
             continue
         found.add(m.group().lower())
     return frozenset(found - {w.lower() for w in _COMMON})
+
+
+# A capitalised word of a question, possessive included ("Caroline's").
+_QUESTION_NAME = re.compile(r"\b([A-Z][A-Za-z0-9\-]*)(?:'s)?\b")
+
+NEUTRAL_NAME = "they"
+"""What a common name is replaced by in the embedded question: a pronoun that stands for
+anyone, so the sentence still reads as one about a person."""
+
+
+def _name_term(word: str) -> str | None:
+    if word in _COMMON:
+        return None
+    found = terms(word)
+    return found[0] if len(found) == 1 else None
+
+
+def question_name_terms(text: str) -> frozenset[str]:
+    """The search terms of a question's capitalised words (names, places, acronyms), common
+    sentence openers left out."""
+    found = (_name_term(m.group(1)) for m in _QUESTION_NAME.finditer(text))
+    return frozenset(t for t in found if t is not None)
+
+
+def neutral_question(text: str, common: Collection[str]) -> str:
+    """``text`` with each capitalised word whose term is in ``common`` replaced by
+    :data:`NEUTRAL_NAME` ("What does Caroline paint?" -> "What does they paint?").
+
+    A name found in a large share of a user's memories (the user's own name, which every
+    turn they spoke carries) tells none of them apart, yet it dominates the embedding of a
+    short question: the question then sits close to every turn of that person, chit-chat
+    included, rather than to the ones about what it asks. Lexical search and the speaker
+    boost still see the name.
+    """
+    if not common:
+        return text
+
+    def swap(m: re.Match[str]) -> str:
+        return NEUTRAL_NAME if _name_term(m.group(1)) in common else m.group(0)
+
+    return re.sub(r"\s+", " ", _QUESTION_NAME.sub(swap, text)).strip()
 
 
 @lru_cache(maxsize=65536)

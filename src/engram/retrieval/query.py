@@ -15,7 +15,7 @@ from typing import Protocol
 from engram.embedders.base import Embedder, Vector
 from engram.index.tokenize import terms
 from engram.retrieval.bm25 import BM25Params
-from engram.retrieval.features import query_features
+from engram.retrieval.features import neutral_question, query_features, question_name_terms
 from engram.retrieval.ranking import (
     Candidate,
     Edge,
@@ -25,7 +25,33 @@ from engram.retrieval.ranking import (
     rank,
 )
 
-__all__ = ["CandidateSource", "QueryPlan", "retrieve", "workers"]
+__all__ = [
+    "COMMON_NAME_MIN",
+    "CandidateSource",
+    "QueryPlan",
+    "embedded_question",
+    "retrieve",
+    "workers",
+]
+
+COMMON_NAME_MIN = 20
+"""A name must be in at least this many memories to be common (besides the share): in a
+handful of memories a share says nothing, and a place named in two of five is what the
+question is about."""
+
+
+def embedded_question(source: CandidateSource, query: str, weights: RankingWeights) -> str:
+    """The text embedded for ``query``: the question with the names common in the user's
+    memories replaced (:func:`engram.retrieval.features.neutral_question`)."""
+    if not weights.common_name_share:
+        return query
+    names = question_name_terms(query)
+    if not names:
+        return query
+    common = source.common_terms(
+        sorted(names), share=weights.common_name_share, at_least=COMMON_NAME_MIN
+    )
+    return neutral_question(query, common)
 
 
 class CandidateSource(Protocol):
@@ -47,6 +73,11 @@ class CandidateSource(Protocol):
         Storage hashes the terms with its key before looking them up and may compute the
         score with :func:`engram.retrieval.bm25.bm25_score`.
         """
+        ...
+
+    def common_terms(self, query_terms: Sequence[str], *, share: float, at_least: int) -> set[str]:
+        """The terms among ``query_terms`` held by at least ``share`` of the memories in
+        scope and by ``at_least`` of them."""
         ...
 
     def neighbours(
@@ -183,7 +214,9 @@ def retrieve(
     pending: Future[_LexicalSide] | None = None
     if query_terms:
         pending = workers().submit(_lexical_side, source, query_terms, p, expand)
-    vector = embedder.embed_one(query) if embedder is not None else None
+    vector = None
+    if embedder is not None:
+        vector = embedder.embed_one(embedded_question(source, query, w))
     lists: list[list[Candidate]] = []
     if vector is not None:
         lists.append(source.dense_candidates(vector, limit=p.dense_limit))

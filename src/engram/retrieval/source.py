@@ -143,6 +143,15 @@ class StorageCandidateSource:
         self._keep(hits)
         return [Candidate(id=h.memory_id, bm25=h.score) for h in hits]
 
+    def common_terms(self, query_terms: Sequence[str], *, share: float, at_least: int) -> set[str]:
+        """The terms among ``query_terms`` held by at least ``share`` of the owner's memories
+        (the filter's user, or its account) and by ``at_least`` of them."""
+        tokens = self._reader.blind_terms(self.flt.account_id, query_terms)
+        common = self._index.common_tokens(
+            self.flt.account_id, self.flt.user_id, tokens, share=share, at_least=at_least
+        )
+        return {term for term, token in zip(query_terms, tokens, strict=True) if token in common}
+
     def hydrate(self, candidates: Sequence[Candidate]) -> list[Candidate]:
         """The candidates with text, speaker, date, importance and pinning filled in."""
         opened = self._opened([c.id for c in candidates])

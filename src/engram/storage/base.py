@@ -524,6 +524,19 @@ class SearchIndex(Protocol):
         """The ``k`` best memories by BM25 over blind ``tokens`` among those matching ``flt``."""
         ...
 
+    def common_tokens(
+        self,
+        account_id: str,
+        user_id: str | None,
+        tokens: Sequence[int],
+        *,
+        share: float,
+        at_least: int,
+    ) -> set[int]:
+        """The blind ``tokens`` held by at least ``share`` of the owner's memories and by
+        ``at_least`` of them (the owner: the user, or the whole account for ``None``)."""
+        ...
+
     def edges(self, account_id: str, memory_ids: Sequence[str]) -> list[EdgeRow]:
         """Edges touching any of ``memory_ids``, in either direction."""
         ...

@@ -7,6 +7,7 @@ subclass supplies; the queries themselves are written once here with ``?`` place
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 from collections import OrderedDict
@@ -1198,6 +1199,34 @@ class SqlStorage:
                 )
                 hits.sort(key=lambda h: (-h.score, h.memory_id))
         return hits[:k]
+
+    def common_tokens(
+        self,
+        account_id: str,
+        user_id: str | None,
+        tokens: Sequence[int],
+        *,
+        share: float,
+        at_least: int,
+    ) -> set[int]:
+        """The blind ``tokens`` held by at least ``share`` of the owner's memories and by
+        ``at_least`` of them.
+
+        Counted as lexical search counts (and from the same caches): each count stops once
+        it reaches the threshold, so a term in half of a million memories costs no more than
+        a rare one.
+        """
+        unique = list(dict.fromkeys(tokens))
+        if not unique:
+            return set()
+        with self._reader(account_id) as db:
+            docs, _ = self._owner_stats(db, account_id, user_id)
+            need = max(at_least, math.ceil(share * docs), 1)
+            if docs < need:
+                return set()
+            cache = docs >= self.lexical.stats_min_cached
+            df = self._document_frequencies(db, account_id, user_id, unique, cache=cache, cap=need)
+        return {token for token, n in df.items() if n >= need}
 
     def _others_shared_idf(
         self, db: SqlExecutor, flt: MemoryFilter, tokens: list[int], owner_docs: int

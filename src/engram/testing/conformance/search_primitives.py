@@ -9,7 +9,8 @@ import pytest
 
 from engram.engine import MemoryEngine
 from engram.index.vectors import VectorIndexer
-from engram.retrieval.ranking import Candidate
+from engram.retrieval.query import embedded_question
+from engram.retrieval.ranking import Candidate, RankingWeights
 from engram.retrieval.source import StorageCandidateSource
 from engram.storage.base import EdgeRow, Storage
 from engram.storage.sql import LexicalTuning
@@ -368,3 +369,50 @@ class SearchPrimitivesConformance(StorageHarness):
             (h.memory_id, round(h.score, 9)) for h in exact_fish
         ]
         assert len(alone) == 33
+
+    def test_common_tokens_count_the_owner_against_a_share_and_a_floor(
+        self, engine: MemoryEngine, storage: Storage, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        def rows(user: str, values: list[str]) -> list[dict[str, Any]]:
+            return [
+                {"account_id": ACCOUNT, "user_id": user, "key": f"k{i}", "value": v}
+                for i, v in enumerate(values)
+            ]
+
+        own = [f"Caroline said hello {i}" for i in range(30)]
+        own += [f"Caroline went fishing {i}" for i in range(7)]
+        own += [f"Caroline flew to Paris {i}" for i in range(3)]
+        engine.store_many(rows("user-1", own) + rows("user-2", [f"Paris {i}" for i in range(80)]))
+        one = MemoryFilter(account_id=ACCOUNT, user_id="user-1")
+        source = StorageCandidateSource(engine, one)
+        asked = ["caroline", "fish", "paris", "kayak"]
+        # 40 memories: Caroline in all, fishing in 7 (under a fifth), Paris in 3 (user-2's
+        # 80 are another owner's); none of it depends on cached counts.
+        assert source.common_terms(asked, share=0.2, at_least=5) == {"caroline"}
+        assert source.common_terms(asked, share=0.15, at_least=5) == {"caroline", "fish"}
+        assert source.common_terms(asked, share=0.2, at_least=41) == set()
+        small = LexicalTuning(stats_min_cached=5, document_frequency_min_cached=5)
+        monkeypatch.setattr(storage, "lexical", small)
+        for _ in range(2):  # counted, then from the cache
+            assert source.common_terms(asked, share=0.15, at_least=5) == {"caroline", "fish"}
+        account = StorageCandidateSource(engine, MemoryFilter(account_id=ACCOUNT))
+        assert account.common_terms(asked, share=0.5, at_least=5) == {"paris"}
+
+    def test_question_is_embedded_without_the_owners_common_names(
+        self, engine: MemoryEngine, storage: Storage
+    ) -> None:
+        engine.store_many(
+            [
+                {"account_id": ACCOUNT, "user_id": "user-1", "key": f"k{i}", "value": v}
+                for i, v in enumerate(
+                    [f"Caroline: hello Melanie {i}" for i in range(25)] + ["Caroline: Paris"]
+                )
+            ]
+        )
+        source = StorageCandidateSource(engine, MemoryFilter(account_id=ACCOUNT, user_id="user-1"))
+        question = "What did Caroline's kids paint in Paris, Melanie?"
+        assert (
+            embedded_question(source, question, RankingWeights())
+            == "What did they kids paint in Paris, they?"
+        )
+        assert embedded_question(source, question, RankingWeights(common_name_share=0)) == question
