@@ -10,7 +10,13 @@ import numpy as np
 
 from engram.index.tokenize import terms
 from engram.retrieval.bm25 import BM25Params, bm25_idf, bm25_term_weight
-from engram.retrieval.features import has_time_expression, names, query_features
+from engram.retrieval.features import (
+    has_time_expression,
+    names,
+    neutral_question,
+    query_features,
+    question_name_terms,
+)
 from engram.retrieval.query import retrieve
 from engram.retrieval.ranking import Candidate, Edge, EdgeKind, RankingWeights, rank
 from engram.testing.embedders import HashingEmbedder
@@ -229,6 +235,10 @@ class ListSource:
                 out.append(self._cand(i, bm25=s))
         return sorted(out, key=lambda c: -(c.bm25 or 0))[:limit]
 
+    def common_terms(self, query_terms: Sequence[str], *, share: float, at_least: int) -> set[str]:
+        need = max(at_least, share * len(self.terms))
+        return {t for t in query_terms if sum(t in d for d in self.terms) >= need}
+
     def hydrate(self, candidates: Sequence[Candidate]) -> list[Candidate]:
         return list(candidates)  # these candidates carry their text from the start
 
@@ -292,3 +302,15 @@ def test_an_insight_gives_up_part_of_its_score_to_what_the_user_said() -> None:
     assert insight.parts["insight"] == -0.3 * insight.parts["base"]
     no_penalty = OFF.model_copy(update={"w_insight": 0.0})
     assert _ids(rank(q, pool, weights=no_penalty)) == ["insight", "said"]
+
+
+def test_question_names_are_its_capitalised_words_but_openers() -> None:
+    question = "Did Caroline's son and Mel visit the LGBTQ center in Paris?"
+    assert question_name_terms(question) == {"caroline", "mel", "lgbtq", *terms("Paris")}
+
+
+def test_neutral_question_replaces_only_the_common_names() -> None:
+    question = "What did Caroline's kids paint in Paris, Caroline?"
+    assert neutral_question(question, {"caroline"}) == "What did they kids paint in Paris, they?"
+    assert neutral_question(question, set()) == question
+    assert neutral_question("When did Ann go?", {"bob"}) == "When did Ann go?"
