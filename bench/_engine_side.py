@@ -148,7 +148,8 @@ class EngineSide:
         engine = MemoryEngine(self.storage, KeyRing(primary=os.urandom(32)), settings=settings)
         self.app = Engram(engine, embedder=embedder, settings=settings)
         self.embedder = embedder
-        self.weights = weights or RankingWeights()
+        # The run's ENGRAM_RANKING__* settings unless the caller gives weights.
+        self.weights = weights or settings.ranking
         self.plan = plan or QueryPlan()
 
     def ingest(self, conv_id: str, turns: Sequence[Turn]) -> None:

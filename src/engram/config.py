@@ -27,7 +27,7 @@ class RankingWeights(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     w_dense: float = Field(default=0.6, ge=0.0, le=1.0)
-    w_speaker: float = Field(default=0.2, ge=0.0)
+    w_speaker: float = Field(default=0.3, ge=0.0)
     w_time: float = Field(default=0.05, ge=0.0)
     w_entity: float = Field(default=0.0, ge=0.0)
     w_adjacent: float = Field(default=0.5, ge=0.0)

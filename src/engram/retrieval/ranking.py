@@ -23,7 +23,7 @@ fields of the memory) and edges between memories (``adjacent`` turns of one conv
 
 Defaults are the values most folds of ``bench/locomo.py --loo`` chose (each fold chooses on
 four LoCoMo conversations and is scored on the fifth), except ``w_brief``, left off because
-it would dock short facts, and ``w_speaker`` (0.2, not 0.3: see docs/retrieval.md);
+it would dock short facts, and ``w_dense`` (0.6, not 0.5: see docs/retrieval.md);
 ``--ablation`` reports each part's contribution.
 """
 
