@@ -472,6 +472,13 @@ def run(backend: str, size: int, local: Embedder, args: argparse.Namespace) -> d
                 )
                 user_ids += [m.id for m in stored if m.user_id == USER]
             fill_s = time.perf_counter() - start
+            # A progress line (stderr): a large size takes a while to fill, and the timed
+            # part that follows wants the machine to itself.
+            print(
+                f"{backend} {size}: {len(texts)} rows stored in {fill_s:.0f} s; timing queries",
+                file=sys.stderr,
+                flush=True,
+            )
             settle(storage)
             asked = questions(args.queries + 20)
             warm, timed = asked[:20], asked[20:]

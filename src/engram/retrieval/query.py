@@ -42,7 +42,8 @@ question is about."""
 
 def embedded_question(source: CandidateSource, query: str, weights: RankingWeights) -> str:
     """The text embedded for ``query``: the question with the names common in the user's
-    memories replaced (:func:`engram.retrieval.features.neutral_question`)."""
+    memories replaced (:func:`engram.retrieval.features.neutral_question`), unless that
+    leaves no search term at all."""
     if not weights.common_name_share:
         return query
     names = question_name_terms(query)
@@ -51,7 +52,9 @@ def embedded_question(source: CandidateSource, query: str, weights: RankingWeigh
     common = source.common_terms(
         sorted(names), share=weights.common_name_share, at_least=COMMON_NAME_MIN
     )
-    return neutral_question(query, common)
+    neutral = neutral_question(query, common)
+    # A question of nothing but common names ("Porto?") keeps them: "they" finds nothing.
+    return neutral if terms(neutral) else query
 
 
 class CandidateSource(Protocol):

@@ -416,3 +416,7 @@ class SearchPrimitivesConformance(StorageHarness):
             == "What did they kids paint in Paris, they?"
         )
         assert embedded_question(source, question, RankingWeights(common_name_share=0)) == question
+        # Nothing but common names: the question is embedded as asked.
+        assert embedded_question(source, "Caroline and Melanie?", RankingWeights()) == (
+            "Caroline and Melanie?"
+        )
