@@ -1,0 +1,29 @@
+"""The newest memory of a run is found through the run index, not a scan of the table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from engram.storage.filters import compile_filter
+from engram.storage.sqlite import SqliteStorage
+from engram.types import MemoryFilter
+
+
+def test_the_newest_memory_of_a_run_is_read_through_the_run_index(tmp_path: Path) -> None:
+    storage = SqliteStorage(str(tmp_path / "engram.db"))
+    storage.migrate()
+    try:
+        flt = MemoryFilter(account_id="acct", user_id="u1", run_id="call-1")
+        where, params = compile_filter(flt)
+        # The statement ``list_memories`` sends for a run's newest memories (the indexer's
+        # lookup of the previous turn).
+        with storage.transaction() as tx:
+            plan = tx.run(
+                f"EXPLAIN QUERY PLAN SELECT m.id FROM memories m WHERE {where} "
+                "ORDER BY m.updated_at DESC, m.id DESC LIMIT ?",
+                [*params, 2],
+            ).fetchall()
+        details = " ".join(str(row[-1]) for row in plan)
+        assert "memories_run" in details, details
+    finally:
+        storage.close()
