@@ -309,6 +309,16 @@ def test_question_names_are_its_capitalised_words_but_openers() -> None:
     assert question_name_terms(question) == {"caroline", "mel", "lgbtq", *terms("Paris")}
 
 
+def test_question_names_take_any_script_and_apostrophe_but_not_a_sentence_opener() -> None:
+    question = "Kayaking: did Zoë’s friend O'Brien meet Ana-María? Caroline, when?"
+    # "Kayaking" and "Caroline" open a sentence; "Ana-María" is two search terms.
+    assert question_name_terms(question) == {*terms("Zoë"), *terms("O'Brien")}
+    assert (
+        neutral_question(question, {*terms("Zoë")})
+        == "Kayaking: did they friend O'Brien meet Ana-María? Caroline, when?"
+    )
+
+
 def test_neutral_question_replaces_only_the_common_names() -> None:
     question = "What did Caroline's kids paint in Paris, Caroline?"
     assert neutral_question(question, {"caroline"}) == "What did they kids paint in Paris, they?"

@@ -89,31 +89,42 @@ def names(text: str) -> frozenset[str]:
     return frozenset(found - {w.lower() for w in _COMMON})
 
 
-# A capitalised word of a question, possessive included ("Caroline's").
-_QUESTION_NAME = re.compile(r"\b([A-Z][A-Za-z0-9\-]*)(?:'s)?\b")
+# A word of a question: letters and digits in any script, joined by apostrophes or hyphens
+# ("O'Brien", "Ana-María", "Caroline's", "Caroline’s").
+_QUESTION_WORD = re.compile(r"[^\W_]+(?:['’\-][^\W_]+)*")
+_POSSESSIVE = re.compile(r"['’]s$")
+_SENTENCE_END = ".!?:;\"'([“‘"
 
 NEUTRAL_NAME = "they"
 """What a common name is replaced by in the embedded question: a pronoun that stands for
 anyone, so the sentence still reads as one about a person."""
 
 
-def _name_term(word: str) -> str | None:
-    if word in _COMMON:
+def _name_term(text: str, m: re.Match[str]) -> str | None:
+    """The search term of a capitalised word inside a sentence, possessive dropped; ``None``
+    for anything else (a sentence's first word may be a capitalised content word:
+    "Kayaking: how often...")."""
+    word = _POSSESSIVE.sub("", m.group())
+    if not word[:1].isupper() or word in _COMMON:
+        return None
+    before = text[: m.start()].rstrip()
+    if not before or before[-1] in _SENTENCE_END:
         return None
     found = terms(word)
     return found[0] if len(found) == 1 else None
 
 
 def question_name_terms(text: str) -> frozenset[str]:
-    """The search terms of a question's capitalised words (names, places, acronyms), common
-    sentence openers left out."""
-    found = (_name_term(m.group(1)) for m in _QUESTION_NAME.finditer(text))
+    """The search terms of a question's capitalised words inside a sentence (names, places,
+    acronyms)."""
+    found = (_name_term(text, m) for m in _QUESTION_WORD.finditer(text))
     return frozenset(t for t in found if t is not None)
 
 
 def neutral_question(text: str, common: Collection[str]) -> str:
-    """``text`` with each capitalised word whose term is in ``common`` replaced by
-    :data:`NEUTRAL_NAME` ("What does Caroline paint?" -> "What does they paint?").
+    """``text`` with each capitalised word inside a sentence whose term is in ``common``
+    replaced by :data:`NEUTRAL_NAME` ("What does Caroline paint?" -> "What does they
+    paint?").
 
     A name found in a large share of a user's memories (the user's own name, which every
     turn they spoke carries) tells none of them apart, yet it dominates the embedding of a
@@ -125,9 +136,9 @@ def neutral_question(text: str, common: Collection[str]) -> str:
         return text
 
     def swap(m: re.Match[str]) -> str:
-        return NEUTRAL_NAME if _name_term(m.group(1)) in common else m.group(0)
+        return NEUTRAL_NAME if _name_term(text, m) in common else m.group()
 
-    return re.sub(r"\s+", " ", _QUESTION_NAME.sub(swap, text)).strip()
+    return re.sub(r"\s+", " ", _QUESTION_WORD.sub(swap, text)).strip()
 
 
 @lru_cache(maxsize=65536)

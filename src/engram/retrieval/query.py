@@ -79,8 +79,9 @@ class CandidateSource(Protocol):
         ...
 
     def common_terms(self, query_terms: Sequence[str], *, share: float, at_least: int) -> set[str]:
-        """The terms among ``query_terms`` held by at least ``share`` of the memories in
-        scope and by ``at_least`` of them."""
+        """The terms among ``query_terms`` held by at least ``share`` of the owner's memories
+        (the filter's user, or its account; other filters do not narrow the count) and by
+        ``at_least`` of them."""
         ...
 
     def neighbours(

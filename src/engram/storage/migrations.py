@@ -658,7 +658,8 @@ MIGRATIONS = (
         # the context of): without this index SQLite answered it with a scan of the whole
         # table, 115-130 ms at 461k memories and growing with them, for every stored turn
         # whose previous turn was not in its batch (0.01-0.05 ms with it; building it took
-        # 1.2 s there). Only memories with a run are indexed.
+        # 1.2 s there). Only memories with a run are indexed. Building it holds writes to
+        # the memories table while it runs (as every index of these migrations does).
         sqlite=(
             "CREATE INDEX IF NOT EXISTS memories_run "
             "ON memories (account_id, user_id, run_id, updated_at) WHERE run_id IS NOT NULL",

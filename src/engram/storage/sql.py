@@ -1221,7 +1221,8 @@ class SqlStorage:
             return set()
         with self._reader(account_id) as db:
             docs, _ = self._owner_stats(db, account_id, user_id)
-            need = max(at_least, math.ceil(share * docs), 1)
+            # Rounded first: 0.07 * 100 is 7.000000000000001, and 7 memories are 7%.
+            need = max(at_least, math.ceil(round(share * docs, 9)), 1)
             if docs < need:
                 return set()
             cache = docs >= self.lexical.stats_min_cached
