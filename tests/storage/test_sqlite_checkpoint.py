@@ -1,4 +1,4 @@
-"""The SQLite checkpointer also serves files without memories (the key store's)."""
+"""The SQLite checkpointer: files without memories (the key store's), a WAL past its limit."""
 
 from __future__ import annotations
 
@@ -17,5 +17,23 @@ def test_statistics_refresh_skips_a_file_without_memories(tmp_path: Path) -> Non
     conn = sqlite3.connect(path)
     try:
         Checkpointer(str(path))._refresh_statistics(conn)
+    finally:
+        conn.close()
+
+
+def test_a_wal_past_the_hard_limit_gets_a_full_checkpoint(tmp_path: Path) -> None:
+    path = tmp_path / "engram.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA wal_autocheckpoint = 0")
+        conn.execute("CREATE TABLE t (x BLOB)")
+        checkpointer = Checkpointer(str(path), wal_limit=1 << 10, wal_hard_limit=256 << 10)
+        assert checkpointer.mode() == "PASSIVE"
+        conn.execute("INSERT INTO t VALUES (zeroblob(512 * 1024))")
+        assert (tmp_path / "engram.db-wal").stat().st_size >= 256 << 10
+        assert checkpointer.mode() == "FULL"
+        busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(FULL)").fetchone()
+        assert (busy, copied) == (0, frames)
     finally:
         conn.close()

@@ -67,12 +67,23 @@ class Checkpointer:
     SQLite's automatic checkpoint runs inside whichever commit crosses the threshold, adding
     milliseconds to that write; here a commit only looks at the WAL's size, and a PASSIVE
     checkpoint (which never blocks writers) runs on its own connection once it is large.
+
+    A PASSIVE checkpoint cannot catch up with a writer that never pauses: each bulk commit
+    into a large store appends tens of megabytes of pages while the last ones are copied
+    back, the WAL is never restarted, and it grows without bound (20 GB within five minutes
+    of filling a store of a million memories, until the disk was full). Past
+    ``wal_hard_limit`` the checkpoint is FULL instead: it waits for the current write, holds
+    the next one back while it copies every frame, and the following commit starts the WAL
+    over. Writers are slowed to the speed of the copy, and the WAL stays near the limit.
     """
 
-    def __init__(self, path: str, *, wal_limit: int = 4 << 20) -> None:
+    def __init__(
+        self, path: str, *, wal_limit: int = 4 << 20, wal_hard_limit: int = 64 << 20
+    ) -> None:
         self._path = path
         self._wal = path + "-wal"
         self._wal_limit = wal_limit
+        self._wal_hard_limit = wal_hard_limit
         self._wake = threading.Event()
         self._stopped = False
         self._thread: threading.Thread | None = None
@@ -103,10 +114,19 @@ class Checkpointer:
                 self._wake.clear()
                 if self._stopped:
                     return
-                conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                conn.execute(f"PRAGMA wal_checkpoint({self.mode()})").fetchall()
                 self._refresh_statistics(conn)
         finally:
             conn.close()
+
+    def mode(self) -> str:
+        """The checkpoint the WAL's size calls for: ``PASSIVE``, or ``FULL`` past the hard
+        limit."""
+        try:
+            wal_bytes = os.path.getsize(self._wal)
+        except OSError:
+            return "PASSIVE"
+        return "FULL" if wal_bytes >= self._wal_hard_limit else "PASSIVE"
 
     def _refresh_statistics(self, conn: sqlite3.Connection) -> None:
         # Without statistics SQLite may walk an owner index instead of looking rows up by id
