@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from engram.storage.sqlite_vectors import (
+    SqliteVectorIndex,
     _OwnerIndex,
     from_snapshot,
     nearest_by_bits,
@@ -130,3 +131,11 @@ def test_a_snapshot_of_another_layout_is_not_read() -> None:
         )
         is None
     )
+
+
+def test_the_shortlist_grows_with_the_owner_past_a_floor() -> None:
+    index = SqliteVectorIndex()
+    assert index.shortlist_for(500, 10) == 500
+    assert index.shortlist_for(100_000, 10) == 768
+    assert index.shortlist_for(100_000, 400) == 1600
+    assert index.shortlist_for(1_000_000, 10) == 7500
