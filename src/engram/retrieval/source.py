@@ -146,9 +146,12 @@ class StorageCandidateSource:
     def common_terms(self, query_terms: Sequence[str], *, share: float, at_least: int) -> set[str]:
         """The terms among ``query_terms`` held by at least ``share`` of the owner's memories
         (the filter's user, or its account) and by ``at_least`` of them."""
-        tokens = self._reader.blind_terms(self.flt.account_id, query_terms)
+        # The requested filter, not ``flt``: the owner is the same, and asking ``flt`` here
+        # would pull the shared-memory check onto the query thread before the embedding.
+        owner = self._requested
+        tokens = self._reader.blind_terms(owner.account_id, query_terms)
         common = self._index.common_tokens(
-            self.flt.account_id, self.flt.user_id, tokens, share=share, at_least=at_least
+            owner.account_id, owner.user_id, tokens, share=share, at_least=at_least
         )
         return {term for term, token in zip(query_terms, tokens, strict=True) if token in common}
 
