@@ -77,15 +77,19 @@ _NAME_QUESTION = re.compile(
 _CAPITALISED = re.compile(r"\b[A-Z][a-zA-Z0-9\-]+")
 
 
+_SENTENCE_END = ".!?:;\"'([“‘"
+
+
+def _opens(text: str, m: re.Match[str]) -> bool:
+    """Whether the word at ``m`` opens a sentence (capitalised there whatever it is)."""
+    before = text[: m.start()].rstrip()
+    return not before or before[-1] in _SENTENCE_END
+
+
 @lru_cache(maxsize=65536)
 def names(text: str) -> frozenset[str]:
     """Capitalised words inside a sentence (not opening one), lower-cased: likely names."""
-    found = set()
-    for m in _CAPITALISED.finditer(text):
-        before = text[: m.start()].rstrip()
-        if not before or before[-1] in ".!?:;\"'([":
-            continue
-        found.add(m.group().lower())
+    found = {m.group().lower() for m in _CAPITALISED.finditer(text) if not _opens(text, m)}
     return frozenset(found - {w.lower() for w in _COMMON})
 
 
@@ -93,7 +97,6 @@ def names(text: str) -> frozenset[str]:
 # ("O'Brien", "Ana-María", "Caroline's", "Caroline’s").
 _QUESTION_WORD = re.compile(r"[^\W_]+(?:['’\-][^\W_]+)*")
 _POSSESSIVE = re.compile(r"['’]s$")
-_SENTENCE_END = ".!?:;\"'([“‘"
 
 NEUTRAL_NAME = "they"
 """What a common name is replaced by in the embedded question: a pronoun that stands for
@@ -107,8 +110,7 @@ def _name_term(text: str, m: re.Match[str]) -> str | None:
     word = _POSSESSIVE.sub("", m.group())
     if not word[:1].isupper() or word in _COMMON:
         return None
-    before = text[: m.start()].rstrip()
-    if not before or before[-1] in _SENTENCE_END:
+    if _opens(text, m):
         return None
     found = terms(word)
     return found[0] if len(found) == 1 else None
