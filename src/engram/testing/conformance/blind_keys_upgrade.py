@@ -25,10 +25,10 @@ from engram.storage.base import (
     Storage,
 )
 from engram.storage.service import CallSessionRow, ProposalRow
-from engram.testing.builders import ACCOUNT
+from engram.testing.builders import ACCOUNT, unstored_memory
 from engram.testing.conformance.blind_keys import assert_no_clear_keys, raw_rows
 from engram.testing.conformance.harness import StorageHarness
-from engram.types import Memory, MemoryFilter, MemoryState, MemoryType, Source, Visibility, utcnow
+from engram.types import Memory, MemoryFilter, MemoryType
 
 TEST_KEK = bytes(range(32))
 OLD_KEYS = ("dislikes_ex_husband_robert", "likes_cocaine")
@@ -36,26 +36,16 @@ OLD_KEYS = ("dislikes_ex_husband_robert", "likes_cocaine")
 
 def _legacy_memory(engine: MemoryEngine, key: str, value: str, memory_id: str) -> Memory:
     """Write one memory, its history and change-log rows as an older Engram did."""
-    now = utcnow()
-    memory = Memory(
-        id=memory_id,
-        account_id=ACCOUNT,
-        user_id="user-1",
-        type=MemoryType.PREFERENCE,
-        category="preference",
-        key=key,
-        value=value,
-        confidence=1.0,
-        importance=2,
-        source=Source.API,
-        visibility=Visibility.PRIVATE,
-        pinned=False,
-        state=MemoryState.ACTIVE,
-        version=1,
-        lineage_id=memory_id,
-        created_at=now,
-        updated_at=now,
+    base = unstored_memory(0, value, key)
+    memory = base.model_copy(
+        update={
+            "id": memory_id,
+            "lineage_id": memory_id,
+            "type": MemoryType.PREFERENCE,
+            "category": "preference",
+        }
     )
+    now = memory.created_at
     key_id, user_key = engine.keys.user_key(ACCOUNT, "user-1")
     payload = json.dumps({"v": value, "t": [], "m": {}}).encode()
     sealed = engine.envelope.seal(user_key, payload, ACCOUNT, "user-1", memory_id)  # unbound
