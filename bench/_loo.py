@@ -35,8 +35,11 @@ GRID: dict[str, tuple[float, ...]] = {
 
 # Store-time parameters (``LinkParams``): each value stores the conversations again.
 INDEX_GRID: dict[str, tuple[float, ...]] = {
-    # Offered 0.3 (and 1.0) as well, every fold chose 0.6 (docs/retrieval.md).
-    "run_context": (0.6, 0.0),
+    # Offered 0 and 0.3 (and 1.0) in earlier runs, every fold chose 0.6 (docs/retrieval.md);
+    # ``--ablation`` still prints the prototype without it.
+    "run_context": (0.6,),
+    # Sentence vectors beside the turn's (an experiment the engine does not store yet).
+    "part_min_words": (0, 8),
 }
 
 
@@ -143,7 +146,13 @@ def report(data: Dataset, stored: Callable[[LinkParams], EngramSide], say: Any) 
     points: list[dict[str, float]] = []
     recalls: list[list[float]] = []
     for index_point in grid_points(INDEX_GRID):
-        side = stored(LinkParams(top_k=0, run_context=index_point["run_context"]))
+        side = stored(
+            LinkParams(
+                top_k=0,
+                run_context=index_point["run_context"],
+                part_min_words=int(index_point["part_min_words"]),
+            )
+        )
         for p in grid_points():
             points.append({**index_point, **p})
             weights = RankingWeights().model_copy(update=p)

@@ -18,7 +18,8 @@ import numpy as np
 from _locomo_data import Turn
 from engram.config import Settings
 from engram.embedders import Embedder
-from engram.index.memory_text import index_text
+from engram.embedders.local import LocalMiniLMEmbedder
+from engram.index.memory_text import index_text, part_spans
 from engram.index.tokenize import terms
 from engram.index.vectors import in_context
 from engram.retrieval.bm25 import BM25Params, bm25_idf, bm25_term_weight
@@ -40,11 +41,16 @@ def memory_text(turn: Turn) -> str:
 class LinkParams:
     """Store-time linking: ``top_k`` earlier memories with cosine >= ``link_min``; each
     turn's vector carries ``run_context`` times the previous turn's of its session, as the
-    engine's vector indexer stores it (``ENGRAM_RUN_CONTEXT``)."""
+    engine's vector indexer stores it (``ENGRAM_RUN_CONTEXT``). ``part_min_words`` > 0 also
+    keeps a vector per sentence of that many words or more (late-chunked from the turn's
+    own pass, :meth:`LocalMiniLMEmbedder.embed_spans`); a candidate's dense score is then
+    the best of its turn's and its sentences' (an experiment: the engine does not store
+    sentence vectors)."""
 
     top_k: int = 5
     link_min: float = 0.5
     run_context: float = Settings.model_fields["run_context"].default
+    part_min_words: int = 0
 
 
 class InMemorySource:
@@ -55,6 +61,9 @@ class InMemorySource:
         self.turns: list[Turn] = []
         self.values: list[str] = []
         self.vectors = np.zeros((0, 0), dtype=np.float32)
+        # Sentence vectors and the turn each belongs to (``links.part_min_words``).
+        self.part_vectors = np.zeros((0, 0), dtype=np.float32)
+        self.part_owner = np.zeros(0, dtype=np.int64)
         self.doc_terms: list[Counter[str]] = []
         self.doc_freq: Counter[str] = Counter()
         self.total_len = 0
@@ -62,10 +71,19 @@ class InMemorySource:
         # Candidate lists by query: a parameter search asks the same questions many times.
         self._memo: dict[tuple[object, ...], list[Candidate]] = {}
 
-    def add(self, turns: Sequence[Turn], vectors: np.ndarray) -> None:
+    def add(
+        self, turns: Sequence[Turn], vectors: np.ndarray, parts: Sequence[np.ndarray] = ()
+    ) -> None:
         """Store turns with their vectors, each put in the context of the turn before it in
-        its session (``links.run_context``), and link them (adjacency and similarity)."""
+        its session (``links.run_context``), and link them (adjacency and similarity).
+        ``parts`` holds each turn's sentence vectors, if any."""
         start = len(self.turns)
+        for offset, rows in enumerate(parts):
+            if len(rows):
+                stack = [self.part_vectors] if self.part_vectors.size else []
+                self.part_vectors = np.vstack([*stack, rows]).astype(np.float32)
+                owners = np.full(len(rows), start + offset, dtype=np.int64)
+                self.part_owner = np.concatenate([self.part_owner, owners])
         vectors = np.array(vectors, dtype=np.float32)
         context = self.links.run_context
         for offset, turn in enumerate(turns):
@@ -111,12 +129,22 @@ class InMemorySource:
             created_at=t.date,
         )
 
+    def _similarities(self, vector: np.ndarray) -> np.ndarray:
+        """Each turn's cosine to ``vector``: the best of its own and its sentences'."""
+        sims: np.ndarray = self.vectors @ vector
+        if len(self.part_owner):
+            best = np.full(len(sims), -1.0, dtype=np.float32)
+            np.maximum.at(best, self.part_owner, self.part_vectors @ vector)
+            sims = np.maximum(sims, best)
+        return sims
+
     def dense_candidates(self, vector: np.ndarray, *, limit: int) -> list[Candidate]:
-        """Exact nearest neighbours (the SQL backends use an ANN index)."""
+        """Exact nearest neighbours by the turns' vectors (the SQL backends use an ANN
+        index), scored with their sentences' as well."""
         key = ("dense", vector.tobytes(), limit, len(self.turns))
         if key not in self._memo:
-            sims = self.vectors @ vector
-            top = np.argsort(-sims)[:limit]
+            top = np.argsort(-(self.vectors @ vector))[:limit]
+            sims = self._similarities(vector)
             self._memo[key] = [self._candidate(int(i), dense=float(sims[i])) for i in top]
         return self._memo[key]
 
@@ -163,18 +191,18 @@ class InMemorySource:
         """Edges of the seeds and the memories at their other ends."""
         edges = [e for i in ids for e in self.edges.get(int(i), [])]
         others = {int(e.a) for e in edges} | {int(e.b) for e in edges}
+        sims = self._similarities(vector) if vector is not None else None
         cands = [
-            self._candidate(
-                j, dense=float(self.vectors[j] @ vector) if vector is not None else None
-            )
+            self._candidate(j, dense=float(sims[j]) if sims is not None else None)
             for j in sorted(others)
         ]
         return cands, edges
 
     def with_dense(self, candidates: Sequence[Candidate], vector: np.ndarray) -> list[Candidate]:
         """Cosine filled in for candidates read without the query vector."""
+        sims = self._similarities(vector)
         return [
-            c if c.dense is not None else replace(c, dense=float(self.vectors[int(c.id)] @ vector))
+            c if c.dense is not None else replace(c, dense=float(sims[int(c.id)]))
             for c in candidates
         ]
 
@@ -194,9 +222,11 @@ class EngramSide:
         links: LinkParams | None = None,
         plan: QueryPlan | None = None,
         ingest_embedder: Embedder | None = None,
+        part_embedder: LocalMiniLMEmbedder | None = None,
     ) -> None:
         self.embedder = embedder
         self.ingest_embedder = ingest_embedder or embedder
+        self.part_embedder = part_embedder
         self.weights = weights or RankingWeights()
         self.links = links or LinkParams()
         self.plan = plan or QueryPlan()
@@ -205,7 +235,17 @@ class EngramSide:
     def ingest(self, conv_id: str, turns: Sequence[Turn]) -> None:
         """Store one conversation's turns as memories of the user ``conv_id``."""
         source = self.users.setdefault(conv_id, InMemorySource(self.links))
-        source.add(turns, self.ingest_embedder.embed([memory_text(t) for t in turns]))
+        texts = [memory_text(t) for t in turns]
+        parts: list[np.ndarray] = []
+        if self.links.part_min_words:
+            if self.part_embedder is None:
+                raise ValueError("sentence vectors (part_min_words) need a part_embedder")
+            spans = [
+                part_spans(text, memory_value(t), min_words=self.links.part_min_words)
+                for text, t in zip(texts, turns, strict=True)
+            ]
+            parts = self.part_embedder.embed_spans(texts, spans)[1]
+        source.add(turns, self.ingest_embedder.embed(texts), parts)
 
     def query(self, conv_id: str, question: str, k: int) -> list[str]:
         """The dialogue ids of the top ``k`` memories for a question."""

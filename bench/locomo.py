@@ -195,6 +195,9 @@ HEADER = (
 # the previous one (``run_context``, as the defaults do) unless it says otherwise.
 _NEW = {"w_named": 0}
 _OLD = {"w_speaker": 0, "w_time": 0, "w_adjacent": 0}
+# Ablation keys that are store-time parameters (``LinkParams``), not ranking weights.
+_STORE_TIME = frozenset({"run_context", "part_min_words"})
+
 ABLATIONS: dict[str, dict[str, float]] = {
     "dense only": {"w_dense": 1.0, **_OLD, **_NEW},
     "bm25 only": {"w_dense": 0.0, **_OLD, **_NEW},
@@ -210,6 +213,7 @@ ABLATIONS: dict[str, dict[str, float]] = {
     "- named": {"w_named": 0},
     "- run context": {"run_context": 0.0},
     "- common names": {"common_name_share": 0.0},
+    "+ sentence vectors (off)": {"part_min_words": 8},
     "old defaults": {"w_dense": 0.5, "w_speaker": 0.1, **_NEW},
     "+ session 0.1": {"w_session": 0.1},
     "+ diverse 0.03": {"w_diverse": 0.03},
@@ -299,19 +303,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         embedder = CachedEmbedder(local, max_entries=4096)
         for name, change in ABLATIONS.items():
             weights = RankingWeights().model_copy(
-                update={k: v for k, v in change.items() if k != "run_context"}
+                update={k: v for k, v in change.items() if k not in _STORE_TIME}
             )
             links = LinkParams(top_k=5 if weights.w_related else 0)
             if "run_context" in change:
                 links = replace(links, run_context=change["run_context"])
-            proto = EngramSide(embedder, weights=weights, links=links, ingest_embedder=base)
+            if "part_min_words" in change:
+                links = replace(links, part_min_words=int(change["part_min_words"]))
+            proto = EngramSide(
+                embedder, weights=weights, links=links, ingest_embedder=base, part_embedder=local
+            )
             say(_row(name, evaluate(proto, data)))
     loo: dict[str, Any] | None = None
     if args.loo:
         query_embedder = CachedEmbedder(local, max_entries=4096)
 
         def stored(links: LinkParams) -> EngramSide:
-            side = EngramSide(query_embedder, links=links, ingest_embedder=base)
+            side = EngramSide(
+                query_embedder, links=links, ingest_embedder=base, part_embedder=local
+            )
             for conv in data.conversations:
                 side.ingest(conv.conv_id, conv.turns)
             return side

@@ -73,6 +73,36 @@ def test_similar_sentences_are_closer(embedder: LocalMiniLMEmbedder) -> None:
     assert float(query @ near) > float(query @ far) + 0.1
 
 
+def test_span_vectors_come_from_the_same_pass(embedder: LocalMiniLMEmbedder) -> None:
+    first = "I won a big video game tournament last week with my team."
+    second = "My grandmother's apple pie recipe needs cinnamon and brown sugar."
+    text = f"{first} {second}"
+    spans = [[(0, len(first)), (len(first) + 1, len(text))], []]
+    vectors, parts = embedder.embed_spans([text, second], spans)
+    # The texts' own vectors are embed()'s, whatever spans are asked for.
+    np.testing.assert_allclose(vectors, embedder.embed([text, second]), atol=1e-6)
+    assert parts[0].shape == (2, 384) and parts[1].shape == (0, 384)
+    np.testing.assert_allclose(np.linalg.norm(parts[0], axis=1), 1.0, rtol=1e-5)
+    # Each span's vector sits nearer its own sentence than the other one does.
+    alone = embedder.embed([first, second])
+    cosines = parts[0] @ alone.T
+    assert cosines[0, 0] > cosines[0, 1] and cosines[1, 1] > cosines[1, 0]
+    # And nearer than the whole text's vector: the span says one thing, the text two.
+    assert cosines[0, 0] > float(vectors[0] @ alone[0])
+    assert cosines[1, 1] > float(vectors[0] @ alone[1])
+
+
+def test_spans_past_the_token_limit_give_no_row(embedder: LocalMiniLMEmbedder) -> None:
+    head = "short start. "
+    text = head + "word " * 400 + "the end."
+    _, parts = embedder.embed_spans([text], [[(0, len(head)), (len(text) - 8, len(text))]])
+    assert parts[0].shape == (1, 384)
+    with pytest.raises(ValueError, match="one list of spans per text"):
+        embedder.embed_spans([text], [])
+    empty, none = embedder.embed_spans([], [])
+    assert empty.shape == (0, 384) and none == []
+
+
 def test_shipped_files_and_notice() -> None:
     folder = minilm_model_dir()
     assert (folder / "model.onnx").stat().st_size < 60_000_000

@@ -29,13 +29,16 @@ import numpy as np
 from engram.embedders.base import Vector, Vectors, l2_normalise
 from engram.errors import MissingDependencyError, ProviderError
 
-__all__ = ["MINILM_ID", "LocalMiniLMEmbedder", "minilm_model_dir"]
+__all__ = ["MINILM_ID", "LocalMiniLMEmbedder", "Span", "minilm_model_dir"]
 
 MINILM_ID = "all-MiniLM-L6-v2"
 _DIMS = 384
 _MAX_TOKENS = 256  # max_seq_length in the model's sentence_bert_config.json
 _MODEL_FILE = "model.onnx"
 _TOKENIZER_FILE = "tokenizer.json"
+
+Span = tuple[int, int]
+"""A ``(start, end)`` range of characters of a text, end exclusive."""
 
 
 def minilm_model_dir() -> Path:
@@ -79,6 +82,17 @@ class _OnnxRunner:
         self._tokenizer = tokenizer
 
     def run(self, texts: Sequence[str]) -> Vectors:
+        """Mean-pooled, normalised vectors of ``texts``."""
+        return self.run_spans(texts, [()] * len(texts))[0]
+
+    def run_spans(
+        self, texts: Sequence[str], spans: Sequence[Sequence[Span]]
+    ) -> tuple[Vectors, list[Vectors]]:
+        """The vectors of ``texts`` and, from the same pass, one vector per character span.
+
+        A span's vector pools the contextual token states that fall inside it (late
+        chunking); a span whose tokens were all truncated away gives no row.
+        """
         encodings = self._tokenizer.encode_batch(list(texts))
         width = max(len(e.ids) for e in encodings)
         ids = np.zeros((len(encodings), width), dtype=np.int64)
@@ -93,7 +107,21 @@ class _OnnxRunner:
         hidden = self._session.run(None, {k: v for k, v in feeds.items() if k in self._inputs})[0]
         weights = mask[..., None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
-        return l2_normalise(pooled)
+        parts: list[Vectors] = []
+        for row, (enc, wanted) in enumerate(zip(encodings, spans, strict=True)):
+            rows = []
+            for start, end in wanted:
+                inside = [
+                    i for i, (a, b) in enumerate(enc.offsets) if b > a and a >= start and b <= end
+                ]
+                if inside:
+                    rows.append(hidden[row, inside].mean(axis=0))
+            parts.append(l2_normalise(np.array(rows)) if rows else _no_rows())
+        return l2_normalise(pooled), parts
+
+
+def _no_rows() -> Vectors:
+    return np.zeros((0, _DIMS), dtype=np.float32)
 
 
 class LocalMiniLMEmbedder:
@@ -142,6 +170,37 @@ class LocalMiniLMEmbedder:
         except Exception as exc:  # a vendor error at the boundary
             raise ProviderError(f"local embedder failed: {type(exc).__name__}") from exc
         return out
+
+    def embed_spans(
+        self, texts: Sequence[str], spans: Sequence[Sequence[Span]]
+    ) -> tuple[Vectors, list[Vectors]]:
+        """:meth:`embed` plus, for each text, one vector per ``(start, end)`` character span
+        of it, pooled from the same forward pass (no second run of the model).
+
+        The text's own vector is exactly :meth:`embed`'s. A span's tokens are read in the
+        context of the whole text, so a sentence keeps what its neighbours say about it;
+        spans past the model's 256 tokens give no row.
+        """
+        if len(spans) != len(texts):
+            raise ValueError("embed_spans needs one list of spans per text")
+        if not texts:
+            return _no_rows(), []
+        runner = self._load()
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out = np.empty((len(texts), _DIMS), dtype=np.float32)
+        parts: list[Vectors] = [_no_rows()] * len(texts)
+        try:
+            for start in range(0, len(order), self.batch_size):
+                chunk = order[start : start + self.batch_size]
+                vectors, chunk_parts = runner.run_spans(
+                    [texts[i] for i in chunk], [spans[i] for i in chunk]
+                )
+                out[chunk] = vectors
+                for i, rows in zip(chunk, chunk_parts, strict=True):
+                    parts[i] = rows
+        except Exception as exc:  # a vendor error at the boundary
+            raise ProviderError(f"local embedder failed: {type(exc).__name__}") from exc
+        return out, parts
 
     def embed_one(self, text: str) -> Vector:
         """Embed one text."""

@@ -8,6 +8,7 @@ the speaker is ``metadata["speaker"]`` when the memory records one.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -58,3 +59,24 @@ def index_text(value: str, *, speaker: str | None = None, when: datetime | None 
     if when is not None:
         text = f"({when.day} {when:%B %Y}) {text}"
     return text
+
+
+_SENTENCE = re.compile(r"[^.!?]+(?:[.!?]+|$)")
+
+
+def part_spans(indexed: str, value: str, *, min_words: int) -> list[tuple[int, int]]:
+    """Character spans, in ``indexed``, of the sentences of ``value`` with ``min_words`` or
+    more words, when there are at least two such (a memory of one sentence is its own part).
+
+    ``indexed`` is :func:`index_text` of ``value``, which ends with it; ``min_words`` 0
+    gives no parts.
+    """
+    if min_words <= 0 or not indexed.endswith(value):
+        return []
+    offset = len(indexed) - len(value)
+    spans = [
+        (offset + m.start(), offset + m.end())
+        for m in _SENTENCE.finditer(value)
+        if len(m.group().split()) >= min_words
+    ]
+    return spans if len(spans) >= 2 else []
