@@ -68,6 +68,21 @@ def test_each_turn_carries_the_stored_vector_of_the_turn_before(hashing_app: Eng
     assert _cos(stored[third.id], raw[third.id]) < 0.99
 
 
+def test_a_turn_stored_after_a_batch_follows_its_last_turn(hashing_app: Engram) -> None:
+    app = hashing_app
+    embedder = HashingEmbedder()
+    turn = {"account_id": "a", "user_id": "u", "run_id": "s1", "key": "turn"}
+    batch = app.engine.store_many([{**turn, "value": f"turn {i} of the call"} for i in range(12)])
+    later = app.engine.store({**turn, "value": "and the last words"})
+    stored = app.engine.storage.vectors("a", [batch[-1].id, later.id])
+    want = _unit(embedder.embed_one(indexed_text(later)) + 0.6 * stored[batch[-1].id])
+    assert _cos(stored[later.id], want) > SAME
+    edges = app.engine.storage.edges("a", [later.id])
+    assert {(e.from_id, e.to_id) for e in edges if e.relation_type == "adjacent"} == {
+        (later.id, batch[-1].id)
+    }
+
+
 def test_run_context_zero_embeds_every_memory_alone(tmp_path: Path) -> None:
     embedder = HashingEmbedder()
     with _app(tmp_path, embedder, run_context=0.0) as app:

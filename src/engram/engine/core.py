@@ -235,8 +235,7 @@ class EngineCore:
         thread_id: str | None = None,
     ) -> list[Memory]:
         """Store several memories in one transaction (batch ingestion)."""
-        now = utcnow()
-        writes = [self._new_write(item, now, actor, thread_id) for item in items]
+        writes = self._new_writes(items, utcnow(), actor, thread_id)
         self._commit_versions(writes)
         return [w.memory for w in writes]
 
@@ -269,7 +268,7 @@ class EngineCore:
         """
         now = utcnow()
         extra = dict(meta or {})
-        writes = [self._new_write(item, now, actor, thread_id) for item in new]
+        writes = self._new_writes(new, now, actor, thread_id)
         heads = []
         for head in [*(h for h, _ in revisions), *forget]:
             if head.state != MemoryState.ACTIVE:
@@ -325,6 +324,24 @@ class EngineCore:
                 then(tx, written)
 
         return forget_all
+
+    def _new_writes(
+        self,
+        items: Sequence[NewMemory | Mapping[str, Any]],
+        now: datetime,
+        actor: str | None,
+        thread_id: str | None,
+    ) -> list[_Write]:
+        """The writes of new memories stored together, a microsecond apart in their order.
+
+        Distinct times keep a batch's order in the store: "oldest first" (a reindex) and the
+        newest memory of a run (the predecessor of a turn stored later, for its ``adjacent``
+        edge and run context) would otherwise be a tie broken by random ids.
+        """
+        return [
+            self._new_write(item, now + timedelta(microseconds=position), actor, thread_id)
+            for position, item in enumerate(items)
+        ]
 
     def _new_write(
         self,

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 from datetime import timedelta
 
 import pytest
 
 from engram.engine import MemoryEngine
 from engram.errors import ConflictError, NotFoundError, ValidationError
+from engram.storage.base import Storage
 from engram.testing.builders import ACCOUNT, add
 from engram.testing.conformance.harness import StorageHarness
 from engram.types import (
@@ -231,3 +233,19 @@ class MemoriesConformance(StorageHarness):
         assert [m.id for m in first + rest] == [m.id for m in reversed(stored)]
         with pytest.raises(ValidationError):
             engine.list_memories(flt, limit=0)
+
+    def test_a_batch_keeps_its_order(self, engine: MemoryEngine, storage: Storage) -> None:
+        # Stored together, yet newest first and oldest first follow the batch's order: the
+        # next turn of a run is linked to the batch's last one, and a reindex replays them
+        # in order (neither may hang on random ids breaking a tie).
+        batch = [
+            {"account_id": ACCOUNT, "user_id": "user-1", "key": f"turn-{i}", "value": "hi"}
+            for i in range(12)
+        ]
+        made = engine.store_many([{**item, "run_id": "call-9"} for item in batch])
+        flt = MemoryFilter(account_id=ACCOUNT, user_id="user-1", run_id="call-9")
+        newest = engine.list_memories(flt, limit=50)
+        assert [m.id for m in newest] == [m.id for m in reversed(made)]
+        oldest = [row.id for row in storage.iter_owner(ACCOUNT, "user-1")]
+        assert oldest == [m.id for m in made]
+        assert all(a.created_at < b.created_at for a, b in itertools.pairwise(made))
