@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -153,3 +154,22 @@ def test_reindex_stores_turns_in_the_context_it_is_given(tmp_path: Path, context
         else:
             assert _cos(after[m.id], raw) > SAME
     assert (_cos(after[ids[2]], embedder.embed_one(indexed_text(made[2]))) > SAME) == (not context)
+
+
+def test_reindex_carries_the_context_across_its_batches(tmp_path: Path) -> None:
+    from engram.engine.reindex import reindex
+
+    embedder = HashingEmbedder()
+    with _app(tmp_path, embedder) as app:
+        turn = {"account_id": "a", "user_id": "u", "run_id": "s1", "key": "turn"}
+        made = app.engine.store_many([{**turn, "value": f"turn {i} of the call"} for i in range(6)])
+        made.append(app.engine.store({**turn, "value": "and the last words"}))
+        ids = [m.id for m in made]
+        before = app.engine.storage.vectors("a", ids)
+        # Batches of two: turns 2, 4 and 6 find their predecessors in earlier batches.
+        reindex(app.engine, embedder, batch_size=2)
+        after = app.engine.storage.vectors("a", ids)
+        edges = app.engine.storage.edges("a", ids)
+    assert all(_cos(after[i], before[i]) > SAME for i in ids)
+    adjacent = {(e.from_id, e.to_id) for e in edges if e.relation_type == "adjacent"}
+    assert adjacent == {(later, earlier) for earlier, later in itertools.pairwise(ids)}

@@ -345,8 +345,13 @@ class VectorIndexer:
         for other in reversed(batch):
             if other.run_id == memory.run_id and other.user_id == memory.user_id:
                 return other.id
+        # Stored before it: a live write is the run's newest anyway, and a reindex (oldest
+        # first) finds the predecessor it has just re-written, not a later turn of the run.
         flt = MemoryFilter(
-            account_id=memory.account_id, user_id=memory.user_id, run_id=memory.run_id
+            account_id=memory.account_id,
+            user_id=memory.user_id,
+            run_id=memory.run_id,
+            created_before=memory.created_at,
         )
         for row in self.storage.list_memories(flt, _LATEST):
             if row.id not in (memory.id, memory.supersedes_id):
