@@ -6,7 +6,7 @@ overall and per category, with query latency (p50/p95, query embedding included)
 ingestion rate.
 
     python bench/locomo.py [--data FILE] [--backend sqlite|postgres] [--json OUT]
-                           [--ablation] [--loo] [--no-mem0] [--cache]
+                           [--ablation] [--loo [--sentence-vectors]] [--no-mem0] [--cache]
 
 Engram runs on the real engine (``MemoryEngine.store_many`` with the vector indexer,
 ``retrieve`` over ``StorageCandidateSource``) on ``--backend sqlite`` or an embedded
@@ -18,6 +18,9 @@ in-memory prototype of ``_prototype.py``, which ranks the same way).
 ``--loo`` chooses every tunable ranking parameter (and the store-time ``run_context``) on
 four conversations and reports the fifth, for each conversation in turn (``_loo.py``): the
 per-fold table, the mean and the worst fold, and every held-out question pooled.
+``--sentence-vectors`` offers the prototype's sentence vectors there too (``part_min_words``
+0 or 8, see ``_prototype.LinkParams``; the engine does not store them), with ``run_context``
+held at 0.6.
 mem0 (``pip install 'engram[bench]'``) runs in the same process on the same embedder object,
 ``infer=False`` (no LLM), with an embedded Qdrant folder (``_mem0_side.py``); ``--no-mem0``
 leaves it out.
@@ -52,6 +55,7 @@ from _locomo_data import (
     Dataset,
     load_conversations,
 )
+from _loo import INDEX_GRID, SENTENCE_VECTORS
 from _loo import report as loo_report
 from _mem0_side import make_mem0_side
 from _prototype import EngramSide, LinkParams, memory_text
@@ -230,6 +234,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=None, dest="json_out")
     parser.add_argument("--ablation", action="store_true")
     parser.add_argument("--loo", action="store_true", help="leave-one-conversation-out")
+    parser.add_argument(
+        "--sentence-vectors",
+        action="store_true",
+        help="--loo also offers sentence vectors (prototype only; twice the grid)",
+    )
     parser.add_argument("--no-mem0", action="store_true")
     parser.add_argument("--cache", action="store_true")
     args = parser.parse_args(argv)
@@ -326,7 +335,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 side.ingest(conv.conv_id, conv.turns)
             return side
 
-        loo = loo_report(data, stored, say)
+        grid = SENTENCE_VECTORS if args.sentence_vectors else INDEX_GRID
+        loo = loo_report(data, stored, say, grid)
     # The figures are on disk before anything is printed (a broken pipe loses no result).
     if args.json_out is not None:
         out = {
