@@ -6,17 +6,19 @@ from pathlib import Path
 
 from engram.storage.filters import compile_filter
 from engram.storage.sqlite import SqliteStorage
-from engram.types import MemoryFilter
+from engram.types import MemoryFilter, utcnow
 
 
 def test_the_newest_memory_of_a_run_is_read_through_the_run_index(tmp_path: Path) -> None:
     storage = SqliteStorage(str(tmp_path / "engram.db"))
     storage.migrate()
     try:
-        flt = MemoryFilter(account_id="acct", user_id="u1", run_id="call-1")
+        flt = MemoryFilter(
+            account_id="acct", user_id="u1", run_id="call-1", created_before=utcnow()
+        )
         where, params = compile_filter(flt)
-        # The statement ``list_memories`` sends for a run's newest memories (the indexer's
-        # lookup of the previous turn).
+        # The statement ``list_memories`` sends for a run's newest memories stored before a
+        # given one (the indexer's lookup of the previous turn).
         with storage.transaction() as tx:
             plan = tx.run(
                 f"EXPLAIN QUERY PLAN SELECT m.id FROM memories m WHERE {where} "
