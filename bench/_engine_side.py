@@ -51,7 +51,11 @@ def open_storage(backend: str, folder: Path, *, pool_max: int = 8) -> tuple[Stor
     from engram.testing.postgres import EmbeddedPostgres
 
     server = EmbeddedPostgres(folder / "pg", settings=POSTGRES_SETTINGS)
-    postgres = PostgresStorage(server.create_database("bench"), max_size=pool_max)
+    # ENGRAM_POSTGRES_EF_SEARCH applies here as in a deployment.
+    ef_search = Settings(home=folder / "home").postgres_ef_search
+    postgres = PostgresStorage(
+        server.create_database("bench"), max_size=pool_max, ef_search=ef_search
+    )
     postgres.migrate()
     return postgres, server
 

@@ -135,6 +135,15 @@ class Settings(BaseSettings):
     )
     postgres_pool_min: int = Field(default=1, ge=1)
     postgres_pool_max: int = Field(default=8, ge=1)
+    postgres_ef_search: int = Field(
+        default=64,
+        ge=1,
+        le=1000,
+        description=(
+            "pgvector's hnsw.ef_search on every pooled connection: candidates the HNSW graph "
+            "keeps per search (more: higher recall, slower search; docs/retrieval.md)"
+        ),
+    )
 
     xai_api_key: SecretStr | None = Field(
         default=None, validation_alias=AliasChoices("XAI_API_KEY")

@@ -34,10 +34,12 @@ def _sqlite(url: str, **_options: int) -> Storage:
     return SqliteStorage(url.split("://", 1)[1].removeprefix("/") or ":memory:")
 
 
-def _postgres(url: str, *, pool_min: int = 1, pool_max: int = 8) -> Storage:
+def _postgres(url: str, *, pool_min: int = 1, pool_max: int = 8, ef_search: int = 64) -> Storage:
     from engram.storage.postgres import PostgresStorage
 
-    return PostgresStorage(url, min_size=pool_min, max_size=max(pool_min, pool_max))
+    return PostgresStorage(
+        url, min_size=pool_min, max_size=max(pool_min, pool_max), ef_search=ef_search
+    )
 
 
 register_backend("sqlite", _sqlite)
@@ -45,10 +47,11 @@ register_backend("postgresql", _postgres)
 register_backend("postgres", _postgres)
 
 
-def open_storage(url: str, *, pool_min: int = 1, pool_max: int = 8) -> Storage:
+def open_storage(url: str, *, pool_min: int = 1, pool_max: int = 8, ef_search: int = 64) -> Storage:
     """Open (and migrate) the storage at ``url``: ``sqlite:///path`` or ``postgresql://...``.
 
-    ``pool_min``/``pool_max`` size PostgreSQL's connection pool.
+    ``pool_min``/``pool_max`` size PostgreSQL's connection pool; ``ef_search`` is its
+    ``hnsw.ef_search``.
     """
     scheme = url.split("://", 1)[0] if "://" in url else ""
     try:
@@ -57,7 +60,7 @@ def open_storage(url: str, *, pool_min: int = 1, pool_max: int = 8) -> Storage:
         raise ConfigurationError(
             f"unknown storage URL scheme {scheme!r}; use sqlite:///path or postgresql://..."
         ) from None
-    storage = factory(url, pool_min=pool_min, pool_max=pool_max)
+    storage = factory(url, pool_min=pool_min, pool_max=pool_max, ef_search=ef_search)
     storage.migrate()
     return storage
 
@@ -68,4 +71,5 @@ def storage_from_settings(settings: Settings) -> Storage:
         settings.resolved_storage_url(),
         pool_min=settings.postgres_pool_min,
         pool_max=settings.postgres_pool_max,
+        ef_search=settings.postgres_ef_search,
     )

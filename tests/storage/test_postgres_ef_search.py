@@ -1,0 +1,30 @@
+"""PostgreSQL: ``ENGRAM_POSTGRES_EF_SEARCH`` reaches every pooled connection."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from engram.config import Settings
+from engram.storage import storage_from_settings
+from engram.storage.postgres import PostgresStorage
+from engram.testing.postgres import EmbeddedPostgres
+
+
+def test_the_configured_ef_search_is_set_on_pooled_connections(
+    postgres_server: EmbeddedPostgres,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    url = postgres_server.temporary_database(request, template="engram_template")
+    monkeypatch.setenv("ENGRAM_STORAGE_URL", url)
+    monkeypatch.setenv("ENGRAM_POSTGRES_EF_SEARCH", "123")
+    storage = storage_from_settings(Settings(home=tmp_path))
+    assert isinstance(storage, PostgresStorage)
+    try:
+        with storage.transaction() as tx:
+            assert tx.run("SHOW hnsw.ef_search").fetchone()[0] == "123"
+    finally:
+        storage.close()
