@@ -497,6 +497,12 @@ def run(backend: str, size: int, local: Embedder, args: argparse.Namespace) -> d
                 storage, local, timed[: args.recall_queries], user_ids, user_vectors
             )
             search, search_after_embedding = search_timings(storage, local, timed)
+            by_ef = {
+                str(ef): time_ef_search(
+                    storage, ef, app, local, timed, args, (user_ids, user_vectors), embeds
+                )
+                for ef in (args.ef_search if backend == "postgres" else ())
+            }
             cold = cold_first_query(app, timed[0], args.top_k)
         finally:
             app.close()
@@ -521,6 +527,46 @@ def run(backend: str, size: int, local: Embedder, args: argparse.Namespace) -> d
         "rows_user": size,
         "fill_rows_per_s": round(len(texts) / fill_s, 1),
         **cold,
+        **({"by_ef_search": by_ef} if by_ef else {}),
+    }
+
+
+def time_ef_search(
+    storage: Storage,
+    ef_search: int,
+    app: Engram,
+    local: Embedder,
+    timed: list[str],
+    args: argparse.Namespace,
+    user: tuple[list[str], Any],
+    embeds: list[float],
+) -> dict[str, Any]:
+    """The timed queries, ANN recall and searches again on the same filled PostgreSQL store,
+    through a second pool whose connections search with ``hnsw.ef_search = ef_search``."""
+    from engram.storage.postgres import PostgresStorage
+
+    assert isinstance(storage, PostgresStorage)
+    other = PostgresStorage(storage.conninfo, max_size=8, ef_search=ef_search)
+    # Its own key store connection (the same tables): closing the twin leaves the app's open.
+    engine = MemoryEngine(other, app.engine.keyring, settings=app.settings)
+    twin = Engram(engine, embedder=app.embedder, settings=app.settings)
+    try:
+        for q in timed[:20]:
+            twin.query({"agent": "default", "account_id": ACCOUNT, "user_id": USER, "query": q})
+        totals = _time_queries(twin, timed, args.top_k)
+        user_ids, user_vectors = user
+        recall = ann_recall(other, local, timed[: args.recall_queries], user_ids, user_vectors)
+        search, search_after_embedding = search_timings(other, local, timed)
+    finally:
+        twin.close()
+    p50, p95 = _pcts(totals)
+    return {
+        "p50_ms": p50,
+        "p95_ms": p95,
+        "overhead_p95_ms": round(p95 - _pcts(embeds)[1], 2),
+        "ann_recall@10": recall,
+        "search_p50_ms": search,
+        "search_after_embed_p50_ms": search_after_embedding,
     }
 
 
@@ -611,7 +657,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         default="numba",
         help="SQLite vector index loops: numba when installed (the default), or NumPy's",
     )
+    parser.add_argument(
+        "--ef-search",
+        default="",
+        help="PostgreSQL: hnsw.ef_search values timed again on the same filled store, each "
+        "through its own pool (comma-separated; the main row uses ENGRAM_POSTGRES_EF_SEARCH)",
+    )
     args = parser.parse_args(argv)
+    args.ef_search = [int(v) for v in args.ef_search.split(",") if v]
     vector_kernels.use_numba(args.kernels == "numba")
     if args.kernels == "numba" and not vector_kernels.numba_available():
         print("numba is not installed (the `fast` extra): the SQLite index uses NumPy")
@@ -650,6 +703,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"{m['fill_rows_per_s']}",
                 flush=True,
             )
+            for ef, e in m.get("by_ef_search", {}).items():
+                print(
+                    f"{'':<9} ef_search {ef}: p50 {e['p50_ms']:.2f} p95 {e['p95_ms']:.2f} "
+                    f"overhead {e['overhead_p95_ms']:.2f} ANN r@10 {e['ann_recall@10']:.3f} "
+                    f"search {e['search_p50_ms']:.2f} s/embed {e['search_after_embed_p50_ms']:.2f}",
+                    flush=True,
+                )
             if m.get("snapshot_every_rows"):
                 print(
                     f"{'':<9} index snapshot {m['snapshot_bytes'] / 1e6:.1f} MB sealed, "
