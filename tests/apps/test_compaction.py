@@ -17,6 +17,7 @@ from tests.conftest import TEST_KEK, make_storage
 
 from engram.apps import AppMemories, AppScope, reason_of
 from engram.apps.service import EndOutcome
+from engram.apps.writer import LLMMemoryWriter
 from engram.config import Settings
 from engram.crypto.keyring import KeyRing
 from engram.engine import MemoryEngine
@@ -138,7 +139,11 @@ def test_llm_timeout_falls_back_to_fifo(
 ) -> None:
     llm_server.enqueue(NEW, ScriptedReply(content=_decision("delete", full[5].id), delay=5.0))
     quick = settings.model_copy(update={"app_llm_timeout": 0.3})
-    apps = AppMemories(engine, settings=quick, llm=llm_of(llm_server))
+    # Only the compaction call is meant to time out: the writer's prompt gets the default
+    # timeout, so a loaded machine's slow reply to it is not taken for the one under test.
+    llm = llm_of(llm_server)
+    writer = LLMMemoryWriter(llm, timeout=settings.app_llm_timeout)
+    apps = AppMemories(engine, settings=quick, llm=llm, writer=writer)
     _end(apps)
     _assert_fifo(engine, apps, full, "llm_timeout")
     assert full[5].id in _active_ids(apps)

@@ -185,7 +185,9 @@ def test_an_llm_timeout_stores_nothing(engine: MemoryEngine) -> None:
         with pytest.raises(ProviderError, match="timed out"):
             _run(chat)
         _assert_nothing_stored(engine)
-        assert _run(chat) is not None
+        # The retry is not about time: with the default timeout, a loaded machine's slow
+        # reply is not a second timeout.
+        assert _run(_llm_chat(engine, server)) is not None
     assert _state(engine)["ranges"] == [(0, 20)]
 
 
