@@ -136,7 +136,7 @@ class Settings(BaseSettings):
     postgres_pool_min: int = Field(default=1, ge=1)
     postgres_pool_max: int = Field(default=8, ge=1)
     postgres_ef_search: int = Field(
-        default=64,
+        default=128,
         ge=1,
         le=1000,
         description=(

@@ -8,6 +8,7 @@ import pytest
 
 from engram.config import Settings
 from engram.storage import storage_from_settings
+from engram.storage.migrations import HNSW_EF_SEARCH
 from engram.storage.postgres import PostgresStorage
 from engram.testing.postgres import EmbeddedPostgres
 
@@ -28,3 +29,7 @@ def test_the_configured_ef_search_is_set_on_pooled_connections(
             assert tx.run("SHOW hnsw.ef_search").fetchone()[0] == "123"
     finally:
         storage.close()
+
+
+def test_the_setting_and_the_store_default_to_the_same_value() -> None:
+    assert Settings.model_fields["postgres_ef_search"].default == HNSW_EF_SEARCH == 128

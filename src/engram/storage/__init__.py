@@ -7,6 +7,7 @@ from collections.abc import Callable
 from engram.config import Settings
 from engram.errors import ConfigurationError
 from engram.storage.base import Capability, Storage
+from engram.storage.migrations import HNSW_EF_SEARCH
 
 __all__ = [
     "Capability",
@@ -34,7 +35,9 @@ def _sqlite(url: str, **_options: int) -> Storage:
     return SqliteStorage(url.split("://", 1)[1].removeprefix("/") or ":memory:")
 
 
-def _postgres(url: str, *, pool_min: int = 1, pool_max: int = 8, ef_search: int = 64) -> Storage:
+def _postgres(
+    url: str, *, pool_min: int = 1, pool_max: int = 8, ef_search: int = HNSW_EF_SEARCH
+) -> Storage:
     from engram.storage.postgres import PostgresStorage
 
     return PostgresStorage(
@@ -47,7 +50,9 @@ register_backend("postgresql", _postgres)
 register_backend("postgres", _postgres)
 
 
-def open_storage(url: str, *, pool_min: int = 1, pool_max: int = 8, ef_search: int = 64) -> Storage:
+def open_storage(
+    url: str, *, pool_min: int = 1, pool_max: int = 8, ef_search: int = HNSW_EF_SEARCH
+) -> Storage:
     """Open (and migrate) the storage at ``url``: ``sqlite:///path`` or ``postgresql://...``.
 
     ``pool_min``/``pool_max`` size PostgreSQL's connection pool; ``ef_search`` is its

@@ -214,6 +214,12 @@ HNSW_EF_CONSTRUCTION = 200
 default is 64) reaches the same recall with a smaller ``hnsw.ef_search``, so every query
 walks fewer graph nodes; building costs more per inserted vector."""
 
+HNSW_EF_SEARCH = 128
+"""The default ``hnsw.ef_search`` (``ENGRAM_POSTGRES_EF_SEARCH``). With each turn's vector
+in the context of the one before it (``ENGRAM_RUN_CONTEXT``), 64 found 0.87 of the true top
+10 at 100k memories and 128 finds 0.92, for 0.3 ms more per search (``bench/scale.py
+--ef-search``; docs/retrieval.md)."""
+
 POSTGRES_HNSW_INDEX = (
     "CREATE INDEX IF NOT EXISTS embeddings_hnsw ON embeddings USING hnsw "
     f"(embedding vector_cosine_ops) WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION})"

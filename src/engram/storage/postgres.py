@@ -23,7 +23,7 @@ from engram.storage.base import (
     Vector,
 )
 from engram.storage.filters import compile_filter
-from engram.storage.migrations import POSTGRES_HNSW_INDEX, account_policy
+from engram.storage.migrations import HNSW_EF_SEARCH, POSTGRES_HNSW_INDEX, account_policy
 from engram.storage.sql import (
     MEMORY_SELECT,
     NO_NEIGHBOUR_COLUMN,
@@ -208,7 +208,7 @@ class PostgresStorage(SqlStorage):
         *,
         min_size: int = 1,
         max_size: int = 8,
-        ef_search: int = 64,
+        ef_search: int = HNSW_EF_SEARCH,
         wait_seconds: float = 30.0,
         lexical: LexicalTuning | None = None,
     ) -> None:
