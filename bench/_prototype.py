@@ -78,12 +78,12 @@ class InMemorySource:
         its session (``links.run_context``), and link them (adjacency and similarity).
         ``parts`` holds each turn's sentence vectors, if any."""
         start = len(self.turns)
-        for offset, rows in enumerate(parts):
-            if len(rows):
-                stack = [self.part_vectors] if self.part_vectors.size else []
-                self.part_vectors = np.vstack([*stack, rows]).astype(np.float32)
-                owners = np.full(len(rows), start + offset, dtype=np.int64)
-                self.part_owner = np.concatenate([self.part_owner, owners])
+        new = [(start + offset, rows) for offset, rows in enumerate(parts) if len(rows)]
+        if new:
+            kept = [self.part_vectors] if len(self.part_owner) else []
+            self.part_vectors = np.vstack([*kept, *(rows for _, rows in new)]).astype(np.float32)
+            owners = [turn for turn, rows in new for _ in range(len(rows))]
+            self.part_owner = np.concatenate([self.part_owner, owners]).astype(np.int64)
         vectors = np.array(vectors, dtype=np.float32)
         context = self.links.run_context
         for offset, turn in enumerate(turns):

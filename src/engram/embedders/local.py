@@ -81,10 +81,6 @@ class _OnnxRunner:
         tokenizer.enable_truncation(max_length=_MAX_TOKENS)
         self._tokenizer = tokenizer
 
-    def run(self, texts: Sequence[str]) -> Vectors:
-        """Mean-pooled, normalised vectors of ``texts``."""
-        return self.run_spans(texts, [()] * len(texts))[0]
-
     def run_spans(
         self, texts: Sequence[str], spans: Sequence[Sequence[Span]]
     ) -> tuple[Vectors, list[Vectors]]:
@@ -158,26 +154,16 @@ class LocalMiniLMEmbedder:
 
     def embed(self, texts: Sequence[str]) -> Vectors:
         """Embed texts in length-sorted batches (less padding); order is preserved."""
-        if not texts:
-            return np.zeros((0, _DIMS), dtype=np.float32)
-        runner = self._load()
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        out = np.empty((len(texts), _DIMS), dtype=np.float32)
-        try:
-            for start in range(0, len(order), self.batch_size):
-                chunk = order[start : start + self.batch_size]
-                out[chunk] = runner.run([texts[i] for i in chunk])
-        except Exception as exc:  # a vendor error at the boundary
-            raise ProviderError(f"local embedder failed: {type(exc).__name__}") from exc
-        return out
+        return self.embed_spans(texts, [()] * len(texts))[0]
 
     def embed_spans(
         self, texts: Sequence[str], spans: Sequence[Sequence[Span]]
     ) -> tuple[Vectors, list[Vectors]]:
-        """:meth:`embed` plus, for each text, one vector per ``(start, end)`` character span
-        of it, pooled from the same forward pass (no second run of the model).
+        """The texts' vectors (length-sorted batches, order preserved) plus, for each text,
+        one vector per ``(start, end)`` character span of it, pooled from the same forward
+        pass (no second run of the model).
 
-        The text's own vector is exactly :meth:`embed`'s. A span's tokens are read in the
+        :meth:`embed` is this without spans. A span's tokens are read in the
         context of the whole text, so a sentence keeps what its neighbours say about it;
         spans past the model's 256 tokens give no row.
         """
