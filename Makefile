@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 # `make test` (and lint, bench): everything the suite and the linters need. `fast` (numba)
 # compiles the SQLite vector index's loops; the tests compare them with NumPy's.
 EXTRAS ?= test,postgres,local,server,tokens,fast,mcp,langgraph
-# `make run`: the demo's embedder (local), `engram serve` (server) and exact token budgets
+# `make run`: the demo's embedder (local), `confide serve` (server) and exact token budgets
 # (tokens); no test tools, no PostgreSQL driver, no numba.
 RUN_EXTRAS ?= local,server,tokens
 
@@ -25,7 +25,7 @@ $(VENV)/.installed-%: pyproject.toml | $(PY)
 venv: $(call stamp,$(EXTRAS))
 
 run: $(call stamp,$(RUN_EXTRAS))
-	$(VENV)/bin/engram demo
+	$(VENV)/bin/confide demo
 
 lint: venv
 	$(VENV)/bin/ruff check src tests bench

@@ -1,9 +1,9 @@
-"""Engram's side of the LoCoMo harness on the real engine (SQLite or embedded PostgreSQL).
+"""Confide's side of the LoCoMo harness on the real engine (SQLite or embedded PostgreSQL).
 
 Each conversation is one user; each dialogue turn one memory (``episodic``), with the
 speaker and session date in its metadata and the session as its ``run_id``, stored through
 ``MemoryEngine.store_many`` (one batch per session) with the vector indexer wired in by
-:class:`engram.client.Engram`. Questions go through :func:`engram.retrieval.query.retrieve`
+:class:`confide.client.Confide`. Questions go through :func:`confide.retrieval.query.retrieve`
 over :class:`StorageCandidateSource`, exactly as ``memory_query`` does, minus the
 per-category ``rag_length`` cap (the benchmark asks for 20 results).
 """
@@ -19,17 +19,17 @@ from typing import Any
 
 from _locomo_data import Turn
 from _prototype import memory_value
-from engram.client import Engram
-from engram.config import Settings
-from engram.crypto.keyring import KeyRing
-from engram.embedders import Embedder
-from engram.engine import MemoryEngine
-from engram.retrieval.query import QueryPlan, retrieve
-from engram.retrieval.ranking import RankingWeights
-from engram.retrieval.source import StorageCandidateSource
-from engram.storage.base import Storage
-from engram.storage.keystore import open_key_store
-from engram.types import MemoryFilter
+from confide.client import Confide
+from confide.config import Settings
+from confide.crypto.keyring import KeyRing
+from confide.embedders import Embedder
+from confide.engine import MemoryEngine
+from confide.retrieval.query import QueryPlan, retrieve
+from confide.retrieval.ranking import RankingWeights
+from confide.retrieval.source import StorageCandidateSource
+from confide.storage.base import Storage
+from confide.storage.keystore import open_key_store
+from confide.types import MemoryFilter
 
 ACCOUNT = "locomo"
 
@@ -42,16 +42,16 @@ neither the HNSW index nor the rows at 100k memories; this machine has 24 GB).""
 def open_storage(backend: str, folder: Path, *, pool_max: int = 8) -> tuple[Storage, Any]:
     """A fresh migrated storage under ``folder`` and whatever must be stopped afterwards."""
     if backend == "sqlite":
-        from engram.storage.sqlite import SqliteStorage
+        from confide.storage.sqlite import SqliteStorage
 
-        sqlite = SqliteStorage(folder / "engram.db")
+        sqlite = SqliteStorage(folder / "confide.db")
         sqlite.migrate()
         return sqlite, None
-    from engram.storage.postgres import PostgresStorage
-    from engram.testing.postgres import EmbeddedPostgres
+    from confide.storage.postgres import PostgresStorage
+    from confide.testing.postgres import EmbeddedPostgres
 
     server = EmbeddedPostgres(folder / "pg", settings=POSTGRES_SETTINGS)
-    # ENGRAM_POSTGRES_EF_SEARCH applies here as in a deployment.
+    # CONFIDE_POSTGRES_EF_SEARCH applies here as in a deployment.
     ef_search = Settings(home=folder / "home").postgres_ef_search
     postgres = PostgresStorage(
         server.create_database("bench"), max_size=pool_max, ef_search=ef_search
@@ -115,8 +115,8 @@ def settle(storage: Storage) -> None:
     freshly loaded tables, on the same cores), then a checkpoint, so the load's dirty pages
     are not written out by a timed checkpoint in the middle of the queries.
     """
-    from engram.storage.postgres import PostgresStorage
-    from engram.storage.sqlite import SqliteStorage
+    from confide.storage.postgres import PostgresStorage
+    from confide.storage.sqlite import SqliteStorage
 
     if isinstance(storage, PostgresStorage):
         import psycopg
@@ -143,16 +143,16 @@ class EngineSide:
         plan: QueryPlan | None = None,
         link_top_k: int = 5,
     ) -> None:
-        self._tmp = tempfile.TemporaryDirectory(prefix=f"engram-locomo-{backend}-")
+        self._tmp = tempfile.TemporaryDirectory(prefix=f"confide-locomo-{backend}-")
         folder = Path(self._tmp.name)
         self.storage, self._server = open_storage(backend, folder)
         settings = Settings(
             home=folder / "home", encryption_key=os.urandom(32).hex(), link_top_k=link_top_k
         )
         engine = MemoryEngine(self.storage, KeyRing(primary=os.urandom(32)), settings=settings)
-        self.app = Engram(engine, embedder=embedder, settings=settings)
+        self.app = Confide(engine, embedder=embedder, settings=settings)
         self.embedder = embedder
-        # The run's ENGRAM_RANKING__* settings unless the caller gives weights.
+        # The run's CONFIDE_RANKING__* settings unless the caller gives weights.
         self.weights = weights or settings.ranking
         self.plan = plan or QueryPlan()
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from _locomo_data import SCORED_CATEGORIES, Dataset
-from _prototype import EngramSide, LinkParams
-from engram.retrieval.ranking import RankingWeights
+from _prototype import ConfideSide, LinkParams
+from confide.retrieval.ranking import RankingWeights
 
 K = 10
 
@@ -52,7 +52,7 @@ def grid_points(grid: Mapping[str, Sequence[float]] = GRID) -> Iterator[dict[str
         yield dict(zip(names, values, strict=True))
 
 
-def question_recalls(side: EngramSide, data: Dataset, weights: RankingWeights) -> list[float]:
+def question_recalls(side: ConfideSide, data: Dataset, weights: RankingWeights) -> list[float]:
     """Evidence recall@10 of every question of ``data`` (in its order) under ``weights``.
 
     ``side`` has ingested every conversation already.
@@ -142,7 +142,7 @@ def _short(point: Mapping[str, float]) -> str:
 
 def report(
     data: Dataset,
-    stored: Callable[[LinkParams], EngramSide],
+    stored: Callable[[LinkParams], ConfideSide],
     say: Any,
     index_grid: Mapping[str, Sequence[float]] = INDEX_GRID,
 ) -> dict[str, Any]:

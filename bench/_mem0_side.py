@@ -1,9 +1,9 @@
-"""mem0 on the same turns: ``infer=False``, Engram's own embedder, embedded Qdrant.
+"""mem0 on the same turns: ``infer=False``, Confide's own embedder, embedded Qdrant.
 
-mem0 gets the very embedder object Engram's side uses (the shipped ONNX MiniLM of
-``engram.embedders.local``, through the harness's caches), so the two systems rank the same
+mem0 gets the very embedder object Confide's side uses (the shipped ONNX MiniLM of
+``confide.embedders.local``, through the harness's caches), so the two systems rank the same
 vectors and torch is never needed. mem0 is built with its ``openai`` embedder, which loads
-no model, and that embedder is then replaced by :class:`EngramEmbedding`, which speaks
+no model, and that embedder is then replaced by :class:`ConfideEmbedding`, which speaks
 mem0's embedder interface (``mem0.embeddings.base.EmbeddingBase``).
 
 Nothing leaves the machine: telemetry is off before mem0 is imported, mem0's home folder is
@@ -26,20 +26,20 @@ from typing import Any
 
 from _locomo_data import Turn
 from _prototype import memory_text
-from engram.embedders import Embedder
+from confide.embedders import Embedder
 
 # The discard port on loopback: nothing listens, so a stray call fails at once.
 _NOWHERE = "http://127.0.0.1:9/v1"
 _UNUSED_KEY = "unused-infer-false"
 
 
-class EngramEmbedding:
-    """mem0's embedder interface over an Engram :class:`~engram.embedders.Embedder`.
+class ConfideEmbedding:
+    """mem0's embedder interface over an Confide :class:`~confide.embedders.Embedder`.
 
     mem0 calls ``embed(text, memory_action)`` for one text, ``embed_batch(texts,
     memory_action)`` for several, and reads ``config.embedding_dims``; vectors go back as
     lists of floats. Questions (``memory_action="search"``) go through ``embed_one``, as
-    Engram's queries do; stored texts through ``embed``, as Engram's ingestion does.
+    Confide's queries do; stored texts through ``embed``, as Confide's ingestion does.
     """
 
     def __init__(self, embedder: Embedder, config: Any) -> None:
@@ -101,7 +101,7 @@ def make_mem0_side(embedder: Embedder) -> Mem0Side | None:
     """Build mem0 over ``embedder`` and an embedded Qdrant folder, or ``None`` without mem0."""
     if importlib.util.find_spec("mem0") is None:
         return None
-    workdir = tempfile.TemporaryDirectory(prefix="engram-bench-mem0-")
+    workdir = tempfile.TemporaryDirectory(prefix="confide-bench-mem0-")
     # Read by mem0 when it is imported: no telemetry, its config file in the temporary folder,
     # and no model hub for mem0's optional extras if they happen to be installed.
     os.environ["MEM0_TELEMETRY"] = "False"
@@ -138,9 +138,9 @@ def make_mem0_side(embedder: Embedder) -> Mem0Side | None:
         "history_db_path": os.path.join(workdir.name, "history.db"),
     }
     memory = Memory.from_config(config)
-    memory.embedding_model = EngramEmbedding(embedder, memory.embedding_model.config)
+    memory.embedding_model = ConfideEmbedding(embedder, memory.embedding_model.config)
     setup = (
         f"mem0ai {version('mem0ai')}, infer=False, embedded Qdrant, "
-        f"embedder {embedder.model_id} (Engram's, in process), {_signals()}"
+        f"embedder {embedder.model_id} (Confide's, in process), {_signals()}"
     )
     return Mem0Side(memory, workdir, setup)

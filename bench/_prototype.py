@@ -1,10 +1,10 @@
-"""An in-memory prototype of Engram's candidate generation, for the LoCoMo harness.
+"""An in-memory prototype of Confide's candidate generation, for the LoCoMo harness.
 
-It implements :class:`engram.retrieval.query.CandidateSource` with numpy (dense) and the
+It implements :class:`confide.retrieval.query.CandidateSource` with numpy (dense) and the
 retrieval package's BM25, and links memories the way the engine will at store time:
 ``adjacent`` edges between consecutive turns of one session and ``similar`` edges to the
 top-K earlier memories with cosine >= ``link_min``. The harness reaches it only through
-:class:`EngramSide`, to be switched to the real ``MemoryEngine`` once storage lands.
+:class:`ConfideSide`, to be switched to the real ``MemoryEngine`` once storage lands.
 """
 
 from __future__ import annotations
@@ -16,15 +16,15 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from _locomo_data import Turn
-from engram.config import Settings
-from engram.embedders import Embedder
-from engram.embedders.local import LocalMiniLMEmbedder
-from engram.index.memory_text import index_text, part_spans
-from engram.index.tokenize import terms
-from engram.index.vectors import in_context
-from engram.retrieval.bm25 import BM25Params, bm25_idf, bm25_term_weight
-from engram.retrieval.query import QueryPlan, retrieve
-from engram.retrieval.ranking import Candidate, Edge, EdgeKind, RankingWeights
+from confide.config import Settings
+from confide.embedders import Embedder
+from confide.embedders.local import LocalMiniLMEmbedder
+from confide.index.memory_text import index_text, part_spans
+from confide.index.tokenize import terms
+from confide.index.vectors import in_context
+from confide.retrieval.bm25 import BM25Params, bm25_idf, bm25_term_weight
+from confide.retrieval.query import QueryPlan, retrieve
+from confide.retrieval.ranking import Candidate, Edge, EdgeKind, RankingWeights
 
 
 def memory_value(turn: Turn) -> str:
@@ -41,7 +41,7 @@ def memory_text(turn: Turn) -> str:
 class LinkParams:
     """Store-time linking: ``top_k`` earlier memories with cosine >= ``link_min``; each
     turn's vector carries ``run_context`` times the previous turn's of its session, as the
-    engine's vector indexer stores it (``ENGRAM_RUN_CONTEXT``). ``part_min_words`` > 0 also
+    engine's vector indexer stores it (``CONFIDE_RUN_CONTEXT``). ``part_min_words`` > 0 also
     keeps a vector per sentence of that many words or more (late-chunked from the turn's
     own pass, :meth:`LocalMiniLMEmbedder.embed_spans`); a candidate's dense score is then
     the best of its turn's and its sentences' (an experiment: the engine does not store
@@ -207,7 +207,7 @@ class InMemorySource:
         ]
 
 
-class EngramSide:
+class ConfideSide:
     """The narrow adapter the harness talks to: ingest turns, query for turn ids.
 
     Today it stores into :class:`InMemorySource`; later ``ingest`` becomes

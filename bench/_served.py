@@ -1,4 +1,4 @@
-"""A store for ``engram serve`` subprocesses (SQLite in a folder, or an embedded PostgreSQL),
+"""A store for ``confide serve`` subprocesses (SQLite in a folder, or an embedded PostgreSQL),
 with the settings that read it and the environment that serves it."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from engram.config import Settings
-from engram.testing.processes import engram_env
+from confide.config import Settings
+from confide.testing.processes import confide_env
 
 KEY = "66" * 32
 """The benchmarks' key-encryption key (throw-away stores only)."""
@@ -17,7 +17,7 @@ KEY = "66" * 32
 
 @dataclass(frozen=True)
 class ServedStore:
-    """Where the store lives, the settings that open it and ``engram serve``'s environment."""
+    """Where the store lives, the settings that open it and ``confide serve``'s environment."""
 
     backend: str
     settings: Settings
@@ -30,22 +30,22 @@ def served_store(backend: str, folder: Path, *, pool_max: int = 8) -> Iterator[S
     is stopped on exit. ``pool_max`` sizes each service process's connection pool."""
     server = None
     if backend == "sqlite":
-        data, keys = f"sqlite:///{folder / 'engram.db'}", f"sqlite:///{folder / 'keys.db'}"
+        data, keys = f"sqlite:///{folder / 'confide.db'}", f"sqlite:///{folder / 'keys.db'}"
     else:
-        from engram.testing.postgres import EmbeddedPostgres
+        from confide.testing.postgres import EmbeddedPostgres
 
         server = EmbeddedPostgres(folder / "pg")
         data, keys = server.create_database("bench"), server.create_database("bench_keys")
     settings = Settings(
         home=folder / "home", storage_url=data, keystore_url=keys, encryption_key=KEY
     )
-    env = engram_env(
+    env = confide_env(
         {
-            "ENGRAM_HOME": str(folder / "home"),
-            "ENGRAM_STORAGE_URL": data,
-            "ENGRAM_KEYSTORE_URL": keys,
+            "CONFIDE_HOME": str(folder / "home"),
+            "CONFIDE_STORAGE_URL": data,
+            "CONFIDE_KEYSTORE_URL": keys,
             "MEMORY_ENCRYPTION_KEY": KEY,
-            "ENGRAM_POSTGRES_POOL_MAX": str(pool_max),
+            "CONFIDE_POSTGRES_POOL_MAX": str(pool_max),
         }
     )
     try:

@@ -7,7 +7,7 @@ Usage: python bench/apps.py [--backend sqlite|postgres|both] [--apps 200]
 For each backend (SQLite by default), with no embedder (app memories need none):
 
 * ``creation``: ``--ends`` conversations end in one app already at its cap of 10, through
-  :class:`engram.apps.AppMemories` with the LLM at the scripted OpenAI-compatible server on
+  :class:`confide.apps.AppMemories` with the LLM at the scripted OpenAI-compatible server on
   loopback (``--llm-delay`` seconds per answer): each end is one LLM call that writes the
   memory, its storage, one LLM call deciding the compaction and its commit. Reported:
   end-to-end p50/p95 (goal < 5 s; in practice milliseconds plus twice the LLM's time).
@@ -32,13 +32,13 @@ from pathlib import Path
 from typing import Any
 
 from _engine_side import bench_storage, pct_ms
-from engram.apps import AppMemories
-from engram.config import Settings
-from engram.crypto.keyring import KeyRing
-from engram.engine import MemoryEngine
-from engram.llm.openai_compat import OpenAICompatibleLLM
-from engram.testing.scripted_llm import RecordedRequest, ScriptedLLMServer, ScriptedReply
-from engram.types import MemoryFilter, MemoryState
+from confide.apps import AppMemories
+from confide.config import Settings
+from confide.crypto.keyring import KeyRing
+from confide.engine import MemoryEngine
+from confide.llm.openai_compat import OpenAICompatibleLLM
+from confide.testing.scripted_llm import RecordedRequest, ScriptedLLMServer, ScriptedReply
+from confide.types import MemoryFilter, MemoryState
 
 ACCOUNT = "bench-acct"
 KEK = bytes(range(32))

@@ -1,4 +1,4 @@
-"""Check that installing Engram with the everyday extras pulls no torch, CUDA or triton wheels.
+"""Check that installing Confide with the everyday extras pulls no torch, CUDA or triton wheels.
 
 Asks pip (from the package registry, nothing is installed) what ``pip install -e '.[EXTRAS]'``
 would bring into a fresh environment, and fails when any of it is torch, an ``nvidia-*`` wheel
@@ -26,7 +26,7 @@ FORBIDDEN = re.compile(r"^(torch|torchvision|torchaudio|triton|nvidia-.*)$")
 
 
 def resolve(extras: str) -> list[tuple[str, str]]:
-    """Name and version of every distribution pip would install, Engram included."""
+    """Name and version of every distribution pip would install, Confide included."""
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report.json"
         subprocess.run(
@@ -52,7 +52,7 @@ def resolve(extras: str) -> list[tuple[str, str]]:
 
 
 # The extras `make run` (RUN_EXTRAS) and `make test` (EXTRAS) install, and the embedder with
-# mem0 for bench/locomo.py's comparison (mem0 runs on Engram's ONNX MiniLM there).
+# mem0 for bench/locomo.py's comparison (mem0 runs on Confide's ONNX MiniLM there).
 DEFAULT_SETS = (
     "local,server,tokens",
     "test,postgres,local,server,tokens,fast,mcp,langgraph",
@@ -72,7 +72,7 @@ def main() -> int:
     for extras in args.extras or DEFAULT_SETS:
         packages = resolve(extras)
         bad = [f"{name}=={version}" for name, version in packages if FORBIDDEN.match(name)]
-        print(f"engram[{extras}] would install {len(packages)} distributions:")
+        print(f"confide[{extras}] would install {len(packages)} distributions:")
         print("  " + ", ".join(f"{name}=={version}" for name, version in packages))
         if bad:
             print(f"FAIL: {', '.join(bad)}")

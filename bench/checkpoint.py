@@ -1,4 +1,4 @@
-"""EngramCheckpointSaver: save and load latency of a LangGraph checkpoint on each backend.
+"""ConfideCheckpointSaver: save and load latency of a LangGraph checkpoint on each backend.
 
     python bench/checkpoint.py [--n 500] [--backend sqlite|postgres|both] [--keep-last N]
 
@@ -24,12 +24,12 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import ChannelVersions, Checkpoint, empty_checkpoint
 from langgraph.checkpoint.base.id import uuid6
 
-from engram.config import Settings
-from engram.crypto.keyring import KeyRing
-from engram.engine import MemoryEngine
-from engram.langgraph import EngramCheckpointSaver
-from engram.storage.base import Storage
-from engram.storage.keystore import open_key_store
+from confide.config import Settings
+from confide.crypto.keyring import KeyRing
+from confide.engine import MemoryEngine
+from confide.langgraph import ConfideCheckpointSaver
+from confide.storage.base import Storage
+from confide.storage.keystore import open_key_store
 
 KEK = bytes(range(32))
 MESSAGE = "The physio said the knee is healing well; walk twice a day and rest on Sundays. " * 3
@@ -39,7 +39,7 @@ BUDGET_MS = 100.0
 @contextmanager
 def _storage(kind: str, workdir: Path) -> Iterator[tuple[Storage, str]]:
     if kind == "sqlite":
-        from engram.storage.sqlite import SqliteStorage
+        from confide.storage.sqlite import SqliteStorage
 
         sqlite = SqliteStorage(str(workdir / "bench.db"))
         sqlite.migrate()
@@ -48,8 +48,8 @@ def _storage(kind: str, workdir: Path) -> Iterator[tuple[Storage, str]]:
         finally:
             sqlite.close()
         return
-    from engram.storage.postgres import PostgresStorage
-    from engram.testing.postgres import EmbeddedPostgres
+    from confide.storage.postgres import PostgresStorage
+    from confide.testing.postgres import EmbeddedPostgres
 
     server = EmbeddedPostgres(workdir / "pg")
     postgres = PostgresStorage(server.create_database("bench"))
@@ -71,7 +71,7 @@ def run(kind: str, n: int, keep_last: int | None, workdir: Path) -> dict[str, fl
         key_store = open_key_store(keys_url)
         settings = Settings(home=workdir / "home", encryption_key=KEK.hex(), embedder="none")
         engine = MemoryEngine(storage, KeyRing(primary=KEK), settings=settings, key_store=key_store)
-        saver = EngramCheckpointSaver(engine, account_id="bench", keep_last=keep_last)
+        saver = ConfideCheckpointSaver(engine, account_id="bench", keep_last=keep_last)
         config: RunnableConfig = {
             "configurable": {"thread_id": "thread-1", "checkpoint_ns": "", "user_id": "ann"}
         }

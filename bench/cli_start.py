@@ -1,6 +1,6 @@
-"""How long ``engram --help`` takes, wall time, as a newcomer's shell sees it.
+"""How long ``confide --help`` takes, wall time, as a newcomer's shell sees it.
 
-Runs the installed ``engram`` command (the one beside this Python) ``--runs`` times in fresh
+Runs the installed ``confide`` command (the one beside this Python) ``--runs`` times in fresh
 processes and prints the median and the spread.
 
     python bench/cli_start.py [--runs 15]
@@ -21,7 +21,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=15)
     args = parser.parse_args()
-    command = [str(Path(sys.executable).with_name("engram")), "--help"]
+    command = [str(Path(sys.executable).with_name("confide")), "--help"]
     subprocess.run(command, check=True, capture_output=True)  # warm the file cache
     times = []
     for _ in range(args.runs):
@@ -29,7 +29,7 @@ def main() -> int:
         subprocess.run(command, check=True, capture_output=True)
         times.append((time.perf_counter() - start) * 1000)
     print(
-        f"engram --help: median {statistics.median(times):.0f} ms, "
+        f"confide --help: median {statistics.median(times):.0f} ms, "
         f"min {min(times):.0f} ms, max {max(times):.0f} ms over {args.runs} runs"
     )
     return 0

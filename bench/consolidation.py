@@ -48,20 +48,20 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _engine_side import bench_storage, settle
-from engram.client import Engram
-from engram.config import Settings
-from engram.crypto.keyring import KeyRing
-from engram.embedders import Embedder
-from engram.embedders.local import LocalMiniLMEmbedder
-from engram.engine import MemoryEngine
-from engram.llm import OpenAICompatibleLLM
-from engram.llm.usage import MeteredLLM, UsageLedger
-from engram.storage.base import Storage
-from engram.testing.builders import read_jsonl, unstored_memory
-from engram.testing.scripted_llm import RecordedRequest, ScriptedLLMServer, ScriptedReply
-from engram.types import MemoryFilter
-from engram.workers.consolidation import ConsolidationReport, Consolidator
-from engram.workers.judges import LLMJudge, OfflineJudge, Pair
+from confide.client import Confide
+from confide.config import Settings
+from confide.crypto.keyring import KeyRing
+from confide.embedders import Embedder
+from confide.embedders.local import LocalMiniLMEmbedder
+from confide.engine import MemoryEngine
+from confide.llm import OpenAICompatibleLLM
+from confide.llm.usage import MeteredLLM, UsageLedger
+from confide.storage.base import Storage
+from confide.testing.builders import read_jsonl, unstored_memory
+from confide.testing.scripted_llm import RecordedRequest, ScriptedLLMServer, ScriptedReply
+from confide.types import MemoryFilter
+from confide.workers.consolidation import ConsolidationReport, Consolidator
+from confide.workers.judges import LLMJudge, OfflineJudge, Pair
 from scale import PoolEmbedder, pool_vectors
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -133,10 +133,10 @@ def _pair(row: dict[str, Any]) -> Pair:
 
 
 # ---- engines ---------------------------------------------------------------------------------
-def open_engram(storage: Storage, embedder: Embedder, folder: Path) -> Engram:
+def open_confide(storage: Storage, embedder: Embedder, folder: Path) -> Confide:
     settings = Settings(home=folder / "home", encryption_key=os.urandom(32).hex(), link_top_k=0)
     engine = MemoryEngine(storage, KeyRing(primary=os.urandom(32)), settings=settings)
-    return Engram(engine, embedder=embedder, settings=settings)
+    return Confide(engine, embedder=embedder, settings=settings)
 
 
 def consolidate(
@@ -158,10 +158,10 @@ def paraphrases(
 ) -> tuple[int, ConsolidationReport, list[Pair]]:
     rows = read_jsonl(PARAPHRASES)
     with (
-        tempfile.TemporaryDirectory(prefix="engram-consolidation-") as tmp,
+        tempfile.TemporaryDirectory(prefix="confide-consolidation-") as tmp,
         bench_storage(backend, Path(tmp)) as storage,
     ):
-        app = open_engram(storage, embedder, Path(tmp))
+        app = open_confide(storage, embedder, Path(tmp))
         engine = app.engine
         for row in rows:  # one at a time, as a conversation would store them
             engine.store(
@@ -193,7 +193,7 @@ def llm_estimate(pairs: Sequence[Pair], folder: Path) -> dict[str, int]:
         verdicts = [{"pair": n, "same": False} for n in range(1, asked + 1)]
         return ScriptedReply(content=json.dumps({"pairs": verdicts}))
 
-    from engram.storage.sqlite import SqliteStorage
+    from confide.storage.sqlite import SqliteStorage
 
     storage = SqliteStorage(folder / "ledger.db")
     storage.migrate()
@@ -254,10 +254,10 @@ def throughput(
     else:
         embedder = local
     with (
-        tempfile.TemporaryDirectory(prefix="engram-consolidation-") as tmp,
+        tempfile.TemporaryDirectory(prefix="confide-consolidation-") as tmp,
         bench_storage(backend, Path(tmp)) as storage,
     ):
-        app = open_engram(storage, embedder, Path(tmp))
+        app = open_confide(storage, embedder, Path(tmp))
         engine = app.engine
         t0 = time.perf_counter()
         for start in range(0, size, 1000):

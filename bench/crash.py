@@ -1,16 +1,16 @@
-"""Crash safety at full size: ``kill -9`` of ``engram serve`` and its background worker during
+"""Crash safety at full size: ``kill -9`` of ``confide serve`` and its background worker during
 1,000 concurrent writes, ten times, on SQLite and on PostgreSQL.
 
-Each round starts ``engram serve`` on the same store, sends ``--writes`` writes (new memories
+Each round starts ``confide serve`` on the same store, sends ``--writes`` writes (new memories
 and updates of earlier ones) from ``--clients`` concurrent clients, and kills the service
 with SIGKILL once a random share (10 to 90%) of them has been acknowledged. After every
 restart the store's integrity check and consistency queries run (see
-``engram.testing.crash``); at the end every acknowledged write is read back. Prints, per
+``confide.testing.crash``); at the end every acknowledged write is read back. Prints, per
 backend, acknowledged / present / orphaned (goal: present = acknowledged, orphaned 0) and
 the failed integrity checks.
 
 With ``--worker`` (the default) a background worker with TTL work dies at each kill too: on
-SQLite the worker thread of ``engram serve``, on PostgreSQL an ``engram worker`` process.
+SQLite the worker thread of ``confide serve``, on PostgreSQL an ``confide worker`` process.
 After the last restart the live worker drains the queue; prints the worker kills, the jobs
 the killed workers held, and what the drained queue shows (goal: stranded, failed, doubled
 TTL events and fading notes left active all 0).
@@ -32,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _served import served_store
-from engram.testing.crash import crash_rounds
+from confide.testing.crash import crash_rounds
 
 
 def _say(backend: str, line: str) -> None:
@@ -57,7 +57,7 @@ def main() -> int:
     failed = False
     for backend in args.backend or ["sqlite", "postgres"]:
         with (
-            tempfile.TemporaryDirectory(prefix="engram-crash-") as tmp,
+            tempfile.TemporaryDirectory(prefix="confide-crash-") as tmp,
             served_store(backend, Path(tmp)) as store,
         ):
             started = time.perf_counter()
@@ -85,7 +85,7 @@ def main() -> int:
         )
         queue = report.queue
         if queue is not None:
-            where = "serve's worker thread" if backend == "sqlite" else "engram worker process"
+            where = "serve's worker thread" if backend == "sqlite" else "confide worker process"
             print(
                 f"{backend}: worker kills {report.worker_kills} ({where}), "
                 f"jobs held at the kills {report.jobs_held}; after the drain: "

@@ -13,7 +13,7 @@ import random
 import statistics
 import time
 
-from engram.embedders.local import LocalMiniLMEmbedder
+from confide.embedders.local import LocalMiniLMEmbedder
 
 _TEXT = (
     "what did caroline research about adoption agencies last year when melanie painted the "

@@ -1,7 +1,7 @@
 """Erase a user, then carve the data files as an attacker with a copy of them and the KEK.
 
 Stores sentinel memories (two versions each) for one user in a fresh SQLite store, erases
-the user, and runs :func:`engram.testing.forensics.carve` over every file in the data
+the user, and runs :func:`confide.testing.forensics.carve` over every file in the data
 folder: each ciphertext, wrapped data key, key id and wrapped user key is searched for as
 raw bytes, and every 60-byte window after each key-id occurrence is tried as the user's
 wrapped key. Prints what was found and what decrypted (goal: nothing).
@@ -14,13 +14,13 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from engram.config import Settings
-from engram.crypto.keyring import KeyRing
-from engram.engine import MemoryEngine
-from engram.storage.keystore import open_key_store
-from engram.storage.sqlite import SqliteStorage
-from engram.testing.builders import ACCOUNT, add
-from engram.testing.forensics import carve, files_under
+from confide.config import Settings
+from confide.crypto.keyring import KeyRing
+from confide.engine import MemoryEngine
+from confide.storage.keystore import open_key_store
+from confide.storage.sqlite import SqliteStorage
+from confide.testing.builders import ACCOUNT, add
+from confide.testing.forensics import carve, files_under
 
 KEK = bytes(range(32))
 SENTINELS = ("ultramarine-okapi-1", "ultramarine-okapi-2", "ultramarine-okapi-3")
@@ -30,7 +30,7 @@ def main() -> int:
     """Run the probe and print its report."""
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
-        storage = SqliteStorage(home / "engram.db")
+        storage = SqliteStorage(home / "confide.db")
         storage.migrate()
         keys = open_key_store(f"sqlite:///{home / 'keys.db'}")
         settings = Settings(home=home, encryption_key=KEK.hex())

@@ -14,7 +14,7 @@ A predicted memory matches an expected one when the types are equal and the expe
 fragment appears in the predicted value (case-insensitive). "strict" also needs the key to
 name the same kind of memory; "lenient" ignores the key (the fact is what counts).
 
-Extracted keys come from a fixed vocabulary (``engram.llm.key_vocabulary``): the labels were
+Extracted keys come from a fixed vocabulary (``confide.llm.key_vocabulary``): the labels were
 written with keys built from the user's words (``likes_gardening``, ``appointment_dentist``),
 which the extractor no longer makes. "strict" therefore compares vocabulary families: the
 label's key and the predicted key are both mapped by ``family`` (``likes_gardening`` and
@@ -29,9 +29,9 @@ import argparse
 import json
 from pathlib import Path
 
-from engram.llm.candidates import Candidate
-from engram.llm.key_vocabulary import family
-from engram.llm.offline import OfflineExtractor
+from confide.llm.candidates import Candidate
+from confide.llm.key_vocabulary import family
+from confide.llm.offline import OfflineExtractor
 
 DATA = Path(__file__).parent / "data"
 DEFAULT_LABELS = [

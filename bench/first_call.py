@@ -1,8 +1,8 @@
-"""How long the first tool call takes on a freshly started ``engram serve``, beside the tenth.
+"""How long the first tool call takes on a freshly started ``confide serve``, beside the tenth.
 
-Each repeat makes a fresh temporary ENGRAM_HOME, starts ``engram serve`` as a real subprocess
+Each repeat makes a fresh temporary CONFIDE_HOME, starts ``confide serve`` as a real subprocess
 on a free loopback port, waits until ``GET /healthz`` answers (counted as the start-up time),
-creates an API key with ``engram keys create``, opens a call session and times ten
+creates an API key with ``confide keys create``, opens a call session and times ten
 ``POST /tools/store_memory`` calls one after the other. It prints the medians over the repeats
 of the start-up time, the first call, the tenth and the slowest of the ten, then the same
 figures as JSON.
@@ -48,34 +48,34 @@ def _env(home: Path, src: Path) -> dict[str, str]:
     env = {
         k: v
         for k, v in os.environ.items()
-        if k not in ("ENGRAM_STORAGE_URL", "MEMORY_ENCRYPTION_KEY") and not k.startswith("XAI_")
+        if k not in ("CONFIDE_STORAGE_URL", "MEMORY_ENCRYPTION_KEY") and not k.startswith("XAI_")
     }
-    env["ENGRAM_HOME"] = str(home)
+    env["CONFIDE_HOME"] = str(home)
     env["PYTHONPATH"] = str(src)
     return env
 
 
 def _cli(*args: str) -> list[str]:
-    return [sys.executable, "-c", "from engram.cli import main; main()", *args]
+    return [sys.executable, "-c", "from confide.cli import main; main()", *args]
 
 
 def _wait_ready(client: httpx.Client, server: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + READY_TIMEOUT
     while time.monotonic() < deadline:
         if server.poll() is not None:
-            raise RuntimeError(f"engram serve exited with {server.returncode}")
+            raise RuntimeError(f"confide serve exited with {server.returncode}")
         try:
             if client.get("/healthz").status_code == 200:
                 return
         except httpx.TransportError:
             pass
         time.sleep(0.05)  # polling a readiness endpoint, in a benchmark only
-    raise RuntimeError("engram serve did not become ready in time")
+    raise RuntimeError("confide serve did not become ready in time")
 
 
 def one_run(src: Path) -> dict[str, Any]:
     """One fresh-home procedure; durations in milliseconds."""
-    with tempfile.TemporaryDirectory(prefix="engram-first-call-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="confide-first-call-") as tmp:
         home = Path(tmp) / "home"
         env = _env(home, src)
         port = _free_port()

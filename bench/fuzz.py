@@ -3,7 +3,7 @@
     python bench/fuzz.py [--cases 5000] [--backend sqlite|postgres|both]
 
 Sends cases drawn by schemathesis from the service's own OpenAPI schema (see
-``engram.testing.fuzz``) through the in-process client, with an admin key, until at least
+``confide.testing.fuzz``) through the in-process client, with an admin key, until at least
 ``--cases`` were sent per backend. Prints cases, answers by status, problems (goal: 0: no
 5xx, every 4xx a JSON error naming its problem) and cases/s.
 """
@@ -15,8 +15,8 @@ import time
 from collections import Counter
 
 from _engine_side import bench_engine
-from engram.testing.fuzz import FuzzReport, fuzz_app
-from engram.testing.isolation import isolation_service
+from confide.testing.fuzz import FuzzReport, fuzz_app
+from confide.testing.isolation import isolation_service
 
 PER_ROUND = 20
 """Cases per operation and mode in one round (rounds repeat until enough were sent)."""
@@ -25,7 +25,7 @@ PER_ROUND = 20
 def run(backend: str, cases: int) -> tuple[FuzzReport, float]:
     """Fuzz a fresh store of ``backend`` until ``cases`` were sent; the report and seconds."""
     total = FuzzReport()
-    with bench_engine(backend, prefix="engram-fuzz-", pool_max=4) as engine:
+    with bench_engine(backend, prefix="confide-fuzz-", pool_max=4) as engine:
         start = time.perf_counter()
         with isolation_service(engine, engine.settings) as service:
             token = service.app.state.services.keys.create("acct-fuzz", admin=True)

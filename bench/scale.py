@@ -21,7 +21,7 @@ SQLite's WAL folded, PostgreSQL vacuumed) so no load aftermath runs during the t
 on SQLite the same holds for the index snapshot the warm-up's first load of the user starts
 (written, then the WAL folded, before the timed queries).
 
-Each query is a fresh question through ``Engram.query`` (agent ``default``, top_k 3 unless
+Each query is a fresh question through ``Confide.query`` (agent ``default``, top_k 3 unless
 ``--top-k``), so its embedding is included; the bare query embedding is timed separately on
 the same questions, and the retrieval overhead is p95(total) - p95(embedding).
 
@@ -72,16 +72,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _engine_side import open_storage, settle
 from _locomo_data import DEFAULT_DATA, REPO_ROOT, load_conversations
-from engram.client import Engram
-from engram.config import Settings
-from engram.crypto.keyring import KeyRing
-from engram.embedders import Embedder, l2_normalise
-from engram.embedders.local import LocalMiniLMEmbedder
-from engram.engine import MemoryEngine
-from engram.index.vectors import in_context
-from engram.storage import vector_kernels
-from engram.storage.base import Storage
-from engram.types import MemoryFilter
+from confide.client import Confide
+from confide.config import Settings
+from confide.crypto.keyring import KeyRing
+from confide.embedders import Embedder, l2_normalise
+from confide.embedders.local import LocalMiniLMEmbedder
+from confide.engine import MemoryEngine
+from confide.index.vectors import in_context
+from confide.storage import vector_kernels
+from confide.storage.base import Storage
+from confide.types import MemoryFilter
 
 RESULTS = REPO_ROOT / "bench" / "results"
 ACCOUNT = "scale"
@@ -305,7 +305,7 @@ RUN = 20
 
 def stored_vectors(raw: np.ndarray, weight: float) -> np.ndarray:
     """The vectors the indexer stores for rows written in runs of ``RUN`` in order: each
-    in the context of the one before it in its run (``ENGRAM_RUN_CONTEXT``)."""
+    in the context of the one before it in its run (``CONFIDE_RUN_CONTEXT``)."""
     out = np.array(raw, dtype=np.float32)
     if weight:
         for i in range(len(out)):
@@ -371,7 +371,7 @@ def search_timings(storage: Storage, local: Embedder, asked: list[str]) -> tuple
     )
 
 
-def _time_queries(app: Engram, asked: list[str], top_k: int) -> list[float]:
+def _time_queries(app: Confide, asked: list[str], top_k: int) -> list[float]:
     """Milliseconds of ``memory_query`` for each question (query embedding included)."""
     totals: list[float] = []
     for q in asked:
@@ -405,7 +405,7 @@ def settle_index(storage: Storage) -> None:
         settle(storage)
 
 
-def cold_first_query(app: Engram, question: str, top_k: int) -> dict[str, Any]:
+def cold_first_query(app: Confide, question: str, top_k: int) -> dict[str, Any]:
     """Milliseconds of one query after dropping what the process caches of the user: from
     the index snapshot, then (SQLite) from the rows alone, the snapshot deleted; and what a
     rewrite of the snapshot costs per new memory (its sealed size over the rows between two
@@ -448,12 +448,12 @@ def run(backend: str, size: int, local: Embedder, args: argparse.Namespace) -> d
     # Rows below the pool size get the pool's exact vectors *and* its texts.
     texts[: min(args.pool, len(texts))] = sentences(args.pool, seed=1)[: len(texts)]
     embedder = PoolEmbedder(local, texts, pool)
-    with tempfile.TemporaryDirectory(prefix=f"engram-scale-{backend}-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=f"confide-scale-{backend}-") as tmp:
         storage, server = open_storage(backend, Path(tmp))
         key = os.urandom(32)
         settings = Settings(home=Path(tmp) / "home", encryption_key=key.hex(), link_top_k=0)
         engine = MemoryEngine(storage, KeyRing(primary=key), settings=settings)
-        app = Engram(engine, embedder=embedder, settings=settings)
+        app = Confide(engine, embedder=embedder, settings=settings)
         try:
             start = time.perf_counter()
             user_ids: list[str] = []
@@ -534,7 +534,7 @@ def run(backend: str, size: int, local: Embedder, args: argparse.Namespace) -> d
 def time_ef_search(
     storage: Storage,
     ef_search: int,
-    app: Engram,
+    app: Confide,
     local: Embedder,
     timed: list[str],
     args: argparse.Namespace,
@@ -543,13 +543,13 @@ def time_ef_search(
 ) -> dict[str, Any]:
     """The timed queries, ANN recall and searches again on the same filled PostgreSQL store,
     through a second pool whose connections search with ``hnsw.ef_search = ef_search``."""
-    from engram.storage.postgres import PostgresStorage
+    from confide.storage.postgres import PostgresStorage
 
     assert isinstance(storage, PostgresStorage)
     other = PostgresStorage(storage.conninfo, max_size=8, ef_search=ef_search)
     # Its own key store connection (the same tables): closing the twin leaves the app's open.
     engine = MemoryEngine(other, app.engine.keyring, settings=app.settings)
-    twin = Engram(engine, embedder=app.embedder, settings=app.settings)
+    twin = Confide(engine, embedder=app.embedder, settings=app.settings)
     try:
         for q in timed[:20]:
             twin.query({"agent": "default", "account_id": ACCOUNT, "user_id": USER, "query": q})
@@ -584,12 +584,12 @@ def ingestion_ratio(
     for b in batches:
         local.embed(b)
     bare_s = time.perf_counter() - start
-    with tempfile.TemporaryDirectory(prefix=f"engram-ingest-{backend}-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=f"confide-ingest-{backend}-") as tmp:
         storage, server = open_storage(backend, Path(tmp))
         key = os.urandom(32)
         settings = Settings(home=Path(tmp) / "home", encryption_key=key.hex())
         engine = MemoryEngine(storage, KeyRing(primary=key), settings=settings)
-        app = Engram(engine, embedder=local, settings=settings)
+        app = Confide(engine, embedder=local, settings=settings)
         try:
             start = time.perf_counter()
             for n, b in enumerate(batches):
@@ -661,7 +661,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--ef-search",
         default="",
         help="PostgreSQL: hnsw.ef_search values timed again on the same filled store, each "
-        "through its own pool (comma-separated; the main row uses ENGRAM_POSTGRES_EF_SEARCH)",
+        "through its own pool (comma-separated; the main row uses CONFIDE_POSTGRES_EF_SEARCH)",
     )
     args = parser.parse_args(argv)
     args.ef_search = [int(v) for v in args.ef_search.split(",") if v]

@@ -33,15 +33,15 @@ from typing import Any
 
 import httpx
 
-from engram.config import Settings
-from engram.conversation.buffer import SessionBuffer
-from engram.conversation.extraction import LLMExtractor
-from engram.conversation.summarizer import SessionSummarizer
-from engram.engine import MemoryEngine
-from engram.llm.openai_compat import OpenAICompatibleLLM
-from engram.server import create_app
-from engram.testing.loopback import serve_on_loopback
-from engram.testing.scripted_llm import ScriptedLLMServer
+from confide.config import Settings
+from confide.conversation.buffer import SessionBuffer
+from confide.conversation.extraction import LLMExtractor
+from confide.conversation.summarizer import SessionSummarizer
+from confide.engine import MemoryEngine
+from confide.llm.openai_compat import OpenAICompatibleLLM
+from confide.server import create_app
+from confide.testing.loopback import serve_on_loopback
+from confide.testing.scripted_llm import ScriptedLLMServer
 
 sys.path.insert(0, str(Path(__file__).parent))
 from extractor import DEFAULT_LABELS, score
@@ -99,7 +99,7 @@ def timed(client: httpx.Client, path: str, body: dict[str, Any]) -> float:
 
 def http_figures(calls: int, embedder_spec: str) -> dict[str, Any]:
     """Round trips of the tool routes and of session end."""
-    with tempfile.TemporaryDirectory(prefix="engram-bench-") as home:
+    with tempfile.TemporaryDirectory(prefix="confide-bench-") as home:
         # The app opens the embedded default itself: the same embedder indexes every write
         # (vector + relation edges) and backs the de-duplication check.
         settings = Settings(
@@ -178,7 +178,7 @@ async def extraction_figures(sessions: int) -> dict[str, Any]:
         ]
     )
     with (
-        tempfile.TemporaryDirectory(prefix="engram-bench-") as home,
+        tempfile.TemporaryDirectory(prefix="confide-bench-") as home,
         ScriptedLLMServer(default=answer) as llm_server,
     ):
         settings = Settings(home=Path(home), encryption_key=KEY)

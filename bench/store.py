@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from _engine_side import bench_storage, pct_ms
-from engram.config import Settings
-from engram.crypto.envelope import Envelope
-from engram.crypto.keyring import KeyRing
-from engram.engine import MemoryEngine
-from engram.index.codec import MemoryCodec
-from engram.types import MemoryFilter
+from confide.config import Settings
+from confide.crypto.envelope import Envelope
+from confide.crypto.keyring import KeyRing
+from confide.engine import MemoryEngine
+from confide.index.codec import MemoryCodec
+from confide.types import MemoryFilter
 
 KEK = bytes(range(32))
 WORDS = [
@@ -138,7 +138,7 @@ def main() -> None:
     args = parser.parse_args()
     kinds = ("sqlite", "postgres") if args.backend == "both" else (args.backend,)
     results: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory(prefix="engram-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="confide-bench-") as tmp:
         for kind in kinds:
             results[kind] = run(kind, args.n, Path(tmp) / kind)
     print(f"{'backend':<9} {'op':<7} {'p50 ms':>8} {'p95 ms':>8}")

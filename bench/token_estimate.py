@@ -9,7 +9,7 @@ import argparse
 import statistics
 
 from _locomo_data import DEFAULT_DATA, load_conversations
-from engram.retrieval.budget import estimate_tokens, token_counter
+from confide.retrieval.budget import estimate_tokens, token_counter
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""TTL and purge throughput: one ``engram worker --once`` run over a store with idle memories.
+"""TTL and purge throughput: one ``confide worker --once`` run over a store with idle memories.
 
 Usage: python bench/ttl.py [--backend sqlite|postgres|both] [--memories 20000] [--json OUT]
 
@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from _engine_side import bench_storage
-from engram.config import Settings
-from engram.crypto.keyring import KeyRing
-from engram.engine import MemoryEngine
-from engram.workers import standard_worker
+from confide.config import Settings
+from confide.crypto.keyring import KeyRing
+from confide.engine import MemoryEngine
+from confide.workers import standard_worker
 
 ACCOUNT = "bench-acct"
 KEK = bytes(range(32))

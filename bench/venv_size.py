@@ -1,4 +1,4 @@
-"""How much disk a virtualenv with Engram takes, per set of extras.
+"""How much disk a virtualenv with Confide takes, per set of extras.
 
 For each set it makes a fresh ``python3 -m venv`` in a temporary folder, installs the package
 (non-editable) from a clean export of a git revision (``git archive``, so the working tree is
@@ -116,7 +116,7 @@ def main() -> int:
             "make test": makefile_extras("EXTRAS", rev=args.rev),
         }
     rows: list[tuple[str, str, int, float]] = []  # set, extras, bytes, install seconds
-    with tempfile.TemporaryDirectory(prefix="engram-venv-size-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="confide-venv-size-") as tmp:
         work = Path(tmp)
         source = export(args.rev, work)
         empty, _ = build(None, None, work / "empty")

@@ -2,7 +2,7 @@
 
 Usage: python bench/writing_rules.py [--labels FILE ...]
 
-Three sources, each through the guard its memories pass (``engram.conversation.writing``):
+Three sources, each through the guard its memories pass (``confide.conversation.writing``):
 
 * the offline extractor on the development sentences (``bench/data/extractor_*.jsonl``),
   each value checked as the value of its key (``check_semantic(keyed=True)``, as the
@@ -28,20 +28,20 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from engram.apps.scope import AppMessage
-from engram.apps.writer import check_app_memory, offline_paragraph
-from engram.chat.summaries import OfflineSummariser
-from engram.chat.types import ChatMessage
-from engram.conversation.writing import (
+from confide.apps.scope import AppMessage
+from confide.apps.writer import check_app_memory, offline_paragraph
+from confide.chat.summaries import OfflineSummariser
+from confide.chat.types import ChatMessage
+from confide.conversation.writing import (
     Outcome,
     Verdict,
     WritingTally,
     check_episodic,
     check_semantic,
 )
-from engram.llm.offline import OfflineExtractor
-from engram.testing.conformance.insights import SCRIPTED_INSIGHTS
-from engram.testing.conformance.multifact import SCRIPTED_FACTS
+from confide.llm.offline import OfflineExtractor
+from confide.testing.conformance.insights import SCRIPTED_INSIGHTS
+from confide.testing.conformance.multifact import SCRIPTED_FACTS
 
 DATA = Path(__file__).parent / "data"
 DEFAULT_LABELS = [

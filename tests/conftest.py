@@ -12,22 +12,22 @@ from pathlib import Path
 import pytest
 
 if "XDG_RUNTIME_DIR" not in os.environ:
-    _runtime = tempfile.mkdtemp(prefix="engram-xdg-")
+    _runtime = tempfile.mkdtemp(prefix="confide-xdg-")
     atexit.register(shutil.rmtree, _runtime, True)
     os.environ["XDG_RUNTIME_DIR"] = _runtime
 
-from engram.config import Settings
-from engram.crypto.keyring import KeyRing
-from engram.engine import MemoryEngine
-from engram.storage.base import Capability, Storage
-from engram.storage.keystore import KeyStore, open_key_store
-from engram.storage.postgres import PostgresStorage
-from engram.storage.sqlite import SqliteStorage
-from engram.testing.postgres import EmbeddedPostgres, create_schema
+from confide.config import Settings
+from confide.crypto.keyring import KeyRing
+from confide.engine import MemoryEngine
+from confide.storage.base import Capability, Storage
+from confide.storage.keystore import KeyStore, open_key_store
+from confide.storage.postgres import PostgresStorage
+from confide.storage.sqlite import SqliteStorage
+from confide.testing.postgres import EmbeddedPostgres, create_schema
 
 # The conformance suites' markers and their asserts rewritten into detailed failures; pytest's
 # own tester, to run a backend's suite as its author would.
-pytest_plugins = ["engram.testing.conformance", "pytester"]
+pytest_plugins = ["confide.testing.conformance", "pytester"]
 
 BACKENDS = ("sqlite", "postgres")
 TEST_KEK = bytes(range(32))
@@ -38,7 +38,7 @@ def postgres_server() -> Iterator[EmbeddedPostgres]:
     """One embedded PostgreSQL for the whole run, with a migrated template database."""
     # Retired WAL segments are deleted, not reused, so erasure can be checked in pg_wal too.
     server = EmbeddedPostgres(settings={"wal_recycle": "off"})
-    template_uri = server.create_database("engram_template")
+    template_uri = server.create_database("confide_template")
     storage = PostgresStorage(template_uri)
     storage.migrate()
     storage.close()
@@ -63,9 +63,9 @@ def make_storage(url: str) -> Storage:
 def storage_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A fresh database per test, once per backend: where ``storage`` (and the CLI) open it."""
     if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'engram.db'}"
+        return f"sqlite:///{tmp_path / 'confide.db'}"
     server: EmbeddedPostgres = request.getfixturevalue("postgres_server")
-    return server.temporary_database(request, template="engram_template")
+    return server.temporary_database(request, template="confide_template")
 
 
 @pytest.fixture
@@ -103,7 +103,7 @@ def key_store_url(storage: Storage, request: pytest.FixtureRequest, tmp_path: Pa
 @pytest.fixture(scope="session")
 def keys_database(postgres_server: EmbeddedPostgres) -> str:
     """The database that holds the PostgreSQL tests' key stores."""
-    return postgres_server.create_database("engram_keys")
+    return postgres_server.create_database("confide_keys")
 
 
 @pytest.fixture

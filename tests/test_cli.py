@@ -1,4 +1,4 @@
-"""The command line, through click's runner, on a temporary ENGRAM_HOME."""
+"""The command line, through click's runner, on a temporary CONFIDE_HOME."""
 
 from __future__ import annotations
 
@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from engram.cli import main
+from confide.cli import main
 
 
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.delenv("MEMORY_ENCRYPTION_KEY", raising=False)
-    monkeypatch.delenv("ENGRAM_STORAGE_URL", raising=False)
-    monkeypatch.setenv("ENGRAM_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("CONFIDE_STORAGE_URL", raising=False)
+    monkeypatch.setenv("CONFIDE_HOME", str(tmp_path / "home"))
     return tmp_path / "home"
 
 
@@ -28,22 +28,22 @@ def run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
     return result.exit_code, result.output
 
 
-def test_demo_uses_engram_home_and_creates_private_key_file(home: Path) -> None:
+def test_demo_uses_confide_home_and_creates_private_key_file(home: Path) -> None:
     code, out = run("demo")
     assert code == 0, out
     assert "updated  preferred_name  v2" in out and "== bob ==" in out
     assert "UPDATE" in out and "ADD" in out
     key_file = home / "master.key"
     assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
-    assert (home / "engram.db").exists()
+    assert (home / "confide.db").exists()
     code, listing = run("list", "--account", "demo-account", "--user", "alice")
     assert code == 0 and "dog_name" in listing and "doctor_visit" not in listing
 
 
 def _all_versions(home: Path) -> int:
-    from engram.config import Settings
-    from engram.engine import MemoryEngine
-    from engram.types import MemoryFilter, MemoryState
+    from confide.config import Settings
+    from confide.engine import MemoryEngine
+    from confide.types import MemoryFilter, MemoryState
 
     with MemoryEngine.open(Settings(home=home)) as engine:
         return sum(
@@ -74,8 +74,8 @@ def test_demo_is_repeatable_and_ends_with_a_ranked_memory_query(home: Path) -> N
 
 def test_demo_prints_nothing_from_the_model_runtimes(home: Path) -> None:
     """No progress bars or library chatter from ONNX Runtime or tokenizers, on either stream."""
-    env = {**os.environ, "ENGRAM_HOME": str(home)}
-    command = [sys.executable, "-c", "from engram.cli import main; main(['demo'])"]
+    env = {**os.environ, "CONFIDE_HOME": str(home)}
+    command = [sys.executable, "-c", "from confide.cli import main; main(['demo'])"]
     first = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
     assert [line for line in first.stderr.splitlines() if "master.key" not in line] == []
     second = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
@@ -197,8 +197,8 @@ def test_every_command_has_help() -> None:
 
 
 def test_ops_counts_events_by_op_and_node(home: Path) -> None:
-    from engram.config import Settings
-    from engram.engine import MemoryEngine
+    from confide.config import Settings
+    from confide.engine import MemoryEngine
 
     with MemoryEngine.open(Settings(home=home)) as engine:
         engine.emit_op("hotpath", "create", account_id="acct-a", user_id="u1")

@@ -1,4 +1,4 @@
-"""``engram keys create`` and ``engram serve``, through click's runner."""
+"""``confide keys create`` and ``confide serve``, through click's runner."""
 
 from __future__ import annotations
 
@@ -7,17 +7,17 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from engram.cli import main
-from engram.config import Settings
-from engram.server.auth import ApiKeys
-from engram.storage import open_storage
+from confide.cli import main
+from confide.config import Settings
+from confide.server.auth import ApiKeys
+from confide.storage import open_storage
 
 
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.delenv("MEMORY_ENCRYPTION_KEY", raising=False)
-    monkeypatch.delenv("ENGRAM_STORAGE_URL", raising=False)
-    monkeypatch.setenv("ENGRAM_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("CONFIDE_STORAGE_URL", raising=False)
+    monkeypatch.setenv("CONFIDE_HOME", str(tmp_path / "home"))
     return tmp_path / "home"
 
 
@@ -25,14 +25,14 @@ def test_keys_create_prints_only_the_key_and_stores_its_hash(home: Path) -> None
     result = CliRunner().invoke(main, ["keys", "create", "--account", "acct-9"])
     assert result.exit_code == 0, result.output
     token = result.stdout.strip()
-    assert result.stdout == token + "\n" and token.startswith("egk_")
+    assert result.stdout == token + "\n" and token.startswith("cfk_")
     storage = open_storage(Settings().resolved_storage_url())
     try:
         assert ApiKeys.over(storage).account_of(token) == "acct-9"
         assert ApiKeys.over(storage).account_of(token + "x") is None
     finally:
         storage.close()
-    assert token.encode() not in (home / "engram.db").read_bytes()
+    assert token.encode() not in (home / "confide.db").read_bytes()
 
 
 def test_every_new_command_has_help(home: Path) -> None:

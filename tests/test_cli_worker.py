@@ -1,4 +1,4 @@
-"""``engram worker``: a memory idle past the TTL leaves retrieval after one ``--once`` run,
+"""``confide worker``: a memory idle past the TTL leaves retrieval after one ``--once`` run,
 shows once in the delta header, and can be restored until it is purged."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from engram.cli import main
-from engram.client import Engram
-from engram.config import Settings
-from engram.engine import MemoryEngine, default_thread
-from engram.errors import ConflictError
+from confide.cli import main
+from confide.client import Confide
+from confide.config import Settings
+from confide.engine import MemoryEngine, default_thread
+from confide.errors import ConflictError
 
 ACCOUNT, USER = "acct", "ana"
 DAY = 86_400.0
@@ -22,10 +22,10 @@ DAY = 86_400.0
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.delenv("MEMORY_ENCRYPTION_KEY", raising=False)
-    monkeypatch.delenv("ENGRAM_STORAGE_URL", raising=False)
-    monkeypatch.setenv("ENGRAM_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("CONFIDE_STORAGE_URL", raising=False)
+    monkeypatch.setenv("CONFIDE_HOME", str(tmp_path / "home"))
     # Retrieval here is about what is excluded, not how it ranks: blind BM25 is enough.
-    monkeypatch.setenv("ENGRAM_EMBEDDER", "none")
+    monkeypatch.setenv("CONFIDE_EMBEDDER", "none")
     return tmp_path / "home"
 
 
@@ -35,8 +35,8 @@ def _worker_once() -> str:
     return result.output
 
 
-def _found(engram: Engram, question: str) -> list[str]:
-    return [r.memory.key for r in engram.search(question, user_id=USER, account_id=ACCOUNT)]
+def _found(confide: Confide, question: str) -> list[str]:
+    return [r.memory.key for r in confide.search(question, user_id=USER, account_id=ACCOUNT)]
 
 
 def test_worker_help_names_once() -> None:
@@ -48,10 +48,10 @@ def test_worker_help_names_once() -> None:
 def test_an_idle_memory_leaves_retrieval_after_one_run_and_is_restorable_until_purge(
     home: Path,
 ) -> None:
-    with Engram.open(Settings()) as engram:
-        [snack] = engram.add("Ana snacks on salted pretzels", user_id=USER, account_id=ACCOUNT)
-        engram.add("Ana walks to the pretzel bakery on Sundays", user_id=USER, account_id=ACCOUNT)
-        assert sorted(_found(engram, "pretzels")) == ["note", "note.2"]
+    with Confide.open(Settings()) as confide:
+        [snack] = confide.add("Ana snacks on salted pretzels", user_id=USER, account_id=ACCOUNT)
+        confide.add("Ana walks to the pretzel bakery on Sundays", user_id=USER, account_id=ACCOUNT)
+        assert sorted(_found(confide, "pretzels")) == ["note", "note.2"]
     thread = default_thread(ACCOUNT, USER)
     with MemoryEngine.open(Settings()) as engine:
         # Written and last read 61 days ago; the other memory was just read.
@@ -64,9 +64,9 @@ def test_an_idle_memory_leaves_retrieval_after_one_run_and_is_restorable_until_p
 
     assert "ran 3 jobs: 3 done" in _worker_once()  # ttl, purge and app_resume
 
-    with Engram.open(Settings()) as engram:
-        assert _found(engram, "pretzels") == ["note.2"]
-        engine = engram.engine
+    with Confide.open(Settings()) as confide:
+        assert _found(confide, "pretzels") == ["note.2"]
+        engine = confide.engine
         header = engine.deliver_delta(account_id=ACCOUNT, user_id=USER, reader="agent")
         title, *bullets = header.splitlines()
         assert title == f"Memory updates since rev {rev}:"
@@ -77,11 +77,11 @@ def test_an_idle_memory_leaves_retrieval_after_one_run_and_is_restorable_until_p
         assert engine.op_counts(by="node").get("worker") == 1
     assert "ran 0 jobs" in _worker_once()  # this hour's runs are done
 
-    with Engram.open(Settings()) as engram:
-        engram.engine.restore(snack.id, account_id=ACCOUNT)
-        assert sorted(_found(engram, "pretzels")) == ["note", "note.2"]
-        engram.engine.forget(snack.id, account_id=ACCOUNT)
-        assert engram.engine.purge_expired(now=time.time() + 31 * DAY).purged == 1
+    with Confide.open(Settings()) as confide:
+        confide.engine.restore(snack.id, account_id=ACCOUNT)
+        assert sorted(_found(confide, "pretzels")) == ["note", "note.2"]
+        confide.engine.forget(snack.id, account_id=ACCOUNT)
+        assert confide.engine.purge_expired(now=time.time() + 31 * DAY).purged == 1
         with pytest.raises(ConflictError):
-            engram.engine.restore(snack.id, account_id=ACCOUNT)
-        assert _found(engram, "pretzels") == ["note.2"]
+            confide.engine.restore(snack.id, account_id=ACCOUNT)
+        assert _found(confide, "pretzels") == ["note.2"]

@@ -1,4 +1,4 @@
-"""A backend outside Engram proves itself with ``engram.testing.conformance`` alone.
+"""A backend outside Confide proves itself with ``confide.testing.conformance`` alone.
 
 A throwaway project, run by pytest in a process of its own as its author would run it,
 registers a third backend (SQLite under another URL scheme) and subclasses the suites.
@@ -10,18 +10,18 @@ from pathlib import Path
 
 import pytest
 
-import engram
+import confide
 
-PROJECT_CONFTEST = 'pytest_plugins = ["engram.testing.conformance"]\n'
+PROJECT_CONFTEST = 'pytest_plugins = ["confide.testing.conformance"]\n'
 
 BACKEND = '''
 from pathlib import Path
 
 import pytest
 
-from engram.storage import Capability, register_backend
-from engram.storage.sqlite import SqliteStorage
-from engram.testing.conformance import ErasureConformance, MemoriesConformance, StatefulConformance
+from confide.storage import Capability, register_backend
+from confide.storage.sqlite import SqliteStorage
+from confide.testing.conformance import ErasureConformance, MemoriesConformance, StatefulConformance
 
 
 class WrappedStorage(SqliteStorage):
@@ -39,7 +39,7 @@ register_backend("wrapped", open_wrapped)
 
 class TestWrapped(MemoriesConformance, ErasureConformance, StatefulConformance):
     def new_storage_url(self, folder: Path, request: pytest.FixtureRequest) -> str:
-        return f"wrapped:///{{folder / 'engram.db'}}"
+        return f"wrapped:///{{folder / 'confide.db'}}"
 '''
 
 # Loses every memory it is asked for, and cannot show its files.
@@ -54,8 +54,8 @@ BROKEN = """
 def _run(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, changes: str
 ) -> pytest.RunResult:
-    # The project finds this Engram, as an installed one would be found.
-    monkeypatch.setenv("PYTHONPATH", str(Path(engram.__file__).resolve().parents[1]))
+    # The project finds this Confide, as an installed one would be found.
+    monkeypatch.setenv("PYTHONPATH", str(Path(confide.__file__).resolve().parents[1]))
     pytester.makeconftest(PROJECT_CONFTEST)
     pytester.makepyfile(test_wrapped=BACKEND.format(changes=changes))
     return pytester.runpytest_subprocess(

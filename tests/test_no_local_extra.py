@@ -1,7 +1,7 @@
-"""A plain ``pip install`` (no ``local`` extra): Engram runs without an embedder and says so once.
+"""A plain ``pip install`` (no ``local`` extra): Confide runs without an embedder and says so once.
 
 Each case runs in a fresh interpreter in which importing ONNX Runtime or tokenizers fails (a
-``None`` entry in ``sys.modules``), on a temporary ENGRAM_HOME.
+``None`` entry in ``sys.modules``), on a temporary CONFIDE_HOME.
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ def _python(code: str, home: Path, **env: str) -> subprocess.CompletedProcess[st
     clean = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith("ENGRAM_") and k != "MEMORY_ENCRYPTION_KEY"
+        if not k.startswith("CONFIDE_") and k != "MEMORY_ENCRYPTION_KEY"
     }
     return subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,
         text=True,
-        env={**clean, "ENGRAM_HOME": str(home), **env},
+        env={**clean, "CONFIDE_HOME": str(home), **env},
         timeout=300,
     )
 
@@ -36,9 +36,9 @@ def test_without_the_extra_the_default_embedder_falls_back_to_none_with_one_warn
     module: str, tmp_path: Path
 ) -> None:
     code = HIDE.format(module=module) + (
-        "from engram import Engram\n"
+        "from confide import Confide\n"
         "for _ in range(2):\n"
-        "    with Engram.open() as memory:\n"
+        "    with Confide.open() as memory:\n"
         "        assert memory.embedder is None\n"
         "        memory.add('Ali has a dog named Biscuit.', user_id='alice')\n"
         "        hits = memory.search('dog', user_id='alice')\n"
@@ -50,30 +50,30 @@ def test_without_the_extra_the_default_embedder_falls_back_to_none_with_one_warn
     warnings = [line for line in out.stderr.splitlines() if "runs without an embedder" in line]
     assert len(warnings) == 1, out.stderr
     assert f"{module} is not installed" in warnings[0]
-    assert "pip install 'engram-memory[local]'" in warnings[0]
+    assert "pip install 'confide[local]'" in warnings[0]
 
 
 def test_an_explicitly_configured_local_embedder_still_names_the_extra(tmp_path: Path) -> None:
     code = HIDE.format(module="onnxruntime") + (
-        "from engram import Engram\n"
-        "from engram.errors import MissingDependencyError\n"
-        "with Engram.open() as memory:\n"
+        "from confide import Confide\n"
+        "from confide.errors import MissingDependencyError\n"
+        "with Confide.open() as memory:\n"
         "    try:\n"
         "        memory.add('Ali has a dog named Biscuit.', user_id='alice')\n"
         "    except MissingDependencyError as exc:\n"
         "        print(exc)\n"
     )
-    out = _python(code, tmp_path / "home", ENGRAM_EMBEDDER="local:all-MiniLM-L6-v2")
+    out = _python(code, tmp_path / "home", CONFIDE_EMBEDDER="local:all-MiniLM-L6-v2")
     assert out.returncode == 0, out.stderr
-    assert "pip install 'engram-memory[local]'" in out.stdout
+    assert "pip install 'confide[local]'" in out.stdout
     assert "runs without an embedder" not in out.stderr
 
 
 def test_setting_the_embedder_to_none_silences_the_warning(tmp_path: Path) -> None:
     code = HIDE.format(module="onnxruntime") + (
-        "from engram import Engram\nwith Engram.open() as memory:\n    print(memory.embedder)\n"
+        "from confide import Confide\nwith Confide.open() as memory:\n    print(memory.embedder)\n"
     )
-    out = _python(code, tmp_path / "home", ENGRAM_EMBEDDER="none")
+    out = _python(code, tmp_path / "home", CONFIDE_EMBEDDER="none")
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "None"
     assert "runs without an embedder" not in out.stderr
@@ -81,7 +81,7 @@ def test_setting_the_embedder_to_none_silences_the_warning(tmp_path: Path) -> No
 
 def test_the_demo_runs_without_the_extra(tmp_path: Path) -> None:
     code = HIDE.format(module="onnxruntime") + (
-        "from engram.cli import main\nmain(['demo'], standalone_mode=False)\n"
+        "from confide.cli import main\nmain(['demo'], standalone_mode=False)\n"
     )
     out = _python(code, tmp_path / "home")
     assert out.returncode == 0, out.stderr

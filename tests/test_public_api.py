@@ -7,13 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-import engram
+import confide
 
 EXPECTED = {
     "AsyncMemoryEngine",
     "ConflictError",
-    "Engram",
-    "EngramError",
+    "Confide",
+    "ConfideError",
     "HistoryEvent",
     "HistoryEventType",
     "IntegrityError",
@@ -35,14 +35,14 @@ EXPECTED = {
 
 
 def test_public_api_is_pinned() -> None:
-    assert sorted(engram.__all__) == sorted(EXPECTED)
-    for name in engram.__all__:
-        assert getattr(engram, name) is not None
+    assert sorted(confide.__all__) == sorted(EXPECTED)
+    for name in confide.__all__:
+        assert getattr(confide, name) is not None
 
 
 def test_core_import_stays_light() -> None:
     code = (
-        "import sys, engram, engram.engine, engram.cli, engram.storage.sqlite;"
+        "import sys, confide, confide.engine, confide.cli, confide.storage.sqlite;"
         "heavy = {'torch', 'sentence_transformers', 'onnxruntime', 'fastapi', 'psycopg'};"
         "print(sorted(heavy & set(sys.modules)))"
     )
@@ -62,8 +62,8 @@ def _test_framework_imports(path: Path) -> list[str]:
 
 
 def test_only_the_test_helpers_import_test_frameworks() -> None:
-    """pytest and Hypothesis are no dependency of Engram: only ``engram.testing`` uses them."""
-    package = Path(engram.__file__).parent
+    """pytest and Hypothesis are no dependency of Confide: only ``confide.testing`` uses them."""
+    package = Path(confide.__file__).parent
     found = {
         str(path.relative_to(package)): _test_framework_imports(path)
         for path in sorted(package.rglob("*.py"))
@@ -76,9 +76,9 @@ def test_only_the_test_helpers_import_test_frameworks() -> None:
 
 
 def test_the_command_line_starts_without_numeric_or_model_runtimes() -> None:
-    """``engram --help`` imports the CLI module: it must not pay for NumPy or a model."""
+    """``confide --help`` imports the CLI module: it must not pay for NumPy or a model."""
     code = (
-        "import sys, engram.cli;"
+        "import sys, confide.cli;"
         "heavy = {'numpy', 'numba', 'onnxruntime', 'tokenizers', 'torch'};"
         "print(sorted(heavy & set(sys.modules)))"
     )
@@ -87,7 +87,7 @@ def test_the_command_line_starts_without_numeric_or_model_runtimes() -> None:
 
 
 def test_the_lazy_names_resolve_to_the_real_classes() -> None:
-    from engram.client import Engram
-    from engram.engine import MemoryEngine
+    from confide.client import Confide
+    from confide.engine import MemoryEngine
 
-    assert engram.MemoryEngine is MemoryEngine and engram.Engram is Engram
+    assert confide.MemoryEngine is MemoryEngine and confide.Confide is Confide

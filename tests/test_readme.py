@@ -28,9 +28,9 @@ def test_readme_quick_start_prints_what_the_readme_shows(tmp_path: Path) -> None
     env = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith(("ENGRAM_", "XAI_")) and k != "MEMORY_ENCRYPTION_KEY"
+        if not k.startswith(("CONFIDE_", "XAI_")) and k != "MEMORY_ENCRYPTION_KEY"
     }
-    env["ENGRAM_HOME"] = str(tmp_path / "home")
+    env["CONFIDE_HOME"] = str(tmp_path / "home")
     script = tmp_path / "quick_start.py"
     script.write_text(code, encoding="utf-8")
     first = subprocess.run(
@@ -48,8 +48,8 @@ def test_readme_quick_start_prints_what_the_readme_shows(tmp_path: Path) -> None
 
 def test_readme_says_where_a_rotation_keeps_the_former_key_and_how_to_retire_it() -> None:
     text = README.read_text(encoding="utf-8")
-    rotate = text[text.index("engram keys rotate") : text.index("engram list --account")]
-    assert "master.key.old" in rotate and "engram keys retire" in rotate
+    rotate = text[text.index("confide keys rotate") : text.index("confide list --account")]
+    assert "master.key.old" in rotate and "confide keys retire" in rotate
     assert "delete master.key.old" in rotate
 
 

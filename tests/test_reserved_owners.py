@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from engram.chat.types import NewMessage
-from engram.errors import ValidationError
-from engram.types import NewMemory, validated
+from confide.chat.types import NewMessage
+from confide.errors import ValidationError
+from confide.types import NewMemory, validated
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""``Engram.open`` is the one wiring: the SDK, the HTTP app and the CLI get the same pieces."""
+"""``Confide.open`` is the one wiring: the SDK, the HTTP app and the CLI get the same pieces."""
 
 from __future__ import annotations
 
@@ -8,53 +8,58 @@ import pytest
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
-from engram.chat.summaries import LLMSummariser
-from engram.cli import main
-from engram.client import Engram
-from engram.config import Settings
-from engram.conversation.extraction import LLMExtractor
-from engram.llm.offline import OfflineExtractor
-from engram.llm.usage import MeteredLLM
-from engram.server import create_app
+from confide.chat.summaries import LLMSummariser
+from confide.cli import main
+from confide.client import Confide
+from confide.config import Settings
+from confide.conversation.extraction import LLMExtractor
+from confide.llm.offline import OfflineExtractor
+from confide.llm.usage import MeteredLLM
+from confide.server import create_app
 
 KEK = bytes(range(32)).hex()
 
 
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """An environment that configures Engram for the CLI and ``Settings()`` alike."""
-    for name in ("XAI_API_KEY", "ENGRAM_LLM_API_KEY", "ENGRAM_STORAGE_URL", "ENGRAM_KEYSTORE_URL"):
+    """An environment that configures Confide for the CLI and ``Settings()`` alike."""
+    for name in (
+        "XAI_API_KEY",
+        "CONFIDE_LLM_API_KEY",
+        "CONFIDE_STORAGE_URL",
+        "CONFIDE_KEYSTORE_URL",
+    ):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("ENGRAM_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("CONFIDE_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("MEMORY_ENCRYPTION_KEY", KEK)
-    monkeypatch.setenv("ENGRAM_EMBEDDER", "none")
-    monkeypatch.setenv("ENGRAM_LLM_BASE_URL", "http://127.0.0.1:9/v1")
-    monkeypatch.setenv("ENGRAM_LLM_MODEL", "scripted")
+    monkeypatch.setenv("CONFIDE_EMBEDDER", "none")
+    monkeypatch.setenv("CONFIDE_LLM_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("CONFIDE_LLM_MODEL", "scripted")
     return tmp_path / "home"
 
 
 def test_open_wires_the_configured_llm_extractor(home: Path) -> None:
-    with Engram.open(Settings()) as engram:
-        assert isinstance(engram.extractor, LLMExtractor)
-        assert engram.memory_query.embedder is None
+    with Confide.open(Settings()) as confide:
+        assert isinstance(confide.extractor, LLMExtractor)
+        assert confide.memory_query.embedder is None
 
 
 def test_open_meters_every_llm_client_once(home: Path) -> None:
-    with Engram.open(Settings()) as engram:
-        apps_llm = engram.apps.llm
-        assert isinstance(apps_llm, MeteredLLM) and apps_llm.ledger is engram.usage
-        assert engram.apps.compactor.llm is apps_llm
-        assert isinstance(engram.extractor, LLMExtractor)
-        assert engram.extractor._llm is apps_llm
-        summariser = engram.chat.summaries.summariser
+    with Confide.open(Settings()) as confide:
+        apps_llm = confide.apps.llm
+        assert isinstance(apps_llm, MeteredLLM) and apps_llm.ledger is confide.usage
+        assert confide.apps.compactor.llm is apps_llm
+        assert isinstance(confide.extractor, LLMExtractor)
+        assert confide.extractor._llm is apps_llm
+        summariser = confide.chat.summaries.summariser
         assert isinstance(summariser, LLMSummariser) and summariser.llm is apps_llm
-        assert engram.chat.ledger is engram.usage
+        assert confide.chat.ledger is confide.usage
 
 
 def test_without_an_llm_extraction_is_offline(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("ENGRAM_LLM_BASE_URL")
-    with Engram.open(Settings()) as engram:
-        assert isinstance(engram.extractor, OfflineExtractor)
+    monkeypatch.delenv("CONFIDE_LLM_BASE_URL")
+    with Confide.open(Settings()) as confide:
+        assert isinstance(confide.extractor, OfflineExtractor)
 
 
 def test_the_app_takes_its_extractor_from_the_wiring(home: Path) -> None:

@@ -13,12 +13,12 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from engram.apps import AppMemories
-from engram.config import Settings
-from engram.engine import MemoryEngine
-from engram.llm.openai_compat import OpenAICompatibleLLM
-from engram.server import create_app
-from engram.testing.scripted_llm import ScriptedLLMServer
+from confide.apps import AppMemories
+from confide.config import Settings
+from confide.engine import MemoryEngine
+from confide.llm.openai_compat import OpenAICompatibleLLM
+from confide.server import create_app
+from confide.testing.scripted_llm import ScriptedLLMServer
 
 ACCOUNT = "acct-1"
 
@@ -86,7 +86,7 @@ def apps_api(engine: MemoryEngine, settings: Settings) -> ApiFactory:
         token = keys.create(ACCOUNT)
         admin = keys.create(ACCOUNT, admin=True)
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://engram.test") as http:
+        async with httpx.AsyncClient(transport=transport, base_url="http://confide.test") as http:
             try:
                 yield AppsApi(app, http, token, admin)
             finally:

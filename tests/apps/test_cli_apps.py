@@ -1,4 +1,4 @@
-"""``engram apps uninstall`` and ``engram keys create --scope``, through click's runner
+"""``confide apps uninstall`` and ``confide keys create --scope``, through click's runner
 against the test's database and key store, on both backends."""
 
 from __future__ import annotations
@@ -11,20 +11,20 @@ from click.testing import CliRunner
 from tests.apps.conftest import ACCOUNT, transcript
 from tests.conftest import TEST_KEK
 
-from engram.apps import AppMemories
-from engram.cli import main
-from engram.engine import MemoryEngine
-from engram.server.auth import ApiKeys
+from confide.apps import AppMemories
+from confide.cli import main
+from confide.engine import MemoryEngine
+from confide.server.auth import ApiKeys
 
 
 @pytest.fixture
 def cli(storage_url: str, key_store_url: str, tmp_path: Path) -> CliRunner:
     return CliRunner(
         env={
-            "ENGRAM_STORAGE_URL": storage_url,
-            "ENGRAM_KEYSTORE_URL": key_store_url,
-            "ENGRAM_HOME": str(tmp_path / "cli-home"),
-            "ENGRAM_EMBEDDER": "none",
+            "CONFIDE_STORAGE_URL": storage_url,
+            "CONFIDE_KEYSTORE_URL": key_store_url,
+            "CONFIDE_HOME": str(tmp_path / "cli-home"),
+            "CONFIDE_EMBEDDER": "none",
             "MEMORY_ENCRYPTION_KEY": TEST_KEK.hex(),
         }
     )

@@ -15,15 +15,15 @@ import pytest
 from tests.apps.conftest import ACCOUNT, llm_of, transcript
 from tests.conftest import TEST_KEK, make_storage
 
-from engram.apps import AppMemories, AppScope, reason_of
-from engram.apps.service import EndOutcome
-from engram.apps.writer import LLMMemoryWriter
-from engram.config import Settings
-from engram.crypto.keyring import KeyRing
-from engram.engine import MemoryEngine
-from engram.storage.keystore import open_key_store
-from engram.testing.scripted_llm import RecordedRequest, ScriptedLLMServer, ScriptedReply
-from engram.types import HistoryEventType, Memory, MemoryState
+from confide.apps import AppMemories, AppScope, reason_of
+from confide.apps.service import EndOutcome
+from confide.apps.writer import LLMMemoryWriter
+from confide.config import Settings
+from confide.crypto.keyring import KeyRing
+from confide.engine import MemoryEngine
+from confide.storage.keystore import open_key_store
+from confide.testing.scripted_llm import RecordedRequest, ScriptedLLMServer, ScriptedReply
+from confide.types import HistoryEventType, Memory, MemoryState
 
 APP = "notes"
 SCOPE = AppScope(ACCOUNT, APP)

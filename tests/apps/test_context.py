@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 
 from tests.apps.conftest import ACCOUNT, transcript
 
-from engram.apps import AppMemories, render_context
-from engram.client import Engram
-from engram.engine import MemoryEngine
+from confide.apps import AppMemories, render_context
+from confide.client import Confide
+from confide.engine import MemoryEngine
 
 
 def _today() -> str:
@@ -17,7 +17,7 @@ def _today() -> str:
 
 
 def test_exact_text_newest_first(engine: MemoryEngine) -> None:
-    sdk = Engram(engine, embedder=None)
+    sdk = Confide(engine, embedder=None)
     sdk.apps.configure(ACCOUNT, "notes", name="Team Notes")
     for n in range(3):
         sdk.end_app_conversation("notes", f"c{n}", transcript(n), account_id=ACCOUNT)
@@ -37,7 +37,7 @@ def test_exact_text_newest_first(engine: MemoryEngine) -> None:
 def test_name_defaults_to_the_app_id_and_empty_without_memories(engine: MemoryEngine) -> None:
     apps = AppMemories(engine, llm=None)
     assert apps.context(ACCOUNT, "notes") == ""
-    sdk = Engram(engine, embedder=None)
+    sdk = Confide(engine, embedder=None)
     sdk.end_app_conversation("notes", "c1", transcript(1), account_id=ACCOUNT)
     assert apps.context(ACCOUNT, "notes").startswith("(memories for app: notes)\n")
 

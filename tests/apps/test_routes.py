@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from tests.apps.conftest import ACCOUNT, ApiFactory, AppsApi, transcript
 
-from engram.testing.scripted_llm import ScriptedLLMServer, ScriptedReply
+from confide.testing.scripted_llm import ScriptedLLMServer, ScriptedReply
 
 pytestmark = pytest.mark.asyncio
 

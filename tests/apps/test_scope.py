@@ -9,12 +9,12 @@ import pytest
 from pydantic import ValidationError as PydanticValidationError
 from tests.apps.conftest import ACCOUNT, llm_of, transcript
 
-from engram.apps import AppMemories, AppScope, offline_paragraph
-from engram.apps.scope import AppMessage
-from engram.engine import MemoryEngine
-from engram.errors import ValidationError
-from engram.testing.scripted_llm import ScriptedLLMServer, ScriptedReply
-from engram.types import MemoryFilter, NewMemory
+from confide.apps import AppMemories, AppScope, offline_paragraph
+from confide.apps.scope import AppMessage
+from confide.engine import MemoryEngine
+from confide.errors import ValidationError
+from confide.testing.scripted_llm import ScriptedLLMServer, ScriptedReply
+from confide.types import MemoryFilter, NewMemory
 
 PARAGRAPH = "The user prefers option 1 for the report. The deadline moved to Friday."
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from engram.config import LLMPrice, Settings
+from confide.config import LLMPrice, Settings
 
 
 def test_environment_names(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ENGRAM_APP_MEMORY_CAP", "3")
-    monkeypatch.setenv("ENGRAM_APP_LLM_TIMEOUT", "2.5")
-    monkeypatch.setenv("ENGRAM_LLM_BUDGET_UNITS", "40")
-    monkeypatch.setenv("ENGRAM_LLM_PRICES", '{"app_memory": {"per_call": 2}}')
+    monkeypatch.setenv("CONFIDE_APP_MEMORY_CAP", "3")
+    monkeypatch.setenv("CONFIDE_APP_LLM_TIMEOUT", "2.5")
+    monkeypatch.setenv("CONFIDE_LLM_BUDGET_UNITS", "40")
+    monkeypatch.setenv("CONFIDE_LLM_PRICES", '{"app_memory": {"per_call": 2}}')
     settings = Settings()
     assert settings.app_memory_cap == 3
     assert settings.app_llm_timeout == 2.5
@@ -20,11 +20,11 @@ def test_environment_names(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_defaults_and_limits(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("ENGRAM_APP_MEMORY_CAP", "ENGRAM_LLM_BUDGET_UNITS", "ENGRAM_LLM_PRICES"):
+    for name in ("CONFIDE_APP_MEMORY_CAP", "CONFIDE_LLM_BUDGET_UNITS", "CONFIDE_LLM_PRICES"):
         monkeypatch.delenv(name, raising=False)
     settings = Settings()
     assert (settings.app_memory_cap, settings.app_llm_timeout) == (10, 30.0)
     assert settings.llm_budget_units is None and settings.llm_prices == {}
-    monkeypatch.setenv("ENGRAM_APP_MEMORY_CAP", "0")
+    monkeypatch.setenv("CONFIDE_APP_MEMORY_CAP", "0")
     with pytest.raises(ValueError, match="app_memory_cap"):
         Settings()

@@ -12,16 +12,16 @@ from dataclasses import dataclass
 import pytest
 from tests.apps.conftest import ACCOUNT, ApiFactory, llm_of, transcript
 
-from engram.apps import AppMemories
-from engram.chat import ChatMemory
-from engram.client import Engram
-from engram.config import LLMPrice, Settings
-from engram.engine import MemoryEngine
-from engram.llm.usage import MeteredLLM, UsageLedger
-from engram.storage.jobs import JobState
-from engram.testing.scripted_llm import ScriptedLLMServer
-from engram.workers import Worker, register_conversation_jobs
-from engram.workers.conversation_jobs import APP_RESUME, enqueue_app_resume
+from confide.apps import AppMemories
+from confide.chat import ChatMemory
+from confide.client import Confide
+from confide.config import LLMPrice, Settings
+from confide.engine import MemoryEngine
+from confide.llm.usage import MeteredLLM, UsageLedger
+from confide.storage.jobs import JobState
+from confide.testing.scripted_llm import ScriptedLLMServer
+from confide.workers import Worker, register_conversation_jobs
+from confide.workers.conversation_jobs import APP_RESUME, enqueue_app_resume
 
 PARAGRAPH = "The user prefers option 1 for the report."
 SECOND = "The user prefers option 2 for the report."
@@ -41,7 +41,7 @@ def test_every_call_is_in_the_ledger_and_polls_see_what_is_new(
     summary = json.dumps({"summary": "The user and the assistant talked.", "facts": []})
     llm_server.enqueue(PARAGRAPH, summary)
     prices = {"app_memory": LLMPrice(prompt_per_1k=0, completion_per_1k=0, per_call=5)}
-    sdk = Engram(
+    sdk = Confide(
         engine,
         embedder=None,
         settings=_llm_settings(
@@ -218,8 +218,8 @@ async def test_usage_route_and_metrics(apps_api: ApiFactory, llm_server: Scripte
         )
         assert bad.status_code == 400
         metrics = (await api.client.get("/metrics", headers=api.headers())).text
-        assert 'engram_llm_calls_total{operation="app_memory"} 1' in metrics
-        assert 'engram_llm_tokens_total{kind="completion",operation="app_memory"}' in metrics
+        assert 'confide_llm_calls_total{operation="app_memory"} 1' in metrics
+        assert 'confide_llm_tokens_total{kind="completion",operation="app_memory"}' in metrics
 
 
 def test_chat_summaries_wait_below_20_percent(
@@ -263,7 +263,7 @@ def test_extraction_is_metered_with_its_scope(
     engine: MemoryEngine, settings: Settings, llm_server: ScriptedLLMServer
 ) -> None:
     llm_server.enqueue("[]")
-    sdk = Engram(engine, embedder=None, settings=_llm_settings(settings, llm_server))
+    sdk = Confide(engine, embedder=None, settings=_llm_settings(settings, llm_server))
     sdk.add(
         [{"role": "user", "content": "My dog is called Rex."}], user_id="u1", account_id=ACCOUNT
     )

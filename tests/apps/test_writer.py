@@ -8,12 +8,12 @@ import asyncio
 
 from tests.apps.conftest import ACCOUNT, llm_of, transcript
 
-from engram.apps import AppMemories
-from engram.apps.service import EndOutcome, parse_messages
-from engram.apps.writer import LLMMemoryWriter, check_app_memory, offline_paragraph
-from engram.conversation.writing import Outcome
-from engram.engine import MemoryEngine
-from engram.testing.scripted_llm import ScriptedLLMServer
+from confide.apps import AppMemories
+from confide.apps.service import EndOutcome, parse_messages
+from confide.apps.writer import LLMMemoryWriter, check_app_memory, offline_paragraph
+from confide.conversation.writing import Outcome
+from confide.engine import MemoryEngine
+from confide.testing.scripted_llm import ScriptedLLMServer
 
 APP = "notes"
 

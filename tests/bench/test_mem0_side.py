@@ -1,4 +1,4 @@
-"""mem0's side of the LoCoMo harness: Engram's embedder behind mem0's embedder interface."""
+"""mem0's side of the LoCoMo harness: Confide's embedder behind mem0's embedder interface."""
 
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 from _locomo_data import Turn
-from _mem0_side import EngramEmbedding, make_mem0_side
-from engram.testing.embedders import HashingEmbedder
+from _mem0_side import ConfideEmbedding, make_mem0_side
+from confide.testing.embedders import HashingEmbedder
 
 
-def test_the_adapter_hands_mem0_engram_vectors_as_float_lists() -> None:
+def test_the_adapter_hands_mem0_confide_vectors_as_float_lists() -> None:
     embedder = HashingEmbedder(dims=8)
-    adapter = EngramEmbedding(embedder, config=None)
+    adapter = ConfideEmbedding(embedder, config=None)
     texts = ["Ann adopted a puppy", "Bob works in Boston"]
     one = adapter.embed(texts[0], "add")
     query = adapter.embed(texts[1], "search")
@@ -39,14 +39,14 @@ def _turns(conv_id: str, texts: list[str]) -> list[Turn]:
 
 
 @pytest.mark.slow
-def test_mem0_ranks_with_engrams_minilm_per_conversation(
+def test_mem0_ranks_with_confides_minilm_per_conversation(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Not importorskip: mem0 reads its telemetry switch when first imported, which is
     # make_mem0_side's job (it refuses a mem0 imported with telemetry on).
     if importlib.util.find_spec("mem0") is None:
         pytest.skip("the bench extra (mem0ai) is not installed")
-    from engram.embedders.local import LocalMiniLMEmbedder
+    from confide.embedders.local import LocalMiniLMEmbedder
 
     # make_mem0_side sets these for mem0's import; monkeypatch puts the old values back.
     for name in ("MEM0_TELEMETRY", "MEM0_DIR", "HF_HUB_OFFLINE"):
@@ -56,7 +56,7 @@ def test_mem0_ranks_with_engrams_minilm_per_conversation(
     assert side is not None
     workdir = Path(side.memory.config.history_db_path).parent
     try:
-        assert "all-MiniLM-L6-v2 (Engram's, in process)" in side.setup
+        assert "all-MiniLM-L6-v2 (Confide's, in process)" in side.setup
         side.ingest(
             "c1",
             _turns(

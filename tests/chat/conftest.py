@@ -13,10 +13,10 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from engram.chat import ChatMemory
-from engram.config import Settings
-from engram.engine import MemoryEngine
-from engram.server import create_app
+from confide.chat import ChatMemory
+from confide.config import Settings
+from confide.engine import MemoryEngine
+from confide.server import create_app
 
 ACCOUNT = "acct-1"
 
@@ -80,7 +80,7 @@ def chat_api(engine: MemoryEngine, settings: Settings) -> ApiFactory:
             app.state.services.chat = chat
         token = app.state.services.keys.create(ACCOUNT)
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://engram.test") as http:
+        async with httpx.AsyncClient(transport=transport, base_url="http://confide.test") as http:
             try:
                 yield ChatApi(app, http, token)
             finally:

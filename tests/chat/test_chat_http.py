@@ -9,11 +9,11 @@ import json
 import pytest
 from tests.chat.conftest import ACCOUNT, ApiFactory, ChatApi
 
-from engram.chat.history import CHUNK_CATEGORY
-from engram.engine import MemoryEngine
-from engram.storage.base import Capability
-from engram.testing.scripted_llm import ScriptedLLMServer
-from engram.types import HistoryEventType, MemoryFilter
+from confide.chat.history import CHUNK_CATEGORY
+from confide.engine import MemoryEngine
+from confide.storage.base import Capability
+from confide.testing.scripted_llm import ScriptedLLMServer
+from confide.types import HistoryEventType, MemoryFilter
 
 pytestmark = pytest.mark.asyncio
 

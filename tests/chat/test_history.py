@@ -8,15 +8,15 @@ from typing import Any
 import pytest
 from tests.chat.conftest import ApiFactory
 
-from engram.chat import ChatMemory
-from engram.chat.history import LONG_TERM_HEADER, SEMANTIC_HEADER
-from engram.embedders.openai import OpenAICompatibleEmbedder
-from engram.engine import MemoryEngine
-from engram.index.memory_text import indexed_text
-from engram.index.vectors import VectorIndexer
-from engram.testing.builders import add
-from engram.testing.embedders import HashingEmbedder
-from engram.testing.scripted_llm import ScriptedLLMServer
+from confide.chat import ChatMemory
+from confide.chat.history import LONG_TERM_HEADER, SEMANTIC_HEADER
+from confide.embedders.openai import OpenAICompatibleEmbedder
+from confide.engine import MemoryEngine
+from confide.index.memory_text import indexed_text
+from confide.index.vectors import VectorIndexer
+from confide.testing.builders import add
+from confide.testing.embedders import HashingEmbedder
+from confide.testing.scripted_llm import ScriptedLLMServer
 
 ACCOUNT = "acct-1"
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from engram.chat import ChatMemory
-from engram.engine import MemoryEngine
-from engram.errors import NotFoundError, ValidationError
-from engram.storage.base import Capability, Storage
+from confide.chat import ChatMemory
+from confide.engine import MemoryEngine
+from confide.errors import NotFoundError, ValidationError
+from confide.storage.base import Capability, Storage
 
 ACCOUNT = "acct-1"
 

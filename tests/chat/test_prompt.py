@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from engram.chat import ChatMemory
-from engram.chat.prompt import build_static_prompt
-from engram.engine import MemoryEngine
-from engram.errors import ValidationError
-from engram.retrieval.categories import load_categories
-from engram.retrieval.profiles import AgentProfile, DeliveryMode
-from engram.testing.builders import add
+from confide.chat import ChatMemory
+from confide.chat.prompt import build_static_prompt
+from confide.engine import MemoryEngine
+from confide.errors import ValidationError
+from confide.retrieval.categories import load_categories
+from confide.retrieval.profiles import AgentProfile, DeliveryMode
+from confide.testing.builders import add
 
 ACCOUNT = "acct-1"
 PROFILES = """

@@ -1,5 +1,5 @@
-"""The SDK's chat methods on ``Engram`` (both backends), ``memory_query`` reaching summary
-chunks, and ``engram purge`` removing summarised messages past their retention."""
+"""The SDK's chat methods on ``Confide`` (both backends), ``memory_query`` reaching summary
+chunks, and ``confide purge`` removing summarised messages past their retention."""
 
 from __future__ import annotations
 
@@ -8,18 +8,18 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from engram.chat.history import CHUNK_CATEGORY
-from engram.cli import main
-from engram.client import Engram
-from engram.config import Settings
-from engram.engine import MemoryEngine
-from engram.errors import NotFoundError, ValidationError
+from confide.chat.history import CHUNK_CATEGORY
+from confide.cli import main
+from confide.client import Confide
+from confide.config import Settings
+from confide.engine import MemoryEngine
+from confide.errors import NotFoundError, ValidationError
 
 ACCOUNT = "acct-1"
 KEY = "22" * 32
 
 
-def _conversation(memory: Engram, count: int = 31) -> None:
+def _conversation(memory: Confide, count: int = 31) -> None:
     for i in range(count):
         memory.add_message(
             account_id=ACCOUNT,
@@ -31,7 +31,7 @@ def _conversation(memory: Engram, count: int = 31) -> None:
 
 
 def test_sdk_saves_lists_retrieves_and_summarises(engine: MemoryEngine) -> None:
-    memory = Engram(engine, embedder=None)
+    memory = Confide(engine, embedder=None)
     _conversation(memory)  # the 31st message runs the summary (offline, no LLM set)
     page = memory.messages(account_id=ACCOUNT, user_id="ann", conversation_id="c1", limit=5)
     assert [m.index for m in page.messages] == [0, 1, 2, 3, 4] and page.next_cursor == 4
@@ -60,19 +60,19 @@ def test_sdk_saves_lists_retrieves_and_summarises(engine: MemoryEngine) -> None:
 
 def test_cli_purge_removes_summarised_messages_past_retention(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    with Engram.open(Settings(home=home, encryption_key=KEY, embedder="none")) as memory:
+    with Confide.open(Settings(home=home, encryption_key=KEY, embedder="none")) as memory:
         _conversation(memory)
     env = {
-        "ENGRAM_HOME": str(home),
+        "CONFIDE_HOME": str(home),
         "MEMORY_ENCRYPTION_KEY": KEY,
-        "ENGRAM_EMBEDDER": "none",
-        "ENGRAM_STORAGE_URL": "",
+        "CONFIDE_EMBEDDER": "none",
+        "CONFIDE_STORAGE_URL": "",
     }
     kept = CliRunner().invoke(main, ["purge"], env=env, catch_exceptions=False)
     assert kept.exit_code == 0 and "purged 0 summarised chat messages" in kept.output
-    env["ENGRAM_MESSAGE_RETENTION_DAYS"] = "0"
+    env["CONFIDE_MESSAGE_RETENTION_DAYS"] = "0"
     purged = CliRunner().invoke(main, ["purge"], env=env, catch_exceptions=False)
     assert purged.exit_code == 0 and "purged 20 summarised chat messages" in purged.output
-    with Engram.open(Settings(home=home, encryption_key=KEY, embedder="none")) as memory:
+    with Confide.open(Settings(home=home, encryption_key=KEY, embedder="none")) as memory:
         page = memory.messages(account_id=ACCOUNT, user_id="ann", conversation_id="c1")
         assert [m.index for m in page.messages] == list(range(20, 31))

@@ -14,18 +14,18 @@ from typing import Any
 
 import pytest
 
-from engram.chat import ChatMemory, FactCategory
-from engram.chat.facts import FACT_MEMORY_CATEGORY
-from engram.chat.history import CHUNK_CATEGORY
-from engram.chat.summaries import SUMMARY_PROMPT, LLMSummariser, OfflineSummariser
-from engram.chat.types import ChatMessage
-from engram.embedders.openai import OpenAICompatibleEmbedder
-from engram.engine import MemoryEngine
-from engram.errors import ProviderError, StorageError
-from engram.index.vectors import VectorIndexer
-from engram.llm.openai_compat import OpenAICompatibleLLM
-from engram.testing.scripted_llm import RecordedRequest, ScriptedLLMServer, ScriptedReply
-from engram.types import MemoryFilter, MemoryType, Visibility
+from confide.chat import ChatMemory, FactCategory
+from confide.chat.facts import FACT_MEMORY_CATEGORY
+from confide.chat.history import CHUNK_CATEGORY
+from confide.chat.summaries import SUMMARY_PROMPT, LLMSummariser, OfflineSummariser
+from confide.chat.types import ChatMessage
+from confide.embedders.openai import OpenAICompatibleEmbedder
+from confide.engine import MemoryEngine
+from confide.errors import ProviderError, StorageError
+from confide.index.vectors import VectorIndexer
+from confide.llm.openai_compat import OpenAICompatibleLLM
+from confide.testing.scripted_llm import RecordedRequest, ScriptedLLMServer, ScriptedReply
+from confide.types import MemoryFilter, MemoryType, Visibility
 
 ACCOUNT = "acct-1"
 GOOD = json.dumps(

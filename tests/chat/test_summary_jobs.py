@@ -10,10 +10,10 @@ import uuid
 import pytest
 from tests.chat.conftest import ACCOUNT, ApiFactory
 
-from engram.engine import MemoryEngine
-from engram.storage.jobs import JobRow, JobState
-from engram.testing.scripted_llm import ScriptedLLMServer, ScriptedReply
-from engram.workers.conversation_jobs import CHAT_SUMMARY
+from confide.engine import MemoryEngine
+from confide.storage.jobs import JobRow, JobState
+from confide.testing.scripted_llm import ScriptedLLMServer, ScriptedReply
+from confide.workers.conversation_jobs import CHAT_SUMMARY
 
 pytestmark = pytest.mark.asyncio
 

@@ -1,4 +1,4 @@
-"""Conformance: the SDK's ``add`` and ``search`` on :class:`Engram`, on both backends.
+"""Conformance: the SDK's ``add`` and ``search`` on :class:`Confide`, on both backends.
 
 Ranking is checked with the real local MiniLM embedder.
 """
@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-import engram
-from engram.client import DEFAULT_ACCOUNT, Engram, SearchResult
-from engram.conversation.proposals import ProposalStore
-from engram.embedders import Embedder, build_embedder
-from engram.engine import MemoryEngine
-from engram.errors import ValidationError
-from engram.types import MemoryFilter, MemoryType, Source
+import confide
+from confide.client import DEFAULT_ACCOUNT, Confide, SearchResult
+from confide.conversation.proposals import ProposalStore
+from confide.embedders import Embedder, build_embedder
+from confide.engine import MemoryEngine
+from confide.errors import ValidationError
+from confide.types import MemoryFilter, MemoryType, Source
 
 pytestmark = pytest.mark.slow
 
@@ -30,17 +30,17 @@ def minilm(tmp_path_factory: pytest.TempPathFactory) -> Embedder:
 
 
 @pytest.fixture
-def app(engine: MemoryEngine, minilm: Embedder) -> Iterator[Engram]:
-    client = Engram(engine, embedder=minilm)
+def app(engine: MemoryEngine, minilm: Embedder) -> Iterator[Confide]:
+    client = Confide(engine, embedder=minilm)
     yield client
     client.access.close()  # the engine fixture closes the storage
 
 
-def _count(app: Engram, user: str, account: str = DEFAULT_ACCOUNT) -> int:
+def _count(app: Confide, user: str, account: str = DEFAULT_ACCOUNT) -> int:
     return len(app.engine.list_memories(MemoryFilter(account_id=account, user_id=user)))
 
 
-def test_add_text_stores_one_memory_under_a_note_key_in_the_default_account(app: Engram) -> None:
+def test_add_text_stores_one_memory_under_a_note_key_in_the_default_account(app: Confide) -> None:
     stored = app.add("Ali has a dog named Biscuit.", user_id="alice")
     assert [(m.account_id, m.key, m.value, m.type) for m in stored] == [
         ("default", "note", "Ali has a dog named Biscuit.", MemoryType.FACT)
@@ -54,13 +54,13 @@ def test_add_text_stores_one_memory_under_a_note_key_in_the_default_account(app:
     assert [(m.key, m.type) for m in typed] == [("drink", MemoryType.PREFERENCE)]
 
 
-def test_adding_the_same_text_twice_stores_nothing_the_second_time(app: Engram) -> None:
+def test_adding_the_same_text_twice_stores_nothing_the_second_time(app: Confide) -> None:
     assert len(app.add("Bob grew up in Lisbon.", user_id="bob")) == 1
     assert app.add("Bob grew up in Lisbon.", user_id="bob") == []
     assert _count(app, "bob") == 1
 
 
-def test_add_messages_extracts_what_the_user_said(app: Engram) -> None:
+def test_add_messages_extracts_what_the_user_said(app: Confide) -> None:
     messages = [
         {"role": "system", "content": "You are a kind assistant. My daughter is called Zoe."},
         {"role": "user", "content": "My daughter is called Maya and I live in Porto."},
@@ -79,7 +79,7 @@ def test_add_messages_extracts_what_the_user_said(app: Engram) -> None:
     assert len(proposals.pending(account_id=DEFAULT_ACCOUNT, user_id="carol")) == 1
 
 
-def test_search_ranks_every_category_with_scores(app: Engram) -> None:
+def test_search_ranks_every_category_with_scores(app: Confide) -> None:
     app.add("Dana drinks her coffee black.", user_id="dana", key="coffee", type="preference")
     app.add("Dana has a dog named Biscuit.", user_id="dana")
     app.add("Dana grew up in Lisbon.", user_id="dana", type="history")
@@ -97,7 +97,7 @@ def test_search_ranks_every_category_with_scores(app: Engram) -> None:
     assert len(app.search("anything", user_id="dana", top_k=2)) == 2
 
 
-def test_search_is_confined_to_the_account(app: Engram) -> None:
+def test_search_is_confined_to_the_account(app: Confide) -> None:
     app.add("Eve's cat is called Tom.", user_id="eve", account_id="acme")
     assert app.search("cat", user_id="eve") == []
     assert [r.memory.account_id for r in app.search("cat", user_id="eve", account_id="acme")] == [
@@ -120,13 +120,13 @@ def test_search_is_confined_to_the_account(app: Engram) -> None:
     ],
 )
 def test_wrong_argument_types_get_a_type_error_saying_what_is_expected(
-    app: Engram, call: Any, expected: str
+    app: Confide, call: Any, expected: str
 ) -> None:
     with pytest.raises(TypeError, match=expected.replace("(", r"\(").replace(")", r"\)")):
         call(app)
 
 
-def test_bad_values_are_validation_errors(app: Engram) -> None:
+def test_bad_values_are_validation_errors(app: Confide) -> None:
     with pytest.raises(ValidationError, match="non-empty"):
         app.add("   ", user_id="u")
     with pytest.raises(ValidationError, match="role"):
@@ -135,7 +135,7 @@ def test_bad_values_are_validation_errors(app: Engram) -> None:
         app.search("x", user_id="u", top_k=0)
 
 
-def test_query_still_takes_a_dict(app: Engram) -> None:
+def test_query_still_takes_a_dict(app: Confide) -> None:
     app.add("Fay has a dog named Biscuit.", user_id="fay")
     request = {"agent": "default", "account_id": "default", "user_id": "fay", "query": "dog"}
     texts = [r["text"] for r in app.query(request).results]
@@ -143,4 +143,4 @@ def test_query_still_takes_a_dict(app: Engram) -> None:
 
 
 def test_search_result_is_public() -> None:
-    assert engram.SearchResult is SearchResult
+    assert confide.SearchResult is SearchResult

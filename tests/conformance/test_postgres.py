@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from engram.testing.conformance import StorageConformance
-from engram.testing.postgres import EmbeddedPostgres, create_schema
+from confide.testing.conformance import StorageConformance
+from confide.testing.postgres import EmbeddedPostgres, create_schema
 
 
 class TestPostgres(StorageConformance):
     def new_storage_url(self, folder: Path, request: pytest.FixtureRequest) -> str:
         server: EmbeddedPostgres = request.getfixturevalue("postgres_server")
-        return server.temporary_database(request, template="engram_template")
+        return server.temporary_database(request, template="confide_template")
 
     def new_key_store_url(self, folder: Path, request: pytest.FixtureRequest) -> str:
         keys_database: str = request.getfixturevalue("keys_database")

@@ -7,16 +7,16 @@ import sys
 
 import pytest
 
-from engram.engine import default_thread
-from engram.storage.postgres import PostgresStorage
-from engram.testing.postgres import EmbeddedPostgres
+from confide.engine import default_thread
+from confide.storage.postgres import PostgresStorage
+from confide.testing.postgres import EmbeddedPostgres
 
 WRITER = """
 import sys
-from engram.config import Settings
-from engram.crypto.keyring import KeyRing
-from engram.engine import MemoryEngine
-from engram.storage.postgres import PostgresStorage
+from confide.config import Settings
+from confide.crypto.keyring import KeyRing
+from confide.engine import MemoryEngine
+from confide.storage.postgres import PostgresStorage
 
 uri, kek, n = sys.argv[1], bytes.fromhex(sys.argv[2]), sys.argv[3]
 storage = PostgresStorage(uri, max_size=2)
@@ -30,7 +30,7 @@ storage.close()
 def test_processes_writing_one_thread_get_consecutive_revisions(
     postgres_server: EmbeddedPostgres, request: pytest.FixtureRequest
 ) -> None:
-    uri = postgres_server.temporary_database(request, template="engram_template")
+    uri = postgres_server.temporary_database(request, template="confide_template")
     kek = bytes(range(32)).hex()
     procs = [subprocess.Popen([sys.executable, "-c", WRITER, uri, kek, str(n)]) for n in range(3)]
     assert [p.wait(timeout=120) for p in procs] == [0, 0, 0]
@@ -46,10 +46,10 @@ def test_processes_writing_one_thread_get_consecutive_revisions(
 
 READER = """
 import sys
-from engram.config import Settings
-from engram.crypto.keyring import KeyRing
-from engram.engine import MemoryEngine
-from engram.storage.postgres import PostgresStorage
+from confide.config import Settings
+from confide.crypto.keyring import KeyRing
+from confide.engine import MemoryEngine
+from confide.storage.postgres import PostgresStorage
 
 uri, kek = sys.argv[1], bytes.fromhex(sys.argv[2])
 storage = PostgresStorage(uri, max_size=2)
@@ -63,7 +63,7 @@ storage.close()
 def test_processes_delivering_one_header_show_each_change_once(
     postgres_server: EmbeddedPostgres, request: pytest.FixtureRequest
 ) -> None:
-    uri = postgres_server.temporary_database(request, template="engram_template")
+    uri = postgres_server.temporary_database(request, template="confide_template")
     kek = bytes(range(32)).hex()
     writer = subprocess.run([sys.executable, "-c", WRITER, uri, kek, "0"], timeout=120)
     assert writer.returncode == 0

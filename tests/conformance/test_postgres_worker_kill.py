@@ -13,22 +13,22 @@ from typing import Any
 
 import pytest
 
-from engram.config import Settings
-from engram.crypto.keyring import KeyRing
-from engram.engine import MemoryEngine
-from engram.storage.jobs import JobState
-from engram.storage.postgres import PostgresStorage
-from engram.testing.postgres import EmbeddedPostgres
-from engram.testing.scripted_llm import RecordedRequest, ScriptedLLMServer, ScriptedReply
-from engram.types import MemoryFilter
-from engram.workers import Handler, Worker
+from confide.config import Settings
+from confide.crypto.keyring import KeyRing
+from confide.engine import MemoryEngine
+from confide.storage.jobs import JobState
+from confide.storage.postgres import PostgresStorage
+from confide.testing.postgres import EmbeddedPostgres
+from confide.testing.scripted_llm import RecordedRequest, ScriptedLLMServer, ScriptedReply
+from confide.types import MemoryFilter
+from confide.workers import Handler, Worker
 
 # The job: ask the model for a note, then store it and complete the job in one transaction.
 HANDLER = """
 import asyncio
 
-from engram.llm.openai_compat import OpenAICompatibleLLM
-from engram.workers import JobContext, Worker
+from confide.llm.openai_compat import OpenAICompatibleLLM
+from confide.workers import JobContext, Worker
 
 
 def note_job(base_url):
@@ -56,10 +56,10 @@ WORKER = (
     HANDLER
     + """
 import sys
-from engram.config import Settings
-from engram.crypto.keyring import KeyRing
-from engram.engine import MemoryEngine
-from engram.storage.postgres import PostgresStorage
+from confide.config import Settings
+from confide.crypto.keyring import KeyRing
+from confide.engine import MemoryEngine
+from confide.storage.postgres import PostgresStorage
 
 uri, kek, base_url = sys.argv[1], sys.argv[2], sys.argv[3]
 settings = Settings(encryption_key=kek, worker_lease_seconds=1.0)
@@ -75,7 +75,7 @@ worker.run_once()
 def test_a_killed_workers_job_is_finished_once_by_another(
     postgres_server: EmbeddedPostgres, request: pytest.FixtureRequest
 ) -> None:
-    uri = postgres_server.temporary_database(request, template="engram_template")
+    uri = postgres_server.temporary_database(request, template="confide_template")
     kek = bytes(range(32)).hex()
     first_call = threading.Event()
 

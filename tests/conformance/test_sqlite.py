@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from engram.testing.conformance import StorageConformance
+from confide.testing.conformance import StorageConformance
 
 
 class TestSqlite(StorageConformance):
     def new_storage_url(self, folder: Path, request: pytest.FixtureRequest) -> str:
-        return f"sqlite:///{folder / 'engram.db'}"
+        return f"sqlite:///{folder / 'confide.db'}"

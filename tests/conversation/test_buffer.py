@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from engram.conversation.analysis import classify_intent, extract_entities
-from engram.conversation.buffer import SessionBuffer
-from engram.errors import ConflictError, NotFoundError, ValidationError
+from confide.conversation.analysis import classify_intent, extract_entities
+from confide.conversation.buffer import SessionBuffer
+from confide.errors import ConflictError, NotFoundError, ValidationError
 
 T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 

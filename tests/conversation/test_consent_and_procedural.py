@@ -6,18 +6,18 @@ import json
 
 import pytest
 
-from engram.conversation.buffer import Session, SessionBuffer
-from engram.conversation.consent import ConsentPolicy, Signal
-from engram.conversation.dispatcher import EngineDispatcher
-from engram.conversation.procedural import (
+from confide.conversation.buffer import Session, SessionBuffer
+from confide.conversation.consent import ConsentPolicy, Signal
+from confide.conversation.dispatcher import EngineDispatcher
+from confide.conversation.procedural import (
     ProceduralGate,
     in_default_context,
     is_explicit_request,
     numbered_steps,
 )
-from engram.conversation.proposals import ProposalStore
-from engram.engine import MemoryEngine
-from engram.types import MemoryFilter, MemoryType
+from confide.conversation.proposals import ProposalStore
+from confide.engine import MemoryEngine
+from confide.types import MemoryFilter, MemoryType
 
 ACCOUNT = "acct-1"
 

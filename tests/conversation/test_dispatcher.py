@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from engram.conversation.buffer import Session, SessionBuffer
-from engram.conversation.dedup import DedupPolicy, normalise
-from engram.conversation.dispatcher import EngineDispatcher
-from engram.engine import MemoryEngine
-from engram.errors import NotFoundError, ValidationError
-from engram.types import MemoryFilter, MemoryType, Visibility
+from confide.conversation.buffer import Session, SessionBuffer
+from confide.conversation.dedup import DedupPolicy, normalise
+from confide.conversation.dispatcher import EngineDispatcher
+from confide.engine import MemoryEngine
+from confide.errors import NotFoundError, ValidationError
+from confide.types import MemoryFilter, MemoryType, Visibility
 
 
 def session(buffer: SessionBuffer, user: str = "u1") -> Session:

@@ -10,19 +10,19 @@ from datetime import UTC, datetime
 
 import pytest
 
-from engram.conversation.buffer import Session, SessionBuffer
-from engram.conversation.extraction import (
+from confide.conversation.buffer import Session, SessionBuffer
+from confide.conversation.extraction import (
     ExtractionPipeline,
     LLMExtractor,
     ProposedChange,
     parse_candidates,
     render_transcript,
 )
-from engram.errors import ProviderError
-from engram.llm import OpenAICompatibleLLM
-from engram.llm.offline import OfflineExtractor
-from engram.testing.scripted_llm import ScriptedLLMServer, ScriptedReply
-from engram.types import MemoryType, NewMemory, Source
+from confide.errors import ProviderError
+from confide.llm import OpenAICompatibleLLM
+from confide.llm.offline import OfflineExtractor
+from confide.testing.scripted_llm import ScriptedLLMServer, ScriptedReply
+from confide.types import MemoryType, NewMemory, Source
 
 T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 

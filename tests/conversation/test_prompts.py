@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from engram.conversation.prompts import build_system_prompt, format_memories
-from engram.types import Memory, MemoryState, MemoryType, Source, Visibility
+from confide.conversation.prompts import build_system_prompt, format_memories
+from confide.types import Memory, MemoryState, MemoryType, Source, Visibility
 
 T0 = datetime(2025, 3, 1, tzinfo=UTC)
 

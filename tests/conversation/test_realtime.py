@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from engram.conversation.buffer import Session, SessionBuffer
-from engram.conversation.realtime import RealtimeAdapter
-from engram.errors import NotFoundError, StorageError
-from engram.types import Memory, MemoryState, MemoryType, Source, Visibility
+from confide.conversation.buffer import Session, SessionBuffer
+from confide.conversation.realtime import RealtimeAdapter
+from confide.errors import NotFoundError, StorageError
+from confide.types import Memory, MemoryState, MemoryType, Source, Visibility
 
 T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 

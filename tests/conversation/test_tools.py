@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from engram.conversation.tools import (
+from confide.conversation.tools import (
     TOOL_EXAMPLES,
     TOOL_NAMES,
     ForgetMemoryArgs,
@@ -19,9 +19,9 @@ from engram.conversation.tools import (
     reminder_offer,
     tools_json,
 )
-from engram.errors import ValidationError
-from engram.llm.offline import OfflineExtractor
-from engram.types import MemoryType
+from confide.errors import ValidationError
+from confide.llm.offline import OfflineExtractor
+from confide.types import MemoryType
 
 
 def test_names_and_forms() -> None:
@@ -69,7 +69,7 @@ def test_descriptions_say_store_proactively_and_silently() -> None:
 
 @pytest.mark.parametrize("example", TOOL_EXAMPLES, ids=lambda e: f"{e.key}")
 def test_offline_extractor_handles_every_tool_example(example: object) -> None:
-    from engram.conversation.tools import ToolExample
+    from confide.conversation.tools import ToolExample
 
     assert isinstance(example, ToolExample)
     found = {c.key: c for c in OfflineExtractor().extract_text(example.sentence)}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engram.conversation.validation import is_grounded, normalize_key, validate_value
+from confide.conversation.validation import is_grounded, normalize_key, validate_value
 
 
 @pytest.mark.parametrize(

@@ -6,17 +6,17 @@ import json
 
 import pytest
 
-from engram.client import Engram
-from engram.config import Settings
-from engram.conversation.extraction import LLMExtractor
-from engram.conversation.writing import (
+from confide.client import Confide
+from confide.config import Settings
+from confide.conversation.extraction import LLMExtractor
+from confide.conversation.writing import (
     Outcome,
     WritingTally,
     check_episodic,
     check_semantic,
 )
-from engram.engine import MemoryEngine
-from engram.testing.scripted_llm import ScriptedLLMServer
+from confide.engine import MemoryEngine
+from confide.testing.scripted_llm import ScriptedLLMServer
 
 
 @pytest.mark.parametrize(
@@ -142,7 +142,7 @@ def test_the_sdk_sends_a_models_candidates_through_the_rules(
         configured = settings.model_copy(
             update={"llm_base_url": server.base_url, "llm_model": "scripted"}
         )
-        sdk = Engram(engine, embedder=None, settings=configured)
+        sdk = Confide(engine, embedder=None, settings=configured)
         said = "My dog is called Rex. I feel happy about Rex. I walk Rex every day."
         stored = sdk.add([{"role": "user", "content": said}], user_id="u1", account_id="acct")
     assert sorted(m.value for m in stored) == ["Rex", "The user walks Rex every day."]

@@ -1,5 +1,5 @@
-"""Crashes: ``kill -9`` of ``engram serve`` and its background worker during concurrent
-writes, on both backends (SQLite: the service's worker thread; PostgreSQL: an ``engram
+"""Crashes: ``kill -9`` of ``confide serve`` and its background worker during concurrent
+writes, on both backends (SQLite: the service's worker thread; PostgreSQL: an ``confide
 worker`` process beside it).
 
 After each restart the store passes its integrity check and the consistency queries; at the
@@ -14,18 +14,18 @@ from pathlib import Path
 
 import pytest
 
-from engram.config import Settings
-from engram.crypto.keyring import KeyRing
-from engram.engine import MemoryEngine
-from engram.storage import open_storage
-from engram.storage.base import Storage
-from engram.storage.keystore import open_key_store
-from engram.testing.builders import add
-from engram.testing.crash import Ack, check_store, crash_rounds, values_in_clear
-from engram.testing.postgres import EmbeddedPostgres, create_schema
-from engram.testing.processes import engram_env
+from confide.config import Settings
+from confide.crypto.keyring import KeyRing
+from confide.engine import MemoryEngine
+from confide.storage import open_storage
+from confide.storage.base import Storage
+from confide.storage.keystore import open_key_store
+from confide.testing.builders import add
+from confide.testing.crash import Ack, check_store, crash_rounds, values_in_clear
+from confide.testing.postgres import EmbeddedPostgres, create_schema
+from confide.testing.processes import confide_env
 
-try:  # Engram's own SQLite library: a second copy in one process breaks its file locks
+try:  # Confide's own SQLite library: a second copy in one process breaks its file locks
     import pysqlite3.dbapi2 as sqlite3
 except ImportError:  # pragma: no cover - platforms without the wheel
     import sqlite3
@@ -37,9 +37,9 @@ KEY = "55" * 32
 def urls(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
     """A fresh store and its key store, once per backend."""
     if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'engram.db'}", f"sqlite:///{tmp_path / 'keys.db'}"
+        return f"sqlite:///{tmp_path / 'confide.db'}", f"sqlite:///{tmp_path / 'keys.db'}"
     server: EmbeddedPostgres = request.getfixturevalue("postgres_server")
-    data = server.temporary_database(request, template="engram_template")
+    data = server.temporary_database(request, template="confide_template")
     return data, create_schema(request.getfixturevalue("keys_database"))
 
 
@@ -51,11 +51,11 @@ def test_kill_9_of_service_and_worker_loses_no_write_and_strands_no_job(
     settings = Settings(
         home=tmp_path / "home", storage_url=data, keystore_url=keys, encryption_key=KEY
     )
-    env = engram_env(
+    env = confide_env(
         {
-            "ENGRAM_HOME": str(tmp_path / "home"),
-            "ENGRAM_STORAGE_URL": data,
-            "ENGRAM_KEYSTORE_URL": keys,
+            "CONFIDE_HOME": str(tmp_path / "home"),
+            "CONFIDE_STORAGE_URL": data,
+            "CONFIDE_KEYSTORE_URL": keys,
             "MEMORY_ENCRYPTION_KEY": KEY,
         }
     )

@@ -1,4 +1,4 @@
-"""Load: concurrent clients against real ``engram serve`` processes get no failed answer.
+"""Load: concurrent clients against real ``confide serve`` processes get no failed answer.
 
 One service on SQLite (concurrent writes queue for its one writer instead of failing with
 "database is locked") and two on one PostgreSQL (calls routed by ``callSessionId``), each
@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from engram.server.auth import ApiKeys
-from engram.storage import open_storage
-from engram.testing.forensics import sentinels_in_clear
-from engram.testing.load import LOAD_ACCOUNT, SENT_SHAPE, run_load
-from engram.testing.postgres import EmbeddedPostgres, create_schema
-from engram.testing.processes import engram_env, serve
+from confide.server.auth import ApiKeys
+from confide.storage import open_storage
+from confide.testing.forensics import sentinels_in_clear
+from confide.testing.load import LOAD_ACCOUNT, SENT_SHAPE, run_load
+from confide.testing.postgres import EmbeddedPostgres, create_schema
+from confide.testing.processes import confide_env, serve
 
 KEY = "77" * 32
 ROUTES = {
@@ -40,11 +40,11 @@ def test_twenty_clients_of_mixed_traffic_get_no_failed_answer(
     backend: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
     if backend == "sqlite":
-        data, keys = f"sqlite:///{tmp_path / 'engram.db'}", f"sqlite:///{tmp_path / 'keys.db'}"
+        data, keys = f"sqlite:///{tmp_path / 'confide.db'}", f"sqlite:///{tmp_path / 'keys.db'}"
         servers = 1
     else:
         server: EmbeddedPostgres = request.getfixturevalue("postgres_server")
-        data = server.temporary_database(request, template="engram_template")
+        data = server.temporary_database(request, template="confide_template")
         keys = create_schema(request.getfixturevalue("keys_database"))
         servers = 2
     storage = open_storage(data, pool_max=2)
@@ -52,13 +52,13 @@ def test_twenty_clients_of_mixed_traffic_get_no_failed_answer(
         token = ApiKeys.over(storage).create(LOAD_ACCOUNT)
     finally:
         storage.close()
-    env = engram_env(
+    env = confide_env(
         {
-            "ENGRAM_HOME": str(tmp_path / "home"),
-            "ENGRAM_STORAGE_URL": data,
-            "ENGRAM_KEYSTORE_URL": keys,
+            "CONFIDE_HOME": str(tmp_path / "home"),
+            "CONFIDE_STORAGE_URL": data,
+            "CONFIDE_KEYSTORE_URL": keys,
             "MEMORY_ENCRYPTION_KEY": KEY,
-            "ENGRAM_MIN_SESSION_SECONDS": "0",  # calls are summarised: extraction writes too
+            "CONFIDE_MIN_SESSION_SECONDS": "0",  # calls are summarised: extraction writes too
         }
     )
     with ExitStack() as stack:

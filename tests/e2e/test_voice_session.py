@@ -15,13 +15,13 @@ from typing import Any
 import httpx
 import pytest
 
-from engram.config import Settings
-from engram.conversation.extraction import LLMExtractor
-from engram.engine import MemoryEngine
-from engram.llm.openai_compat import OpenAICompatibleLLM
-from engram.server import create_app
-from engram.storage.base import Capability, Storage
-from engram.testing.scripted_llm import ScriptedLLMServer
+from confide.config import Settings
+from confide.conversation.extraction import LLMExtractor
+from confide.engine import MemoryEngine
+from confide.llm.openai_compat import OpenAICompatibleLLM
+from confide.server import create_app
+from confide.storage.base import Capability, Storage
+from confide.testing.scripted_llm import ScriptedLLMServer
 
 SENTINEL = "Quixotic7731Pumpernickel"
 ACCOUNT = "acct-voice"
@@ -98,7 +98,7 @@ async def test_a_voice_session_end_to_end(
         token = services.keys.create(ACCOUNT)
         auth = {"Authorization": f"Bearer {token}"}
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://engram.test") as http:
+        async with httpx.AsyncClient(transport=transport, base_url="http://confide.test") as http:
             created = await http.post(
                 "/sessions", json={"accountId": ACCOUNT, "lineId": LINE}, headers=auth
             )
@@ -172,7 +172,7 @@ async def test_a_voice_session_end_to_end(
     assert stored["daughter_name"]["value"] == "Sarah"  # extracted
     assert "likes_gardening" in EXTRACTED and "likes_gardening" not in stored  # a duplicate
     assert set(stored) == {"preferred_name", "daughter_name", "like_gardening"}
-    assert "engram_duplicates_skipped_total 1" in metrics
+    assert "confide_duplicates_skipped_total 1" in metrics
     sent = llm_server.requests[0].messages[1]["content"]
     assert SENTINEL in sent  # the model did see the conversation...
 

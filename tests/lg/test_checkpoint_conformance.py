@@ -1,5 +1,5 @@
 """LangGraph's own checkpointer conformance suite (``langgraph-checkpoint-conformance``)
-against :class:`EngramCheckpointSaver`, on SQLite and PostgreSQL."""
+against :class:`ConfideCheckpointSaver`, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.conformance.report import ProgressCallbacks
 
-from engram.engine import MemoryEngine
-from engram.langgraph import EngramCheckpointSaver
+from confide.engine import MemoryEngine
+from confide.langgraph import ConfideCheckpointSaver
 
 pytestmark = pytest.mark.asyncio
 
@@ -23,9 +23,9 @@ async def test_passes_the_langgraph_conformance_suite(engine: MemoryEngine) -> N
         if not passed:
             failures.append(f"{capability}.{test}: {error}")
 
-    @checkpointer_test(name=f"EngramCheckpointSaver[{engine.storage.name}]")
+    @checkpointer_test(name=f"ConfideCheckpointSaver[{engine.storage.name}]")
     async def factory() -> AsyncGenerator[BaseCheckpointSaver[str], None]:
-        yield EngramCheckpointSaver(engine, account_id="acme", user_id="owner")
+        yield ConfideCheckpointSaver(engine, account_id="acme", user_id="owner")
 
     report = await validate(factory, progress=ProgressCallbacks(on_test_result=record))
     assert failures == []

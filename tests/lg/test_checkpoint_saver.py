@@ -1,4 +1,4 @@
-"""EngramCheckpointSaver beyond the conformance suite: a real graph (sync and async), sealed
+"""ConfideCheckpointSaver beyond the conformance suite: a real graph (sync and async), sealed
 blobs, owners, retention and the latest-state row across a restart, on both backends."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ import pytest
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 
-from engram.config import Settings
-from engram.engine import MemoryEngine
-from engram.errors import ValidationError
-from engram.langgraph import EngramCheckpointSaver
-from engram.storage.base import Storage
+from confide.config import Settings
+from confide.engine import MemoryEngine
+from confide.errors import ValidationError
+from confide.langgraph import ConfideCheckpointSaver
+from confide.storage.base import Storage
 
 SECRET = "the launch code is 0451"
 
@@ -24,7 +24,7 @@ class State(TypedDict):
     notes: Annotated[list[str], operator.add]
 
 
-def _graph(saver: EngramCheckpointSaver) -> Any:
+def _graph(saver: ConfideCheckpointSaver) -> Any:
     builder = StateGraph(State)
 
     def remember(state: State) -> dict[str, list[str]]:
@@ -41,19 +41,19 @@ def _config(thread: str, user: str = "ann") -> RunnableConfig:
 
 
 def test_a_graph_resumes_its_thread_from_the_saver(engine: MemoryEngine) -> None:
-    graph = _graph(EngramCheckpointSaver(engine, account_id="acme"))
+    graph = _graph(ConfideCheckpointSaver(engine, account_id="acme"))
     graph.invoke({"notes": [SECRET]}, _config("t1"))
     state = graph.invoke({"notes": ["again"]}, _config("t1"))
     assert state["notes"] == [SECRET, "seen 1", "again", "seen 3"]
     # A fresh saver (another process, say) sees the same thread.
-    again = _graph(EngramCheckpointSaver(engine, account_id="acme"))
+    again = _graph(ConfideCheckpointSaver(engine, account_id="acme"))
     assert again.get_state(_config("t1")).values["notes"][-1] == "seen 3"
     assert len(list(again.get_state_history(_config("t1")))) >= 4
 
 
 @pytest.mark.asyncio
 async def test_a_graph_runs_with_the_async_methods(engine: MemoryEngine) -> None:
-    graph = _graph(EngramCheckpointSaver(engine, account_id="acme"))
+    graph = _graph(ConfideCheckpointSaver(engine, account_id="acme"))
     await graph.ainvoke({"notes": ["a"]}, _config("t2"))
     state = await graph.ainvoke({"notes": ["b"]}, _config("t2"))
     assert state["notes"] == ["a", "seen 1", "b", "seen 3"]
@@ -62,7 +62,7 @@ async def test_a_graph_runs_with_the_async_methods(engine: MemoryEngine) -> None
 
 
 def test_blobs_are_sealed_at_rest(engine: MemoryEngine, storage: Storage) -> None:
-    graph = _graph(EngramCheckpointSaver(engine, account_id="acme"))
+    graph = _graph(ConfideCheckpointSaver(engine, account_id="acme"))
     graph.invoke({"notes": [SECRET]}, _config("t3"))
     with storage.reader_across_accounts() as db:  # type: ignore[attr-defined]
         for table in ("checkpoints", "checkpoint_blobs", "checkpoint_writes"):
@@ -72,7 +72,7 @@ def test_blobs_are_sealed_at_rest(engine: MemoryEngine, storage: Storage) -> Non
 
 
 def test_another_owner_reads_nothing_and_an_owner_is_required(engine: MemoryEngine) -> None:
-    saver = EngramCheckpointSaver(engine, account_id="acme")
+    saver = ConfideCheckpointSaver(engine, account_id="acme")
     _graph(saver).invoke({"notes": ["x"]}, _config("t4", "ann"))
     assert saver.get_tuple(_config("t4", "ann")) is not None
     assert saver.get_tuple(_config("t4", "bob")) is None
@@ -80,11 +80,11 @@ def test_another_owner_reads_nothing_and_an_owner_is_required(engine: MemoryEngi
     with pytest.raises(ValidationError, match="owner"):
         _graph(saver).invoke({"notes": ["x"]}, {"configurable": {"thread_id": "t5"}})
     with pytest.raises(ValidationError, match="keep_last"):
-        EngramCheckpointSaver(engine, account_id="acme", keep_last=0)
+        ConfideCheckpointSaver(engine, account_id="acme", keep_last=0)
 
 
 def test_retention_keeps_the_newest_n_per_thread(engine: MemoryEngine, storage: Storage) -> None:
-    saver = EngramCheckpointSaver(engine, account_id="acme", keep_last=2)
+    saver = ConfideCheckpointSaver(engine, account_id="acme", keep_last=2)
     graph = _graph(saver)
     for n in range(4):
         graph.invoke({"notes": [f"turn {n}"]}, _config("t6"))
@@ -116,14 +116,14 @@ def test_latest_state_row_per_user_and_thread_survives_a_restart(
         embedder="none",
     )
     first = MemoryEngine.open(settings)
-    graph = _graph(EngramCheckpointSaver(first, account_id="acme"))
+    graph = _graph(ConfideCheckpointSaver(first, account_id="acme"))
     graph.invoke({"notes": ["one"]}, _config("t8", "ann"))
     graph.invoke({"notes": ["two"]}, _config("t8", "ann"))
     graph.invoke({"notes": ["hers"]}, _config("t9", "cat"))
     first.close()
     second = MemoryEngine.open(settings)
     try:
-        saver = EngramCheckpointSaver(second, account_id="acme")
+        saver = ConfideCheckpointSaver(second, account_id="acme")
         latest = saver.latest("ann", "t8")
         assert latest is not None
         assert latest.checkpoint["channel_values"]["notes"] == ["one", "seen 1", "two", "seen 3"]
@@ -144,7 +144,7 @@ def test_latest_state_row_per_user_and_thread_survives_a_restart(
 def test_erasing_the_owner_deletes_their_graph_state(
     engine: MemoryEngine, storage: Storage
 ) -> None:
-    saver = EngramCheckpointSaver(engine, account_id="acme")
+    saver = ConfideCheckpointSaver(engine, account_id="acme")
     _graph(saver).invoke({"notes": [SECRET]}, _config("t10", "ann"))
     _graph(saver).invoke({"notes": ["kept"]}, _config("t11", "bob"))
     tables = ("checkpoints", "checkpoint_blobs", "checkpoint_writes", "supervisor_checkpoints")

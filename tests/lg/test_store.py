@@ -1,4 +1,4 @@
-"""EngramStore: LangGraph's BaseStore over Engram memories, on both backends."""
+"""ConfideStore: LangGraph's BaseStore over Confide memories, on both backends."""
 
 from __future__ import annotations
 
@@ -9,28 +9,28 @@ import pytest
 from langgraph.graph import END, START, StateGraph
 from langgraph.store.base import BaseStore
 
-from engram.client import Engram
-from engram.config import Settings
-from engram.engine import MemoryEngine
-from engram.errors import ValidationError
-from engram.langgraph import EngramStore
-from engram.storage.base import Storage
-from engram.types import MemoryFilter, NewMemory
+from confide.client import Confide
+from confide.config import Settings
+from confide.engine import MemoryEngine
+from confide.errors import ValidationError
+from confide.langgraph import ConfideStore
+from confide.storage.base import Storage
+from confide.types import MemoryFilter, NewMemory
 
 
 @pytest.fixture
-def sdk(engine: MemoryEngine, settings: Settings) -> Iterator[Engram]:
-    client = Engram(engine, embedder=None, settings=settings)
+def sdk(engine: MemoryEngine, settings: Settings) -> Iterator[Confide]:
+    client = Confide(engine, embedder=None, settings=settings)
     yield client
     client.access.close()
 
 
 @pytest.fixture
-def store(sdk: Engram) -> EngramStore:
-    return EngramStore(sdk, account_id="acme")
+def store(sdk: Confide) -> ConfideStore:
+    return ConfideStore(sdk, account_id="acme")
 
 
-def test_put_get_update_delete_round_trip_any_key(store: EngramStore, sdk: Engram) -> None:
+def test_put_get_update_delete_round_trip_any_key(store: ConfideStore, sdk: Confide) -> None:
     store.put(("ann", "notes"), "user:42/pref", {"content": "likes jazz", "kind": "preference"})
     item = store.get(("ann", "notes"), "user:42/pref")
     assert item is not None
@@ -48,14 +48,14 @@ def test_put_get_update_delete_round_trip_any_key(store: EngramStore, sdk: Engra
     assert store.get(("ann", "notes"), "user:42/pref") is None
 
 
-def test_values_are_sealed_at_rest(store: EngramStore, storage: Storage) -> None:
+def test_values_are_sealed_at_rest(store: ConfideStore, storage: Storage) -> None:
     store.put(("ann",), "secret", {"content": "the safe code is 0451"})
     with storage.reader_across_accounts() as db:  # type: ignore[attr-defined]
         rows = db.run("SELECT ciphertext FROM memories").fetchall()
     assert rows and all(b"0451" not in bytes(r[0]) for r in rows)
 
 
-def test_search_uses_retrieval_and_filters(store: EngramStore, sdk: Engram) -> None:
+def test_search_uses_retrieval_and_filters(store: ConfideStore, sdk: Confide) -> None:
     store.put(("ann", "notes"), "a", {"content": "her dog is called Biscuit", "kind": "pet"})
     store.put(("ann", "notes"), "b", {"content": "she grew up in Lisbon", "kind": "place"})
     store.put(("ann", "todo"), "c", {"content": "walk Biscuit at noon", "kind": "task"})
@@ -79,7 +79,7 @@ def test_search_uses_retrieval_and_filters(store: EngramStore, sdk: Engram) -> N
     assert native is not None and native.value["content"] == "Biscuit the dog"
 
 
-def test_list_namespaces_and_a_namespace_needs_a_user(store: EngramStore) -> None:
+def test_list_namespaces_and_a_namespace_needs_a_user(store: ConfideStore) -> None:
     store.put(("ann", "notes"), "a", {"content": "x"})
     store.put(("ann", "todo", "today"), "b", {"content": "y"})
     assert store.list_namespaces(prefix=("ann",)) == [
@@ -97,7 +97,7 @@ def test_list_namespaces_and_a_namespace_needs_a_user(store: EngramStore) -> Non
 
 
 @pytest.mark.asyncio
-async def test_a_graph_node_reads_and_writes_the_store(store: EngramStore) -> None:
+async def test_a_graph_node_reads_and_writes_the_store(store: ConfideStore) -> None:
     class State(TypedDict):
         question: str
         answer: str

@@ -9,10 +9,10 @@ from typing import Literal
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engram.llm.candidates import Candidate
-from engram.llm.key_vocabulary import is_vocabulary, to_vocabulary
-from engram.llm.offline import OfflineExtractor, split_clauses
-from engram.types import MemoryType
+from confide.llm.candidates import Candidate
+from confide.llm.key_vocabulary import is_vocabulary, to_vocabulary
+from confide.llm.offline import OfflineExtractor, split_clauses
+from confide.types import MemoryType
 
 
 @dataclass(frozen=True)

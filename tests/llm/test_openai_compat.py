@@ -7,9 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from engram.errors import ProviderError
-from engram.llm import Message, OpenAICompatibleLLM
-from engram.testing.scripted_llm import ScriptedLLMServer, ScriptedReply
+from confide.errors import ProviderError
+from confide.llm import Message, OpenAICompatibleLLM
+from confide.testing.scripted_llm import ScriptedLLMServer, ScriptedReply
 
 HELLO: list[Message] = [{"role": "user", "content": "hello"}]
 

@@ -6,10 +6,10 @@ import asyncio
 
 import pytest
 
-from engram.config import Settings
-from engram.errors import ConfigurationError, ProviderError
-from engram.llm import OpenAICompatibleLLM, llm_from_settings, provider_names, resolve_provider
-from engram.llm.registry import XAI_BASE_URL, register_provider
+from confide.config import Settings
+from confide.errors import ConfigurationError, ProviderError
+from confide.llm import OpenAICompatibleLLM, llm_from_settings, provider_names, resolve_provider
+from confide.llm.registry import XAI_BASE_URL, register_provider
 
 
 @pytest.fixture(autouse=True)
@@ -17,9 +17,9 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in (
         "XAI_API_KEY",
         "XAI_GROK_MODEL",
-        "ENGRAM_LLM_BASE_URL",
-        "ENGRAM_LLM_API_KEY",
-        "ENGRAM_LLM_MODEL",
+        "CONFIDE_LLM_BASE_URL",
+        "CONFIDE_LLM_API_KEY",
+        "CONFIDE_LLM_MODEL",
     ):
         monkeypatch.delenv(name, raising=False)
 
@@ -46,8 +46,8 @@ def test_xai_model_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_base_url_wins_over_xai(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XAI_API_KEY", "xai-123")
-    monkeypatch.setenv("ENGRAM_LLM_BASE_URL", "http://127.0.0.1:11434/v1")
-    monkeypatch.setenv("ENGRAM_LLM_MODEL", "llama3")
+    monkeypatch.setenv("CONFIDE_LLM_BASE_URL", "http://127.0.0.1:11434/v1")
+    monkeypatch.setenv("CONFIDE_LLM_MODEL", "llama3")
     llm = llm_from_settings(Settings())
     assert isinstance(llm, OpenAICompatibleLLM)
     assert llm.model_id == "llama3"
@@ -55,8 +55,8 @@ def test_base_url_wins_over_xai(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_base_url_without_model_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ENGRAM_LLM_BASE_URL", "http://127.0.0.1:8000/v1")
-    with pytest.raises(ConfigurationError, match="ENGRAM_LLM_MODEL"):
+    monkeypatch.setenv("CONFIDE_LLM_BASE_URL", "http://127.0.0.1:8000/v1")
+    with pytest.raises(ConfigurationError, match="CONFIDE_LLM_MODEL"):
         llm_from_settings(Settings())
 
 

@@ -1,6 +1,6 @@
-"""``engram mcp``: the memory tools through the official MCP SDK's own client.
+"""``confide mcp``: the memory tools through the official MCP SDK's own client.
 
-Over stdio the server is ``engram mcp`` in a subprocess (SQLite); over streamable HTTP it is
+Over stdio the server is ``confide mcp`` in a subprocess (SQLite); over streamable HTTP it is
 the same server on a loopback socket, over both backends, with the REST service's bearer
 API keys.
 """
@@ -28,13 +28,13 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult, TextContent, TextResourceContents
 
-from engram.cli import main
-from engram.client import Engram
-from engram.config import Settings
-from engram.engine import MemoryEngine
-from engram.mcp_server import McpScope, create_mcp_server, mcp_http_app, open_services
-from engram.server.services import Services
-from engram.testing.loopback import serve_on_loopback
+from confide.cli import main
+from confide.client import Confide
+from confide.config import Settings
+from confide.engine import MemoryEngine
+from confide.mcp_server import McpScope, create_mcp_server, mcp_http_app, open_services
+from confide.server.services import Services
+from confide.testing.loopback import serve_on_loopback
 
 TOOLS = {
     "store_memory",
@@ -115,18 +115,18 @@ async def _check_errors(client: Client, *, user: dict[str, str]) -> None:
     assert "NotFoundError" in other_id
 
 
-# ---- stdio: `engram mcp` as a subprocess -----------------------------------------------------
+# ---- stdio: `confide mcp` as a subprocess -----------------------------------------------------
 
 
 def _stdio(home: Path, *args: str) -> StdioServerParameters:
     env = {
-        "ENGRAM_HOME": str(home),
+        "CONFIDE_HOME": str(home),
         "MEMORY_ENCRYPTION_KEY": bytes(range(32)).hex(),
-        "ENGRAM_EMBEDDER": "none",
+        "CONFIDE_EMBEDDER": "none",
         "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]),
     }
     return StdioServerParameters(
-        command=sys.executable, args=["-m", "engram.cli", "mcp", *args], env=env
+        command=sys.executable, args=["-m", "confide.cli", "mcp", *args], env=env
     )
 
 
@@ -145,9 +145,9 @@ async def test_stdio_serves_every_tool_for_the_configured_user(tmp_path: Path) -
         )
         templates = await client.list_resource_templates()
         assert [t.uri_template for t in templates.resource_templates] == [
-            "engram://users/{user_id}/memories"
+            "confide://users/{user_id}/memories"
         ]
-        read = await client.read_resource("engram://users/ann/memories")
+        read = await client.read_resource("confide://users/ann/memories")
         content = read.contents[0]
         assert isinstance(content, TextResourceContents)
         document = json.loads(content.text)
@@ -169,11 +169,11 @@ async def test_stdio_without_a_user_takes_user_id_and_requires_it(tmp_path: Path
                 {"memory_type": "fact", "key": "pet", "value": "a cat", "user_id": "cy"},
             )
         )
-        read = await client.read_resource("engram://users/cy/memories")
+        read = await client.read_resource("confide://users/cy/memories")
         content = read.contents[0]
         assert isinstance(content, TextResourceContents)
         assert [m["key"] for m in json.loads(content.text)["memories"]] == ["pet"]
-        other = await client.read_resource("engram://users/dee/memories")
+        other = await client.read_resource("confide://users/dee/memories")
         other_content = other.contents[0]
         assert isinstance(other_content, TextResourceContents)
         assert json.loads(other_content.text)["memories"] == []
@@ -199,15 +199,15 @@ class HttpServer:
 
 @pytest.fixture
 def http_server(engine: MemoryEngine, settings: Settings) -> Iterator[HttpServer]:
-    engram = Engram(engine, embedder=None, settings=settings)
-    services = open_services(engram)
+    confide = Confide(engine, embedder=None, settings=settings)
+    services = open_services(confide)
     server = create_mcp_server(services, McpScope(), http=True)
     try:
         with serve_on_loopback(mcp_http_app(server)) as base:
             yield HttpServer(f"{base}/mcp", services)
     finally:
         services.close()
-        engram.access.close()
+        confide.access.close()
 
 
 @pytest.mark.asyncio
@@ -216,7 +216,7 @@ async def test_http_serves_every_tool_with_a_bearer_key(http_server: HttpServer)
     async with http_server.client(token) as client:
         await _exercise_every_tool(client, user={"user_id": "ann"})
         await _check_errors(client, user={"user_id": "ann"})
-        read = await client.read_resource("engram://users/ann/memories")
+        read = await client.read_resource("confide://users/ann/memories")
         content = read.contents[0]
         assert isinstance(content, TextResourceContents)
         assert [m["value"] for m in json.loads(content.text)["memories"]] == ["Tucson"]
@@ -233,7 +233,7 @@ async def test_http_scopes_each_call_to_the_keys_account(http_server: HttpServer
         )
     # Same user id in another account: nothing to see, nothing to touch.
     async with http_server.client(http_server.key("globex")) as client:
-        read = await client.read_resource("engram://users/ann/memories")
+        read = await client.read_resource("confide://users/ann/memories")
         content = read.contents[0]
         assert isinstance(content, TextResourceContents)
         assert json.loads(content.text)["memories"] == []
@@ -282,7 +282,7 @@ async def test_http_refuses_requests_without_a_valid_key(http_server: HttpServer
     async with httpx.AsyncClient() as raw:
         for auth in (
             {},
-            {"Authorization": "Bearer egk_nope_nope"},
+            {"Authorization": "Bearer cfk_nope_nope"},
             {"Authorization": f"Bearer {token}"},
         ):
             response = await raw.post(http_server.url, json=hello, headers={**headers, **auth})
@@ -297,12 +297,12 @@ def _free_port() -> int:
 
 
 @pytest.mark.asyncio
-async def test_engram_mcp_http_command_serves_with_keys(tmp_path: Path) -> None:
+async def test_confide_mcp_http_command_serves_with_keys(tmp_path: Path) -> None:
     home = tmp_path / "home"
     params = _stdio(home, "--http", "--port", str(port := _free_port()))
     env = {**os.environ, **(params.env or {})}
     created = subprocess.run(
-        [sys.executable, "-m", "engram.cli", "keys", "create", "--account", "acme"],
+        [sys.executable, "-m", "confide.cli", "keys", "create", "--account", "acme"],
         env=env,
         capture_output=True,
         text=True,
@@ -320,7 +320,7 @@ async def test_engram_mcp_http_command_serves_with_keys(tmp_path: Path) -> None:
                 except httpx.TransportError:
                     await asyncio.sleep(0.05)
             else:
-                pytest.fail("engram mcp --http did not start")
+                pytest.fail("confide mcp --http did not start")
         server = HttpServer(url, services=None)  # type: ignore[arg-type]
         async with server.client(token) as client:
             listed = await client.list_tools()
@@ -337,7 +337,7 @@ async def test_engram_mcp_http_command_serves_with_keys(tmp_path: Path) -> None:
         process.communicate(timeout=30)
 
 
-def test_engram_mcp_has_help_and_needs_an_account_over_stdio() -> None:
+def test_confide_mcp_has_help_and_needs_an_account_over_stdio() -> None:
     help_text = CliRunner().invoke(main, ["mcp", "--help"]).output
     assert "--http" in help_text and "--port" in help_text and "--account" in help_text
     result = CliRunner().invoke(main, ["mcp"])

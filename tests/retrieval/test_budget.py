@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engram.retrieval.budget import count_tokens, estimate_tokens, token_counter, trim_to_budget
+from confide.retrieval.budget import count_tokens, estimate_tokens, token_counter, trim_to_budget
 
 
 def test_counts_with_offline_cl100k() -> None:

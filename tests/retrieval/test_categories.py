@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from engram.errors import ConfigurationError, PermissionDeniedError, ValidationError
-from engram.retrieval.categories import ContextMode, load_categories
+from confide.errors import ConfigurationError, PermissionDeniedError, ValidationError
+from confide.retrieval.categories import ContextMode, load_categories
 
 SYSTEM = [
     "fact",

@@ -13,16 +13,16 @@ from typing import Any
 import numpy as np
 import pytest
 
-from engram.embedders import (
+from confide.embedders import (
     CachedEmbedder,
     Embedder,
     build_embedder,
     embedder_signature,
 )
-from engram.embedders.local import LocalMiniLMEmbedder
-from engram.embedders.openai import OpenAICompatibleEmbedder
-from engram.errors import ConfigurationError, ProviderError
-from engram.testing.embedders import HashingEmbedder
+from confide.embedders.local import LocalMiniLMEmbedder
+from confide.embedders.openai import OpenAICompatibleEmbedder
+from confide.errors import ConfigurationError, ProviderError
+from confide.testing.embedders import HashingEmbedder
 
 
 def test_none_spec_builds_nothing() -> None:
@@ -154,7 +154,7 @@ def test_unreachable_endpoint_is_a_provider_error() -> None:
 
 def test_importing_retrieval_loads_no_heavy_vendor() -> None:
     code = (
-        "import sys, engram.retrieval, engram.embedders.local;"
+        "import sys, confide.retrieval, confide.embedders.local;"
         "heavy = {'torch', 'sentence_transformers', 'onnxruntime', 'transformers', 'tokenizers',"
         " 'tiktoken'};"
         "print(sorted(heavy & set(sys.modules)))"

@@ -7,16 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from engram.client import Engram
-from engram.config import Settings
-from engram.crypto.keyring import KeyRing
-from engram.embedders.base import Vectors
-from engram.engine import MemoryEngine
-from engram.errors import ProviderError
-from engram.index import vectors
-from engram.storage.sqlite import SqliteStorage
-from engram.testing.embedders import HashingEmbedder
-from engram.types import MemoryFilter
+from confide.client import Confide
+from confide.config import Settings
+from confide.crypto.keyring import KeyRing
+from confide.embedders.base import Vectors
+from confide.engine import MemoryEngine
+from confide.errors import ProviderError
+from confide.index import vectors
+from confide.storage.sqlite import SqliteStorage
+from confide.testing.embedders import HashingEmbedder
+from confide.types import MemoryFilter
 
 
 def test_adjacent_and_related_edges_to_the_same_turn_both_survive(tmp_path: Path) -> None:
@@ -26,7 +26,7 @@ def test_adjacent_and_related_edges_to_the_same_turn_both_survive(tmp_path: Path
     engine = MemoryEngine(
         storage, KeyRing(primary=key), settings=Settings(home=tmp_path, encryption_key=key.hex())
     )
-    with Engram(engine, embedder=HashingEmbedder()) as app:
+    with Confide(engine, embedder=HashingEmbedder()) as app:
         turn = {"account_id": "a", "user_id": "u", "run_id": "s1", "key": "turn"}
         first = app.engine.store({**turn, "value": "we went camping by the lake"})
         second, third = app.engine.store_many(
@@ -82,7 +82,7 @@ def _edges_of(
     key = bytes(range(32))
     settings = Settings(home=tmp_path / name, encryption_key=key.hex(), run_context=run_context)
     engine = MemoryEngine(storage, KeyRing(primary=key), settings=settings)
-    with Engram(engine, embedder=embedder) as app:
+    with Confide(engine, embedder=embedder) as app:
         items = _batch(50)
         stored = [*app.engine.store_many(items[:10]), *app.engine.store_many(items[10:])]
         position = {m.id: n for n, m in enumerate(stored)}
@@ -118,7 +118,7 @@ def test_an_embedder_failure_in_a_later_chunk_stores_nothing(tmp_path: Path) -> 
         storage, KeyRing(primary=key), settings=Settings(home=tmp_path, encryption_key=key.hex())
     )
     embedder = _CountingEmbedder(fail_at=3)
-    with Engram(engine, embedder=embedder) as app:
+    with Confide(engine, embedder=embedder) as app:
         with pytest.raises(ProviderError):
             app.engine.store_many(_batch(40))
         assert app.engine.list_memories(MemoryFilter(account_id="a", user_id="u")) == []

@@ -11,11 +11,11 @@ from typing import TypedDict
 
 import pytest
 
-from engram.index import tokenize
-from engram.index.memory_text import lexical_text
-from engram.index.tokenize import STOPWORDS, TOKENIZER_VERSION, stem, terms
-from engram.retrieval.bm25 import BM25Params, bm25_idf, bm25_score, query_term_counts
-from engram.types import Memory, MemoryState, MemoryType, Source, Visibility
+from confide.index import tokenize
+from confide.index.memory_text import lexical_text
+from confide.index.tokenize import STOPWORDS, TOKENIZER_VERSION, stem, terms
+from confide.retrieval.bm25 import BM25Params, bm25_idf, bm25_score, query_term_counts
+from confide.types import Memory, MemoryState, MemoryType, Source, Visibility
 
 
 class _Corpus(TypedDict):

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from engram.embedders.local import LocalMiniLMEmbedder, minilm_model_dir
+from confide.embedders.local import LocalMiniLMEmbedder, minilm_model_dir
 
 pytestmark = pytest.mark.slow
 
@@ -121,7 +121,7 @@ def test_runs_offline_without_torch_or_transformers(tmp_path: Path) -> None:
         "    raise OSError('network used')\n"
         "socket.socket.connect = refuse\n"
         "socket.create_connection = refuse\n"
-        "from engram.embedders.local import LocalMiniLMEmbedder\n"
+        "from confide.embedders.local import LocalMiniLMEmbedder\n"
         "vector = LocalMiniLMEmbedder().embed_one('offline check')\n"
         "print(vector.shape[0], round(float(vector @ vector), 4))\n"
     )
@@ -138,8 +138,8 @@ def test_missing_runtime_names_the_extra(module: str) -> None:
     code = (
         "import sys\n"
         f"sys.modules[{module!r}] = None\n"
-        "from engram.errors import MissingDependencyError\n"
-        "from engram.embedders.local import LocalMiniLMEmbedder\n"
+        "from confide.errors import MissingDependencyError\n"
+        "from confide.embedders.local import LocalMiniLMEmbedder\n"
         "try:\n"
         "    LocalMiniLMEmbedder().embed_one('x')\n"
         "except MissingDependencyError as exc:\n"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from engram.index.memory_text import index_text, part_spans
+from confide.index.memory_text import index_text, part_spans
 
 
 def test_spans_are_the_long_sentences_of_the_value_inside_the_indexed_text() -> None:

@@ -8,18 +8,18 @@ from datetime import datetime
 
 import numpy as np
 
-from engram.index.tokenize import terms
-from engram.retrieval.bm25 import BM25Params, bm25_idf, bm25_term_weight
-from engram.retrieval.features import (
+from confide.index.tokenize import terms
+from confide.retrieval.bm25 import BM25Params, bm25_idf, bm25_term_weight
+from confide.retrieval.features import (
     has_time_expression,
     names,
     neutral_question,
     query_features,
     question_name_terms,
 )
-from engram.retrieval.query import retrieve
-from engram.retrieval.ranking import Candidate, Edge, EdgeKind, RankingWeights, rank
-from engram.testing.embedders import HashingEmbedder
+from confide.retrieval.query import retrieve
+from confide.retrieval.ranking import Candidate, Edge, EdgeKind, RankingWeights, rank
+from confide.testing.embedders import HashingEmbedder
 
 OFF = RankingWeights(
     w_dense=0.5,

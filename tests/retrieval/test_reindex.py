@@ -1,4 +1,4 @@
-"""``engram reindex`` through click's runner: re-embeds live versions with the new embedder."""
+"""``confide reindex`` through click's runner: re-embeds live versions with the new embedder."""
 
 from __future__ import annotations
 
@@ -8,16 +8,16 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from engram.cli import main
-from engram.client import Engram
-from engram.config import Settings
-from engram.embedders import build_embedder
-from engram.engine import MemoryEngine
-from engram.errors import EmbedderMismatchError, TokenizerMismatchError
-from engram.index.lexical import TOKENIZER_META
-from engram.index.memory_text import indexed_text
-from engram.testing.embedders import HashingEmbedder
-from engram.types import MemoryFilter, MemoryState
+from confide.cli import main
+from confide.client import Confide
+from confide.config import Settings
+from confide.embedders import build_embedder
+from confide.engine import MemoryEngine
+from confide.errors import EmbedderMismatchError, TokenizerMismatchError
+from confide.index.lexical import TOKENIZER_META
+from confide.index.memory_text import indexed_text
+from confide.testing.embedders import HashingEmbedder
+from confide.types import MemoryFilter, MemoryState
 
 ACCOUNT = "acct-r"
 
@@ -25,9 +25,9 @@ ACCOUNT = "acct-r"
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.delenv("MEMORY_ENCRYPTION_KEY", raising=False)
-    monkeypatch.delenv("ENGRAM_STORAGE_URL", raising=False)
-    monkeypatch.delenv("ENGRAM_EMBEDDER", raising=False)
-    monkeypatch.setenv("ENGRAM_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("CONFIDE_STORAGE_URL", raising=False)
+    monkeypatch.delenv("CONFIDE_EMBEDDER", raising=False)
+    monkeypatch.setenv("CONFIDE_HOME", str(tmp_path / "home"))
     return tmp_path / "home"
 
 
@@ -40,27 +40,27 @@ def test_reindex_has_help_text() -> None:
 
 def test_reindex_re_writes_search_terms_of_another_tokenizer(home: Path) -> None:
     settings = Settings(embedder="none")
-    with Engram.open(settings) as app:
+    with Confide.open(settings) as app:
         memory = app.engine.store(
             {"account_id": ACCOUNT, "user_id": "u1", "key": "dog", "value": "Our dog is Rex."}
         )
         with app.engine.storage.transaction() as tx:
             tx.put_tokens(memory.id, ACCOUNT, "u1", {1: 1})  # terms another tokenizer made
             tx.set_meta(TOKENIZER_META, "0")
-    with pytest.raises(TokenizerMismatchError, match="engram reindex"):
-        Engram.open(settings)
+    with pytest.raises(TokenizerMismatchError, match="confide reindex"):
+        Confide.open(settings)
     refused = CliRunner().invoke(
-        main, ["list", "--account", ACCOUNT, "--user", "u1"], env={"ENGRAM_EMBEDDER": "none"}
+        main, ["list", "--account", ACCOUNT, "--user", "u1"], env={"CONFIDE_EMBEDDER": "none"}
     )
     assert refused.exit_code == 1
-    assert "run 'engram reindex'" in refused.output
+    assert "run 'confide reindex'" in refused.output
 
     result = CliRunner().invoke(
-        main, ["reindex", "--yes"], env={"ENGRAM_EMBEDDER": "none"}, catch_exceptions=False
+        main, ["reindex", "--yes"], env={"CONFIDE_EMBEDDER": "none"}, catch_exceptions=False
     )
     assert result.exit_code == 0, result.output
     assert "re-indexed 1 memory versions without an embedder" in result.output
-    with Engram.open(settings) as app:
+    with Confide.open(settings) as app:
         found = app.query(
             {"agent": "default", "account_id": ACCOUNT, "user_id": "u1", "query": "dog"}
         )
@@ -70,7 +70,7 @@ def test_reindex_re_writes_search_terms_of_another_tokenizer(home: Path) -> None
 @pytest.mark.slow
 def test_reindex_re_embeds_live_versions_with_the_configured_embedder(home: Path) -> None:
     settings = Settings()
-    with Engram(MemoryEngine.open(settings), embedder=HashingEmbedder()) as app:
+    with Confide(MemoryEngine.open(settings), embedder=HashingEmbedder()) as app:
         kept, forgotten, changed = app.engine.store_many(
             [
                 {"account_id": ACCOUNT, "user_id": "u1", "key": "dog", "value": "Our dog is Rex."},
@@ -85,7 +85,7 @@ def test_reindex_re_embeds_live_versions_with_the_configured_embedder(home: Path
     result = CliRunner().invoke(
         main,
         ["reindex", "--yes", "--batch-size", "2"],
-        env={"ENGRAM_EMBEDDER": "local:all-MiniLM-L6-v2"},
+        env={"CONFIDE_EMBEDDER": "local:all-MiniLM-L6-v2"},
         catch_exceptions=False,
     )
     assert result.exit_code == 0, result.output
@@ -93,7 +93,7 @@ def test_reindex_re_embeds_live_versions_with_the_configured_embedder(home: Path
 
     embedder = build_embedder("local:all-MiniLM-L6-v2", home=settings.home)
     assert embedder is not None
-    with Engram(MemoryEngine.open(settings), embedder=embedder) as app:
+    with Confide(MemoryEngine.open(settings), embedder=embedder) as app:
         storage = app.engine.storage
         assert storage.embedder_spec() == "all-MiniLM-L6-v2:384"
         vectors = storage.vectors(ACCOUNT, [kept.id, forgotten.id, changed.id, newer.id])
@@ -109,4 +109,4 @@ def test_reindex_re_embeds_live_versions_with_the_configured_embedder(home: Path
         )
         assert [r["id"] for r in found.results][:1] == [kept.id]
     with pytest.raises(EmbedderMismatchError):
-        Engram(MemoryEngine.open(settings), embedder=HashingEmbedder())
+        Confide(MemoryEngine.open(settings), embedder=HashingEmbedder())

@@ -9,28 +9,28 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engram.client import Engram
-from engram.config import Settings
-from engram.crypto.keyring import KeyRing
-from engram.embedders import Embedder
-from engram.engine import MemoryEngine
-from engram.index.memory_text import indexed_text
-from engram.storage.sqlite import SqliteStorage
-from engram.testing.embedders import HashingEmbedder
-from engram.types import MemoryFilter
+from confide.client import Confide
+from confide.config import Settings
+from confide.crypto.keyring import KeyRing
+from confide.embedders import Embedder
+from confide.engine import MemoryEngine
+from confide.index.memory_text import indexed_text
+from confide.storage.sqlite import SqliteStorage
+from confide.testing.embedders import HashingEmbedder
+from confide.types import MemoryFilter
 
 KEY = bytes(range(32))
 
 
-def _app(folder: Path, embedder: Embedder, *, run_context: float = 0.6) -> Engram:
+def _app(folder: Path, embedder: Embedder, *, run_context: float = 0.6) -> Confide:
     storage = SqliteStorage(folder / "e.db")
     storage.migrate()
     config = Settings(home=folder, encryption_key=KEY.hex(), run_context=run_context)
-    return Engram(MemoryEngine(storage, KeyRing(primary=KEY), settings=config), embedder=embedder)
+    return Confide(MemoryEngine(storage, KeyRing(primary=KEY), settings=config), embedder=embedder)
 
 
 @pytest.fixture
-def hashing_app(tmp_path: Path) -> Iterator[Engram]:
+def hashing_app(tmp_path: Path) -> Iterator[Confide]:
     with _app(tmp_path, HashingEmbedder()) as app:
         yield app
 
@@ -47,7 +47,7 @@ SAME = 0.9999
 """Stored vectors come back from SQLite's int8 index: equal up to its rounding."""
 
 
-def test_each_turn_carries_the_stored_vector_of_the_turn_before(hashing_app: Engram) -> None:
+def test_each_turn_carries_the_stored_vector_of_the_turn_before(hashing_app: Confide) -> None:
     app = hashing_app
     embedder = HashingEmbedder()
     turn = {"account_id": "a", "user_id": "u", "run_id": "s1", "key": "turn"}
@@ -69,7 +69,7 @@ def test_each_turn_carries_the_stored_vector_of_the_turn_before(hashing_app: Eng
     assert _cos(stored[third.id], raw[third.id]) < 0.99
 
 
-def test_a_turn_stored_after_a_batch_follows_its_last_turn(hashing_app: Engram) -> None:
+def test_a_turn_stored_after_a_batch_follows_its_last_turn(hashing_app: Confide) -> None:
     app = hashing_app
     embedder = HashingEmbedder()
     turn = {"account_id": "a", "user_id": "u", "run_id": "s1", "key": "turn"}
@@ -99,7 +99,7 @@ def test_run_context_zero_embeds_every_memory_alone(tmp_path: Path) -> None:
 @pytest.mark.parametrize("context", [0.6, 0.0])
 def test_a_short_reply_is_found_by_what_it_answers(tmp_path: Path, context: float) -> None:
     """The same reply in three conversations: only its context tells them apart."""
-    from engram.embedders.local import LocalMiniLMEmbedder
+    from confide.embedders.local import LocalMiniLMEmbedder
 
     embedder = LocalMiniLMEmbedder()
     topics = {
@@ -131,7 +131,7 @@ def test_a_short_reply_is_found_by_what_it_answers(tmp_path: Path, context: floa
 
 @pytest.mark.parametrize("context", [0.6, 0.0])
 def test_reindex_stores_turns_in_the_context_it_is_given(tmp_path: Path, context: float) -> None:
-    from engram.engine.reindex import reindex
+    from confide.engine.reindex import reindex
 
     embedder = HashingEmbedder()
     with _app(tmp_path, embedder) as app:
@@ -157,7 +157,7 @@ def test_reindex_stores_turns_in_the_context_it_is_given(tmp_path: Path, context
 
 
 def test_reindex_carries_the_context_across_its_batches(tmp_path: Path) -> None:
-    from engram.engine.reindex import reindex
+    from confide.engine.reindex import reindex
 
     embedder = HashingEmbedder()
     with _app(tmp_path, embedder) as app:

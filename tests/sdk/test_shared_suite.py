@@ -1,5 +1,5 @@
-"""One suite for the SDK: embedded (``Engram.open``) and remote (``Engram.remote`` and
-``Engram.remote_async`` against the service on a loopback socket), on both backends.
+"""One suite for the SDK: embedded (``Confide.open``) and remote (``Confide.remote`` and
+``Confide.remote_async`` against the service on a loopback socket), on both backends.
 
 Each test drives whichever client it is given through :func:`_`, which awaits the async
 remote's calls; what comes back and what is raised must be the same for all three.
@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from engram.client import Engram, SearchResult
-from engram.config import Settings
-from engram.errors import (
+from confide.client import Confide, SearchResult
+from confide.config import Settings
+from confide.errors import (
     ConflictError,
     NotFoundError,
     PermissionDeniedError,
@@ -26,14 +26,14 @@ from engram.errors import (
     StorageError,
     ValidationError,
 )
-from engram.remote import AsyncRemoteEngram, RemoteEngram, RemoteUnavailableError
-from engram.server import create_app
-from engram.testing.loopback import serve_on_loopback
-from engram.types import HistoryEventType, Memory, MemoryFilter, MemoryType, NewMemory, Source
+from confide.remote import AsyncRemoteConfide, RemoteConfide, RemoteUnavailableError
+from confide.server import create_app
+from confide.testing.loopback import serve_on_loopback
+from confide.types import HistoryEventType, Memory, MemoryFilter, MemoryType, NewMemory, Source
 
 pytestmark = pytest.mark.asyncio
 KINDS = ["embedded", "remote", "remote_async"]
-Client = Engram | RemoteEngram | AsyncRemoteEngram
+Client = Confide | RemoteConfide | AsyncRemoteConfide
 
 
 async def _(value: Any) -> Any:
@@ -63,16 +63,16 @@ def served(sdk_settings: Settings) -> Iterator[tuple[str, str]]:
 @pytest_asyncio.fixture(params=KINDS)
 async def sdk(request: pytest.FixtureRequest, sdk_settings: Settings) -> AsyncIterator[Client]:
     if request.param == "embedded":
-        embedded = Engram.open(sdk_settings)
+        embedded = Confide.open(sdk_settings)
         yield embedded
         embedded.close()
         return
     url, token = request.getfixturevalue("served")
     if request.param == "remote":
-        with Engram.remote(url, token) as remote:
+        with Confide.remote(url, token) as remote:
             yield remote
     else:
-        async with Engram.remote_async(url, token) as aremote:
+        async with Confide.remote_async(url, token) as aremote:
             yield aremote
 
 
@@ -179,21 +179,21 @@ async def test_errors_are_the_same_typed_errors(sdk: Client) -> None:
 @pytest.mark.parametrize("storage_url", ["sqlite"], indirect=True)
 async def test_remote_refuses_another_account_and_a_bad_key(served: tuple[str, str]) -> None:
     url, token = served
-    with Engram.remote(url, token) as remote:
+    with Confide.remote(url, token) as remote:
         assert remote.account_id == "default"
         with pytest.raises(PermissionDeniedError, match="not valid for this account"):
             remote.add("Hi there.", user_id="u", account_id="acme")
         with pytest.raises(PermissionDeniedError, match="not valid for this account"):
             remote.engine.get("x", account_id="acme")
-    with Engram.remote(url, token + "x") as bad, pytest.raises(PermissionDeniedError):
+    with Confide.remote(url, token + "x") as bad, pytest.raises(PermissionDeniedError):
         bad.add("Hi there.", user_id="u")
-    async with Engram.remote_async(url, "egk_no_such") as abad:
+    async with Confide.remote_async(url, "cfk_no_such") as abad:
         with pytest.raises(PermissionDeniedError, match="Invalid API key"):
             await abad.search("x", user_id="u")
 
 
 async def test_remote_unreachable_is_a_storage_error() -> None:
-    with Engram.remote("http://127.0.0.1:9", "egk_a_b", timeout=2) as remote:
+    with Confide.remote("http://127.0.0.1:9", "cfk_a_b", timeout=2) as remote:
         with pytest.raises(RemoteUnavailableError) as caught:
             remote.search("x", user_id="u")
         assert isinstance(caught.value, StorageError)

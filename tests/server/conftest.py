@@ -10,9 +10,9 @@ import pytest
 import pytest_asyncio
 from fastapi import FastAPI
 
-from engram.config import Settings
-from engram.engine import MemoryEngine
-from engram.server import create_app
+from confide.config import Settings
+from confide.engine import MemoryEngine
+from confide.server import create_app
 
 ACCOUNT = "acct-1"
 
@@ -50,7 +50,7 @@ async def api(engine: MemoryEngine, settings: Settings) -> AsyncIterator[Api]:
     app = create_app(quick, engine=engine)
     token = app.state.services.keys.create(ACCOUNT)
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://engram.test") as client:
+    async with httpx.AsyncClient(transport=transport, base_url="http://confide.test") as client:
         yield Api(app, client, token)
         await app.state.services.tasks.join()
 

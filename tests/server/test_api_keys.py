@@ -1,7 +1,7 @@
 """API keys: listing and revocation through the CLI, and keys bound to agents, on both backends.
 
 The CLI runs through click's runner against the very database the app serves (SQLite file or
-PostgreSQL database), as an operator's ``engram keys ...`` would beside a running server.
+PostgreSQL database), as an operator's ``confide keys ...`` would beside a running server.
 """
 
 from __future__ import annotations
@@ -18,15 +18,15 @@ from fastapi import FastAPI
 from starlette.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
-from engram.cli import main
-from engram.config import Settings
-from engram.conversation.query_handler import RetrievalQueryHandler
-from engram.engine import MemoryEngine
-from engram.retrieval.categories import CategoriesConfig
-from engram.retrieval.memory_query import MemoryQueryService
-from engram.server import create_app
-from engram.server.auth import ApiKeys
-from engram.storage.base import Storage
+from confide.cli import main
+from confide.config import Settings
+from confide.conversation.query_handler import RetrievalQueryHandler
+from confide.engine import MemoryEngine
+from confide.retrieval.categories import CategoriesConfig
+from confide.retrieval.memory_query import MemoryQueryService
+from confide.server import create_app
+from confide.server.auth import ApiKeys
+from confide.storage.base import Storage
 
 ACCOUNT = "acct-k"
 USER = "user-1"
@@ -45,10 +45,10 @@ CATEGORIES = {
 
 @pytest.fixture
 def cli(storage: Storage, storage_url: str, tmp_path: Path) -> Iterator[CliRunner]:
-    """A runner whose ``engram`` opens the test's database (and no encryption key)."""
+    """A runner whose ``confide`` opens the test's database (and no encryption key)."""
     env = {
-        "ENGRAM_STORAGE_URL": storage_url,
-        "ENGRAM_HOME": str(tmp_path / "cli-home"),
+        "CONFIDE_STORAGE_URL": storage_url,
+        "CONFIDE_HOME": str(tmp_path / "cli-home"),
         "MEMORY_ENCRYPTION_KEY": None,  # key commands need none
     }
     yield CliRunner(env=env)
@@ -77,7 +77,7 @@ def app(engine: MemoryEngine, settings: Settings) -> FastAPI:
 @pytest_asyncio.fixture
 async def http(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://engram.test") as client:
+    async with httpx.AsyncClient(transport=transport, base_url="http://confide.test") as client:
         yield client
 
 
@@ -85,7 +85,7 @@ def create_key(cli: CliRunner, *agents: str) -> str:
     options = [arg for agent in agents for arg in ("--agent", agent)]
     code, out, err = run(cli, "keys", "create", "--account", ACCOUNT, *options)
     assert code == 0, err
-    assert out.count("\n") == 1 and out.startswith("egk_")  # the token alone
+    assert out.count("\n") == 1 and out.startswith("cfk_")  # the token alone
     return out.strip()
 
 

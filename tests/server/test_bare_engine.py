@@ -16,7 +16,7 @@ async def test_writes_are_refused_with_a_message_and_reads_still_work(api: Api) 
     refused = await api.post("/v1/memories", {"user_id": "u1", "key": "pet", "value": "a cat"})
     assert refused.status_code == 409, refused.text
     assert refused.json()["success"] is False
-    assert "Engram.open" in refused.json()["error"]
+    assert "Confide.open" in refused.json()["error"]
     memory_id = created.json()["id"]
     read = await api.client.get(f"/v1/memories/{memory_id}", headers=api.auth)
     assert read.status_code == 200, read.text

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from tests.server.conftest import ACCOUNT, Api
 
-from engram.conversation.extraction import ProposedChange
-from engram.storage.base import Capability
-from engram.testing.conformance.blind_keys import assert_no_clear_keys, database_bytes, raw_rows
-from engram.types import MemoryType
+from confide.conversation.extraction import ProposedChange
+from confide.storage.base import Capability
+from confide.testing.conformance.blind_keys import assert_no_clear_keys, database_bytes, raw_rows
+from confide.types import MemoryType
 
 pytestmark = pytest.mark.asyncio
 
@@ -85,4 +85,4 @@ async def test_a_tampered_row_is_left_out_and_counted(api: Api) -> None:
     assert one.status_code == 409
     assert one.json()["success"] is False and "Traceback" not in one.text
     metrics = (await api.client.get("/metrics", headers=api.auth)).text
-    assert "engram_integrity_failures_total 2" in metrics
+    assert "confide_integrity_failures_total 2" in metrics

@@ -10,26 +10,26 @@ import pytest
 import pytest_asyncio
 from tests.server.conftest import ACCOUNT, Api
 
-from engram.config import Settings
-from engram.conversation.query_handler import RetrievalQueryHandler
-from engram.engine import MemoryEngine
-from engram.retrieval.categories import load_categories
-from engram.retrieval.memory_query import MemoryQueryService
-from engram.server import create_app
-from engram.server.services import Services
+from confide.config import Settings
+from confide.conversation.query_handler import RetrievalQueryHandler
+from confide.engine import MemoryEngine
+from confide.retrieval.categories import load_categories
+from confide.retrieval.memory_query import MemoryQueryService
+from confide.server import create_app
+from confide.server.services import Services
 
 pytestmark = pytest.mark.asyncio
 
 
 @pytest_asyncio.fixture
 async def api(engine: MemoryEngine, settings: Settings) -> AsyncIterator[Api]:
-    """The service over the parametrised engine, with memory_query wired as Engram wires it
+    """The service over the parametrised engine, with memory_query wired as Confide wires it
     (lexical retrieval only: these tests are about the header, not ranking)."""
     service = MemoryQueryService(engine, load_categories(), embedder=None, deltas=engine)
     app = create_app(settings, engine=engine, query=RetrievalQueryHandler(service))
     token = app.state.services.keys.create(ACCOUNT)
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://engram.test") as client:
+    async with httpx.AsyncClient(transport=transport, base_url="http://confide.test") as client:
         yield Api(app, client, token)
         await app.state.services.tasks.join()
 

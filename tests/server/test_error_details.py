@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from tests.server.conftest import ACCOUNT, Api
 
-from engram.types import MemoryType
+from confide.types import MemoryType
 
 pytestmark = pytest.mark.asyncio
 

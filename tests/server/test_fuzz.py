@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-from engram.config import Settings
-from engram.engine import MemoryEngine
-from engram.testing.fuzz import fuzz_app
-from engram.testing.isolation import isolation_service
+from confide.config import Settings
+from confide.engine import MemoryEngine
+from confide.testing.fuzz import fuzz_app
+from confide.testing.isolation import isolation_service
 
 CASES = 300
 """Cases of the bounded run (``bench/fuzz.py`` sends at least 5,000)."""

@@ -9,11 +9,11 @@ import httpx
 import pytest
 from tests.server.conftest import ACCOUNT, Api
 
-from engram.config import Settings
-from engram.conversation.buffer import SessionBuffer
-from engram.engine import MemoryEngine
-from engram.server import create_app
-from engram.server.guard import MAX_JSON_DEPTH, json_problem
+from confide.config import Settings
+from confide.conversation.buffer import SessionBuffer
+from confide.engine import MemoryEngine
+from confide.server import create_app
+from confide.server.guard import MAX_JSON_DEPTH, json_problem
 
 JSON = {"content-type": "application/json"}
 
@@ -36,7 +36,7 @@ async def test_a_body_over_the_limit_is_refused_with_the_limit(api: Api) -> None
     )
     assert status == 413
     assert "1048576 bytes" in str(body["error"])
-    assert "ENGRAM_MAX_BODY_BYTES" in str(body["error"])
+    assert "CONFIDE_MAX_BODY_BYTES" in str(body["error"])
     await _still_serves(api)
     assert len(api.app.state.services.buffer) == 0
 
@@ -109,7 +109,7 @@ async def test_evicted_sessions_are_counted_in_the_metrics(api: Api) -> None:
     now[0] += timedelta(minutes=31)
     assert services.buffer.evict_idle() == 1
     metrics = await api.client.get("/metrics", headers=api.auth)
-    assert "engram_sessions_evicted_total 1" in metrics.text
+    assert "confide_sessions_evicted_total 1" in metrics.text
 
 
 @pytest.mark.asyncio

@@ -11,11 +11,11 @@ import pytest
 from tests.server.conftest import ACCOUNT, Api
 from websockets.sync.client import connect
 
-from engram.config import Settings
-from engram.engine import MemoryEngine
-from engram.server import create_app
-from engram.testing.fuzz import answer_problem
-from engram.testing.loopback import serve_on_loopback
+from confide.config import Settings
+from confide.engine import MemoryEngine
+from confide.server import create_app
+from confide.testing.fuzz import answer_problem
+from confide.testing.loopback import serve_on_loopback
 
 JSON = {"content-type": "application/json"}
 TEN_MB = 10 * 1024 * 1024
@@ -42,7 +42,7 @@ def _clear(response: httpx.Response, status: int, *named: str) -> None:
 async def test_a_ten_megabyte_body_is_a_413_and_writes_nothing(api: Api, path: str) -> None:
     body = json.dumps({"user_id": "u1", "key": "k", "value": "v" * TEN_MB}).encode()
     response = await api.client.post(path, content=body, headers={**api.auth, **JSON})
-    _clear(response, 413, "ENGRAM_MAX_BODY_BYTES")
+    _clear(response, 413, "CONFIDE_MAX_BODY_BYTES")
     await _still_serves(api)
     listed = await api.client.get("/v1/memories", params={"user_id": "u1"}, headers=api.auth)
     assert listed.json()["memories"] == []

@@ -1,4 +1,4 @@
-"""``engram serve`` keeps idle connections open for ``ENGRAM_KEEP_ALIVE_SECONDS``.
+"""``confide serve`` keeps idle connections open for ``CONFIDE_KEEP_ALIVE_SECONDS``.
 
 A server that closes an idle connection while the client sends its next request on it makes
 that request fail with a reset. With uvicorn's 5 s, ``bench/load.py`` and ``bench/crash.py``
@@ -16,9 +16,9 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from engram.testing.processes import engram_env, serve
+from confide.testing.processes import confide_env, serve
 
-REQUEST = b"GET /healthz HTTP/1.1\r\nHost: engram\r\n\r\n"
+REQUEST = b"GET /healthz HTTP/1.1\r\nHost: confide\r\n\r\n"
 
 
 def _idle_seconds_until_closed(base: str, wait: float) -> float | None:
@@ -45,13 +45,13 @@ def test_idle_connections_stay_open_for_the_keep_alive_setting(
     setting: str | None, open_past_6s: bool, tmp_path: Path
 ) -> None:
     values = {
-        "ENGRAM_HOME": str(tmp_path / "home"),
+        "CONFIDE_HOME": str(tmp_path / "home"),
         "MEMORY_ENCRYPTION_KEY": "88" * 32,
-        "ENGRAM_EMBEDDER": "none",
+        "CONFIDE_EMBEDDER": "none",
     }
     if setting is not None:
-        values["ENGRAM_KEEP_ALIVE_SECONDS"] = setting
-    with serve(engram_env(values)) as server:
+        values["CONFIDE_KEEP_ALIVE_SECONDS"] = setting
+    with serve(confide_env(values)) as server:
         closed_after = _idle_seconds_until_closed(server.wait_ready(), wait=6.0)
     if open_past_6s:  # the default outlasts uvicorn's 5 s and common client timeouts
         assert closed_after is None

@@ -7,12 +7,12 @@ import httpx
 import pytest
 from tests.server.conftest import Api
 
-from engram.config import Settings
-from engram.crypto.keyring import KeyRing
-from engram.engine import MemoryEngine
-from engram.server import create_app
-from engram.storage.keystore import KeyStore
-from engram.testing.conformance.harness import TEST_KEK
+from confide.config import Settings
+from confide.crypto.keyring import KeyRing
+from confide.engine import MemoryEngine
+from confide.server import create_app
+from confide.storage.keystore import KeyStore
+from confide.testing.conformance.harness import TEST_KEK
 
 pytestmark = pytest.mark.asyncio
 
@@ -24,7 +24,7 @@ async def _ask(engine: MemoryEngine, settings: Settings, token: str, path: str) 
     """One GET through a second process's service over the same stores."""
     app = create_app(settings, engine=engine)
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://engram.test") as client:
+    async with httpx.AsyncClient(transport=transport, base_url="http://confide.test") as client:
         response = await client.get(path, headers={"Authorization": f"Bearer {token}"})
         await app.state.services.tasks.join()
     return response

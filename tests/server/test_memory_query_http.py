@@ -9,8 +9,8 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from engram.config import Settings
-from engram.server import create_app
+from confide.config import Settings
+from confide.server import create_app
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio]
 ACCOUNT = "acct-q"
@@ -27,7 +27,7 @@ async def client(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(
         transport=transport,
-        base_url="http://engram.test",
+        base_url="http://confide.test",
         headers={"Authorization": f"Bearer {token}"},
     ) as http:
         yield http

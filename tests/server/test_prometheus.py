@@ -10,18 +10,18 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from tests.server.conftest import Api
 
-from engram.server.logs import JsonFormatter
+from confide.server.logs import JsonFormatter
 
 EARLIER_NAMES = {
-    "engram_memories_stored",
-    "engram_memories_updated",
-    "engram_duplicates_skipped",
-    "engram_refresh_failures",
-    "engram_sessions_summarized",
-    "engram_summarization_failures",
-    "engram_integrity_failures",
-    "engram_summarization_duration_seconds",
-    "engram_memories_extracted_per_session",
+    "confide_memories_stored",
+    "confide_memories_updated",
+    "confide_duplicates_skipped",
+    "confide_refresh_failures",
+    "confide_sessions_summarized",
+    "confide_summarization_failures",
+    "confide_integrity_failures",
+    "confide_summarization_duration_seconds",
+    "confide_memories_extracted_per_session",
 }
 
 
@@ -38,12 +38,12 @@ async def test_metrics_parse_and_time_each_route_by_template(api: Api) -> None:
     response = await api.client.get("/metrics", headers=api.auth)
     assert response.headers["content-type"].startswith("text/plain; version=0.0.4")
     families = {f.name: f for f in text_string_to_metric_families(response.text)}
-    assert set(families) >= EARLIER_NAMES | {"engram_http_request_duration_seconds"}
-    stored = families["engram_memories_stored"].samples
-    assert [(s.name, s.value) for s in stored] == [("engram_memories_stored_total", 1.0)]
+    assert set(families) >= EARLIER_NAMES | {"confide_http_request_duration_seconds"}
+    stored = families["confide_memories_stored"].samples
+    assert [(s.name, s.value) for s in stored] == [("confide_memories_stored_total", 1.0)]
     counts = {
         (s.labels["method"], s.labels["route"], s.labels["status"]): s.value
-        for s in families["engram_http_request_duration_seconds"].samples
+        for s in families["confide_http_request_duration_seconds"].samples
         if s.name.endswith("_count")
     }
     assert counts[("POST", "/v1/memories", "201")] == 1
@@ -56,17 +56,17 @@ async def test_metrics_parse_and_time_each_route_by_template(api: Api) -> None:
 async def test_access_log_is_structured_and_names_the_route_template(
     api: Api, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="engram.access")
+    caplog.set_level(logging.INFO, logger="confide.access")
     await api.client.post(
         "/v1/memories",
         json={"user_id": "ann", "key": "pet", "value": "A cat named Tom"},
         headers=api.auth,
     )
-    records = [r for r in caplog.records if r.name == "engram.access"]
+    records = [r for r in caplog.records if r.name == "confide.access"]
     assert records
     line = json.loads(JsonFormatter().format(records[-1]))
     assert {k: line[k] for k in ("logger", "message", "method", "route", "status")} == {
-        "logger": "engram.access",
+        "logger": "confide.access",
         "message": "request",
         "method": "POST",
         "route": "/v1/memories",
@@ -76,7 +76,7 @@ async def test_access_log_is_structured_and_names_the_route_template(
 
 
 def test_json_formatter_drops_fields_it_does_not_know() -> None:
-    record = logging.LogRecord("engram.x", logging.WARNING, __file__, 1, "stored %d", (3,), None)
+    record = logging.LogRecord("confide.x", logging.WARNING, __file__, 1, "stored %d", (3,), None)
     record.value = "a secret value"
     record.route = "/v1/memories"
     line = json.loads(JsonFormatter().format(record))
@@ -87,6 +87,6 @@ def test_json_formatter_drops_fields_it_does_not_know() -> None:
 def test_serve_offers_json_logs() -> None:
     from click.testing import CliRunner
 
-    from engram.cli import main
+    from confide.cli import main
 
     assert "--json-logs" in CliRunner().invoke(main, ["serve", "--help"]).output

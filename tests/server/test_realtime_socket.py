@@ -11,11 +11,11 @@ import pytest
 from tests.server.conftest import ACCOUNT, Api
 from websockets.sync.client import connect
 
-from engram.config import Settings
-from engram.engine import MemoryEngine
-from engram.server import create_app
-from engram.server.services import ALREADY_ENDED
-from engram.testing.loopback import serve_on_loopback
+from confide.config import Settings
+from confide.engine import MemoryEngine
+from confide.server import create_app
+from confide.server.services import ALREADY_ENDED
+from confide.testing.loopback import serve_on_loopback
 
 TRANSCRIPT = "conversation.item.input_audio_transcription.completed"
 

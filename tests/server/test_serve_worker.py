@@ -1,4 +1,4 @@
-"""``engram serve`` runs a background worker on SQLite (ENGRAM_SERVE_WORKER), stopped on
+"""``confide serve`` runs a background worker on SQLite (CONFIDE_SERVE_WORKER), stopped on
 shutdown."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import asyncio
 import threading
 from pathlib import Path
 
-from engram.config import Settings
-from engram.server import create_app
-from engram.workers import JobContext, enqueue
+from confide.config import Settings
+from confide.server import create_app
+from confide.workers import JobContext, enqueue
 
 KEY = "23" * 32
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from tests.server.conftest import ACCOUNT, Api
 
-from engram.conversation.extraction import ProposedChange
-from engram.types import MemoryType
+from confide.conversation.extraction import ProposedChange
+from confide.types import MemoryType
 
 pytestmark = pytest.mark.asyncio
 
@@ -191,11 +191,11 @@ async def test_metrics_report_writes_and_summaries(api: Api) -> None:
     await api.post(f"/sessions/{sid}/end")
     await api.join()
     text = (await api.client.get("/metrics", headers=api.auth)).text
-    assert "engram_memories_stored_total 2" in text
-    assert "engram_memories_updated_total 1" in text
-    assert "engram_refresh_failures_total 0" in text
-    assert "engram_summarization_duration_seconds_count 1" in text
-    assert 'engram_memories_extracted_per_session_bucket{le="1"} 1' in text
+    assert "confide_memories_stored_total 2" in text
+    assert "confide_memories_updated_total 1" in text
+    assert "confide_refresh_failures_total 0" in text
+    assert "confide_summarization_duration_seconds_count 1" in text
+    assert 'confide_memories_extracted_per_session_bucket{le="1"} 1' in text
 
 
 async def test_rest_core_routes(api: Api) -> None:
@@ -250,7 +250,7 @@ async def test_a_skipped_end_says_why(api: Api) -> None:
     now[0] += 12.34
     assert (await api.post(f"/sessions/{short}/end")).json() == {
         "summarization": "skipped",
-        "reason": "session lasted 12.3 s < ENGRAM_MIN_SESSION_SECONDS=30",
+        "reason": "session lasted 12.3 s < CONFIDE_MIN_SESSION_SECONDS=30",
     }
     again = await api.post(f"/sessions/{short}/end")
     assert again.json() == {"summarization": "skipped", "reason": "session had already ended"}

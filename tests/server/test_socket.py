@@ -7,10 +7,10 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from engram.config import Settings
-from engram.engine import MemoryEngine
-from engram.server import create_app
-from engram.testing.loopback import serve_on_loopback
+from confide.config import Settings
+from confide.engine import MemoryEngine
+from confide.server import create_app
+from confide.testing.loopback import serve_on_loopback
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """Many workers, one database: a call's turns live in one process, and the others refuse.
 
-Two services over one store (in-process on both backends, then two ``engram serve``
+Two services over one store (in-process on both backends, then two ``confide serve``
 processes on one PostgreSQL): the first to buffer a turn holds the call; the other answers
 ``/turns``, ``/end`` and the Realtime socket with 409 naming the holder, and never
 summarises part of the call.
@@ -19,15 +19,15 @@ from tests.server.conftest import ACCOUNT
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
-from engram.config import Settings
-from engram.engine import MemoryEngine
-from engram.server import create_app
-from engram.server.auth import ApiKeys
-from engram.storage import open_storage
-from engram.testing.loopback import serve_on_loopback
-from engram.testing.postgres import EmbeddedPostgres, create_schema
-from engram.testing.processes import engram_env, serve
-from engram.testing.scripted_llm import ScriptedLLMServer
+from confide.config import Settings
+from confide.engine import MemoryEngine
+from confide.server import create_app
+from confide.server.auth import ApiKeys
+from confide.storage import open_storage
+from confide.testing.loopback import serve_on_loopback
+from confide.testing.postgres import EmbeddedPostgres, create_schema
+from confide.testing.processes import confide_env, serve
+from confide.testing.scripted_llm import ScriptedLLMServer
 
 HELD = "Call session is held by another worker"
 EXTRACTED = json.dumps([{"type": "fact", "key": "dog_name", "value": "Biscuit"}])
@@ -151,7 +151,7 @@ def test_two_serve_processes_on_one_postgres_refuse_each_others_calls(
     request: pytest.FixtureRequest,
     tmp_path: Path,
 ) -> None:
-    uri = postgres_server.temporary_database(request, template="engram_template")
+    uri = postgres_server.temporary_database(request, template="confide_template")
     keys_uri = create_schema(keys_database)
     storage = open_storage(uri, pool_max=2)
     try:
@@ -160,16 +160,16 @@ def test_two_serve_processes_on_one_postgres_refuse_each_others_calls(
         storage.close()
     auth = {"Authorization": f"Bearer {token}"}
     with ScriptedLLMServer([EXTRACTED]) as llm:
-        env = engram_env(
+        env = confide_env(
             {
-                "ENGRAM_HOME": str(tmp_path / "home"),
+                "CONFIDE_HOME": str(tmp_path / "home"),
                 "MEMORY_ENCRYPTION_KEY": "33" * 32,
-                "ENGRAM_STORAGE_URL": uri,
-                "ENGRAM_KEYSTORE_URL": keys_uri,
-                "ENGRAM_EMBEDDER": "none",
-                "ENGRAM_MIN_SESSION_SECONDS": "0",
-                "ENGRAM_LLM_BASE_URL": llm.base_url,
-                "ENGRAM_LLM_MODEL": "scripted",
+                "CONFIDE_STORAGE_URL": uri,
+                "CONFIDE_KEYSTORE_URL": keys_uri,
+                "CONFIDE_EMBEDDER": "none",
+                "CONFIDE_MIN_SESSION_SECONDS": "0",
+                "CONFIDE_LLM_BASE_URL": llm.base_url,
+                "CONFIDE_LLM_MODEL": "scripted",
             }
         )
         first, second = serve(env), serve(env)

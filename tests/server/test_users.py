@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from tests.server.conftest import ACCOUNT, Api
 
-from engram.server.auth import ApiKeys
+from confide.server.auth import ApiKeys
 
 pytestmark = pytest.mark.asyncio
 

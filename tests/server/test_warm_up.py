@@ -1,4 +1,4 @@
-"""``engram serve`` loads what the first tool call would otherwise load, before it listens."""
+"""``confide serve`` loads what the first tool call would otherwise load, before it listens."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from engram.config import Settings
-from engram.server import create_app
-from engram.storage import vector_kernels
+from confide.config import Settings
+from confide.server import create_app
+from confide.storage import vector_kernels
 
 pytestmark = pytest.mark.slow
 KEY = "22" * 32
@@ -53,10 +53,10 @@ def test_warm_up_can_be_turned_off(tmp_path: Path) -> None:
     assert lines == []
 
 
-def test_engram_serve_says_it_loads_the_embedder_before_it_listens(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if k not in ("ENGRAM_STORAGE_URL",)}
-    env.update(ENGRAM_HOME=str(tmp_path / "home"), MEMORY_ENCRYPTION_KEY=KEY)
-    command = [sys.executable, "-c", "from engram.cli import main; main()", "serve", "--port", "0"]
+def test_confide_serve_says_it_loads_the_embedder_before_it_listens(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("CONFIDE_STORAGE_URL",)}
+    env.update(CONFIDE_HOME=str(tmp_path / "home"), MEMORY_ENCRYPTION_KEY=KEY)
+    command = [sys.executable, "-c", "from confide.cli import main; main()", "serve", "--port", "0"]
     server = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
     assert server.stderr is not None
     seen: list[str] = []
@@ -70,7 +70,7 @@ def test_engram_serve_says_it_loads_the_embedder_before_it_listens(tmp_path: Pat
     finally:
         server.terminate()
         server.communicate(timeout=60)
-    loading = seen.index("engram: loading embedder all-MiniLM-L6-v2 …")
+    loading = seen.index("confide: loading embedder all-MiniLM-L6-v2 …")
     complete = next(i for i, line in enumerate(seen) if "Application startup complete" in line)
     assert loading < complete
-    assert any(line.startswith("engram: warm-up done in ") for line in seen[loading:complete])
+    assert any(line.startswith("confide: warm-up done in ") for line in seen[loading:complete])

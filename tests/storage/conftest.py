@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from engram.storage import vector_kernels
+from confide.storage import vector_kernels
 
 
 @pytest.fixture(params=["numpy", "numba"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engram.testing.postgres import EmbeddedPostgres
+from confide.testing.postgres import EmbeddedPostgres
 
 
 def _show(server: EmbeddedPostgres, name: str) -> str:

@@ -2,7 +2,7 @@
 
 The first bind creates the vector table, its index and its row-level security policy;
 without a lock two processes doing it at once collided in PostgreSQL's catalogue (a
-``UniqueViolation`` that stopped one of two ``engram serve`` processes at start-up).
+``UniqueViolation`` that stopped one of two ``confide serve`` processes at start-up).
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import threading
 
 import pytest
 
-from engram.storage.postgres import PostgresStorage
-from engram.testing.postgres import EmbeddedPostgres
+from confide.storage.postgres import PostgresStorage
+from confide.testing.postgres import EmbeddedPostgres
 
 ROUNDS = 4
 BINDERS = 3
@@ -30,7 +30,7 @@ def test_binders_starting_together_all_bind(
     postgres_server: EmbeddedPostgres, request: pytest.FixtureRequest
 ) -> None:
     for _ in range(ROUNDS):
-        url = postgres_server.temporary_database(request, template="engram_template")
+        url = postgres_server.temporary_database(request, template="confide_template")
         stores = [PostgresStorage(url, max_size=1) for _ in range(BINDERS)]
         start = threading.Barrier(BINDERS)
         failures: list[str] = []

@@ -1,4 +1,4 @@
-"""PostgreSQL: ``ENGRAM_POSTGRES_EF_SEARCH`` reaches every pooled connection."""
+"""PostgreSQL: ``CONFIDE_POSTGRES_EF_SEARCH`` reaches every pooled connection."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from engram.config import Settings
-from engram.storage import storage_from_settings
-from engram.storage.migrations import HNSW_EF_SEARCH
-from engram.storage.postgres import PostgresStorage
-from engram.testing.postgres import EmbeddedPostgres
+from confide.config import Settings
+from confide.storage import storage_from_settings
+from confide.storage.migrations import HNSW_EF_SEARCH
+from confide.storage.postgres import PostgresStorage
+from confide.testing.postgres import EmbeddedPostgres
 
 
 def test_the_configured_ef_search_is_set_on_pooled_connections(
@@ -19,9 +19,9 @@ def test_the_configured_ef_search_is_set_on_pooled_connections(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    url = postgres_server.temporary_database(request, template="engram_template")
-    monkeypatch.setenv("ENGRAM_STORAGE_URL", url)
-    monkeypatch.setenv("ENGRAM_POSTGRES_EF_SEARCH", "123")
+    url = postgres_server.temporary_database(request, template="confide_template")
+    monkeypatch.setenv("CONFIDE_STORAGE_URL", url)
+    monkeypatch.setenv("CONFIDE_POSTGRES_EF_SEARCH", "123")
     storage = storage_from_settings(Settings(home=tmp_path))
     assert isinstance(storage, PostgresStorage)
     try:

@@ -13,19 +13,19 @@ import threading
 
 import pytest
 
-from engram.crypto.keyring import KeyRing
-from engram.engine import MemoryEngine
-from engram.storage.keystore import open_key_store
-from engram.storage.postgres import PostgresStorage
-from engram.testing.builders import ACCOUNT, add
-from engram.testing.postgres import EmbeddedPostgres, create_schema
+from confide.crypto.keyring import KeyRing
+from confide.engine import MemoryEngine
+from confide.storage.keystore import open_key_store
+from confide.storage.postgres import PostgresStorage
+from confide.testing.builders import ACCOUNT, add
+from confide.testing.postgres import EmbeddedPostgres, create_schema
 
 
 def test_a_locked_head_lets_another_transaction_link_to_it(
     postgres_server: EmbeddedPostgres, keys_database: str, request: pytest.FixtureRequest
 ) -> None:
     storage = PostgresStorage(
-        postgres_server.temporary_database(request, template="engram_template"), max_size=4
+        postgres_server.temporary_database(request, template="confide_template"), max_size=4
     )
     key_store = open_key_store(create_schema(keys_database))
     try:

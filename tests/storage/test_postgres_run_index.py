@@ -8,17 +8,17 @@ from __future__ import annotations
 
 import pytest
 
-from engram.storage.filters import compile_filter
-from engram.storage.postgres import PostgresStorage
-from engram.testing.postgres import EmbeddedPostgres
-from engram.types import MemoryFilter, utcnow
+from confide.storage.filters import compile_filter
+from confide.storage.postgres import PostgresStorage
+from confide.testing.postgres import EmbeddedPostgres
+from confide.types import MemoryFilter, utcnow
 
 
 def test_the_previous_turn_is_read_through_the_run_index(
     postgres_server: EmbeddedPostgres, request: pytest.FixtureRequest
 ) -> None:
     storage = PostgresStorage(
-        postgres_server.temporary_database(request, template="engram_template"), max_size=2
+        postgres_server.temporary_database(request, template="confide_template"), max_size=2
     )
     try:
         flt = MemoryFilter(

@@ -5,8 +5,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from engram.storage.keystore import open_key_store
-from engram.storage.sqlite import Checkpointer
+from confide.storage.keystore import open_key_store
+from confide.storage.sqlite import Checkpointer
 
 
 def test_statistics_refresh_skips_a_file_without_memories(tmp_path: Path) -> None:
@@ -22,7 +22,7 @@ def test_statistics_refresh_skips_a_file_without_memories(tmp_path: Path) -> Non
 
 
 def test_a_wal_past_the_hard_limit_gets_a_full_checkpoint(tmp_path: Path) -> None:
-    path = tmp_path / "engram.db"
+    path = tmp_path / "confide.db"
     conn = sqlite3.connect(path, isolation_level=None)
     try:
         conn.execute("PRAGMA journal_mode = WAL")
@@ -31,7 +31,7 @@ def test_a_wal_past_the_hard_limit_gets_a_full_checkpoint(tmp_path: Path) -> Non
         checkpointer = Checkpointer(str(path), wal_limit=1 << 10, wal_hard_limit=256 << 10)
         assert checkpointer.mode() == "PASSIVE"
         conn.execute("INSERT INTO t VALUES (zeroblob(512 * 1024))")
-        assert (tmp_path / "engram.db-wal").stat().st_size >= 256 << 10
+        assert (tmp_path / "confide.db-wal").stat().st_size >= 256 << 10
         assert checkpointer.mode() == "FULL"
         busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(FULL)").fetchone()
         assert (busy, copied) == (0, frames)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engram.storage.sqlite_vectors import (
+from confide.storage.sqlite_vectors import (
     SqliteVectorIndex,
     _OwnerIndex,
     from_snapshot,

@@ -9,9 +9,9 @@ import sys
 import numpy as np
 import pytest
 
-from engram.storage import vector_kernels
-from engram.storage.sqlite_vectors import pack_signs, quantize
-from engram.storage.vector_kernels import hamming_distances, int8_scores
+from confide.storage import vector_kernels
+from confide.storage.sqlite_vectors import pack_signs, quantize
+from confide.storage.vector_kernels import hamming_distances, int8_scores
 
 
 @pytest.mark.usefixtures("kernels")
@@ -79,8 +79,8 @@ def test_numpy_loops_serve_when_numba_cannot_be_imported() -> None:
     code = (
         "import sys; sys.modules['numba'] = None;"  # `import numba` raises ImportError
         "import numpy as np;"
-        "from engram.storage import vector_kernels as vk;"
-        "from engram.storage.sqlite_vectors import _OwnerIndex, _ranked, nearest_by_bits,"
+        "from confide.storage import vector_kernels as vk;"
+        "from confide.storage.sqlite_vectors import _OwnerIndex, _ranked, nearest_by_bits,"
         " pack_signs;"
         "v = np.random.default_rng(1).standard_normal((3000, 384)).astype(np.float32);"
         "v /= np.linalg.norm(v, axis=1, keepdims=True);"
@@ -96,7 +96,7 @@ def test_numpy_loops_serve_when_numba_cannot_be_imported() -> None:
 
 def test_importing_the_sqlite_backend_does_not_import_numba() -> None:
     code = (
-        "import sys, engram, engram.storage.sqlite, engram.storage.sqlite_vectors;"
+        "import sys, confide, confide.storage.sqlite, confide.storage.sqlite_vectors;"
         "print('numba' in sys.modules, 'llvmlite' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -24,12 +24,12 @@ from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
-from engram.config import Settings
-from engram.conversation.extraction import ProposedChange
-from engram.server import create_app
-from engram.server.services import Services
-from engram.testing.loopback import serve_on_loopback
-from engram.types import MemoryType, NewMemory, Visibility
+from confide.config import Settings
+from confide.conversation.extraction import ProposedChange
+from confide.server import create_app
+from confide.server.services import Services
+from confide.testing.loopback import serve_on_loopback
+from confide.types import MemoryType, NewMemory, Visibility
 
 CHROMIUM = shutil.which("chromium")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -41,7 +41,7 @@ VALUES = {
 }
 NEW_VALUE = "Her dog Biscuit turned twelve"
 PROPOSED = {"city": "Moved to Braga", "doctor": "Dr Okafor on Fridays"}
-_SERVER_LOGGERS = {"engram", "uvicorn", "fastapi"}
+_SERVER_LOGGERS = {"confide", "uvicorn", "fastapi"}
 pytestmark = pytest.mark.skipif(
     CHROMIUM is None or CHROMEDRIVER is None,
     reason="needs Debian's chromium and chromium-driver (apt-get install -y chromium "
@@ -145,7 +145,7 @@ def test_every_review_action_in_a_real_browser(
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    for server_side in ("engram", "uvicorn", "fastapi"):
+    for server_side in ("confide", "uvicorn", "fastapi"):
         caplog.set_level(logging.DEBUG, logger=server_side)
     shots = tmp_path / "screenshots"
     shots.mkdir()
@@ -158,7 +158,7 @@ def test_every_review_action_in_a_real_browser(
     shot("01-sign-in.png")
 
     # A wrong key is refused; the right one signs in.
-    browser.find_element(By.ID, "api-key").send_keys("egk_wrong_key")
+    browser.find_element(By.ID, "api-key").send_keys("cfk_wrong_key")
     browser.find_element(By.ID, "sign-in-button").click()
     _status(browser, "Sign-in failed: Invalid API key")
     browser.find_element(By.ID, "api-key").clear()
@@ -244,7 +244,7 @@ def test_every_review_action_in_a_real_browser(
     # Export: the decrypted document, downloaded by the browser.
     browser.find_element(By.ID, "export").click()
     _status(browser, "Exported")
-    download = tmp_path / "downloads" / "engram-export-ann.json"
+    download = tmp_path / "downloads" / "confide-export-ann.json"
     _wait(browser).until(lambda _: download.exists() and download.stat().st_size > 0)
     exported = json.loads(download.read_text())
     assert exported["user_id"] == "ann"

@@ -11,16 +11,16 @@ from typing import Any, cast
 
 import pytest
 
-from engram.config import Settings
-from engram.embedders import Embedder
-from engram.embedders.local import LocalMiniLMEmbedder
-from engram.errors import ProviderError
-from engram.llm import OpenAICompatibleLLM
-from engram.llm.usage import MeteredLLM, UsageLedger
-from engram.storage.sqlite import SqliteStorage
-from engram.testing.builders import unstored_memory
-from engram.testing.scripted_llm import RecordedRequest, ScriptedLLMServer, ScriptedReply
-from engram.workers.judges import (
+from confide.config import Settings
+from confide.embedders import Embedder
+from confide.embedders.local import LocalMiniLMEmbedder
+from confide.errors import ProviderError
+from confide.llm import OpenAICompatibleLLM
+from confide.llm.usage import MeteredLLM, UsageLedger
+from confide.storage.sqlite import SqliteStorage
+from confide.testing.builders import unstored_memory
+from confide.testing.scripted_llm import RecordedRequest, ScriptedLLMServer, ScriptedReply
+from confide.workers.judges import (
     JUDGE_PROMPT,
     LLMJudge,
     OfflineJudge,
@@ -193,7 +193,7 @@ def test_the_llm_judge_asks_in_batches_and_reads_each_answer(tmp_path: Path) -> 
         ]
         return ScriptedReply(content="```json\n" + json.dumps({"pairs": verdicts}) + "\n```")
 
-    storage = SqliteStorage(tmp_path / "engram.db")
+    storage = SqliteStorage(tmp_path / "confide.db")
     storage.migrate()
     ledger = UsageLedger(storage.app_tables())
     with ScriptedLLMServer(responder=answer) as server:

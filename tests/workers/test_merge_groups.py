@@ -3,9 +3,9 @@ between two groups keeps them apart, and every group stands on its own."""
 
 from __future__ import annotations
 
-from engram.testing.builders import unstored_memory
-from engram.workers.consolidation import fingerprint, merge_groups
-from engram.workers.judges import Pair, Verdict
+from confide.testing.builders import unstored_memory
+from confide.workers.consolidation import fingerprint, merge_groups
+from confide.workers.judges import Pair, Verdict
 
 
 def _pair(a: int, b: int, score: float) -> Pair:

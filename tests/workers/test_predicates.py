@@ -6,12 +6,12 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
-from engram.embedders.local import LocalMiniLMEmbedder
-from engram.index.tokenize import tokenize
-from engram.testing.builders import read_jsonl, unstored_memory
-from engram.workers.consolidation import merge_groups
-from engram.workers.judges import OfflineJudge, Pair
-from engram.workers.predicates import MARKER, predicate_tokens
+from confide.embedders.local import LocalMiniLMEmbedder
+from confide.index.tokenize import tokenize
+from confide.testing.builders import read_jsonl, unstored_memory
+from confide.workers.consolidation import merge_groups
+from confide.workers.judges import OfflineJudge, Pair
+from confide.workers.predicates import MARKER, predicate_tokens
 
 PARAPHRASES = Path(__file__).resolve().parents[2] / "bench/data/consolidation_paraphrases.jsonl"
 

@@ -1,0 +1,533 @@
+"""``Confide``: the whole engine as configured, and :meth:`Confide.open`, the one wiring.
+
+:meth:`Confide.open` builds everything an entry point needs from :class:`Settings`: the
+storage and the key store with the key ring (through :meth:`MemoryEngine.open`), the
+embedder and the indexers that keep its vectors, the categories and agent allowlists for
+``memory_query``, and the end-of-session extractor (the configured LLM, or offline). The SDK,
+``create_app``, the CLI and background workers all start from it.
+
+Besides the engine (``Confide.engine``) and ``memory_query`` (:meth:`Confide.query`), it offers
+the two calls known from other memory layers: :meth:`Confide.add` (a text, or a conversation
+whose memories are extracted) and :meth:`Confide.search` (ranked memories with scores). The
+client is embedded: it opens the store itself. Remote callers use the HTTP service
+(``confide serve``), whose ``/v1/memories`` and ``/v1/memory_query`` routes do the same.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import time
+import uuid
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from confide.apps import AppMemories, AppMessage, EndOutcome
+from confide.chat import ChatMemory, ConversationHistory, MessagePage, SavedMessage
+from confide.chat.prompt import Delivery
+from confide.config import Settings
+from confide.conversation.buffer import SessionBuffer
+from confide.conversation.consent import DEFAULT_SENSITIVE_KEYS, ConsentPolicy
+from confide.conversation.dedup import DedupPolicy
+from confide.conversation.extraction import (
+    ExtractionPipeline,
+    Extractor,
+    LLMExtractor,
+    writing_of,
+)
+from confide.conversation.procedural import ProceduralGate
+from confide.conversation.proposals import ProposalStore
+from confide.conversation.summarizer import EngineMemorySink, extractor_from_settings
+from confide.embedders import Embedder, configured_embedder
+from confide.engine import MemoryEngine
+from confide.errors import ProviderError, ValidationError
+from confide.index.vectors import VectorIndexer
+from confide.llm.base import LLM
+from confide.llm.candidates import Candidate
+from confide.llm.key_vocabulary import to_vocabulary
+from confide.llm.registry import llm_from_settings
+from confide.llm.usage import MeteredLLM, UsageLedger, UsageReport, metered
+from confide.remote import AsyncRemoteConfide, RemoteConfide
+from confide.retrieval.access import AccessTracker
+from confide.retrieval.budget import token_counter
+from confide.retrieval.categories import load_categories
+from confide.retrieval.memory_query import (
+    MemoryQueryRequest,
+    MemoryQueryResult,
+    MemoryQueryService,
+)
+from confide.retrieval.results import SearchResult
+from confide.storage.base import Capability
+from confide.types import Memory, MemoryFilter, MemoryType, NewMemory, Source
+from confide.workers.conversation_jobs import enqueue_app_resume
+
+__all__ = ["DEFAULT_ACCOUNT", "Confide", "SearchResult"]
+
+DEFAULT_ACCOUNT = "default"
+"""The account :meth:`Confide.add` and :meth:`Confide.search` use unless told otherwise."""
+
+_MAX_KEYS = 5000
+_WARM_UP_TEXT = "Confide warm-up."
+log = logging.getLogger(__name__)
+_T = TypeVar("_T")
+
+
+class Confide:
+    """A memory engine plus hybrid retrieval (``memory_query``) and extraction.
+
+    ``engine`` offers every store operation; :meth:`query` answers ``memory_query``;
+    ``extractor`` turns a finished conversation into memories.
+    """
+
+    def __init__(
+        self,
+        engine: MemoryEngine,
+        *,
+        embedder: Embedder | None,
+        settings: Settings | None = None,
+        extractor: Extractor | None = None,
+    ) -> None:
+        self.settings = settings or engine.settings
+        self.engine = engine
+        self.embedder = embedder
+        if embedder is not None:
+            engine.add_indexer(
+                VectorIndexer(
+                    engine.storage,
+                    embedder,
+                    link_top_k=self.settings.link_top_k,
+                    link_min=self.settings.link_min,
+                    run_context=self.settings.run_context,
+                )
+            )
+        # Every LLM call Confide makes goes through one metered client: the usage ledger.
+        self.usage = UsageLedger(
+            engine.app_tables(),
+            prices=self.settings.llm_prices,
+            budget_units=self.settings.llm_budget_units,
+        )
+        configured = llm_from_settings(self.settings)
+        llm = None if configured is None else MeteredLLM(configured, self.usage)
+        self.llm: LLM | None = llm
+        """The configured model behind the usage ledger (``None``: none configured)."""
+        self.extractor = extractor or (
+            extractor_from_settings(self.settings) if llm is None else LLMExtractor(llm)
+        )
+        self.access = AccessTracker(engine.storage)
+        self.memory_query = MemoryQueryService(
+            engine,
+            load_categories(self.settings.categories_file),
+            embedder=embedder,
+            weights=self.settings.ranking,
+            access=self.access,
+            deltas=engine,
+        )
+        self.chat = ChatMemory(
+            engine, settings=self.settings, embedder=embedder, llm=llm, ledger=self.usage
+        )
+        # Work the budget defers is queued for a worker (``confide worker``) to resume.
+        self.apps = AppMemories(
+            engine,
+            settings=self.settings,
+            llm=llm,
+            ledger=self.usage,
+            on_defer=lambda account_id: enqueue_app_resume(engine, account_id=account_id),
+        )
+
+    @classmethod
+    def open(cls, settings: Settings | None = None) -> Confide:
+        """Build a ready Confide from ``settings`` (from the environment when omitted).
+
+        Opens and migrates the storage, opens the key store and key ring, builds the
+        configured embedder and extractor. Raises :class:`~confide.errors.ConfigurationError`
+        for a configuration that cannot work (see :meth:`MemoryEngine.open`). Without the
+        ``local`` extra and with no embedder configured, opens without one
+        (lexical search only) and warns once; see :func:`confide.embedders.configured_embedder`.
+        """
+        settings = settings or Settings()
+        embedder = configured_embedder(settings)
+        return cls(MemoryEngine.open(settings), embedder=embedder, settings=settings)
+
+    @staticmethod
+    def remote(url: str, api_key: str, *, timeout: float = 30.0) -> RemoteConfide:
+        """The same calls against a running ``confide serve`` (blocking).
+
+        ``add``, ``search``, ``query`` and ``engine``'s memory operations, acting in the API
+        key's account and raising the same errors; see :class:`~confide.remote.RemoteConfide`.
+        """
+        return RemoteConfide(url, api_key, timeout=timeout)
+
+    @staticmethod
+    def remote_async(url: str, api_key: str, *, timeout: float = 30.0) -> AsyncRemoteConfide:
+        """:meth:`remote` for asyncio callers (every call is awaited)."""
+        return AsyncRemoteConfide(url, api_key, timeout=timeout)
+
+    def warm_up(self, progress: Callable[[str], None] | None = None) -> None:
+        """Load now what the first call would otherwise load on its way.
+
+        That is the embedder's model (one embedding of a fixed text: no user data), the
+        in-process vector index's compiled loops and the token counter. ``progress``
+        receives a line before and after (names and seconds only); by default they are
+        logged. A failing embedder provider is logged, not raised: the first call tries
+        again and reports it.
+        """
+        say = progress or log.info
+        start = time.perf_counter()
+        if self.embedder is not None:
+            say(f"loading embedder {self.embedder.model_id} …")
+            try:
+                self.embedder.embed([_WARM_UP_TEXT])
+            except ProviderError as exc:
+                log.warning("embedder warm-up failed: %s", type(exc).__name__)
+        if Capability.IN_PROCESS_VECTORS in self.engine.storage.capabilities:
+            from confide.storage.sqlite_vectors import warm_up
+
+            warm_up(self.embedder.dims if self.embedder is not None else 384)
+        token_counter()
+        say(f"warm-up done in {time.perf_counter() - start:.1f} s")
+
+    def query(self, request: MemoryQueryRequest | Mapping[str, Any]) -> MemoryQueryResult:
+        """Answer a ``memory_query`` request (a :class:`MemoryQueryRequest` or its fields).
+
+        Raises:
+            TypeError: ``request`` is neither (a plain question goes to :meth:`search`).
+            ValidationError: a field is missing or invalid.
+            PermissionDeniedError: the agent may not read a requested category.
+        """
+        if not isinstance(request, MemoryQueryRequest | Mapping):
+            raise TypeError(
+                "query() takes a MemoryQueryRequest or a dict of its fields, such as "
+                '{"agent": "default", "account_id": ..., "user_id": ..., "query": ...}, '
+                f"not {type(request).__name__}; for a plain question use "
+                "search(question, user_id=...)"
+            )
+        return self.memory_query.query(dict(request) if isinstance(request, Mapping) else request)
+
+    def add(
+        self,
+        data: str | Sequence[Mapping[str, str]],
+        *,
+        user_id: str,
+        account_id: str = DEFAULT_ACCOUNT,
+        key: str | None = None,
+        type: MemoryType | str = MemoryType.FACT,
+    ) -> list[Memory]:
+        """Remember a text, or what a conversation says about the user.
+
+        A string is stored as one memory of ``type`` (default ``fact``) under ``key``
+        (default: the next free ``note`` key: ``note``, ``note.2``, ...). A list of
+        ``{"role": "user" | "assistant", "content": ...}`` messages goes through end-of-session
+        extraction: the LLM when one is configured (``CONFIDE_LLM_*``, ``XAI_API_KEY``), else
+        the offline extractor; only what the user said is kept; ``system`` messages are
+        skipped and extraction never changes a key the user already has. Either way a near
+        duplicate of an active memory is not stored again.
+
+        Returns:
+            The memories stored, in order; empty when there was nothing new.
+
+        Raises:
+            TypeError: ``data`` is neither a string nor a list of message dicts.
+            ValidationError: an empty text, an unknown role or an invalid field.
+        """
+        if isinstance(data, str):
+            return self._add_text(
+                data, account_id=account_id, user_id=user_id, key=key, memory_type=type
+            )
+        messages: Sequence[object] = data if isinstance(data, Sequence) else ()
+        if messages is not data or not all(isinstance(m, Mapping) for m in messages):
+            raise TypeError(
+                "add() takes a string or a list of messages such as "
+                f'[{{"role": "user", "content": "..."}}], not {type_name(data)}'
+            )
+        if key is not None:
+            raise TypeError("add() takes key= only with a string; extraction picks the keys")
+        return self._add_messages(
+            [m for m in messages if isinstance(m, Mapping)], account_id=account_id, user_id=user_id
+        )
+
+    def search(
+        self,
+        query: str,
+        *,
+        user_id: str,
+        account_id: str = DEFAULT_ACCOUNT,
+        agent: str = "default",
+        top_k: int = 5,
+        threshold: float | None = None,
+    ) -> list[SearchResult]:
+        """The user's memories ranked by relevance to ``query``, best first, with scores.
+
+        Runs the hybrid retrieval of ``memory_query`` (vectors, blind BM25, relation edges)
+        over every category ``agent`` may read, ``context: all`` ones included. ``threshold``
+        drops results whose cosine similarity to the query is below it.
+
+        Raises:
+            TypeError: ``query`` is not a string.
+            ValidationError: an empty query or an out-of-range ``top_k``.
+            PermissionDeniedError: ``agent`` is unknown.
+        """
+        if not isinstance(query, str):
+            raise TypeError(f"search() takes the question as a string, not {type_name(query)}")
+        request = {
+            "agent": agent,
+            "account_id": account_id,
+            "user_id": user_id,
+            "query": query,
+            "top_k": top_k,
+            "threshold": threshold,
+        }
+        return [
+            SearchResult(
+                memory=memory, score=float(extra["score"]), similarity=extra.get("similarity")
+            )
+            for memory, extra in self.memory_query.rank(request)
+        ]
+
+    def _dedup(self) -> DedupPolicy:
+        return DedupPolicy(
+            text_threshold=self.settings.dedup_text_threshold,
+            cosine_threshold=self.settings.dedup_cosine_threshold,
+            embedder=self.embedder,
+        )
+
+    def _add_text(
+        self,
+        text: str,
+        *,
+        account_id: str,
+        user_id: str,
+        key: str | None,
+        memory_type: MemoryType | str,
+    ) -> list[Memory]:
+        value = text.strip()
+        if not value:
+            raise ValidationError("add() needs a non-empty text")
+        kind = MemoryType(memory_type)
+        if key is None:
+            taken = {
+                m.key.lower()
+                for m in self.engine.list_memories(
+                    MemoryFilter(account_id=account_id, user_id=user_id), limit=_MAX_KEYS
+                )
+            }
+            key = to_vocabulary(Candidate(type=kind, key="note", value=value), taken).key
+        twin = self._dedup().find_duplicate(
+            self.engine,
+            account_id=account_id,
+            user_id=user_id,
+            key=key,
+            value=value,
+            memory_type=kind,
+        )
+        if twin is not None:
+            return []
+        memory = NewMemory(
+            account_id=account_id,
+            user_id=user_id,
+            key=key,
+            value=value,
+            type=kind,
+            source=Source.API,
+        )
+        return [self.engine.store(memory, actor="sdk")]
+
+    def _add_messages(
+        self, messages: Sequence[Mapping[Any, Any]], *, account_id: str, user_id: str
+    ) -> list[Memory]:
+        buffer = SessionBuffer(max_turns=max(1, len(messages)))
+        session_id = f"sdk-{uuid.uuid4().hex}"
+        buffer.start(session_id, account_id=account_id, user_id=user_id)
+        for message in messages:
+            role, content = message.get("role"), message.get("content")
+            if not isinstance(role, str) or not isinstance(content, str):
+                raise TypeError('each message needs a string "role" and a string "content"')
+            if role == "system":
+                continue
+            if role not in ("user", "assistant"):
+                raise ValidationError(
+                    f"a message's role must be 'user', 'assistant' or 'system', not {role!r}"
+                )
+            buffer.add_turn(session_id, "user" if role == "user" else "assistant", content)
+        session = buffer.clear(session_id)
+        if session is None:  # pragma: no cover - started above, cleared only here
+            return []
+        sink = EngineMemorySink(self.engine, dedup=self._dedup())
+        # Consent as in a call: a sensitive key, or a benign one too few signals corroborate,
+        # waits as a proposal (listed and confirmed through the service's /v1/proposals).
+        proposals = ProposalStore(
+            self.engine,
+            self.engine.service_tables(),
+            ttl=timedelta(days=self.settings.proposal_ttl_days),
+        )
+        pipeline = ExtractionPipeline(
+            self.extractor,
+            sink,
+            proposals=proposals,
+            consent=ConsentPolicy.of(
+                DEFAULT_SENSITIVE_KEYS
+                if self.settings.sensitive_keys is None
+                else self.settings.sensitive_keys,
+                min_confidence=self.settings.consent_min_confidence,
+            ),
+            procedural=ProceduralGate(min_confidence=self.settings.procedural_min_confidence),
+            writing=writing_of(self.extractor),
+        )
+        with metered(account_id, "extraction", f"user:{user_id}"):
+            _run(pipeline.run(session))
+        return sink.stored
+
+    def add_message(
+        self,
+        *,
+        account_id: str,
+        user_id: str,
+        conversation_id: str,
+        role: str,
+        content: str,
+        subject_id: str | None = None,
+        channel: str | None = None,
+    ) -> SavedMessage:
+        """Save a chat message (sealed under the user's key) and run the summary check.
+
+        See :class:`~confide.chat.ChatMemory`; raises :class:`~confide.errors.ValidationError`
+        for bad input and :class:`~confide.errors.NotFoundError` for another user's
+        conversation.
+        """
+        return self.chat.add_message_and_summarise(
+            {
+                "account_id": account_id,
+                "user_id": user_id,
+                "conversation_id": conversation_id,
+                "role": role,
+                "content": content,
+                "subject_id": subject_id,
+                "channel": channel,
+            }
+        )
+
+    def messages(
+        self,
+        *,
+        account_id: str,
+        user_id: str,
+        conversation_id: str,
+        cursor: int | None = None,
+        limit: int = 50,
+    ) -> MessagePage:
+        """A page of a conversation's messages, oldest first (``next_cursor`` continues it)."""
+        return self.chat.list_messages(
+            account_id=account_id,
+            user_id=user_id,
+            conversation_id=conversation_id,
+            cursor=cursor,
+            limit=limit,
+        )
+
+    def retrieve(
+        self,
+        input: str,
+        *,
+        account_id: str,
+        user_id: str,
+        conversation_id: str,
+        channel: str | None = None,
+    ) -> ConversationHistory:
+        """A conversation's recent messages with memory as context messages."""
+        return self.chat.retrieve(
+            input,
+            account_id=account_id,
+            user_id=user_id,
+            conversation_id=conversation_id,
+            channel=channel,
+        )
+
+    def deliver(
+        self,
+        agent: str,
+        input: str,
+        *,
+        account_id: str,
+        user_id: str,
+        conversation_id: str | None = None,
+        subject_id: str | None = None,
+        channel: str | None = None,
+    ) -> Delivery:
+        """What to send ``agent``'s model this turn, as its profile's delivery mode says
+        (``profiles`` in the categories YAML; :class:`~confide.errors.ValidationError` when
+        the agent has none)."""
+        return self.chat.deliver(
+            self.memory_query.categories.profile(agent),
+            input,
+            account_id=account_id,
+            user_id=user_id,
+            conversation_id=conversation_id,
+            subject_id=subject_id,
+            channel=channel,
+        )
+
+    def end_app_conversation(
+        self,
+        app_id: str,
+        conversation_id: str,
+        messages: Sequence[AppMessage | Mapping[str, Any]],
+        *,
+        reason: str | None = None,
+        account_id: str = DEFAULT_ACCOUNT,
+    ) -> EndOutcome:
+        """Write one memory of an ended conversation for the app and keep it within its cap.
+
+        Blocks until done (the service's route answers at once and works in the background).
+        The messages (``{"role", "content"}``) are not stored. While the account has less
+        than 20% of its daily LLM budget left the work is deferred (``outcome.deferred``).
+        Raises :class:`~confide.errors.ValidationError` for a bad app id or messages.
+        """
+        return _run(
+            self.apps.end_conversation(
+                account_id=account_id,
+                app_id=app_id,
+                conversation_id=conversation_id,
+                messages=[m if isinstance(m, AppMessage) else dict(m) for m in messages],
+                reason=reason,
+            )
+        )
+
+    def app_context(self, app_id: str, *, account_id: str = DEFAULT_ACCOUNT) -> str:
+        """The app's system message: its memories, newest first (``""`` when none)."""
+        return self.apps.context(account_id, app_id)
+
+    def usage_since_last_poll(
+        self, *, account_id: str = DEFAULT_ACCOUNT, caller: str = "sdk"
+    ) -> UsageReport:
+        """LLM usage totals per operation since this caller's previous poll."""
+        return self.usage.since_last_poll(account_id, caller)
+
+    def close(self) -> None:
+        """Flush access times, release the storage and the embedder's connections."""
+        self.access.close()
+        self.engine.close()
+        close_embedder = getattr(self.embedder, "close", None)
+        if callable(close_embedder):
+            close_embedder()
+
+    def __enter__(self) -> Confide:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def type_name(value: object) -> str:
+    """``str``, ``int``, ... of ``value``, for a TypeError's message."""
+    return type(value).__name__
+
+
+def _run(coroutine: Coroutine[Any, Any, _T]) -> _T:
+    """Run ``coroutine`` to completion from blocking code, even inside a running event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()

@@ -1,0 +1,138 @@
+"""Write-time de-duplication: a new memory nearly identical to an active one is not stored twice.
+
+Two tests, either is enough:
+
+* normalised text: lower-cased, punctuation dropped, whitespace collapsed; the similarity
+  (difflib's ratio) of ``"key words: value"`` must reach ``text_threshold``;
+* meaning, when an embedder is configured: the cosine of the two ``key: value`` embeddings
+  must reach ``cosine_threshold``.
+
+A memory of another type never counts as a duplicate unless the keys match too.
+
+:meth:`DedupPolicy.find_duplicate` asks the indexes for the few nearest active memories
+(blind BM25 and, with an embedder, the vector index) instead of scanning the user's whole
+memory, so the check costs the same at 10 memories as at 100,000.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from difflib import SequenceMatcher
+from typing import Protocol
+
+import numpy as np
+
+from confide.engine import MemoryEngine
+from confide.index.memory_text import index_text
+from confide.index.tokenize import terms
+from confide.llm.candidates import Candidate
+from confide.llm.key_vocabulary import family, to_vocabulary
+from confide.types import Memory, MemoryFilter, MemoryType, utcnow
+
+__all__ = ["DedupPolicy", "TextEmbedder", "normalise"]
+
+_NON_WORD = re.compile(r"[^\w\s]+")
+
+
+class TextEmbedder(Protocol):
+    """The part of :class:`confide.retrieval.Embedder` the policy needs."""
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """L2-normalised vectors, one row per text."""
+        ...
+
+
+def normalise(text: str) -> str:
+    """Lower-case, drop punctuation, turn ``_`` into spaces and collapse whitespace."""
+    return " ".join(_NON_WORD.sub(" ", text.replace("_", " ").lower()).split())
+
+
+def _text(key: str, value: str) -> str:
+    # Compared by key family: "likes.2: gardening" is "like_gardening: gardening" said again
+    # (extraction keys come from a fixed vocabulary, others may not).
+    keyed = to_vocabulary(Candidate(type=MemoryType.FACT, key=key, value=value), ())
+    return f"{normalise(family(keyed.key)[0])}: {normalise(keyed.value)}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class DedupPolicy:
+    """Decides whether a new memory duplicates one of the user's active memories.
+
+    Args:
+        text_threshold: minimum normalised-text similarity (0..1) of ``key: value``.
+        cosine_threshold: minimum embedding cosine, used only with an ``embedder``.
+        embedder: optional; without one only the text test runs.
+    """
+
+    text_threshold: float = 0.92
+    cosine_threshold: float = 0.95
+    embedder: TextEmbedder | None = None
+
+    neighbours: int = 8
+
+    def find_duplicate(
+        self,
+        engine: MemoryEngine,
+        *,
+        account_id: str,
+        user_id: str,
+        key: str,
+        value: str,
+        memory_type: MemoryType,
+    ) -> Memory | None:
+        """The user's active memory that the new one duplicates, found through the indexes."""
+        flt = MemoryFilter(account_id=account_id, user_id=user_id)
+        index = engine.search_index
+        ids: dict[str, float | None] = {}
+        tokens = engine.blind_terms(account_id, terms(f"{key.replace('_', ' ')} {value}"))
+        for hit in index.lexical_search(flt, tokens, self.neighbours, k1=1.2, b=0.75):
+            ids[hit.memory_id] = None
+        if self.embedder is not None:
+            # The indexer embeds this same text when the memory is stored: one embedding.
+            vector = self.embedder.embed([index_text(value, when=utcnow())])[0]
+            for hit in index.vector_search(flt, vector, self.neighbours):
+                ids[hit.memory_id] = hit.score
+        if not ids:
+            return None
+        nearby = engine.open_rows(engine.rows_in_filter(flt, list(ids)))
+        twin = self.duplicate_of(
+            key=key, value=value, memory_type=memory_type, existing=nearby, use_embedder=False
+        )
+        if twin is not None or self.embedder is None:
+            return twin
+        close = [
+            m
+            for m in nearby
+            if (ids.get(m.id) or 0.0) >= self.cosine_threshold
+            and (m.type == memory_type or m.key.lower() == key.lower())
+        ]
+        return max(close, key=lambda m: ids.get(m.id) or 0.0, default=None)
+
+    def duplicate_of(
+        self,
+        *,
+        key: str,
+        value: str,
+        memory_type: MemoryType,
+        existing: Sequence[Memory],
+        use_embedder: bool = True,
+    ) -> Memory | None:
+        """The memory among ``existing`` that the new one duplicates, or ``None``."""
+        candidates = [m for m in existing if m.type == memory_type or m.key.lower() == key.lower()]
+        if not candidates:
+            return None
+        new_text = _text(key, value)
+        for memory in candidates:
+            old_text = _text(memory.key, memory.value)
+            if new_text == old_text:
+                return memory
+            if SequenceMatcher(None, new_text, old_text).ratio() >= self.text_threshold:
+                return memory
+        if self.embedder is None or not use_embedder:
+            return None
+        vectors = self.embedder.embed([new_text, *(_text(m.key, m.value) for m in candidates)])
+        scores = np.asarray(vectors[1:]) @ np.asarray(vectors[0])
+        best = int(np.argmax(scores))
+        return candidates[best] if float(scores[best]) >= self.cosine_threshold else None

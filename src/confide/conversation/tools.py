@@ -1,0 +1,346 @@
+"""The agent's memory tools as OpenAI function-calling schemas, plus their argument models.
+
+Two export forms: chat completions (``{"type": "function", "function": {...}}``) and the
+Realtime API (``{"type": "function", "name": ..., "description": ..., "parameters": ...}``).
+The descriptions tell the model to store proactively and silently; their example sentences
+live in :data:`TOOL_EXAMPLES` so a test can check the offline extractor handles each one.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ValidationError as PydanticValidationError
+
+from confide.errors import ValidationError
+from confide.types import MemoryType
+
+__all__ = [
+    "EXTRACTABLE_TYPE_NAMES",
+    "TOOL_EXAMPLES",
+    "TOOL_NAMES",
+    "ForgetMemoryArgs",
+    "MarkPrivateArgs",
+    "MemoryHistoryArgs",
+    "MemoryQueryArgs",
+    "StoreMemoryArgs",
+    "ToolExample",
+    "UpdateMemoryArgs",
+    "chat_tools",
+    "parse_arguments",
+    "realtime_tools",
+    "reminder_offer",
+    "tools_json",
+]
+
+EXTRACTABLE_TYPE_NAMES: tuple[str, ...] = (
+    "fact",
+    "preference",
+    "follow_up",
+    "context",
+    "history",
+    "wellbeing",
+    "insight",
+    "procedural",
+)
+
+
+@dataclass(frozen=True)
+class ToolExample:
+    """A user sentence and the memory the agent should store for it."""
+
+    sentence: str
+    type: str
+    key: str
+    value: str
+
+
+TOOL_EXAMPLES: tuple[ToolExample, ...] = (
+    ToolExample("Please call me Maggie.", "preference", "preferred_name", "Maggie"),
+    ToolExample("My daughter Sarah lives in Denver.", "fact", "daughter_name", "Sarah"),
+    ToolExample("I have two cats, Milo and Luna.", "fact", "pet_cat_count", "2 cats"),
+    ToolExample("I live in Portland.", "fact", "city", "Portland"),
+    ToolExample("I can't stand loud music.", "preference", "dislikes", "loud music"),
+    ToolExample(
+        "I worked as a nurse for thirty years.",
+        "history",
+        "former_occupation",
+        "nurse for thirty years",
+    ),
+    ToolExample("I use a walker and live alone.", "fact", "mobility", "uses a walker"),
+    ToolExample("I use a walker and live alone.", "fact", "living_situation", "lives alone"),
+    ToolExample(
+        "I have a doctor's appointment on Tuesday at 10am.",
+        "follow_up",
+        "appointment",
+        "doctor's appointment on Tuesday at 10am",
+    ),
+    ToolExample(
+        "My grandson is coming over next Friday.",
+        "follow_up",
+        "visit",
+        "grandson is coming over next Friday",
+    ),
+    ToolExample(
+        "I've been feeling lonely since my husband passed.",
+        "wellbeing",
+        "mood",
+        "feels lonely since my husband passed",
+    ),
+    ToolExample("I'm at the hospital right now.", "context", "current_location", "hospital"),
+    ToolExample("Please speak a little slower.", "preference", "communication_style", "slower"),
+)
+
+_STORE_DESCRIPTION = (
+    "Save something worth remembering about the user for future conversations. Call it "
+    "proactively, the moment the user mentions it, without being asked: names and what "
+    "they like to be called, family and pets (with names and counts), where they live, "
+    "likes and dislikes, work and life history, living situation and mobility, "
+    "appointments and visits (with the day and time), and how they are feeling. Storage is "
+    "silent: never say that you are saving, storing or remembering something, and never "
+    "confirm it aloud; just carry on the conversation. Do not store small talk, things you "
+    "said yourself, or anything the user asks you not to remember. Use snake_case keys "
+    "that name a kind of memory, never the user's words: for things a person has many of "
+    "(likes, dislikes, prefers, appointment, visit, pain) the kind alone, with the specifics "
+    "in the value. Keep values short (one or two sentences). Types: fact, preference, follow_up "
+    "(something coming up to ask about later), context (the situation right now), history "
+    "(the user's past), wellbeing (mood, sleep, pain), insight (a pattern you noticed), "
+    "procedural (a procedure the user asked you to keep, as numbered steps: '1. Boil the "
+    "water. 2. Steep the tea for four minutes.'; a single habit is a preference). For a "
+    "follow_up set suggest_reminder to offer a reminder. Examples:\n"
+    + "\n".join(f'- "{e.sentence}" -> {e.type} {e.key} = "{e.value}"' for e in TOOL_EXAMPLES)
+)
+
+_TYPE_PROPERTY: dict[str, Any] = {
+    "type": "string",
+    "enum": list(EXTRACTABLE_TYPE_NAMES),
+    "description": "What kind of memory this is.",
+}
+_CONFIDENCE_PROPERTY: dict[str, Any] = {
+    "type": "number",
+    "minimum": 0,
+    "maximum": 1,
+    "description": "How sure you are, 0 to 1 (default 1 when the user said it plainly).",
+}
+_TARGET_PROPERTIES: dict[str, Any] = {
+    "key": {"type": "string", "description": "The memory's key (case-insensitive)."},
+    "memory_id": {"type": "string", "description": "The memory's id, if you know it."},
+}
+
+_SPECS: tuple[tuple[str, str, dict[str, Any]], ...] = (
+    (
+        "store_memory",
+        _STORE_DESCRIPTION,
+        {
+            "type": "object",
+            "properties": {
+                "memory_type": _TYPE_PROPERTY,
+                "key": {
+                    "type": "string",
+                    "description": "A snake_case key, e.g. preferred_name, daughter_name.",
+                },
+                "value": {"type": "string", "description": "What to remember, briefly."},
+                "confidence": _CONFIDENCE_PROPERTY,
+                "suggest_reminder": {
+                    "type": "boolean",
+                    "description": "For a follow_up: offer the user a reminder.",
+                },
+            },
+            "required": ["memory_type", "key", "value"],
+        },
+    ),
+    (
+        "update_memory",
+        "Change something you already remember when the user corrects it or it changes "
+        '(e.g. "Actually, I moved to Tucson last month" updates city). Match the existing '
+        "key case-insensitively; if no memory has that key, one is created. Silent, like "
+        "store_memory: never announce the update.",
+        {
+            "type": "object",
+            "properties": {
+                "existing_key": {"type": "string", "description": "The key to change."},
+                "new_value": {"type": "string", "description": "The new value."},
+                "memory_type": {
+                    **_TYPE_PROPERTY,
+                    "description": "Type to use if the memory must be created (default fact).",
+                },
+                "confidence": _CONFIDENCE_PROPERTY,
+            },
+            "required": ["existing_key", "new_value"],
+        },
+    ),
+    (
+        "forget_memory",
+        'Forget a memory when the user asks you to ("forget what I said about my '
+        'neighbour"). Give its key or its memory_id. It can be restored for a while.',
+        {"type": "object", "properties": dict(_TARGET_PROPERTIES)},
+    ),
+    (
+        "mark_private",
+        "Keep a memory private to this user when they ask you to keep something between "
+        'you ("don\'t tell my daughter about the fall"). Give its key or its memory_id.',
+        {"type": "object", "properties": dict(_TARGET_PROPERTIES)},
+    ),
+    (
+        "memory_query",
+        "Look up what you remember about the user when it would help you answer, e.g. "
+        "before asking about a follow-up or when the user refers to something from an "
+        "earlier conversation.",
+        {
+            "type": "object",
+            "properties": {
+                "agent": {"type": "string", "description": "Your agent name."},
+                "query": {"type": "string", "description": "What you want to recall."},
+                "categories": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "description": "Only these categories.",
+                },
+                "filters": {
+                    "type": "object",
+                    "description": 'Extra filters, e.g. {"types": ["follow_up"]}.',
+                },
+                "top_k": {"type": "integer", "minimum": 1, "maximum": 50, "default": 3},
+                "return": {"type": "string", "enum": ["bullets", "full"], "default": "bullets"},
+                "budget_tokens": {"type": "integer", "minimum": 1},
+                "threshold": {"type": "number", "minimum": 0, "maximum": 1},
+            },
+            "required": ["query"],
+        },
+    ),
+)
+
+TOOL_NAMES: tuple[str, ...] = tuple(name for name, _, _ in _SPECS)
+
+
+def realtime_tools() -> list[dict[str, Any]]:
+    """The tools in the Realtime API's session form (``type``, ``name``, ...)."""
+    return [
+        {"type": "function", "name": name, "description": desc, "parameters": params}
+        for name, desc, params in _SPECS
+    ]
+
+
+def chat_tools() -> list[dict[str, Any]]:
+    """The tools in the chat-completions form (``{"type": "function", "function": ...}``)."""
+    return [
+        {
+            "type": "function",
+            "function": {"name": name, "description": desc, "parameters": params},
+        }
+        for name, desc, params in _SPECS
+    ]
+
+
+def tools_json(form: Literal["chat", "realtime"] = "chat") -> str:
+    """The tools as a JSON document in the given form."""
+    return json.dumps(chat_tools() if form == "chat" else realtime_tools(), indent=2)
+
+
+def reminder_offer(value: str) -> str:
+    """The message the agent may use to offer a reminder for a follow-up."""
+    return f"Would you like me to remind you about this? ({value})"
+
+
+_ARGS = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
+_Text = Annotated[str, Field(min_length=1, max_length=16_000)]
+_Conf = Annotated[float, Field(ge=0.0, le=1.0)]
+
+
+class StoreMemoryArgs(BaseModel):
+    """Arguments of ``store_memory``."""
+
+    model_config = _ARGS
+    memory_type: MemoryType
+    key: Annotated[str, Field(min_length=1, max_length=128)]
+    value: _Text
+    confidence: _Conf = 1.0
+    suggest_reminder: bool = False
+
+
+class UpdateMemoryArgs(BaseModel):
+    """Arguments of ``update_memory``."""
+
+    model_config = _ARGS
+    existing_key: Annotated[str, Field(min_length=1, max_length=128)]
+    new_value: _Text
+    memory_type: MemoryType | None = None
+    confidence: _Conf | None = None
+
+
+class _TargetArgs(BaseModel):
+    model_config = _ARGS
+    key: str | None = None
+    memory_id: str | None = None
+
+    @model_validator(mode="after")
+    def _one_target(self) -> _TargetArgs:
+        if not (self.key or self.memory_id):
+            raise ValueError("give key or memory_id")
+        return self
+
+
+class ForgetMemoryArgs(_TargetArgs):
+    """Arguments of ``forget_memory``: ``key`` or ``memory_id``."""
+
+
+class MarkPrivateArgs(_TargetArgs):
+    """Arguments of ``mark_private``: ``key`` or ``memory_id``."""
+
+
+class MemoryHistoryArgs(_TargetArgs):
+    """Arguments of ``memory_history`` (MCP only): ``key`` or ``memory_id``."""
+
+
+class MemoryQueryArgs(BaseModel):
+    """Arguments of ``memory_query``."""
+
+    model_config = _ARGS
+    agent: str | None = None
+    query: _Text
+    categories: tuple[str, ...] | None = None
+    filters: dict[str, Any] = Field(default_factory=dict)
+    top_k: Annotated[int, Field(ge=1, le=50)] = 3
+    return_: Literal["bullets", "full"] = Field(default="bullets", alias="return")
+    budget_tokens: Annotated[int, Field(ge=1)] | None = None
+    threshold: _Conf | None = None
+
+
+ToolArgs = StoreMemoryArgs | UpdateMemoryArgs | ForgetMemoryArgs | MarkPrivateArgs | MemoryQueryArgs
+
+_MODELS: dict[str, type[BaseModel]] = {
+    "store_memory": StoreMemoryArgs,
+    "update_memory": UpdateMemoryArgs,
+    "forget_memory": ForgetMemoryArgs,
+    "mark_private": MarkPrivateArgs,
+    "memory_query": MemoryQueryArgs,
+    "memory_history": MemoryHistoryArgs,
+}
+
+
+def parse_arguments(name: str, arguments_json: str) -> BaseModel:
+    """Validate a tool call's JSON arguments into its argument model.
+
+    Raises:
+        ValidationError: unknown tool, arguments that are not a JSON object, or a field
+            out of range (the message names the field, never the value).
+    """
+    model = _MODELS.get(name)
+    if model is None:
+        raise ValidationError(f"unknown tool {name!r}")
+    try:
+        data = json.loads(arguments_json or "{}")
+    except json.JSONDecodeError:
+        raise ValidationError(f"{name}: arguments are not valid JSON") from None
+    if not isinstance(data, dict):
+        raise ValidationError(f"{name}: arguments must be a JSON object")
+    try:
+        return model.model_validate(data)
+    except PydanticValidationError as exc:
+        fields = sorted(
+            {".".join(str(p) for p in err["loc"]) or "arguments" for err in exc.errors()}
+        )
+        raise ValidationError(f"{name}: invalid {', '.join(fields)}") from None

@@ -1,0 +1,208 @@
+"""The local MiniLM embedder: all-MiniLM-L6-v2 in ONNX Runtime, tokenised by ``tokenizers``.
+
+The model ships inside Confide (``minilm/``: an ONNX graph, ``tokenizer.json``, NOTICE and
+LICENSE), so nothing is downloaded and no hub is asked. The graph was made once from the
+sentence-transformers weights by ``bench/minilm_export.py``; its large weights are stored as
+float16 and cast to float32 when ONNX Runtime loads it, which keeps the file at 45 MB while
+the arithmetic stays float32 (cosine >= 0.9999 against sentence-transformers, proven by
+``tests/fixtures/minilm_golden.json``).
+
+Why not the alternatives: sentence-transformers needs torch, and on the public PyPI torch
+resolves to a CUDA build of several gigabytes; the PyPI packages that bundle this model either
+depend on sentence-transformers or ship an int8 graph whose vectors differ from the reference.
+ONNX Runtime is a single CPU wheel and runs the graph about as fast as anything here; the
+HuggingFace ``tokenizers`` library reads the model's own ``tokenizer.json`` without torch or
+transformers. Mean pooling and normalisation are a few NumPy lines.
+
+Both libraries are imported lazily, on first use, never when :mod:`confide.retrieval` is.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from confide.embedders.base import Vector, Vectors, l2_normalise
+from confide.errors import MissingDependencyError, ProviderError
+
+__all__ = ["MINILM_ID", "LocalMiniLMEmbedder", "Span", "minilm_model_dir"]
+
+MINILM_ID = "all-MiniLM-L6-v2"
+_DIMS = 384
+_MAX_TOKENS = 256  # max_seq_length in the model's sentence_bert_config.json
+_MODEL_FILE = "model.onnx"
+_TOKENIZER_FILE = "tokenizer.json"
+
+Span = tuple[int, int]
+"""A ``(start, end)`` range of characters of a text, end exclusive."""
+
+
+def minilm_model_dir() -> Path:
+    """The folder of the MiniLM files shipped with Confide (``model.onnx``, ``tokenizer.json``).
+
+    Raises :class:`ProviderError` when a file is missing (a broken install).
+    """
+    folder = Path(__file__).resolve().parent / "minilm"
+    for name in (_MODEL_FILE, _TOKENIZER_FILE):
+        if not (folder / name).is_file():
+            raise ProviderError(f"the packaged MiniLM model is incomplete: {name} is missing")
+    return folder
+
+
+class _OnnxRunner:
+    """The transformer in ONNX Runtime, with mean pooling and normalisation."""
+
+    def __init__(self, model_dir: Path, *, threads: int) -> None:
+        # Rust-side batch parallelism is not worth its threads for short texts, and once used
+        # it makes tokenizers warn in every forked worker.
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        try:
+            import onnxruntime as ort
+            from tokenizers import Tokenizer
+        except ImportError as exc:
+            raise MissingDependencyError(
+                (exc.name or "onnxruntime").split(".")[0], "local"
+            ) from None
+        ort.set_default_logger_severity(3)  # errors only: no optimiser chatter on stderr
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.log_severity_level = 3
+        self._session = ort.InferenceSession(
+            str(model_dir / _MODEL_FILE), options, providers=["CPUExecutionProvider"]
+        )
+        self._inputs = {i.name for i in self._session.get_inputs()}
+        tokenizer = Tokenizer.from_file(str(model_dir / _TOKENIZER_FILE))
+        tokenizer.no_padding()
+        tokenizer.enable_truncation(max_length=_MAX_TOKENS)
+        self._tokenizer = tokenizer
+
+    def run_spans(
+        self, texts: Sequence[str], spans: Sequence[Sequence[Span]]
+    ) -> tuple[Vectors, list[Vectors]]:
+        """The vectors of ``texts`` and, from the same pass, one vector per character span.
+
+        A span's vector pools the contextual token states that fall inside it (late
+        chunking); a span whose tokens were all truncated away gives no row.
+        """
+        encodings = self._tokenizer.encode_batch(list(texts))
+        width = max(len(e.ids) for e in encodings)
+        ids = np.zeros((len(encodings), width), dtype=np.int64)
+        mask = np.zeros_like(ids)
+        types = np.zeros_like(ids)
+        for row, enc in enumerate(encodings):
+            n = len(enc.ids)
+            ids[row, :n] = enc.ids
+            mask[row, :n] = 1
+            types[row, :n] = enc.type_ids
+        feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+        hidden = self._session.run(None, {k: v for k, v in feeds.items() if k in self._inputs})[0]
+        weights = mask[..., None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+        parts: list[Vectors] = []
+        for row, (enc, wanted) in enumerate(zip(encodings, spans, strict=True)):
+            rows = []
+            for start, end in wanted:
+                inside = [
+                    i for i, (a, b) in enumerate(enc.offsets) if b > a and a >= start and b <= end
+                ]
+                if inside:
+                    rows.append(hidden[row, inside].mean(axis=0))
+            parts.append(l2_normalise(np.array(rows)) if rows else _no_rows())
+        return l2_normalise(pooled), parts
+
+
+def _no_rows() -> Vectors:
+    return np.zeros((0, _DIMS), dtype=np.float32)
+
+
+class LocalMiniLMEmbedder:
+    """all-MiniLM-L6-v2 run locally (384 dimensions, L2-normalised, float32).
+
+    Runs the model shipped with Confide in ONNX Runtime; needs the ``local`` extra
+    (``onnxruntime``, ``tokenizers``) and raises :class:`MissingDependencyError` on first use
+    without it. ``threads`` is the intra-op thread count (one by default: more threads were
+    much slower under load). Loading is lazy and thread-safe; the first call pays for it.
+    Errors while embedding are raised as :class:`ProviderError`.
+    """
+
+    def __init__(self, *, threads: int = 1, batch_size: int = 64) -> None:
+        """Configure the embedder; nothing is loaded until the first call."""
+        self.threads = threads
+        self.batch_size = batch_size
+        self._runner: _OnnxRunner | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def model_id(self) -> str:
+        """``all-MiniLM-L6-v2``."""
+        return MINILM_ID
+
+    @property
+    def dims(self) -> int:
+        """384."""
+        return _DIMS
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the model has been loaded (by a first call)."""
+        return self._runner is not None
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        """Embed texts in length-sorted batches (less padding); order is preserved."""
+        return self.embed_spans(texts, [()] * len(texts))[0]
+
+    def embed_spans(
+        self, texts: Sequence[str], spans: Sequence[Sequence[Span]]
+    ) -> tuple[Vectors, list[Vectors]]:
+        """The texts' vectors (length-sorted batches, order preserved) plus, for each text,
+        one vector per ``(start, end)`` character span of it, pooled from the same forward
+        pass (no second run of the model).
+
+        :meth:`embed` is this without spans. A span's tokens are read in the
+        context of the whole text, so a sentence keeps what its neighbours say about it;
+        spans past the model's 256 tokens give no row.
+        """
+        if len(spans) != len(texts):
+            raise ValueError("embed_spans needs one list of spans per text")
+        if not texts:
+            return _no_rows(), []
+        runner = self._load()
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out = np.empty((len(texts), _DIMS), dtype=np.float32)
+        parts: list[Vectors] = [_no_rows()] * len(texts)
+        try:
+            for start in range(0, len(order), self.batch_size):
+                chunk = order[start : start + self.batch_size]
+                vectors, chunk_parts = runner.run_spans(
+                    [texts[i] for i in chunk], [spans[i] for i in chunk]
+                )
+                out[chunk] = vectors
+                for i, rows in zip(chunk, chunk_parts, strict=True):
+                    parts[i] = rows
+        except Exception as exc:  # a vendor error at the boundary
+            raise ProviderError(f"local embedder failed: {type(exc).__name__}") from exc
+        return out, parts
+
+    def embed_one(self, text: str) -> Vector:
+        """Embed one text."""
+        row: Vector = self.embed([text])[0]
+        return row
+
+    def _load(self) -> _OnnxRunner:
+        with self._lock:
+            if self._runner is None:
+                model_dir = minilm_model_dir()
+                try:
+                    self._runner = _OnnxRunner(model_dir, threads=self.threads)
+                except MissingDependencyError:
+                    raise
+                except Exception as exc:
+                    raise ProviderError(
+                        f"could not load the MiniLM model: {type(exc).__name__}"
+                    ) from exc
+            return self._runner

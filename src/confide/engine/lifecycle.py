@@ -1,0 +1,311 @@
+"""The engine's lifecycle jobs: purge, erasure, KEK rotation and key upgrades."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from confide.crypto.envelope import Envelope
+from confide.crypto.keyring import KeyRing
+from confide.engine.core import EngineCore, default_thread
+from confide.errors import ConflictError, IntegrityError
+from confide.index.codec import MemoryCodec, row_binding
+from confide.keys.owner_keys import USER_KEY, OwnerKeys
+from confide.keys.rotation import rotate_kek
+from confide.storage.base import KEYS_BLINDED, MemoryRow, OpRow, Transaction
+from confide.types import ErasureReceipt, HistoryEventType, MemoryState, PurgeReport, utcnow
+
+log = logging.getLogger(__name__)
+
+_TTL_PER_TRANSACTION = 100
+
+
+def _per_account_chunks(heads: Sequence[MemoryRow], size: int) -> Iterator[list[MemoryRow]]:
+    """``heads`` in chunks of at most ``size``, each of one account (order kept within it)."""
+    by_account: dict[str, list[MemoryRow]] = {}
+    for head in heads:
+        by_account.setdefault(head.account_id, []).append(head)
+    for rows in by_account.values():
+        for start in range(0, len(rows), size):
+            yield rows[start : start + size]
+
+
+class EngineLifecycle(EngineCore):
+    """Purge, erasure and key management over the core (see :class:`MemoryEngine`)."""
+
+    def purge_expired(self, *, now: float | None = None, batch: int = 500) -> PurgeReport:
+        """Hard-delete soft-deleted memories whose ``purge_at`` has passed (every one due, in
+        batches of ``batch``).
+
+        All versions of such a memory are deleted, with their index rows; a ``purged``
+        tombstone (no ciphertext) remains so the audit history still resolves.
+        """
+        moment = time.time() if now is None else now
+        purged = 0
+        scrubbed = None
+        while heads := self.storage.due_for_purge(moment, batch):
+            before = purged
+            for head in heads:
+                with self.storage.transaction() as tx:
+                    purged += self._purge_head(tx, head)
+            if purged == before:
+                break  # every head changed state meanwhile: nothing left for this run
+        if purged:
+            scrubbed = self.storage.scrub()
+        return PurgeReport(purged=purged, scrubbed=scrubbed)
+
+    def expire_idle(
+        self,
+        *,
+        idle_days: float,
+        importance_below: int,
+        now: float | None = None,
+        batch: int = 500,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> int:
+        """Soft-delete memories the TTL retires; returns how many.
+
+        A memory is retired when its ``expires_at`` has passed, or when it is idle (neither
+        updated nor read for ``idle_days``: since the later of ``updated_at`` and
+        ``last_accessed_at``), its importance is below ``importance_below`` and it is not
+        pinned. Each one is soft-deleted with ``purge_at`` after the retention period, in
+        one transaction with a ``TTL`` history event, a ``TTL`` change-log entry (the thread
+        header shows it once) and an operational event (node ``worker``, op ``ttl``).
+        The check runs again on the locked head, so a memory read or changed meanwhile is
+        left alone; running twice retires nothing twice. ``restore`` brings one back until
+        it is purged. ``should_stop`` is asked between memories (a bounded runtime).
+        """
+        moment = time.time() if now is None else now
+        idle_before = moment - idle_days * 86_400.0
+        purge_at = moment + self.settings.soft_delete_retention_days * 86_400.0
+        expired = 0
+        while True:
+            retired = 0
+            heads = self.storage.due_for_ttl(
+                moment, idle_before=idle_before, importance_below=importance_below, limit=batch
+            )
+            # A hundred memories a transaction: one commit each would bound the run by fsyncs.
+            # The sweep finds heads of every account; each transaction writes one account's
+            # (on PostgreSQL a transaction is confined to one account).
+            for chunk in _per_account_chunks(heads, _TTL_PER_TRANSACTION):
+                if should_stop is not None and should_stop():
+                    return expired + retired
+                with self.storage.transaction() as tx:
+                    for head in chunk:
+                        retired += self._retire(
+                            tx, head, moment, idle_before, importance_below, purge_at
+                        )
+            expired += retired
+            if len(heads) < batch or retired == 0:
+                return expired
+
+    def _retire(
+        self,
+        tx: Transaction,
+        head: MemoryRow,
+        now: float,
+        idle_before: float,
+        importance_below: int,
+        purge_at: float,
+    ) -> int:
+        locked = self._lock_head(tx, head.account_id, head.lineage_id)
+        if locked is None or locked.id != head.id or locked.state != MemoryState.ACTIVE.value:
+            return 0
+        expired = locked.expires_at is not None and locked.expires_at <= now
+        last_used = max(locked.updated_at, locked.last_accessed_at or 0.0)
+        idle = (
+            not locked.pinned and locked.importance < importance_below and last_used < idle_before
+        )
+        if not (expired or idle):
+            return 0
+        tx.update_memory(
+            locked.id,
+            {"state": MemoryState.SOFT_DELETED.value, "purge_at": purge_at, "updated_at": now},
+        )
+        meta = {"key": locked.key, "reason": "expired" if expired else "idle"}
+        self._history(tx, locked, HistoryEventType.TTL, locked.id, locked.id, "ttl", meta)
+        thread = default_thread(locked.account_id, locked.user_id)
+        self._change(tx, locked, thread, HistoryEventType.TTL, meta)
+        tx.record_op(
+            OpRow(
+                locked.account_id,
+                locked.user_id,
+                None,
+                "worker",
+                "ttl",
+                "ok",
+                locked.id,
+                locked.category,
+                None,
+                now,
+            )
+        )
+        return 1
+
+    def _purge_head(self, tx: Transaction, head: MemoryRow) -> int:
+        locked = tx.lock_lineage(head.account_id, head.lineage_id)
+        if locked is None or locked.state != MemoryState.SOFT_DELETED.value:
+            return 0
+        # Read on the transaction's own connection: a second one may not exist.
+        versions = tx.lineage_ids(head.account_id, head.lineage_id)
+        older = [v for v in versions if v != locked.id]
+        purged = tx.delete_memories(older) + 1
+        tx.delete_index([locked.id])
+        tx.update_memory(
+            locked.id,
+            {"state": MemoryState.PURGED.value, "ciphertext": b"", "wrapped_key": b""},
+        )
+        self._history(tx, locked, HistoryEventType.PURGE, locked.id, None, None, {})
+        return purged
+
+    def purge_scope(
+        self, *, account_id: str, user_id: str | None = None, agent_id: str | None = None
+    ) -> PurgeReport:
+        """Admin purge: hard-delete every memory version in a scope and report the count."""
+        ids = self.storage.scope_memory_ids(account_id, user_id, agent_id)
+        with self.storage.transaction() as tx:
+            tx.scope_to(account_id)
+            count = tx.delete_memories(ids)
+            tx.record_op(
+                OpRow(
+                    account_id,
+                    user_id,
+                    None,
+                    "admin",
+                    "purge_scope",
+                    "ok",
+                    None,
+                    None,
+                    None,
+                    time.time(),
+                )
+            )
+        log.info("admin purge removed %d memory versions", count)
+        return PurgeReport(purged=count, scrubbed=self.storage.scrub() if count else None)
+
+    def erase_user(self, *, account_id: str, user_id: str) -> ErasureReceipt:
+        """Crypto-shred a user: delete every row derived from them and destroy their keys.
+
+        One data transaction deletes the rows and starts a new key generation, so a process
+        still caching the old key cannot write under it (its write fails the generation
+        check and seals again under a fresh key). Then the user's keys are deleted from the
+        key store, and both stores are scrubbed so that neither the deleted rows nor the
+        keys can be carved from their files. Re-running finishes an interrupted erasure.
+        """
+        with self.storage.transaction() as tx:
+            tx.bump_key_generation(account_id, user_id)
+            counts = tx.delete_owner(account_id, user_id)
+        destroyed = self.key_store.destroy(account_id, user_id, USER_KEY)
+        self.keys.forget(account_id, user_id)
+        counts["user_keys"] = len(destroyed)
+        scrubbed = {"data": self.storage.scrub(), "keys": self.key_store.scrub()}
+        return ErasureReceipt(
+            account_id=account_id,
+            user_id=user_id,
+            key_id_destroyed=destroyed[0] if destroyed else None,
+            key_ids_destroyed=destroyed,
+            key_store=self.key_store.location,
+            deleted=counts,
+            scrubbed=scrubbed,
+            erased_at=utcnow(),
+        )
+
+    def rotate_kek(self, new_ring: KeyRing) -> int:
+        """Re-wrap every stored key under ``new_ring``'s primary KEK and switch to it.
+
+        Values are not re-encrypted. Safe to re-run after an interruption; ``new_ring`` must
+        still hold the former KEK(s) until every key is re-wrapped.
+        """
+        count = rotate_kek(self.key_store, self.envelope, new_ring)
+        self.keyring = new_ring
+        self.envelope = Envelope(self.envelope.cipher, new_ring)
+        self.keys = OwnerKeys(
+            self.storage,
+            self.key_store,
+            self.envelope,
+            cache_size=self.settings.user_key_cache_size,
+        )
+        self.codec = MemoryCodec(self.envelope, legacy=self.codec.legacy)
+        self.lexical.rebind(self.keys)
+        self.vector_seal.rebind(self.keys)
+        return count
+
+    def retire_former_keks(self) -> list[str]:
+        """Drop every former KEK from the key ring (and ``master.key.old``); their ids.
+
+        Raises :class:`ConflictError` while any stored key is still wrapped under one of
+        them (finish the rotation with ``confide keys rotate`` first).
+        """
+        usage = self.key_store.kek_usage()
+        in_use = {kid: n for kid, n in usage.items() if kid != self.keyring.primary_id}
+        if in_use:
+            listed = ", ".join(f"{kid} ({n} keys)" for kid, n in sorted(in_use.items()))
+            raise ConflictError(
+                f"former key-encryption keys still wrap stored keys: {listed}; "
+                "run 'confide keys rotate' to finish the rotation first"
+            )
+        return self.keyring.retire_former()
+
+    def upgrade_keys(self, *, batch: int = 500) -> int:
+        """Blind the keys of memory rows an older version wrote in clear; return how many.
+
+        Each such row has its key sealed into its payload, which is bound to its columns from
+        then on, its key column replaced by the blinded key, and the ``key`` entries of its
+        history and change-log rows blinded too. A row that does not open (tampered with) only
+        loses its clear key. Runs when the engine opens a store marked ``pending`` by
+        migration 8; safe to re-run and to interrupt. Afterwards rows with a clear key or an
+        unbound payload are refused.
+        """
+        upgraded = 0
+        while rows := self.storage.clear_key_rows(batch):
+            updates = [(row, self._upgraded_columns(row)) for row in rows]
+            with self.storage.transaction() as tx:
+                tx.across_accounts()  # the upgrade of an older store covers every account
+                for row, columns in updates:
+                    tx.update_memory(row.id, columns)
+                    tx.replace_audit_key(row.id, columns["key"])
+            upgraded += len(rows)
+        with self.storage.transaction() as tx:
+            tx.set_meta(KEYS_BLINDED, "done")
+        self.codec.legacy = False
+        if upgraded:
+            log.info("blinded the keys of %d memory versions", upgraded)
+        return upgraded
+
+    def _upgraded_columns(self, row: MemoryRow) -> dict[str, Any]:
+        stored_key = self.blind_key(row.account_id, row.key)
+        if row.state == MemoryState.PURGED.value:
+            return {"key": stored_key}  # a tombstone has no payload to seal the key into
+        try:
+            user_key = self.keys.by_id(row.account_id, row.user_id, row.key_id)
+            contents = self.open_contents(row)
+        except IntegrityError:
+            return {"key": stored_key}
+        sealed = self.codec.seal_contents(
+            contents,
+            user_key,
+            account_id=row.account_id,
+            user_id=row.user_id,
+            record_id=row.id,
+            bound=row_binding(row._replace(key=stored_key)),
+        )
+        return {
+            "key": stored_key,
+            "ciphertext": sealed.ciphertext,
+            "wrapped_key": sealed.wrapped_key,
+        }
+
+    def _adopt_legacy_keys(self) -> None:
+        """Move keys that older versions kept in the data database into the key store."""
+        legacy = self.storage.legacy_data_keys()
+        if not legacy:
+            return
+        for row in legacy:
+            self.key_store.add(row)
+            if row.purpose == USER_KEY:
+                self.storage.key_generation(row.account_id, row.user_id)
+        self.storage.drop_legacy_data_keys()
+        self.storage.scrub()
+        log.info("moved %d keys from the data database into the key store", len(legacy))

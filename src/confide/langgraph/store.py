@@ -1,0 +1,234 @@
+"""``ConfideStore``: a LangGraph ``BaseStore`` over Confide's memories.
+
+LangGraph and LangMem agents keep long-term memory in a store of JSON items under
+namespaces. Here each item is an Confide memory of the store's account:
+
+- the namespace's first element is the **user** (``("ann",)``, ``("ann", "notes")``); its
+  second, when present, is the memory's **agent** (``agent_id``); the full namespace and the
+  item's key are kept in the memory's sealed metadata, so any key or depth round-trips;
+- the item's value (a dict) is the memory's value as JSON, sealed under the user's key like
+  every memory, versioned, audited and erasable with the user;
+- ``search`` with a ``query`` runs Confide's hybrid retrieval (vectors, blind BM25, relation
+  edges) for the user, then keeps the items under the namespace prefix that match ``filter``;
+  without a query it lists the user's memories newest first;
+- the user's other memories (stored by tools, extraction or the SDK) appear under the
+  namespace ``(user_id,)`` with their own key and ``{"content": value, "type": type}``.
+
+A namespace always starts with the user: an operation without one is refused
+(:class:`~confide.errors.ValidationError`). TTLs are not supported. The engine is synchronous;
+``abatch`` runs ``batch`` in a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    Item,
+    ListNamespacesOp,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+)
+
+from confide.client import Confide
+from confide.errors import ValidationError
+from confide.types import Memory, MemoryFilter, MemoryType, NewMemory, Source
+
+__all__ = ["ConfideStore"]
+
+_NS = "lg_namespace"
+_KEY = "lg_key"
+_MAX_LIST = 1000
+
+
+def _memory_key(namespace: tuple[str, ...], key: str) -> str:
+    """The Confide key of an item: stable, valid whatever the namespace and key hold."""
+    digest = hashlib.sha256(json.dumps([list(namespace), key]).encode()).hexdigest()
+    return f"lg.{digest[:40]}"
+
+
+def _user(namespace: tuple[str, ...]) -> str:
+    if not namespace or not namespace[0] or namespace[0] == "*":
+        raise ValidationError("an ConfideStore namespace starts with the user id, e.g. ('ann',)")
+    return namespace[0]
+
+
+class ConfideStore(BaseStore):
+    """A LangGraph store whose items are Confide memories of one account.
+
+    Args:
+        confide: the SDK (engine, embedder and hybrid retrieval).
+        account_id: the account every item belongs to.
+        agent: the agent whose category allowlist ``search`` reads under.
+    """
+
+    supports_ttl = False
+
+    def __init__(self, confide: Confide, *, account_id: str, agent: str = "default") -> None:
+        self.confide = confide
+        self.account_id = account_id
+        self.agent = agent
+
+    # ---- mapping ------------------------------------------------------------------------------
+    def _item(self, memory: Memory, score: float | None = None) -> SearchItem:
+        namespace = memory.metadata.get(_NS)
+        if isinstance(namespace, list):
+            key = str(memory.metadata.get(_KEY))
+            try:
+                value = json.loads(memory.value)
+            except ValueError:
+                value = {"content": memory.value}
+            ns = tuple(str(p) for p in namespace)
+        else:
+            key, ns = memory.key, (memory.user_id,)
+            value = {"content": memory.value, "type": memory.type.value}
+        return SearchItem(
+            namespace=ns,
+            key=key,
+            value=value if isinstance(value, dict) else {"content": value},
+            created_at=memory.created_at,
+            updated_at=memory.updated_at,
+            score=score,
+        )
+
+    def _find(self, namespace: tuple[str, ...], key: str) -> Memory | None:
+        user = _user(namespace)
+        engine = self.confide.engine
+        found = engine.get_by_key(
+            account_id=self.account_id, user_id=user, key=_memory_key(namespace, key)
+        )
+        if found is None and len(namespace) == 1:
+            try:
+                native = engine.get_by_key(account_id=self.account_id, user_id=user, key=key)
+            except ValueError:
+                native = None
+            if native is not None and _NS not in native.metadata:
+                return native
+        return found
+
+    @staticmethod
+    def _matches(item: Item, prefix: tuple[str, ...], flt: dict[str, Any] | None) -> bool:
+        if item.namespace[: len(prefix)] != prefix:
+            return False
+        return not flt or all(item.value.get(k) == v for k, v in flt.items())
+
+    # ---- operations ---------------------------------------------------------------------------
+    def _get(self, op: GetOp) -> Item | None:
+        memory = self._find(tuple(op.namespace), op.key)
+        if memory is None:
+            return None
+        item = self._item(memory)
+        return Item(
+            namespace=item.namespace,
+            key=item.key,
+            value=item.value,
+            created_at=item.created_at,
+            updated_at=item.updated_at,
+        )
+
+    def _put(self, op: PutOp) -> None:
+        namespace = tuple(op.namespace)
+        user = _user(namespace)
+        current = self._find(namespace, op.key)
+        engine = self.confide.engine
+        if op.value is None:
+            if current is not None:
+                engine.forget(current.id, account_id=self.account_id, actor="langgraph")
+            return
+        text = json.dumps(dict(op.value), ensure_ascii=False, sort_keys=True)
+        metadata = {_NS: list(namespace), _KEY: op.key}
+        if current is not None and _NS in current.metadata:
+            engine.update(
+                current.id,
+                {"value": text, "metadata": metadata},
+                account_id=self.account_id,
+                actor="langgraph",
+            )
+            return
+        engine.store(
+            NewMemory(
+                account_id=self.account_id,
+                user_id=user,
+                agent_id=namespace[1] if len(namespace) > 1 else None,
+                key=_memory_key(namespace, op.key),
+                value=text,
+                type=MemoryType.FACT,
+                source=Source.API,
+                metadata=metadata,
+            ),
+            actor="langgraph",
+        )
+
+    def _search(self, op: SearchOp) -> list[SearchItem]:
+        prefix = tuple(op.namespace_prefix)
+        user = _user(prefix)
+        wanted = op.offset + op.limit
+        if op.query:
+            ranked = self.confide.search(
+                op.query,
+                user_id=user,
+                account_id=self.account_id,
+                agent=self.agent,
+                top_k=min(50, max(wanted * 3, 10)),
+            )
+            items = [self._item(r.memory, r.score) for r in ranked]
+        else:
+            memories = self.confide.engine.list_memories(
+                MemoryFilter(account_id=self.account_id, user_id=user), limit=_MAX_LIST
+            )
+            items = [self._item(m) for m in memories]
+        kept = [i for i in items if self._matches(i, prefix, op.filter)]
+        return kept[op.offset : wanted]
+
+    def _namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+        conditions = op.match_conditions or ()
+        prefixes = [c.path for c in conditions if c.match_type == "prefix"]
+        if not prefixes:
+            raise ValidationError("list_namespaces needs a prefix that starts with the user id")
+        user = _user(tuple(str(p) for p in prefixes[0]))
+        memories = self.confide.engine.list_memories(
+            MemoryFilter(account_id=self.account_id, user_id=user), limit=_MAX_LIST
+        )
+        found: set[tuple[str, ...]] = set()
+        for memory in memories:
+            namespace = self._item(memory).namespace
+            if all(_condition(namespace, c.match_type, c.path) for c in conditions):
+                found.add(namespace[: op.max_depth] if op.max_depth else namespace)
+        return sorted(found)[op.offset : op.offset + op.limit]
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run get, put, search and list-namespaces operations in order."""
+        results: list[Result] = []
+        for op in ops:
+            if isinstance(op, GetOp):
+                results.append(self._get(op))
+            elif isinstance(op, PutOp):
+                self._put(op)
+                results.append(None)
+            elif isinstance(op, SearchOp):
+                results.append(self._search(op))
+            elif isinstance(op, ListNamespacesOp):
+                results.append(self._namespaces(op))
+            else:
+                raise ValidationError(f"unknown store operation {type(op).__name__}")
+        return results
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """:meth:`batch` in a worker thread."""
+        return await asyncio.to_thread(self.batch, list(ops))
+
+
+def _condition(namespace: tuple[str, ...], match_type: str, path: tuple[str, ...]) -> bool:
+    if len(path) > len(namespace):
+        return False
+    part = namespace[: len(path)] if match_type == "prefix" else namespace[-len(path) :]
+    return all(p == "*" or p == n for p, n in zip(path, part, strict=True))

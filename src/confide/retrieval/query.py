@@ -1,0 +1,260 @@
+"""The query path: candidates from storage, fused and re-ranked by :mod:`ranking`.
+
+:class:`CandidateSource` is the narrow interface a storage backend offers retrieval; the
+in-memory prototype in ``bench/`` and the SQL backends implement the same methods.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from typing import Protocol
+
+from confide.embedders.base import Embedder, Vector
+from confide.index.tokenize import terms
+from confide.retrieval.bm25 import BM25Params
+from confide.retrieval.features import neutral_question, query_features, question_name_terms
+from confide.retrieval.ranking import (
+    Candidate,
+    Edge,
+    RankingWeights,
+    ScoredCandidate,
+    base_scores,
+    rank,
+)
+
+__all__ = [
+    "COMMON_NAME_MIN",
+    "CandidateSource",
+    "QueryPlan",
+    "embedded_question",
+    "retrieve",
+    "workers",
+]
+
+COMMON_NAME_MIN = 20
+"""A name must be in at least this many memories to be common (besides the share): in a
+handful of memories a share says nothing, and a place named in two of five is what the
+question is about."""
+
+
+def embedded_question(source: CandidateSource, query: str, weights: RankingWeights) -> str:
+    """The text embedded for ``query``: the question with the names common in the user's
+    memories replaced (:func:`confide.retrieval.features.neutral_question`), unless that
+    leaves no search term at all."""
+    if not weights.common_name_share:
+        return query
+    names = question_name_terms(query)
+    if not names:
+        return query
+    common = source.common_terms(
+        sorted(names), share=weights.common_name_share, at_least=COMMON_NAME_MIN
+    )
+    neutral = neutral_question(query, common)
+    # A question of nothing but common names ("Porto?") keeps them: "they" finds nothing.
+    return neutral if terms(neutral) else query
+
+
+class CandidateSource(Protocol):
+    """What retrieval needs from storage, already restricted to the caller's filter.
+
+    Every method returns :class:`Candidate` objects with ``text``, ``speaker``,
+    ``created_at``, ``importance`` and ``pinned`` filled in from the (decrypted) memory.
+    """
+
+    def dense_candidates(self, vector: Vector, *, limit: int) -> list[Candidate]:
+        """The ``limit`` nearest memories by cosine similarity, ``dense`` filled in."""
+        ...
+
+    def lexical_candidates(
+        self, query_terms: Sequence[str], *, limit: int, params: BM25Params
+    ) -> list[Candidate]:
+        """The ``limit`` best memories by BM25 over ``query_terms``, ``bm25`` filled in.
+
+        Storage hashes the terms with its key before looking them up and may compute the
+        score with :func:`confide.retrieval.bm25.bm25_score`.
+        """
+        ...
+
+    def common_terms(self, query_terms: Sequence[str], *, share: float, at_least: int) -> set[str]:
+        """The terms among ``query_terms`` held by at least ``share`` of the owner's memories
+        (the filter's user, or its account; other filters do not narrow the count) and by
+        ``at_least`` of them."""
+        ...
+
+    def neighbours(
+        self, ids: Sequence[str], vector: Vector | None
+    ) -> tuple[list[Candidate], list[Edge]]:
+        """Edges touching ``ids`` and the memories at their other ends.
+
+        The returned candidates carry ``dense`` (cosine to ``vector``) when a vector is given.
+        """
+        ...
+
+    def hydrate(self, candidates: Sequence[Candidate]) -> list[Candidate]:
+        """The same candidates with the memory's fields (text, speaker, date...) filled in.
+
+        Sources may return candidates with scores only and fill them in here, so only the
+        few that can reach the top are read (decrypted).
+        """
+        ...
+
+    def with_dense(self, candidates: Sequence[Candidate], vector: Vector) -> list[Candidate]:
+        """The same candidates with ``dense`` (cosine to ``vector``) filled in where missing.
+
+        Neighbours read without a vector (before the query was embedded) are scored here.
+        """
+        ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class QueryPlan:
+    """How many candidates to ask storage for."""
+
+    dense_limit: int = 100
+    lexical_limit: int = 100
+    bm25: BM25Params = field(default_factory=BM25Params)
+    hydrate_top: int = 40
+    """Candidates read in full (for text features) before the edges are followed."""
+    expand_top: int | None = None
+    """At most this many seeds have their edges followed (``None``: ``weights.expand_top``)."""
+
+
+def _merge(lists: Sequence[Sequence[Candidate]]) -> list[Candidate]:
+    """One candidate per id, keeping every score found and the hydrated fields if any."""
+    merged: dict[str, Candidate] = {}
+    for candidates in lists:
+        for c in candidates:
+            prior = merged.get(c.id)
+            if prior is None:
+                merged[c.id] = c
+                continue
+            full = prior if prior.text or not c.text else c
+            merged[c.id] = replace(
+                full,
+                dense=prior.dense if prior.dense is not None else c.dense,
+                bm25=prior.bm25 if prior.bm25 is not None else c.bm25,
+            )
+    return list(merged.values())
+
+
+_executor: ThreadPoolExecutor | None = None
+_executor_lock = threading.Lock()
+
+
+def workers() -> ThreadPoolExecutor:
+    """The shared worker threads of the query path (made on first use, not at import)."""
+    global _executor
+    with _executor_lock:
+        if _executor is None:
+            _executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="confide-query")
+        return _executor
+
+
+def _hydrated(
+    source: CandidateSource, pool: list[Candidate], ids: Sequence[str]
+) -> list[Candidate]:
+    wanted = set(ids)
+    filled = {c.id: c for c in source.hydrate([c for c in pool if c.id in wanted])}
+    return [filled.get(c.id, c) for c in pool]
+
+
+Expansion = tuple[list[Candidate], list[Edge]]
+
+
+@dataclass(frozen=True)
+class _LexicalSide:
+    found: list[Candidate]
+    seeds: list[str]
+    expansion: Future[Expansion] | None
+
+
+def _lexical_side(
+    source: CandidateSource, query_terms: Sequence[str], plan: QueryPlan, expand: int
+) -> _LexicalSide:
+    """BM25 candidates, the best of them hydrated, and the edges of the best ``expand``.
+
+    This runs while the query is embedded. The best lexical hits are likely seeds, so their
+    edges are read now, on another worker while this one decrypts, and their neighbours
+    are scored once the query vector exists. (Worker tasks never wait on each other, so
+    they cannot deadlock.)
+    """
+    found = source.lexical_candidates(query_terms, limit=plan.lexical_limit, params=plan.bm25)
+    seeds = [c.id for c in found[:expand]]
+    expansion = workers().submit(source.neighbours, seeds, None) if seeds else None
+    hydrated = source.hydrate(found[: plan.hydrate_top]) + found[plan.hydrate_top :]
+    return _LexicalSide(hydrated, seeds, expansion)
+
+
+def retrieve(
+    source: CandidateSource,
+    query: str,
+    *,
+    embedder: Embedder | None,
+    limit: int = 10,
+    weights: RankingWeights | None = None,
+    plan: QueryPlan | None = None,
+) -> list[ScoredCandidate]:
+    """Hybrid retrieval: dense + BM25 candidates, fusion, boosts and edge propagation.
+
+    Candidates arrive with scores only; the best ``plan.hydrate_top`` by fused score are read
+    in full for the text boosts while the edges of the best ``weights.expand_top`` (at most
+    ``plan.expand_top``) by fused score are followed, and the final top ``limit`` are read in
+    full before the last ordering. Without an embedder the dense side is skipped (BM25 and
+    boosts still rank).
+    """
+    w = weights or RankingWeights()
+    p = plan or QueryPlan()
+    features = query_features(query)
+    query_terms = terms(query)
+    expand = w.expand_top if p.expand_top is None else min(w.expand_top, p.expand_top)
+    if not (w.w_adjacent or w.w_related):
+        expand = 0
+    # The lexical search needs no embedding: it runs (and decrypts its best hits, and reads
+    # their edges) on workers while this thread embeds the query (ONNX and the database
+    # drivers release the GIL).
+    pending: Future[_LexicalSide] | None = None
+    if query_terms:
+        pending = workers().submit(_lexical_side, source, query_terms, p, expand)
+    vector = None
+    if embedder is not None:
+        vector = embedder.embed_one(embedded_question(source, query, w))
+    lists: list[list[Candidate]] = []
+    if vector is not None:
+        lists.append(source.dense_candidates(vector, limit=p.dense_limit))
+    lexical = pending.result() if pending is not None else None
+    if lexical is not None:
+        lists.append(lexical.found)
+    pool = _merge(lists)
+    if not pool:
+        return []
+    # Which memories to read in full and whose edges to follow is decided on the fused score
+    # alone, so the edges the lexical side did not read are read on a worker while this
+    # thread decrypts.
+    fused = base_scores(pool, w)
+    by_fused = [pool[i].id for i in sorted(range(len(pool)), key=lambda i: -fused[i])]
+    seeds = by_fused[:expand]
+    expanded = set(lexical.seeds) if lexical is not None else set()
+    missing = [i for i in seeds if i not in expanded]
+    late = workers().submit(source.neighbours, missing, vector) if missing else None
+    pool = _hydrated(source, pool, by_fused[: max(p.hydrate_top, limit)])
+    early = lexical.expansion if lexical is not None else None
+    parts = [f.result() for f in (early, late) if f is not None]
+    extra, edges = _edges_touching(set(seeds), parts)
+    if vector is not None:
+        extra = source.with_dense(extra, vector)
+    pool = _merge([pool, extra])
+    memo: dict[str, dict[str, float]] = {}
+    top = [s.candidate.id for s in rank(features, pool, edges, w, memo=memo, top=2 * limit)]
+    pool = _hydrated(source, pool, top)
+    return rank(features, pool, edges, w, memo=memo, top=limit)
+
+
+def _edges_touching(seeds: set[str], parts: Sequence[Expansion]) -> Expansion:
+    """The edges with an end among ``seeds`` and the candidates at their ends."""
+    edges = {(e.a, e.b): e for _, found in parts for e in found if e.a in seeds or e.b in seeds}
+    ends = {end for e in edges.values() for end in (e.a, e.b)}
+    extra = {c.id: c for found, _ in parts for c in found if c.id in ends}
+    return list(extra.values()), list(edges.values())

@@ -1,0 +1,196 @@
+"""The one place where errors become HTTP answers.
+
+Every error answer has the voice bridge's shape ``{"success": false, "error": message}``;
+a client mistake about particular fields adds ``"fields"`` (their names as the request spells
+them) and, for a field with a fixed set of values, ``"allowed"`` (field name to the values it
+takes). Confide's exception tree maps to status codes here; request-validation errors
+(malformed JSON, wrong field types) are 400; anything unexpected is a 500 with no detail.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from enum import Enum
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from confide.errors import (
+    ConfideError,
+    ConfigurationError,
+    ConflictError,
+    EmbedderMismatchError,
+    IndexerMissingError,
+    IntegrityError,
+    KeyMismatchError,
+    KeyUnavailableError,
+    NotFoundError,
+    PermissionDeniedError,
+    PreconditionFailedError,
+    ProviderError,
+    SessionHeldError,
+    StorageError,
+    ValidationError,
+)
+
+__all__ = [
+    "STATUS_BY_ERROR",
+    "ApiError",
+    "allowed_values",
+    "error_body",
+    "held_body",
+    "install_error_handlers",
+    "status_for",
+]
+
+log = logging.getLogger(__name__)
+
+STATUS_BY_ERROR: tuple[tuple[type[ConfideError], int], ...] = (
+    (ValidationError, 400),
+    (NotFoundError, 404),
+    (PermissionDeniedError, 403),
+    (PreconditionFailedError, 412),  # before its base class: the first match wins
+    (ConflictError, 409),
+    (EmbedderMismatchError, 409),
+    (IndexerMissingError, 409),  # before ConfigurationError: the message says what to do
+    (KeyUnavailableError, 503),
+    # A key that does not open is the deployment's problem, not the caller's; a row that
+    # fails authentication is left out of listings, and read by id it is a conflict with
+    # the stored state (never data, never a 500).
+    (KeyMismatchError, 503),
+    (IntegrityError, 409),
+    (StorageError, 503),
+    (ProviderError, 502),
+    (ConfigurationError, 500),
+)
+
+
+class ApiError(Exception):
+    """An HTTP error raised by a route: a status and a client-safe message.
+
+    ``fields`` names the request fields at fault (as the request spells them); ``allowed``
+    gives the values a field with a fixed set of values takes.
+    """
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        fields: Sequence[str] = (),
+        allowed: Mapping[str, Sequence[str]] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.fields = tuple(fields)
+        self.allowed = dict(allowed or {})
+
+
+def status_for(exc: ConfideError) -> int:
+    """The HTTP status of an Confide error."""
+    for kind, status in STATUS_BY_ERROR:
+        if isinstance(exc, kind):
+            return status
+    return 500
+
+
+def error_body(
+    message: str,
+    *,
+    fields: Sequence[str] = (),
+    allowed: Mapping[str, Sequence[str]] | None = None,
+) -> dict[str, object]:
+    """The JSON body of an error answer (``fields`` and ``allowed`` only when given)."""
+    body: dict[str, object] = {"success": False, "error": message}
+    if fields:
+        body["fields"] = list(fields)
+    if allowed:
+        body["allowed"] = {name: list(values) for name, values in allowed.items()}
+    return body
+
+
+def held_body(exc: SessionHeldError) -> dict[str, object]:
+    """The 409 body of a call session another process holds, naming that process."""
+    return {**error_body(str(exc)), "worker": exc.worker}
+
+
+def allowed_values(annotation: object) -> list[str] | None:
+    """The values an enum or ``Literal`` annotation (optional or not) admits, else ``None``."""
+    if isinstance(annotation, type) and issubclass(annotation, Enum):
+        return [str(member.value) for member in annotation]
+    origin = typing.get_origin(annotation)
+    if origin is typing.Literal:
+        return [str(value) for value in typing.get_args(annotation)]
+    if origin in (typing.Union, types.UnionType):
+        for arg in typing.get_args(annotation):
+            values = allowed_values(arg)
+            if values is not None:
+                return values
+    return None
+
+
+_QUOTED = re.compile(r"'([^']*)'")
+_CHOICE_ERRORS = frozenset({"enum", "literal_error"})
+
+
+def _describe(exc: RequestValidationError) -> dict[str, object]:
+    problems = []
+    fields: list[str] = []
+    allowed: dict[str, list[str]] = {}
+    for err in exc.errors():
+        if err.get("type") == "json_invalid":
+            return error_body("Malformed JSON body")
+        loc = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
+        problems.append(f"{loc or 'body'}: {err.get('msg', 'invalid')}")
+        if loc and loc not in fields:
+            fields.append(loc)
+        expected = (err.get("ctx") or {}).get("expected")
+        if loc and err.get("type") in _CHOICE_ERRORS and isinstance(expected, str):
+            allowed[loc] = _QUOTED.findall(expected)
+    return error_body("Invalid request: " + "; ".join(problems), fields=fields, allowed=allowed)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Register the mapping on ``app``."""
+
+    @app.exception_handler(ApiError)
+    async def _api(request: Request, exc: ApiError) -> JSONResponse:
+        return JSONResponse(
+            error_body(exc.message, fields=exc.fields, allowed=exc.allowed),
+            status_code=exc.status,
+        )
+
+    @app.exception_handler(ConfideError)
+    async def _confide(request: Request, exc: ConfideError) -> JSONResponse:
+        status = status_for(exc)
+        if status >= 500:
+            log.error("request failed: %s", type(exc).__name__)
+            message = "Internal error" if status == 500 else "Service unavailable"
+            if status == 502:
+                message = "Upstream provider failed"
+            return JSONResponse(error_body(message), status_code=status)
+        if isinstance(exc, SessionHeldError):
+            return JSONResponse(held_body(exc), status_code=status)
+        return JSONResponse(error_body(str(exc)), status_code=status)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return JSONResponse(_describe(exc), status_code=400)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return JSONResponse(
+            error_body(str(exc.detail)), status_code=exc.status_code, headers=exc.headers
+        )
+
+    @app.exception_handler(Exception)
+    async def _crash(request: Request, exc: Exception) -> JSONResponse:
+        log.error("unhandled error: %s", type(exc).__name__)
+        return JSONResponse(error_body("Internal error"), status_code=500)

@@ -1,0 +1,188 @@
+"""App memories: ``/v1/apps/{app_id}/...`` for agents, ``/apps/{appId}/memories`` for admins.
+
+Ending a conversation answers at once (202); the memory is written and the scope compacted
+in the background (tests wait with ``app.state.services.tasks.join()``). The messages are
+never stored nor logged. The admin routes need an API key with the ``admin`` scope.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+
+from fastapi import APIRouter, Path
+from pydantic import BaseModel, ConfigDict, Field
+
+from confide.apps.scope import AppMessage
+from confide.server.deps import Account, AdminAccount, Svc
+from confide.server.schemas import documented
+
+router = APIRouter(prefix="/v1/apps", tags=["apps"])
+admin_router = APIRouter(prefix="/apps", tags=["apps admin"])
+
+AppId = Annotated[
+    str, Path(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:\-]*$")
+]
+ConversationId = Annotated[str, Path(min_length=1, max_length=256)]
+MemoryId = Annotated[str, Path(min_length=1, max_length=256)]
+
+
+class EndConversationBody(BaseModel):
+    """The ended conversation's messages (read once, not stored) and why it ended."""
+
+    model_config = ConfigDict(extra="forbid") | documented(
+        {"messages": [{"role": "user", "content": "Use metric units from now on, please."},
+                      {"role": "assistant", "content": "Done: metric units from now on."}],
+         "reason": "user closed the app"},
+        required=["messages"],
+    )  # fmt: skip
+
+    messages: list[AppMessage] = Field(min_length=1, max_length=1000)
+    reason: str | None = Field(default=None, max_length=500)
+
+
+class EndConversationOut(BaseModel):
+    """The work was accepted and runs in the background."""
+
+    status: str = "accepted"
+    app_id: str = Field(serialization_alias="appId")
+    conversation_id: str = Field(serialization_alias="conversationId")
+
+
+class AppContextOut(BaseModel):
+    """The system message with the app's memories (``content`` empty when it has none)."""
+
+    role: str = "system"
+    content: str
+
+
+class AppSettingsBody(BaseModel):
+    """An app's display name (shown in its context) and cap override (``null``: default)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True) | documented(
+        {"name": "Team Notes", "memoryCap": 5}, required=[]
+    )
+
+    name: str | None = Field(default=None, min_length=1, max_length=100)
+    memory_cap: int | None = Field(default=None, ge=1, le=100, alias="memoryCap")
+
+
+class AppSettingsOut(BaseModel):
+    """An app's settings as applied."""
+
+    app_id: str = Field(serialization_alias="appId")
+    name: str
+    memory_cap: int = Field(serialization_alias="memoryCap")
+    uninstalled: bool
+
+
+@router.post(
+    "/{app_id}/conversations/{conversation_id}/end",
+    status_code=202,
+    response_model=EndConversationOut,
+    response_model_by_alias=True,
+)
+async def end_conversation(
+    app_id: AppId,
+    conversation_id: ConversationId,
+    body: EndConversationBody,
+    services: Svc,
+    account: Account,
+) -> EndConversationOut:
+    """Write one memory of the conversation for the app, in the background, and keep the
+    app within its cap (deferred while the account's LLM budget is below 20%)."""
+    services.schedule_app_end(
+        account_id=account,
+        app_id=app_id,
+        conversation_id=conversation_id,
+        messages=body.messages,
+        reason=body.reason,
+    )
+    return EndConversationOut(app_id=app_id, conversation_id=conversation_id)
+
+
+@router.get("/{app_id}/context", response_model=AppContextOut)
+async def app_context(app_id: AppId, services: Svc, account: Account) -> AppContextOut:
+    """The system message to place before a conversation with the app."""
+    text = await asyncio.to_thread(services.apps.context, account, app_id)
+    return AppContextOut(content=text)
+
+
+@router.put("/{app_id}", response_model=AppSettingsOut, response_model_by_alias=True)
+async def configure_app(
+    app_id: AppId, body: AppSettingsBody, services: Svc, account: AdminAccount
+) -> AppSettingsOut:
+    """Set the app's display name and cap override (admin keys only)."""
+    app = await asyncio.to_thread(
+        services.apps.configure, account, app_id, name=body.name, memory_cap=body.memory_cap
+    )
+    return AppSettingsOut(
+        app_id=app.app_id, name=app.name, memory_cap=app.memory_cap, uninstalled=app.uninstalled
+    )
+
+
+class AdminMemoryOut(BaseModel):
+    """One app memory as the admin API shows it."""
+
+    id: str
+    content: str
+    created_at: str = Field(serialization_alias="createdAt")
+    updated_at: str = Field(serialization_alias="updatedAt")
+
+
+class AdminMemoriesOut(BaseModel):
+    """The app's memories, newest first."""
+
+    memories: list[AdminMemoryOut]
+
+
+class DeletedAllOut(BaseModel):
+    """How many memories were deleted."""
+
+    success: bool = True
+    deleted_count: int = Field(serialization_alias="deletedCount")
+
+
+class DeletedOut(BaseModel):
+    """The memory was deleted."""
+
+    success: bool = True
+
+
+@admin_router.get(
+    "/{app_id}/memories", response_model=AdminMemoriesOut, response_model_by_alias=True
+)
+async def list_app_memories(
+    app_id: AppId, services: Svc, account: AdminAccount
+) -> AdminMemoriesOut:
+    """Every memory of the app, newest first."""
+    memories = await asyncio.to_thread(services.apps.memories, account, app_id)
+    return AdminMemoriesOut(
+        memories=[
+            AdminMemoryOut(
+                id=m.id,
+                content=m.value,
+                created_at=m.created_at.isoformat(),
+                updated_at=m.updated_at.isoformat(),
+            )
+            for m in memories
+        ]
+    )
+
+
+@admin_router.delete(
+    "/{app_id}/memories", response_model=DeletedAllOut, response_model_by_alias=True
+)
+async def delete_app_memories(app_id: AppId, services: Svc, account: AdminAccount) -> DeletedAllOut:
+    """Delete every memory of the app (soft delete: restorable until purged)."""
+    count = await asyncio.to_thread(services.apps.delete_all, account, app_id)
+    return DeletedAllOut(deleted_count=count)
+
+
+@admin_router.delete("/{app_id}/memories/{memory_id}", response_model=DeletedOut)
+async def delete_app_memory(
+    app_id: AppId, memory_id: MemoryId, services: Svc, account: AdminAccount
+) -> DeletedOut:
+    """Delete one memory of the app; 404 when the app has no such memory."""
+    await asyncio.to_thread(services.apps.delete, account, app_id, memory_id)
+    return DeletedOut()

@@ -1,0 +1,174 @@
+"""``/v1/memories``: the core store over REST, scoped to the API key's account."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Query, Response
+
+from confide.engine.core import MAX_OFFSET
+from confide.server.deps import Account, Svc
+from confide.server.errors import ApiError
+from confide.server.schemas import (
+    HistoryList,
+    HistoryOut,
+    MemoryList,
+    MemoryOut,
+    NewMemoryBody,
+    PatchMemoryBody,
+    ToolResponse,
+)
+from confide.types import Memory, MemoryFilter, MemoryState, Source
+
+router = APIRouter(prefix="/v1/memories", tags=["memories"])
+
+_ETAG = re.compile(r'"(\d{1,18})"|(\d{1,18})')
+_PATCH_ERRORS: dict[int | str, dict[str, Any]] = {
+    409: {
+        "model": ToolResponse,
+        "description": "The memory is forgotten, or another writer changed it meanwhile",
+    },
+    412: {
+        "model": ToolResponse,
+        "description": "If-Match does not name the memory's current version and row version",
+    },
+}
+
+
+def _etag(memory: Memory) -> str:
+    # A version's row version names its state; the id is in the URL the tag belongs to.
+    return f'"{memory.row_version}"'
+
+
+def _out(memory: Memory, response: Response) -> MemoryOut:
+    response.headers["ETag"] = _etag(memory)
+    return MemoryOut.of(memory)
+
+
+def _expected_row_version(if_match: str | None) -> int | None:
+    """The row version an ``If-Match`` header asks for (``None``: any, or no header)."""
+    if if_match is None or if_match.strip() == "*":
+        return None
+    tag = if_match.strip()
+    if tag.startswith("W/"):
+        # If-Match compares strongly (RFC 9110): a weak tag never matches.
+        raise ApiError(412, "If-Match takes the strong ETag of the memory's current version")
+    match = _ETAG.fullmatch(tag)
+    if match is None:
+        raise ApiError(400, 'If-Match must be one ETag as this service sends it, e.g. "3"')
+    return int(match.group(1) or match.group(2))
+
+
+@router.get("", response_model=MemoryList)
+async def list_memories(
+    services: Svc,
+    account: Account,
+    user_id: Annotated[str, Query(min_length=1, max_length=256)],
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
+    include_forgotten: bool = False,
+) -> MemoryList:
+    """A user's active memories (and forgotten ones, still restorable, on request), newest
+    first."""
+    states = (MemoryState.ACTIVE, MemoryState.SOFT_DELETED) if include_forgotten else None
+    flt = MemoryFilter(account_id=account, user_id=user_id)
+    if states is not None:
+        flt = flt.model_copy(update={"states": states})
+    memories = await services.aengine.list_memories(flt, limit=limit, offset=offset)
+    return MemoryList(memories=[MemoryOut.of(m) for m in memories])
+
+
+@router.post("", response_model=MemoryOut, status_code=201)
+async def create_memory(body: NewMemoryBody, services: Svc, account: Account) -> MemoryOut:
+    """Store a memory (no de-duplication: the caller asked for exactly this)."""
+    memory = await services.aengine.store(
+        {**body.model_dump(), "account_id": account, "source": Source.API}, actor="api"
+    )
+    services.metrics.memory_written("created")
+    return MemoryOut.of(memory)
+
+
+@router.get("/{memory_id}", response_model=MemoryOut)
+async def get_memory(
+    memory_id: str, services: Svc, account: Account, response: Response
+) -> MemoryOut:
+    """One memory version; its ``ETag`` is what ``PATCH`` takes as ``If-Match``."""
+    return _out(await services.aengine.get(memory_id, account_id=account), response)
+
+
+@router.patch("/{memory_id}", response_model=MemoryOut, responses=_PATCH_ERRORS)
+async def patch_memory(
+    memory_id: str,
+    body: PatchMemoryBody,
+    services: Svc,
+    account: Account,
+    response: Response,
+    if_match: Annotated[
+        str | None,
+        Header(
+            description=(
+                "The ETag of this memory as last read (GET or PATCH answers carry it). The "
+                "change applies only while this id is still the memory's current version, "
+                "unchanged since (not forgotten, restored, re-marked or updated): else 412. "
+                "Without it, a writer that changed the memory meanwhile still fails the "
+                "update with 409."
+            ),
+            examples=['"3"'],
+        ),
+    ] = None,
+) -> MemoryOut:
+    """Write a new version with the given fields changed (the answer is that version)."""
+    patch = body.model_dump(exclude_none=True)
+    memory = await services.aengine.update(
+        memory_id,
+        patch,
+        account_id=account,
+        actor="api",
+        expected_row_version=_expected_row_version(if_match),
+    )
+    services.metrics.memory_written("updated")
+    # The answer is the new version, another resource than the one patched: its ETag is
+    # that resource's (RFC 9110 Content-Location).
+    response.headers["Content-Location"] = f"{router.prefix}/{memory.id}"
+    return _out(memory, response)
+
+
+@router.delete("/{memory_id}", response_model=MemoryOut)
+async def forget_memory(
+    memory_id: str, services: Svc, account: Account, response: Response
+) -> MemoryOut:
+    """Soft-delete a memory (restorable until purged)."""
+    return _out(await services.aengine.forget(memory_id, account_id=account, actor="api"), response)
+
+
+@router.post("/{memory_id}/restore", response_model=MemoryOut)
+async def restore_memory(
+    memory_id: str, services: Svc, account: Account, response: Response
+) -> MemoryOut:
+    """Bring a forgotten memory back."""
+    memory = await services.aengine.restore(memory_id, account_id=account, actor="api")
+    return _out(memory, response)
+
+
+@router.get("/{memory_id}/history", response_model=HistoryList)
+async def memory_history(memory_id: str, services: Svc, account: Account) -> HistoryList:
+    """Audit events of every version, newest first (no values)."""
+    events = await services.aengine.history(memory_id, account_id=account)
+    return HistoryList(
+        history=[
+            HistoryOut(
+                event=e.event.value,
+                memory_id=e.memory_id,
+                old_ref=e.old_ref,
+                new_ref=e.new_ref,
+                actor=e.actor,
+                meta=e.meta,
+                ts=e.ts,
+            )
+            for e in events
+        ]
+    )
+
+
+__all__ = ["router"]

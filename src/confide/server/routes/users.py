@@ -1,0 +1,41 @@
+"""``/v1/users``: the account's users, a user's export, and erasure (admin API keys only)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path
+
+from confide.server.deps import Account, AdminAccount, Svc
+
+router = APIRouter(prefix="/v1/users", tags=["users"])
+UserId = Annotated[str, Path(min_length=1, max_length=256)]
+
+
+@router.get("")
+async def list_users(services: Svc, account: Account) -> dict[str, list[str]]:
+    """The ids of the key's account's users that have memories, sorted (ids only)."""
+    users = await asyncio.to_thread(services.engine.storage.user_ids, account)
+    return {"users": users}
+
+
+@router.get("/{user_id}/export")
+async def export_user(user_id: UserId, services: Svc, account: Account) -> dict[str, Any]:
+    """Everything the user owns in the key's account, decrypted, as a JSON document."""
+    return await asyncio.to_thread(services.engine.export_user, account_id=account, user_id=user_id)
+
+
+@router.delete("/{user_id}")
+async def erase_user(
+    user_id: Annotated[str, Path(min_length=1, max_length=256)],
+    services: Svc,
+    account: AdminAccount,
+) -> dict[str, Any]:
+    """Erase a user of the key's account (crypto-shred) and return the receipt.
+
+    Every row derived from the user is deleted and their keys are destroyed in the key
+    store; every running process notices at its next write. Needs an admin key.
+    """
+    receipt = await services.aengine.erase_user(account_id=account, user_id=user_id)
+    return receipt.model_dump(mode="json")

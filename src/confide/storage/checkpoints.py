@@ -1,0 +1,408 @@
+"""LangGraph checkpoints as rows: sealed blobs beside the columns that place them.
+
+Four tables (migration 11). ``checkpoints`` holds one row per checkpoint: its thread,
+namespace, id, parent and owner in clear, the channel versions it references (channel names
+and version counters: graph structure, no values) and the checkpoint with its metadata
+sealed. ``checkpoint_blobs`` holds each channel value once per version, sealed;
+``checkpoint_writes`` the pending writes of a checkpoint, sealed; ``supervisor_checkpoints``
+one row per ``(account_id, user_id, thread_id)`` naming the thread's latest root checkpoint.
+
+The caller (``confide.langgraph``) seals and opens; this module never sees plaintext. A put
+is one transaction with its blobs, the latest-state row and the retention prune; SQL is
+written once with ``?`` placeholders for both backends.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+__all__ = [
+    "BlobRow",
+    "CheckpointRow",
+    "CheckpointTables",
+    "SqlCheckpointTables",
+    "WriteRow",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointRow:
+    """One checkpoint: where it sits in clear, the checkpoint and metadata sealed."""
+
+    account_id: str
+    user_id: str
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str
+    parent_checkpoint_id: str | None
+    channel_versions: dict[str, Any]
+    created_at: float
+    key_id: str
+    ciphertext: bytes
+    wrapped_key: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class BlobRow:
+    """One channel value at one version (``ciphertext`` empty for an empty channel)."""
+
+    channel: str
+    version: str
+    key_id: str
+    ciphertext: bytes
+    wrapped_key: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class WriteRow:
+    """One pending write of a task, at position ``idx`` (negative for special channels)."""
+
+    checkpoint_id: str
+    task_id: str
+    idx: int
+    channel: str
+    task_path: str
+    key_id: str
+    ciphertext: bytes
+    wrapped_key: bytes
+
+
+class _Connections(Protocol):
+    def reader(self, account_id: str) -> AbstractContextManager[Any]: ...
+
+    def transaction(self) -> AbstractContextManager[Any]: ...
+
+
+class CheckpointTables(Protocol):
+    """Reads and writes of the checkpoint tables (``Storage.checkpoint_tables()``)."""
+
+    def put(self, row: CheckpointRow, blobs: Sequence[BlobRow], *, keep_last: int | None) -> None:
+        """Store a checkpoint and its new blobs; update the latest-state row; prune."""
+        ...
+
+    def put_writes(
+        self,
+        *,
+        account_id: str,
+        user_id: str,
+        thread_id: str,
+        checkpoint_ns: str,
+        rows: Sequence[WriteRow],
+    ) -> None:
+        """Store writes; a write at a negative index replaces, others are kept once."""
+        ...
+
+    def get(
+        self, account_id: str, thread_id: str, checkpoint_ns: str, checkpoint_id: str | None
+    ) -> CheckpointRow | None:
+        """One checkpoint, or the newest of the thread's namespace when no id is given."""
+        ...
+
+    def list_checkpoints(
+        self,
+        account_id: str,
+        *,
+        thread_id: str | None,
+        checkpoint_ns: str | None,
+        checkpoint_id: str | None,
+        before: str | None,
+    ) -> list[CheckpointRow]:
+        """Checkpoints newest first (by thread, then id descending)."""
+        ...
+
+    def blobs(
+        self, account_id: str, thread_id: str, checkpoint_ns: str, versions: dict[str, str]
+    ) -> list[BlobRow]:
+        """The blobs of the given channel versions that exist."""
+        ...
+
+    def writes(
+        self, account_id: str, thread_id: str, checkpoint_ns: str, checkpoint_id: str
+    ) -> list[WriteRow]:
+        """A checkpoint's pending writes, by task and index."""
+        ...
+
+    def delete_thread(self, account_id: str, thread_id: str) -> None:
+        """Every checkpoint, blob, write and latest-state row of the thread."""
+        ...
+
+    def latest(self, account_id: str, user_id: str, thread_id: str) -> str | None:
+        """The id of the thread's latest root checkpoint, from ``supervisor_checkpoints``."""
+        ...
+
+    def prune_thread(self, account_id: str, thread_id: str, *, keep_last: int) -> None:
+        """Keep the newest ``keep_last`` checkpoints of each of the thread's namespaces."""
+        ...
+
+
+_CP_COLUMNS = (
+    "account_id, user_id, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, "
+    "channel_versions, created_at, key_id, ciphertext, wrapped_key"
+)
+
+
+def _checkpoint(r: Sequence[Any]) -> CheckpointRow:
+    return CheckpointRow(
+        account_id=r[0],
+        user_id=r[1],
+        thread_id=r[2],
+        checkpoint_ns=r[3],
+        checkpoint_id=r[4],
+        parent_checkpoint_id=r[5],
+        channel_versions=json.loads(r[6]),
+        created_at=float(r[7]),
+        key_id=r[8],
+        ciphertext=bytes(r[9]),
+        wrapped_key=bytes(r[10]),
+    )
+
+
+class SqlCheckpointTables:
+    """:class:`CheckpointTables` on a SQL storage (SQLite or PostgreSQL)."""
+
+    def __init__(self, storage: _Connections) -> None:
+        self._storage = storage
+
+    def put(self, row: CheckpointRow, blobs: Sequence[BlobRow], *, keep_last: int | None) -> None:
+        """See :meth:`CheckpointTables.put`."""
+        owner = [row.account_id, row.thread_id, row.checkpoint_ns]
+        with self._storage.transaction() as tx:
+            tx.scope_to(row.account_id)
+            for blob in blobs:
+                tx.run(
+                    "INSERT INTO checkpoint_blobs (account_id, thread_id, checkpoint_ns, channel, "
+                    "version, user_id, key_id, ciphertext, wrapped_key) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                    [*owner, blob.channel, blob.version, row.user_id, blob.key_id,
+                     blob.ciphertext, blob.wrapped_key],
+                )  # fmt: skip
+            tx.run(
+                f"INSERT INTO checkpoints ({_CP_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (account_id, thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET "
+                "user_id = excluded.user_id, parent_checkpoint_id = excluded.parent_checkpoint_id, "
+                "channel_versions = excluded.channel_versions, key_id = excluded.key_id, "
+                "ciphertext = excluded.ciphertext, wrapped_key = excluded.wrapped_key",
+                [row.account_id, row.user_id, row.thread_id, row.checkpoint_ns, row.checkpoint_id,
+                 row.parent_checkpoint_id, json.dumps(row.channel_versions), row.created_at,
+                 row.key_id, row.ciphertext, row.wrapped_key],
+            )  # fmt: skip
+            if row.checkpoint_ns == "":
+                tx.run(
+                    "INSERT INTO supervisor_checkpoints (account_id, user_id, thread_id, "
+                    "checkpoint_id, updated_at) VALUES (?, ?, ?, ?, ?) "
+                    "ON CONFLICT (account_id, user_id, thread_id) DO UPDATE SET "
+                    "checkpoint_id = excluded.checkpoint_id, updated_at = excluded.updated_at "
+                    "WHERE supervisor_checkpoints.checkpoint_id <= excluded.checkpoint_id",
+                    [row.account_id, row.user_id, row.thread_id, row.checkpoint_id,
+                     row.created_at],
+                )  # fmt: skip
+            if keep_last is not None:
+                self._prune(tx, owner, keep_last)
+
+    def prune_thread(self, account_id: str, thread_id: str, *, keep_last: int) -> None:
+        """See :meth:`CheckpointTables.prune_thread`."""
+        with self._storage.transaction() as tx:
+            tx.scope_to(account_id)
+            namespaces = tx.run(
+                "SELECT DISTINCT checkpoint_ns FROM checkpoints WHERE account_id = ? "
+                "AND thread_id = ?",
+                [account_id, thread_id],
+            ).fetchall()
+            for (namespace,) in namespaces:
+                self._prune(tx, [account_id, thread_id, namespace], keep_last)
+
+    def _prune(self, tx: Any, owner: list[str], keep_last: int) -> None:
+        """Keep the newest ``keep_last`` checkpoints of a thread's namespace, their writes
+        and the blobs they reference; delete the rest in this transaction."""
+        rows = tx.run(
+            "SELECT checkpoint_id, channel_versions FROM checkpoints WHERE account_id = ? "
+            "AND thread_id = ? AND checkpoint_ns = ? ORDER BY checkpoint_id DESC",
+            owner,
+        ).fetchall()
+        if len(rows) <= keep_last:
+            return
+        kept, dropped = rows[:keep_last], rows[keep_last:]
+        for checkpoint_id, _ in dropped:
+            for table in ("checkpoints", "checkpoint_writes"):
+                tx.run(
+                    f"DELETE FROM {table} WHERE account_id = ? AND thread_id = ? "
+                    "AND checkpoint_ns = ? AND checkpoint_id = ?",
+                    [*owner, checkpoint_id],
+                )
+        referenced = {(c, str(v)) for _, cv in kept for c, v in json.loads(cv).items()}
+        for channel, version in tx.run(
+            "SELECT channel, version FROM checkpoint_blobs WHERE account_id = ? "
+            "AND thread_id = ? AND checkpoint_ns = ?",
+            owner,
+        ).fetchall():
+            if (channel, version) not in referenced:
+                tx.run(
+                    "DELETE FROM checkpoint_blobs WHERE account_id = ? AND thread_id = ? "
+                    "AND checkpoint_ns = ? AND channel = ? AND version = ?",
+                    [*owner, channel, version],
+                )
+
+    def put_writes(
+        self,
+        *,
+        account_id: str,
+        user_id: str,
+        thread_id: str,
+        checkpoint_ns: str,
+        rows: Sequence[WriteRow],
+    ) -> None:
+        """See :meth:`CheckpointTables.put_writes`."""
+        with self._storage.transaction() as tx:
+            tx.scope_to(account_id)
+            for w in rows:
+                conflict = (
+                    "DO UPDATE SET channel = excluded.channel, task_path = excluded.task_path, "
+                    "key_id = excluded.key_id, ciphertext = excluded.ciphertext, "
+                    "wrapped_key = excluded.wrapped_key"
+                    if w.idx < 0
+                    else "DO NOTHING"
+                )
+                tx.run(
+                    "INSERT INTO checkpoint_writes (account_id, thread_id, checkpoint_ns, "
+                    "checkpoint_id, task_id, idx, user_id, channel, task_path, key_id, "
+                    "ciphertext, wrapped_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                    "ON CONFLICT (account_id, thread_id, checkpoint_ns, checkpoint_id, task_id, "
+                    f"idx) {conflict}",
+                    [account_id, thread_id, checkpoint_ns, w.checkpoint_id, w.task_id, w.idx,
+                     user_id, w.channel, w.task_path, w.key_id, w.ciphertext, w.wrapped_key],
+                )  # fmt: skip
+
+    def get(
+        self, account_id: str, thread_id: str, checkpoint_ns: str, checkpoint_id: str | None
+    ) -> CheckpointRow | None:
+        """See :meth:`CheckpointTables.get`."""
+        where = "WHERE account_id = ? AND thread_id = ? AND checkpoint_ns = ?"
+        params: list[Any] = [account_id, thread_id, checkpoint_ns]
+        if checkpoint_id is not None:
+            where += " AND checkpoint_id = ?"
+            params.append(checkpoint_id)
+        with self._storage.reader(account_id) as db:
+            row = db.run(
+                f"SELECT {_CP_COLUMNS} FROM checkpoints {where} "
+                "ORDER BY checkpoint_id DESC LIMIT 1",
+                params,
+            ).fetchone()
+        return None if row is None else _checkpoint(row)
+
+    def list_checkpoints(
+        self,
+        account_id: str,
+        *,
+        thread_id: str | None,
+        checkpoint_ns: str | None,
+        checkpoint_id: str | None,
+        before: str | None,
+    ) -> list[CheckpointRow]:
+        """See :meth:`CheckpointTables.list_checkpoints`."""
+        clauses, params = ["account_id = ?"], [account_id]
+        for column, value, op in (
+            ("thread_id", thread_id, "="),
+            ("checkpoint_ns", checkpoint_ns, "="),
+            ("checkpoint_id", checkpoint_id, "="),
+            ("checkpoint_id", before, "<"),
+        ):
+            if value is not None:
+                clauses.append(f"{column} {op} ?")
+                params.append(value)
+        with self._storage.reader(account_id) as db:
+            rows = db.run(
+                f"SELECT {_CP_COLUMNS} FROM checkpoints WHERE {' AND '.join(clauses)} "
+                "ORDER BY thread_id, checkpoint_ns, checkpoint_id DESC",
+                params,
+            ).fetchall()
+        return [_checkpoint(r) for r in rows]
+
+    def blobs(
+        self, account_id: str, thread_id: str, checkpoint_ns: str, versions: dict[str, str]
+    ) -> list[BlobRow]:
+        """See :meth:`CheckpointTables.blobs`."""
+        if not versions:
+            return []
+        pairs = " OR ".join("(channel = ? AND version = ?)" for _ in versions)
+        params: list[Any] = [account_id, thread_id, checkpoint_ns]
+        for channel, version in versions.items():
+            params.extend([channel, str(version)])
+        with self._storage.reader(account_id) as db:
+            rows = db.run(
+                "SELECT channel, version, key_id, ciphertext, wrapped_key FROM checkpoint_blobs "
+                f"WHERE account_id = ? AND thread_id = ? AND checkpoint_ns = ? AND ({pairs})",
+                params,
+            ).fetchall()
+        return [BlobRow(r[0], r[1], r[2], bytes(r[3]), bytes(r[4])) for r in rows]
+
+    def writes(
+        self, account_id: str, thread_id: str, checkpoint_ns: str, checkpoint_id: str
+    ) -> list[WriteRow]:
+        """See :meth:`CheckpointTables.writes`."""
+        with self._storage.reader(account_id) as db:
+            rows = db.run(
+                "SELECT checkpoint_id, task_id, idx, channel, task_path, key_id, ciphertext, "
+                "wrapped_key FROM checkpoint_writes WHERE account_id = ? AND thread_id = ? "
+                "AND checkpoint_ns = ? AND checkpoint_id = ? ORDER BY task_path, task_id, idx",
+                [account_id, thread_id, checkpoint_ns, checkpoint_id],
+            ).fetchall()
+        return [
+            WriteRow(r[0], r[1], int(r[2]), r[3], r[4], r[5], bytes(r[6]), bytes(r[7]))
+            for r in rows
+        ]
+
+    def delete_thread(self, account_id: str, thread_id: str) -> None:
+        """See :meth:`CheckpointTables.delete_thread`."""
+        with self._storage.transaction() as tx:
+            tx.scope_to(account_id)
+            for table in (
+                "checkpoints",
+                "checkpoint_blobs",
+                "checkpoint_writes",
+                "supervisor_checkpoints",
+            ):
+                tx.run(
+                    f"DELETE FROM {table} WHERE account_id = ? AND thread_id = ?",
+                    [account_id, thread_id],
+                )
+
+    def latest(self, account_id: str, user_id: str, thread_id: str) -> str | None:
+        """See :meth:`CheckpointTables.latest`."""
+        with self._storage.reader(account_id) as db:
+            row = db.run(
+                "SELECT checkpoint_id FROM supervisor_checkpoints WHERE account_id = ? "
+                "AND user_id = ? AND thread_id = ?",
+                [account_id, user_id, thread_id],
+            ).fetchone()
+        return None if row is None else str(row[0])
+
+
+def checkpoint_ddl(blob: str, real: str) -> tuple[str, ...]:
+    """Migration 11's statements for a dialect's blob and float types."""
+    sealed = f"key_id TEXT NOT NULL, ciphertext {blob} NOT NULL, wrapped_key {blob} NOT NULL"
+    return (
+        f"""CREATE TABLE IF NOT EXISTS checkpoints (
+            account_id TEXT NOT NULL, user_id TEXT NOT NULL, thread_id TEXT NOT NULL,
+            checkpoint_ns TEXT NOT NULL, checkpoint_id TEXT NOT NULL,
+            parent_checkpoint_id TEXT, channel_versions TEXT NOT NULL,
+            created_at {real} NOT NULL, {sealed},
+            PRIMARY KEY (account_id, thread_id, checkpoint_ns, checkpoint_id))""",
+        "CREATE INDEX IF NOT EXISTS checkpoints_owner ON checkpoints (account_id, user_id)",
+        f"""CREATE TABLE IF NOT EXISTS checkpoint_blobs (
+            account_id TEXT NOT NULL, thread_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL,
+            channel TEXT NOT NULL, version TEXT NOT NULL, user_id TEXT NOT NULL, {sealed},
+            PRIMARY KEY (account_id, thread_id, checkpoint_ns, channel, version))""",
+        f"""CREATE TABLE IF NOT EXISTS checkpoint_writes (
+            account_id TEXT NOT NULL, thread_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL,
+            checkpoint_id TEXT NOT NULL, task_id TEXT NOT NULL, idx INTEGER NOT NULL,
+            user_id TEXT NOT NULL, channel TEXT NOT NULL, task_path TEXT NOT NULL, {sealed},
+            PRIMARY KEY (account_id, thread_id, checkpoint_ns, checkpoint_id, task_id, idx))""",
+        f"""CREATE TABLE IF NOT EXISTS supervisor_checkpoints (
+            account_id TEXT NOT NULL, user_id TEXT NOT NULL, thread_id TEXT NOT NULL,
+            checkpoint_id TEXT NOT NULL, updated_at {real} NOT NULL,
+            PRIMARY KEY (account_id, user_id, thread_id))""",
+    )

@@ -1,0 +1,549 @@
+"""PostgreSQL + pgvector backend: many stateless workers on one database."""
+
+from __future__ import annotations
+
+import os
+import struct
+import threading
+import weakref
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from confide.errors import ConfigurationError, MissingDependencyError, StorageError
+from confide.storage.base import (
+    MEMORY_COLUMNS,
+    Capability,
+    EdgeRow,
+    Neighbourhood,
+    ScoredId,
+    Vector,
+)
+from confide.storage.filters import compile_filter
+from confide.storage.migrations import HNSW_EF_SEARCH, POSTGRES_HNSW_INDEX, account_policy
+from confide.storage.sql import (
+    MEMORY_SELECT,
+    NO_NEIGHBOUR_COLUMN,
+    LexicalTuning,
+    NeighbourColumn,
+    NeighbourRows,
+    SqlExecutor,
+    SqlStorage,
+    SqlTransaction,
+    memory_row,
+)
+from confide.types import MemoryFilter
+
+try:  # psycopg is the optional "postgres" extra
+    import psycopg
+    from psycopg.adapt import Dumper
+    from psycopg.pq import Format
+    from psycopg_pool import ConnectionPool
+except ImportError:  # pragma: no cover - exercised only without the extra
+    psycopg = None  # type: ignore[assignment]
+    ConnectionPool = None  # type: ignore[assignment,misc]
+    Dumper = object  # type: ignore[assignment,misc]
+
+
+class VectorParam:
+    """A vector sent to PostgreSQL in pgvector's binary form (``$n::vector`` in the SQL).
+
+    The text form costs a float-to-decimal conversion per dimension on both sides; the
+    binary form is one byte copy: the dimension count and a reserved word (big-endian int16
+    each), then the values as big-endian float4.
+    """
+
+    __slots__ = ("data",)
+
+    def __init__(self, vector: Vector) -> None:
+        values = np.asarray(vector, dtype=">f4").reshape(-1)
+        self.data = struct.pack(">HH", values.shape[0], 0) + values.tobytes()
+
+
+class _VectorParamDumper(Dumper):
+    """Sends :class:`VectorParam` as binary; its type comes from the ``::vector`` cast."""
+
+    format = Format.BINARY
+
+    def dump(self, obj: VectorParam) -> bytes:
+        return obj.data
+
+
+def decode_vector_send(value: Any) -> Vector:
+    """A vector from ``vector_send(embedding)`` (pgvector's binary form, as ``bytea``)."""
+    return np.frombuffer(bytes(value), dtype=">f4", offset=4).astype(np.float32)
+
+
+def _has_table(db: SqlExecutor, name: str) -> bool:
+    row = db.run("SELECT to_regclass(?) IS NOT NULL", [name]).fetchone()
+    return bool(row[0])
+
+
+class _BinaryRows:
+    """Results in PostgreSQL's binary format.
+
+    ``bytea`` (ciphertexts, wrapped keys, ``vector_send`` vectors) then crosses as raw bytes
+    instead of hex text that the server must write and the client parse, which is most of
+    what a query's rows weigh.
+    """
+
+    conn: Any
+
+    def _execute(self, sql: str, params: tuple[Any, ...]) -> Any:
+        return self.conn.execute(sql, params, binary=True)
+
+
+ACCOUNT_SETTING = "confide.account_id"
+"""The setting row-level security compares each row's ``account_id`` with (migration 15)."""
+ALL_ACCOUNTS_SETTING = "confide.all_accounts"
+"""``on`` lifts the account policies: the explicit bypass for work that spans accounts."""
+_SET_SCOPE = (
+    f"SELECT set_config('{ACCOUNT_SETTING}', %s, {{local}}), "
+    f"set_config('{ALL_ACCOUNTS_SETTING}', %s, {{local}})"
+)
+_SET_SESSION_SCOPE = _SET_SCOPE.format(local="false")
+_SET_TRANSACTION_SCOPE = _SET_SCOPE.format(local="true")
+
+
+def _scope_values(account_id: str | None) -> tuple[str, str]:
+    """The two settings for one account, or (``None``) the bypass across accounts."""
+    if account_id is None:
+        return "", "on"
+    return account_id, "off"
+
+
+class PostgresExecutor(_BinaryRows, SqlExecutor):
+    """Executes with psycopg's ``%s`` placeholders."""
+
+    placeholder: ClassVar[str] = "%s"
+
+
+class PostgresTransaction(_BinaryRows, SqlTransaction):
+    """A transaction on one pooled connection; head rows are locked ``FOR NO KEY UPDATE``."""
+
+    placeholder: ClassVar[str] = "%s"
+    # NO KEY UPDATE: writers of one memory still queue on its head row, while a transaction
+    # inserting a relation to that memory (its foreign-key check takes KEY SHARE) does not
+    # wait; FOR UPDATE blocked it, and two updates linking to each other's memory deadlocked.
+    lock_suffix: ClassVar[str] = " FOR NO KEY UPDATE"
+    share_suffix: ClassVar[str] = " FOR SHARE"
+    conversation_lock_sql: ClassVar[str | None] = "SELECT pg_advisory_xact_lock(hashtext(?))"
+    app_lock_sql: ClassVar[str | None] = "SELECT pg_advisory_xact_lock(hashtext(?))"
+    vector_column: ClassVar[str] = "embedding"
+    vector_param: ClassVar[str] = "?::vector"
+
+    _UNSCOPED: ClassVar[object] = object()
+
+    def __init__(self, conn: Any) -> None:
+        super().__init__(conn)
+        self._scope: object = self._UNSCOPED
+
+    def scope_to(self, account_id: str) -> None:
+        """Confine the rest of this transaction to ``account_id``'s rows (row-level security).
+
+        Raises :class:`StorageError` when the transaction already works for another account:
+        a transaction touches one account, and another's rows would silently be invisible.
+        """
+        if self._scope == account_id:
+            return
+        if isinstance(self._scope, str):
+            raise StorageError("one transaction may touch only one account")
+        self.conn.execute(_SET_TRANSACTION_SCOPE, _scope_values(account_id))
+        self._scope = account_id
+
+    def _execute(self, sql: str, params: tuple[Any, ...]) -> Any:
+        self._ensure_scope()
+        return super()._execute(sql, params)
+
+    def across_accounts(self) -> None:
+        """Lift the account policies for the rest of this transaction (work that spans
+        accounts: see docs/security.md).
+
+        Raises :class:`StorageError` when the transaction already works for one account.
+        """
+        if isinstance(self._scope, str):
+            raise StorageError("a transaction for one account cannot work across accounts")
+        if self._scope is self._UNSCOPED:
+            self.conn.execute(_SET_TRANSACTION_SCOPE, _scope_values(None))
+            self._scope = None
+
+    def _ensure_scope(self) -> None:
+        if self._scope is self._UNSCOPED:
+            # A statement before any account is named. Per-account writes name theirs first
+            # (scope_to), and work across accounts says so (across_accounts); what still
+            # arrives here touches no account's rows (store_meta, operational events of no
+            # account) and runs on the bypass (see docs/security.md).
+            self.across_accounts()
+
+    @staticmethod
+    def encode_vector(vector: Vector) -> Any:
+        """pgvector's binary form."""
+        return VectorParam(vector)
+
+    def has_table(self, name: str) -> bool:
+        """Whether a table exists."""
+        return _has_table(self, name)
+
+    def insert_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Insert many rows with ``executemany`` (pipelined by psycopg)."""
+        if rows:
+            self._ensure_scope()
+            with self.conn.cursor() as cur:
+                cur.executemany(sql.replace("?", "%s"), rows)
+
+
+class PostgresStorage(SqlStorage):
+    """Memories in PostgreSQL with pgvector, through a psycopg 3 connection pool."""
+
+    name: ClassVar[str] = "postgres"
+    dialect: ClassVar[str] = "postgres"
+    job_claim_suffix: ClassVar[str] = " FOR UPDATE SKIP LOCKED"
+
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 8,
+        ef_search: int = HNSW_EF_SEARCH,
+        wait_seconds: float = 30.0,
+        lexical: LexicalTuning | None = None,
+    ) -> None:
+        if psycopg is None or ConnectionPool is None:
+            raise MissingDependencyError("psycopg", "postgres")
+        super().__init__(lexical=lexical)
+        self.conninfo = conninfo
+        self._capabilities: frozenset[Capability] | None = None
+        # The account each pooled connection's session is confined to (reads run outside
+        # transactions, so their scope is a session setting), to skip setting it again.
+        self._session_scopes: weakref.WeakKeyDictionary[Any, str | None] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._scopes_lock = threading.Lock()
+        self._ef_search = int(ef_search)
+        try:
+            self._pool = ConnectionPool(
+                conninfo,
+                min_size=min_size,
+                max_size=max_size,
+                kwargs={"autocommit": True},
+                configure=self._configure,
+                open=True,
+                timeout=wait_seconds,
+            )
+            self._pool.wait(timeout=30)
+        except (psycopg.Error, Exception) as exc:
+            raise StorageError(f"cannot connect to PostgreSQL: {type(exc).__name__}") from exc
+
+    def _configure(self, conn: Any) -> None:
+        conn.adapters.register_dumper(VectorParam, _VectorParamDumper)
+        # Session settings for every pooled connection, so a vector search is one statement:
+        # pgvector's iterative scan keeps walking the HNSW graph until a filtered query has
+        # its k rows (without it, a selective filter silently returns fewer).
+        conn.execute("SET hnsw.iterative_scan = relaxed_order")
+        # psycopg prepares a statement after a few runs, and PostgreSQL may then switch to a
+        # generic plan that cannot see how selective ``id IN (...)`` is (a scan of the
+        # owner's rows instead of a few key lookups). Planning each run costs far less.
+        conn.execute("SET plan_cache_mode = force_custom_plan")
+        conn.execute(f"SET hnsw.ef_search = {self._ef_search}")
+
+    @contextmanager
+    def _open_reader(self, account_id: str | None) -> Iterator[SqlExecutor]:
+        try:
+            with self._pool.connection() as conn:
+                self._scope_session(conn, account_id)
+                yield PostgresExecutor(conn)
+        except psycopg.Error as exc:
+            raise StorageError(f"PostgreSQL read failed: {type(exc).__name__}") from exc
+
+    def _scope_session(self, conn: Any, account_id: str | None) -> None:
+        """Confine a pooled connection's reads to one account (``None``: the bypass)."""
+        with self._scopes_lock:
+            known = self._session_scopes.get(conn, self._session_scopes)
+        if known == account_id:
+            return
+        conn.execute(_SET_SESSION_SCOPE, _scope_values(account_id))
+        with self._scopes_lock:
+            self._session_scopes[conn] = account_id
+
+    @contextmanager
+    def transaction(self) -> Iterator[PostgresTransaction]:
+        """A write transaction: commits on normal exit, rolls back on any exception."""
+        try:
+            with self._pool.connection() as conn, conn.transaction():
+                yield PostgresTransaction(conn)
+        except psycopg.Error as exc:
+            raise StorageError(f"PostgreSQL write failed: {type(exc).__name__}") from exc
+
+    def _has_table(self, db: SqlExecutor, name: str) -> bool:
+        return _has_table(db, name)
+
+    schema_lock_sql: ClassVar[str | None] = (
+        "SELECT pg_advisory_xact_lock(hashtext('confide-migrations'))"
+    )
+
+    def migrate(self) -> None:
+        """Apply pending migrations under an advisory lock (safe with many workers)."""
+        with self.transaction() as tx:
+            tx.across_accounts()  # the schema, and data upgrades of every account
+            tx.run("SELECT pg_advisory_xact_lock(hashtext('confide-migrations'))")
+            self._apply_migrations(tx)
+
+    def _vector_space_ddl(self, dims: int) -> Sequence[str]:
+        return (
+            f"""CREATE TABLE IF NOT EXISTS embeddings (
+                memory_id TEXT PRIMARY KEY REFERENCES memories (id) ON DELETE CASCADE,
+                account_id TEXT NOT NULL, user_id TEXT NOT NULL,
+                model_id TEXT NOT NULL, embedding vector({int(dims)}) NOT NULL)""",
+            "CREATE INDEX IF NOT EXISTS embeddings_owner ON embeddings (account_id, user_id)",
+            POSTGRES_HNSW_INDEX,
+            *account_policy("embeddings"),
+        )
+
+    _vector_select: ClassVar[str] = "vector_send(embedding)"
+
+    @staticmethod
+    def _decode_vector(value: Any) -> Vector:
+        return decode_vector_send(value)
+
+    def similarities(
+        self, account_id: str, memory_ids: Sequence[str], vector: Vector
+    ) -> dict[str, float]:
+        """Cosine similarities computed by pgvector (no vectors cross the wire)."""
+        if not memory_ids:
+            return {}
+        marks = ", ".join("?" for _ in memory_ids)
+        with self._reader(account_id) as db:
+            if not self._has_vectors(db):
+                return {}
+            rows = db.run(
+                "SELECT memory_id, 1 - (embedding <=> ?::vector) FROM embeddings "
+                f"WHERE account_id = ? AND memory_id IN ({marks})",
+                [VectorParam(vector), account_id, *memory_ids],
+            ).fetchall()
+        return {str(r[0]): float(r[1]) for r in rows}
+
+    def _neighbour_column(
+        self, db: SqlExecutor, vector: Vector | None, *, with_vectors: bool
+    ) -> NeighbourColumn:
+        """Cosine by pgvector, or the stored vector in binary, from the same statement."""
+        if not self._has_vectors(db) or (vector is None and not with_vectors):
+            return NO_NEIGHBOUR_COLUMN
+        join = "LEFT JOIN embeddings e ON e.memory_id = m.id"
+        if vector is None:
+            return NeighbourColumn("vector_send(e.embedding)", join, [], "vector")
+        return NeighbourColumn(
+            "1 - (e.embedding <=> ?::vector)", join, [VectorParam(vector)], "similarity"
+        )
+
+    def neighbourhood(
+        self,
+        flt: MemoryFilter,
+        memory_ids: Sequence[str],
+        vector: Vector | None,
+        *,
+        with_vectors: bool = False,
+    ) -> Neighbourhood:
+        """Edges touching ``memory_ids`` whose other end matches ``flt``, with those rows.
+
+        One statement: every edge joined to the row at its other end (filtered there), so
+        the expansion costs one round trip to the server, not two. ``memory_ids`` are taken
+        to match the filter already (they are search results).
+        """
+        if not memory_ids:
+            return Neighbourhood([], [], {}, {})
+        seeds = list(memory_ids)
+        with self._reader(flt.account_id) as db:
+            column = self._neighbour_column(db, vector, with_vectors=with_vectors)
+            where, params = compile_filter(flt)
+            found = db.run(
+                "SELECT r.from_id, r.to_id, r.relation_type, r.strength, "
+                f"{column.select}, {MEMORY_SELECT} FROM relations r "
+                # The far end of each edge is a neighbour; an edge between two given
+                # memories makes each a neighbour of the other.
+                "CROSS JOIN LATERAL (VALUES (CASE WHEN r.from_id = ANY(?) THEN r.to_id END), "
+                "(CASE WHEN r.to_id = ANY(?) THEN r.from_id END)) AS o (other) "
+                f"JOIN memories m ON m.id = o.other {column.join} "
+                f"WHERE r.account_id = ? AND (r.from_id = ANY(?) OR r.to_id = ANY(?)) AND {where}",
+                [*column.params, seeds, seeds, flt.account_id, seeds, seeds, *params],
+            ).fetchall()
+        edges: dict[tuple[str, str], EdgeRow] = {}
+        neighbours = NeighbourRows(column.kind, self._decode_vector)
+        for r in found:
+            edge = EdgeRow(str(r[0]), str(r[1]), str(r[2]), float(r[3]))
+            edges[(edge.from_id, edge.to_id)] = edge
+            if str(r[5]) not in neighbours.rows:  # a neighbour of several seeds: once per edge
+                neighbours.add(r[4], memory_row(r[5:]))
+        return Neighbourhood(
+            list(edges.values()),
+            list(neighbours.rows.values()),
+            neighbours.similarity,
+            neighbours.vectors,
+        )
+
+    def vector_search(self, flt: MemoryFilter, vector: Vector, k: int) -> list[ScoredId]:
+        """Top-``k`` by cosine among memories matching ``flt``.
+
+        The HNSW index is walked with pgvector's iterative scan, so a filter does not cut the
+        result short; if it still returns fewer than ``k`` while more match, an exact scan
+        over the filtered rows answers instead.
+        """
+        where, params = compile_filter(flt)
+        query = VectorParam(vector)
+        with self._reader(flt.account_id) as db:
+            if not self._has_vectors(db):
+                return []
+            rows = db.run(
+                f"SELECT m.id, 1 - (e.embedding <=> ?::vector) AS sim, {MEMORY_SELECT} "
+                f"FROM embeddings e JOIN memories m ON m.id = e.memory_id WHERE {where} "
+                "ORDER BY e.embedding <=> ?::vector LIMIT ?",
+                [query, *params, query, k],
+            ).fetchall()
+            if len(rows) >= k:
+                return [ScoredId(str(r[0]), float(r[1]), memory_row(r[2:])) for r in rows]
+            rows = db.run(
+                f"WITH f AS MATERIALIZED (SELECT e.embedding, {MEMORY_SELECT} FROM embeddings e "
+                f"JOIN memories m ON m.id = e.memory_id WHERE {where}) "
+                f"SELECT id, 1 - (embedding <=> ?::vector) AS sim, {', '.join(MEMORY_COLUMNS)} "
+                "FROM f ORDER BY sim DESC LIMIT ?",
+                [*params, query, k],
+            ).fetchall()
+        hits = [ScoredId(str(r[0]), float(r[1]), memory_row(r[2:])) for r in rows]
+        return sorted(hits, key=lambda h: -h.score)
+
+    def close(self) -> None:
+        """Close the pool."""
+        self._pool.close()
+
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        """An HNSW graph and many processes; data files when the server's are readable here."""
+        if self._capabilities is None:
+            found = {Capability.HNSW, Capability.MULTI_PROCESS, Capability.ROW_SECURITY}
+            if self._relation_directories() is not None:
+                found.add(Capability.DATA_FILES)
+            self._capabilities = frozenset(found)
+        return self._capabilities
+
+    def _relation_directories(self) -> tuple[Path, list[Path]] | None:
+        """The data directory and the folders of this database's relations, if readable here.
+
+        Reading the data directory's path takes a superuser (or ``pg_read_all_settings``), and
+        the files are readable only on the server's host, by its user.
+        """
+        try:
+            with self._pool.connection() as conn:
+                root = Path(conn.execute("SELECT current_setting('data_directory')").fetchone()[0])
+                found = conn.execute(
+                    "SELECT DISTINCT pg_relation_filepath(oid) FROM pg_class "
+                    "WHERE pg_relation_filepath(oid) IS NOT NULL"
+                ).fetchall()
+        except psycopg.Error:
+            return None
+        folders = sorted({(root / str(r[0])).parent for r in found})
+        if not folders or not all(os.access(f, os.R_OK | os.X_OK) for f in folders):
+            return None
+        return root, folders
+
+    def data_files(self, *, shared: bool = True) -> list[Path]:
+        """The files of this database's relations and, with ``shared``, the server's WAL.
+
+        The WAL (``pg_wal``) holds every database's changes, not only this one's, and the
+        shared catalogues (``global``) every database's roles and names; ``shared=False``
+        leaves both out. Raises :class:`StorageError` when the files are not readable here.
+        """
+        located = self._relation_directories()
+        if located is None:
+            raise StorageError(
+                "the PostgreSQL data directory is not readable from this process "
+                "(it takes a superuser on the server's host)"
+            )
+        root, folders = located
+        if shared:
+            folders = [*folders, root / "pg_wal"]
+        else:
+            folders = [f for f in folders if f != root / "global"]
+        files: list[Path] = []
+        for folder in folders:
+            files.extend(p for p in sorted(folder.rglob("*")) if p.is_file())
+        return files
+
+    _SCRUBBED_TABLES: ClassVar[tuple[str, ...]] = (
+        "memories",
+        "proposals",
+        "messages",
+        "user_keys",
+        "data_keys",
+    )
+    """Tables that hold ciphertexts, wrapped keys or key ids."""
+
+    def scrub(self) -> str:
+        """Rewrite the tables that held deleted ciphertexts or keys, then retire the WAL.
+
+        PostgreSQL keeps a deleted row's bytes as a dead tuple, and a plain ``VACUUM`` frees
+        the space without overwriting it; ``VACUUM FULL`` writes the live rows into new files
+        and drops the old ones (it locks each table for as long as the copy takes). The WAL
+        still holds the rows as they were inserted until checkpoints retire its segments;
+        with ``wal_recycle = off`` retired segments are deleted rather than reused.
+        """
+        done: list[str] = []
+        try:
+            with self._pool.connection() as conn:
+                for table in self._SCRUBBED_TABLES:
+                    exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL", [table])
+                    if exists.fetchone()[0]:
+                        conn.execute(f"VACUUM (FULL) {table}")
+                done.append("tables with ciphertexts or keys rewritten (VACUUM FULL)")
+                try:
+                    conn.execute("CHECKPOINT")
+                    conn.execute("SELECT pg_switch_wal()")
+                    conn.execute("CHECKPOINT")
+                    recycle = conn.execute("SHOW wal_recycle").fetchone()[0]
+                    done.append(
+                        "WAL switched and checkpointed; "
+                        + (
+                            "retired segments deleted (wal_recycle off)"
+                            if recycle == "off"
+                            else "retired segments are reused, old records stay in them "
+                            "until overwritten (set wal_recycle = off)"
+                        )
+                    )
+                except psycopg.errors.InsufficientPrivilege:
+                    done.append(
+                        "no privilege to checkpoint (grant pg_checkpoint): old WAL segments "
+                        "keep the rows until the server's own checkpoints retire them"
+                    )
+        except psycopg.Error as exc:
+            raise StorageError(f"PostgreSQL scrub failed: {type(exc).__name__}") from exc
+        return "; ".join(done)
+
+
+def create_database_if_missing(url: str, *, via: str) -> None:
+    """Create the database ``url`` names, connecting through ``via`` (on the same server).
+
+    For the default key store beside a PostgreSQL data database: a database of its own, so
+    ``pg_dump`` of the data carries no keys. A role without ``CREATEDB`` gets a clear error.
+    """
+    if psycopg is None:
+        raise MissingDependencyError("psycopg", "postgres")
+    name = url.rsplit("/", 1)[-1].split("?", 1)[0]
+    try:
+        with psycopg.connect(url, connect_timeout=10):
+            return
+    except psycopg.OperationalError:
+        pass
+    try:
+        with psycopg.connect(via, autocommit=True, connect_timeout=10) as conn:
+            exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name])
+            if exists.fetchone() is None:
+                conn.execute(f'CREATE DATABASE "{name}"')
+    except psycopg.errors.DuplicateDatabase:
+        return
+    except psycopg.Error as exc:
+        raise ConfigurationError(
+            f"cannot create the key store database {name} ({type(exc).__name__}); create it, "
+            "or set CONFIDE_KEYSTORE_URL to a database (ideally on another server) for keys"
+        ) from exc

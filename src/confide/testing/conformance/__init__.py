@@ -1,0 +1,138 @@
+"""The storage conformance suite: what every Confide backend must do, as plain pytest classes.
+
+A backend proves itself by subclassing :class:`StorageConformance` (every suite) or a few
+of the suite classes, and saying where a fresh store lives::
+
+    # conftest.py at the root of the backend's tests
+    pytest_plugins = ["confide.testing.conformance"]
+
+    # test_my_backend.py
+    from confide.testing.conformance import StorageConformance
+
+    class TestMyBackend(StorageConformance):
+        def new_storage_url(self, folder, request):
+            return f"mine:///{folder / 'confide.db'}"  # a scheme given to register_backend
+
+The plugin line registers the ``requires`` and ``slow`` markers (so ``--strict-markers``
+accepts them) and lets pytest rewrite the suites' asserts into detailed failures. A test
+marked ``@pytest.mark.requires(Capability.X)`` is skipped on a backend whose
+``capabilities`` lack ``X``. The suites need pytest and Hypothesis (Confide's ``test`` extra).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from confide.testing.conformance.at_rest import AtRestConformance
+from confide.testing.conformance.audit import AuditConformance
+from confide.testing.conformance.blind_keys import BlindKeysConformance
+from confide.testing.conformance.blind_keys_upgrade import BlindKeysUpgradeConformance
+from confide.testing.conformance.call_sessions import CallSessionsConformance
+from confide.testing.conformance.concurrent_writes import ConcurrentWritesConformance
+from confide.testing.conformance.consolidation import ConsolidationConformance
+from confide.testing.conformance.erasure import ErasureConformance
+from confide.testing.conformance.harness import TEST_KEK, StorageHarness
+from confide.testing.conformance.index_snapshots import IndexSnapshotsConformance
+from confide.testing.conformance.index_versions import IndexVersionsConformance
+from confide.testing.conformance.insights import InsightsConformance
+from confide.testing.conformance.jobs import JobQueueConformance, WorkerConformance
+from confide.testing.conformance.key_lifecycle import KeyLifecycleConformance
+from confide.testing.conformance.lifecycle_jobs import LifecycleJobsConformance
+from confide.testing.conformance.memories import MemoriesConformance
+from confide.testing.conformance.memory_query import MemoryQueryConformance
+from confide.testing.conformance.migrations import MigrationsConformance
+from confide.testing.conformance.multifact import MultiFactConformance
+from confide.testing.conformance.privacy import PrivacyConformance
+from confide.testing.conformance.row_security import RowSecurityConformance
+from confide.testing.conformance.sealed_vectors import SealedVectorsConformance
+from confide.testing.conformance.search_primitives import SearchPrimitivesConformance
+from confide.testing.conformance.service_isolation import ServiceIsolationConformance
+from confide.testing.conformance.single_connection import SingleConnectionConformance
+from confide.testing.conformance.stateful import StatefulConformance
+from confide.testing.conformance.tamper import TamperConformance
+
+__all__ = [
+    "ALL_SUITES",
+    "MARKERS",
+    "TEST_KEK",
+    "AtRestConformance",
+    "AuditConformance",
+    "BlindKeysConformance",
+    "BlindKeysUpgradeConformance",
+    "CallSessionsConformance",
+    "ConcurrentWritesConformance",
+    "ConsolidationConformance",
+    "ErasureConformance",
+    "IndexSnapshotsConformance",
+    "IndexVersionsConformance",
+    "InsightsConformance",
+    "JobQueueConformance",
+    "KeyLifecycleConformance",
+    "LifecycleJobsConformance",
+    "MemoriesConformance",
+    "MemoryQueryConformance",
+    "MigrationsConformance",
+    "MultiFactConformance",
+    "PrivacyConformance",
+    "RowSecurityConformance",
+    "SealedVectorsConformance",
+    "SearchPrimitivesConformance",
+    "ServiceIsolationConformance",
+    "SingleConnectionConformance",
+    "StatefulConformance",
+    "StorageConformance",
+    "StorageHarness",
+    "TamperConformance",
+    "WorkerConformance",
+]
+
+MARKERS = (
+    "requires(*capabilities): skip unless the storage has these confide.storage.Capability members",
+    "slow: loads the local embedding model",
+)
+"""The markers the suites use, as ``pytest_configure`` registers them."""
+
+
+class StorageConformance(
+    MemoriesConformance,
+    AuditConformance,
+    PrivacyConformance,
+    AtRestConformance,
+    RowSecurityConformance,
+    SealedVectorsConformance,
+    IndexSnapshotsConformance,
+    TamperConformance,
+    BlindKeysConformance,
+    BlindKeysUpgradeConformance,
+    CallSessionsConformance,
+    ConcurrentWritesConformance,
+    ConsolidationConformance,
+    ErasureConformance,
+    IndexVersionsConformance,
+    InsightsConformance,
+    JobQueueConformance,
+    KeyLifecycleConformance,
+    LifecycleJobsConformance,
+    MemoryQueryConformance,
+    MigrationsConformance,
+    MultiFactConformance,
+    SearchPrimitivesConformance,
+    ServiceIsolationConformance,
+    SingleConnectionConformance,
+    StatefulConformance,
+    WorkerConformance,
+):
+    """Every suite of :data:`ALL_SUITES` in one class: subclass it and say where stores live."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the suites' markers (this module is a pytest plugin; see the docstring)."""
+    for line in MARKERS:
+        config.addinivalue_line("markers", line)
+
+
+ALL_SUITES: tuple[type[StorageHarness], ...] = tuple(
+    suite for suite in StorageConformance.__bases__ if issubclass(suite, StorageHarness)
+)
+"""Every suite, each a :class:`StorageHarness` subclass (those :class:`StorageConformance`
+gathers)."""

@@ -1,0 +1,129 @@
+"""Conformance: a call session records the one process holding its turns (migration 14).
+
+The first process to claim a session holds it; a later claim, from any process, changes
+nothing and reads the holder. A store made before the column existed upgrades in place.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from confide.storage import migrations, open_storage
+from confide.storage.base import Storage
+from confide.storage.service import CallSessionRow
+from confide.testing.builders import ACCOUNT
+from confide.testing.conformance.harness import StorageHarness
+
+
+def _session(session_id: str) -> CallSessionRow:
+    return CallSessionRow(
+        id=session_id,
+        account_id=ACCOUNT,
+        user_id="line-1",
+        is_reminder=False,
+        created_at=1.0,
+        connected_at=None,
+        ended_at=None,
+        tool_calls=0,
+        memories_extracted=0,
+        summarization=None,
+    )
+
+
+class CallSessionsConformance(StorageHarness):
+    """Which process holds a call session's turns."""
+
+    def test_a_new_session_is_held_by_no_process(self, storage: Storage) -> None:
+        tables = storage.service_tables()
+        tables.insert_session(_session("s-new"))
+        row = tables.get_session("s-new", account_id=ACCOUNT)
+        assert row is not None
+        assert (row.worker_id, row.worker_host, row.worker_pid) == (None, None, None)
+
+    def test_the_first_claim_holds_and_later_claims_read_the_holder(self, storage: Storage) -> None:
+        tables = storage.service_tables()
+        tables.insert_session(_session("s-1"))
+        first = tables.claim_session(
+            "s-1", account_id=ACCOUNT, worker_id="w-a", host="host-a", pid=11
+        )
+        assert first is not None
+        assert (first.worker_id, first.worker_host, first.worker_pid) == ("w-a", "host-a", 11)
+        second = tables.claim_session(
+            "s-1", account_id=ACCOUNT, worker_id="w-b", host="host-b", pid=22
+        )
+        assert second is not None and second.worker_id == "w-a" and second.worker_pid == 11
+        again = tables.get_session("s-1", account_id=ACCOUNT)
+        assert again is not None and again.worker_id == "w-a"
+        assert (
+            tables.claim_session(
+                "no-such-session", account_id=ACCOUNT, worker_id="w-a", host="h", pid=1
+            )
+            is None
+        )
+
+    def test_a_session_is_found_and_changed_only_in_its_account(self, storage: Storage) -> None:
+        tables = storage.service_tables()
+        tables.insert_session(_session("s-mine"))
+        assert tables.get_session("s-mine", account_id="acct-2") is None
+        claimed = tables.claim_session(
+            "s-mine", account_id="acct-2", worker_id="w", host="h", pid=1
+        )
+        assert claimed is None
+        tables.mark_connected("s-mine", 5.0, account_id="acct-2")
+        assert not tables.mark_ended("s-mine", 6.0, "skipped", account_id="acct-2")
+        tables.add_event("s-mine", "connected", 5.0, account_id="acct-2")
+        assert tables.events("s-mine", account_id="acct-2") == []
+        row = tables.get_session("s-mine", account_id=ACCOUNT)
+        assert row is not None
+        assert (row.worker_id, row.connected_at, row.ended_at) == (None, None, None)
+        assert tables.events("s-mine", account_id=ACCOUNT) == []
+
+    def test_racing_claims_from_two_connections_agree_on_one_holder(
+        self, storage: Storage, storage_url: str
+    ) -> None:
+        # Two stores on one database, as two processes would open it.
+        other = open_storage(storage_url, pool_max=4)
+        try:
+            stores = [storage.service_tables(), other.service_tables()]
+            ids = [f"s-race-{i}" for i in range(20)]
+            for session_id in ids:
+                stores[0].insert_session(_session(session_id))
+            start = threading.Barrier(2)
+
+            def claim_all(n: int) -> list[str | None]:
+                start.wait()
+                seen = []
+                for session_id in ids:
+                    row = stores[n].claim_session(
+                        session_id, account_id=ACCOUNT, worker_id=f"w-{n}", host="h", pid=n
+                    )
+                    seen.append(None if row is None else row.worker_id)
+                return seen
+
+            with ThreadPoolExecutor(2) as pool:
+                results = list(pool.map(claim_all, (0, 1)))
+            # Each session has one holder, and both claimants were told the same one.
+            assert results[0] == results[1]
+            for session_id, holder in zip(ids, results[0], strict=True):
+                row = stores[0].get_session(session_id, account_id=ACCOUNT)
+                assert row is not None and row.worker_id == holder
+        finally:
+            other.close()
+
+    def test_a_store_made_before_the_holder_was_recorded_upgrades(self, storage: Storage) -> None:
+        tables = storage.service_tables()
+        tables.insert_session(_session("s-old"))
+        # As a store made before version 14 left it: no holder columns.
+        with storage.transaction() as tx:
+            for column in ("worker_id", "worker_host", "worker_pid"):
+                tx.run(f"ALTER TABLE call_sessions DROP COLUMN {column}")  # type: ignore[attr-defined]
+            tx.run("DELETE FROM schema_migrations WHERE version = 14")  # type: ignore[attr-defined]
+        storage.migrate()
+        assert storage.schema_version() == max(m.version for m in migrations.MIGRATIONS)
+        row = tables.get_session("s-old", account_id=ACCOUNT)
+        assert row is not None and row.worker_id is None and row.user_id == "line-1"
+        claimed = tables.claim_session(
+            "s-old", account_id=ACCOUNT, worker_id="w-a", host="h", pid=1
+        )
+        assert claimed is not None and claimed.worker_id == "w-a"

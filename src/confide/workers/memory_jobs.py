@@ -1,0 +1,143 @@
+"""The memory jobs a worker runs: consolidation, insights and the multi-fact pass.
+
+Each handler reads ids from its job's payload (never text), builds the job's object over the
+engine and runs it to the end in the worker's thread. A model failure raises
+:class:`~confide.errors.ProviderError` before anything is written, so the worker retries the
+job with backoff and the data stays as it was. Without a model, consolidation uses the
+offline same-fact judge, and insights and the multi-fact pass are not enqueued at all
+(:func:`enqueue_insights`, :func:`enqueue_multifact` check).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from confide.embedders.base import Embedder
+from confide.engine import MemoryEngine
+from confide.llm.base import LLM
+from confide.llm.usage import UsageLedger
+from confide.workers.consolidation import Consolidator
+from confide.workers.insights import InsightWriter
+from confide.workers.judges import judge_from_settings
+from confide.workers.multifact import MultiFactPass
+from confide.workers.queue import enqueue
+from confide.workers.worker import JobContext, Worker
+
+__all__ = ["MemoryJobs", "enqueue_insights", "enqueue_multifact"]
+
+INSIGHTS = "insights"
+MULTIFACT = "multifact"
+CONSOLIDATION = "consolidation"
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryJobs:
+    """The parts the memory jobs need beyond the engine: the embedder (the offline judge and
+    de-duplication), the metered model (``None``: no model configured) and its ledger."""
+
+    embedder: Embedder | None = None
+    llm: LLM | None = None
+    ledger: UsageLedger | None = None
+
+    def register(self, worker: Worker) -> None:
+        """Register ``consolidation`` (always: offline judge without a model), and
+        ``insights`` and ``multifact`` (they skip when no model is configured)."""
+        worker.register(CONSOLIDATION, self.consolidate, uses_llm=self.llm is not None)
+        worker.register(INSIGHTS, self.insights, uses_llm=True)
+        worker.register(MULTIFACT, self.multifact, uses_llm=True)
+
+    def consolidate(self, ctx: JobContext) -> int:
+        """Consolidate every user of the job's account; returns the merges made."""
+        account_id = _text(ctx, "account_id") or ctx.job.account_id
+        if account_id is None:
+            return 0
+        judge = judge_from_settings(
+            ctx.settings, embedder=self.embedder, llm=self.llm, ledger=self.ledger
+        )
+        consolidator = Consolidator(ctx.engine, judge, ctx.settings)
+        reports = asyncio.run(consolidator.run_account(account_id, now=_when(ctx)))
+        return sum(r.merges for r in reports)
+
+    def insights(self, ctx: JobContext) -> int:
+        """Write the user's insights (1-3, or none); returns how many were stored."""
+        account_id, user_id = ctx.job.account_id, _text(ctx, "user_id")
+        if account_id is None or user_id is None:
+            return 0
+        writer = InsightWriter(ctx.engine, self.llm, ctx.settings, ledger=self.ledger)
+        report = asyncio.run(
+            writer.run_user(account_id=account_id, user_id=user_id, now=_when(ctx))
+        )
+        return report.stored
+
+    def multifact(self, ctx: JobContext) -> int:
+        """Run the multi-fact pass over one saved chat message; returns the writes."""
+        account_id, user_id = ctx.job.account_id, _text(ctx, "user_id")
+        conversation_id, index = _text(ctx, "conversation_id"), ctx.payload.get("index")
+        if account_id is None or user_id is None or conversation_id is None:
+            return 0
+        if not isinstance(index, int):
+            return 0
+        run = MultiFactPass(ctx.engine, self.llm, ctx.settings, ledger=self.ledger)
+        report = asyncio.run(
+            run.run_message(
+                account_id=account_id,
+                user_id=user_id,
+                conversation_id=conversation_id,
+                index=index,
+                now=_when(ctx),
+            )
+        )
+        return report.stored
+
+
+def enqueue_insights(
+    engine: MemoryEngine, llm: LLM | None, *, account_id: str, user_id: str
+) -> str | None:
+    """Queue an insights run for the user (once per user until it has run); nothing
+    without a model."""
+    if llm is None:
+        return None
+    return enqueue(
+        engine,
+        INSIGHTS,
+        account_id=account_id,
+        payload={"user_id": user_id},
+        dedupe_key=f"{INSIGHTS}:{account_id}:{user_id}:{_day()}",
+    )
+
+
+def enqueue_multifact(
+    engine: MemoryEngine,
+    llm: LLM | None,
+    *,
+    account_id: str,
+    user_id: str,
+    conversation_id: str,
+    index: int,
+    length: int,
+) -> str | None:
+    """Queue the multi-fact pass over a saved user message longer than
+    ``CONFIDE_MULTIFACT_MIN_CHARS``; nothing for a shorter one or without a model."""
+    if llm is None or length <= engine.settings.multifact_min_chars:
+        return None
+    return enqueue(
+        engine,
+        MULTIFACT,
+        account_id=account_id,
+        payload={"user_id": user_id, "conversation_id": conversation_id, "index": index},
+    )
+
+
+def _text(ctx: JobContext, name: str) -> str | None:
+    value = ctx.payload.get(name)
+    return value if isinstance(value, str) and value else None
+
+
+def _when(ctx: JobContext) -> datetime:
+    return datetime.fromtimestamp(ctx.now, UTC)
+
+
+def _day() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%d")

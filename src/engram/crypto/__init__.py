@@ -1,8 +1,0 @@
-"""Envelope encryption: AES-256-GCM values under per-record data keys, wrapped by per-user keys,
-wrapped in turn by the key-encryption key (KEK)."""
-
-from engram.crypto.aead import AesGcmCipher, Cipher
-from engram.crypto.envelope import Envelope, SealedValue
-from engram.crypto.keyring import KeyRing, kek_id, load_keyring
-
-__all__ = ["AesGcmCipher", "Cipher", "Envelope", "KeyRing", "SealedValue", "kek_id", "load_keyring"]

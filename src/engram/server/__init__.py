@@ -1,5 +1,0 @@
-"""The HTTP service: ``create_app(settings)`` (needs the ``server`` extra)."""
-
-from engram.server.app import create_app
-
-__all__ = ["create_app"]
