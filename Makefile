@@ -8,7 +8,7 @@ EXTRAS ?= test,postgres,local,server,tokens,fast,mcp,langgraph
 # (tokens); no test tools, no PostgreSQL driver, no numba.
 RUN_EXTRAS ?= local,server,tokens
 
-.PHONY: run test lint bench venv
+.PHONY: run test test-clocks check-wheel lint bench venv
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -33,8 +33,20 @@ lint: venv
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
-test: lint
+test: lint check-wheel
 	$(PY) -m pytest -q
+
+# The wheel alone, installed with the `local` extra into a fresh virtualenv outside the
+# repository, answers `confide --version` and runs `confide demo`.
+check-wheel: venv
+	$(PY) tests/packaging/check_wheel.py
+
+# The whole suite again from fixed instants of the wall clock (TEST_CLOCK, tests/conftest.py):
+# the start of a UTC day (a Sunday), 19:30 on a Monday (past most accounts' daily slots), and
+# 23:59 on the last day of a month (the run crosses into the next day and month).
+CLOCKS ?= 2027-01-03T00:00:00Z 2026-11-30T19:30:00Z 2027-02-28T23:59:00Z
+test-clocks: venv
+	set -e; for clock in $(CLOCKS); do TEST_CLOCK=$$clock $(PY) -m pytest -q; done
 
 bench: venv
 	$(PY) bench/store.py

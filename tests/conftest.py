@@ -1,4 +1,10 @@
-"""Shared fixtures: a ``storage`` parametrised over SQLite and a real embedded PostgreSQL."""
+"""Shared fixtures: a ``storage`` parametrised over SQLite and a real embedded PostgreSQL.
+
+The suite's clock: ``TEST_CLOCK=2026-12-31T23:59:00Z pytest`` runs every test, and every
+Python process a test starts, as if the wall clock read that instant when the run began; it
+ticks on from there (``time_machine``), and monotonic clocks are untouched, so timeouts
+keep their real length. ``make test-clocks`` runs the whole suite at a few such instants.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +12,13 @@ import atexit
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 import pytest
+import time_machine
 
 if "XDG_RUNTIME_DIR" not in os.environ:
     _runtime = tempfile.mkdtemp(prefix="confide-xdg-")
@@ -28,6 +37,30 @@ from confide.testing.postgres import EmbeddedPostgres, create_schema
 # The conformance suites' markers and their asserts rewritten into detailed failures; pytest's
 # own tester, to run a backend's suite as its author would.
 pytest_plugins = ["confide.testing.conformance", "pytester"]
+
+CLOCK_SITE = Path(__file__).parent / "clock_site"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Start the suite's clock at ``TEST_CLOCK`` (an ISO 8601 instant) when it is set."""
+    value = os.environ.get("TEST_CLOCK")
+    if not value:
+        return
+    instant = datetime.fromisoformat(value)
+    if instant.tzinfo is None:
+        raise pytest.UsageError(f"TEST_CLOCK needs a time zone (e.g. {value}Z), got {value!r}")
+    os.environ["TEST_CLOCK_SHIFT_SECONDS"] = repr(instant.timestamp() - time.time())
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [str(CLOCK_SITE), *filter(None, [os.environ.get("PYTHONPATH")])]
+    )
+    time_machine.travel(instant, tick=True).start()
+
+
+def pytest_report_header() -> str | None:
+    """Say when the run's clock is not the machine's."""
+    value = os.environ.get("TEST_CLOCK")
+    return f"clock: started at TEST_CLOCK={value}" if value else None
+
 
 BACKENDS = ("sqlite", "postgres")
 TEST_KEK = bytes(range(32))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import stat
@@ -214,3 +215,9 @@ def test_ops_counts_events_by_op_and_node(home: Path) -> None:
     assert "ttl" in out and "hotpath" not in out
     code, out = run("ops", "--since", "2 weeks")
     assert code == 1 and "30m" in out
+
+
+def test_version_prints_the_installed_distributions_version() -> None:
+    result = CliRunner().invoke(main, ["--version"])
+    assert result.exit_code == 0
+    assert result.output == f"confide, version {importlib.metadata.version('confide')}\n"

@@ -4,9 +4,11 @@ shows once in the delta header, and can be restored until it is purged."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import time_machine
 from click.testing import CliRunner
 
 from confide.cli import main
@@ -14,6 +16,7 @@ from confide.client import Confide
 from confide.config import Settings
 from confide.engine import MemoryEngine, default_thread
 from confide.errors import ConflictError
+from confide.testing.clock import before_consolidation
 
 ACCOUNT, USER = "acct", "ana"
 DAY = 86_400.0
@@ -45,6 +48,14 @@ def test_worker_help_names_once() -> None:
     assert "--once" in result.output and "Run background jobs" in result.output
 
 
+@pytest.fixture
+def hourly_only() -> Iterator[None]:
+    """The test's clock: a moment today when only the hourly schedules are due."""
+    with time_machine.travel(before_consolidation(ACCOUNT, time.time()), tick=True):
+        yield
+
+
+@pytest.mark.usefixtures("hourly_only")
 def test_an_idle_memory_leaves_retrieval_after_one_run_and_is_restorable_until_purge(
     home: Path,
 ) -> None:

@@ -55,6 +55,7 @@ class _Group(click.Group):
 
 
 @click.group(cls=_Group)
+@click.version_option(package_name="confide", prog_name="confide")
 @click.option("--verbose", "-v", is_flag=True, help="Log more (never memory text).")
 @click.pass_context
 def main(ctx: click.Context, verbose: bool) -> None:

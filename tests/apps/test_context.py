@@ -5,23 +5,24 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 
+import time_machine
 from tests.apps.conftest import ACCOUNT, transcript
 
 from confide.apps import AppMemories, render_context
 from confide.client import Confide
 from confide.engine import MemoryEngine
 
+# The test's clock: the text carries each memory's UTC date.
+NOON = datetime(2027, 3, 1, 12, tzinfo=UTC)
 
-def _today() -> str:
-    return datetime.now(UTC).date().isoformat()
 
-
+@time_machine.travel(NOON, tick=True)
 def test_exact_text_newest_first(engine: MemoryEngine) -> None:
     sdk = Confide(engine, embedder=None)
     sdk.apps.configure(ACCOUNT, "notes", name="Team Notes")
     for n in range(3):
         sdk.end_app_conversation("notes", f"c{n}", transcript(n), account_id=ACCOUNT)
-    day = _today()
+    day = "2027-03-01"
     assert sdk.app_context("notes", account_id=ACCOUNT) == (
         "(memories for app: Team Notes)\n"
         "The following are memories from previous conversations with this app:\n"

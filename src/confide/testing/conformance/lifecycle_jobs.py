@@ -17,11 +17,11 @@ from confide.engine import MemoryEngine, default_thread
 from confide.errors import ConflictError
 from confide.storage.jobs import JobState
 from confide.testing.builders import ACCOUNT, add
+from confide.testing.clock import before_consolidation
 from confide.testing.conformance.harness import StorageHarness
 from confide.testing.embedders import HashingEmbedder
 from confide.types import HistoryEventType, MemoryFilter, MemoryState
 from confide.workers import standard_worker
-from confide.workers.schedules import HOUR, stagger
 
 DAY = 86_400.0
 THREAD = default_thread(ACCOUNT, "user-1")
@@ -44,15 +44,8 @@ def _states(engine: MemoryEngine, *ids: str) -> list[str]:
 
 
 def _before_consolidation() -> float:
-    """A moment of today (UTC) before the account's daily consolidation is due.
-
-    A worker on this clock enqueues the hourly schedules only, whatever the time of day the
-    test runs (``acct-1`` consolidates from about 11:06 UTC on).
-    """
-    offset = stagger(ACCOUNT, DAY)
-    assert offset > HOUR
-    now = time.time()
-    return now - now % DAY + offset - HOUR / 2
+    """A moment of today (UTC) at which a worker enqueues the hourly schedules only."""
+    return before_consolidation(ACCOUNT, time.time())
 
 
 class LifecycleJobsConformance(StorageHarness):
