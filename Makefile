@@ -46,7 +46,7 @@ check-wheel: venv
 # 23:59 on the last day of a month (the run crosses into the next day and month).
 CLOCKS ?= 2027-01-03T00:00:00Z 2026-11-30T19:30:00Z 2027-02-28T23:59:00Z
 test-clocks: venv
-	set -e; for clock in $(CLOCKS); do TEST_CLOCK=$$clock $(PY) -m pytest -q; done
+	set -e; for clock in $(CLOCKS); do echo "TEST_CLOCK=$$clock"; TEST_CLOCK=$$clock $(PY) -m pytest -q; done
 
 bench: venv
 	$(PY) bench/store.py

@@ -30,11 +30,11 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from confide.client import Confide
-from confide.conversation.dispatcher import Owner
-from confide.conversation.tools import EXTRACTABLE_TYPE_NAMES, parse_arguments, realtime_tools
+from confide.conversation.tools import EXTRACTABLE_TYPE_NAMES, realtime_tools
 from confide.errors import ConfideError, MissingDependencyError, PermissionDeniedError
 from confide.errors import ValidationError as ConfideValidationError
-from confide.server.auth import ApiKey, ApiKeys
+from confide.gate import Principal, Scope
+from confide.server.auth import ApiKeys
 from confide.server.services import Services
 from confide.types import MemoryFilter
 
@@ -83,48 +83,42 @@ class _Tools:
         self.scope = scope
         self.http = http
 
-    def key(self) -> ApiKey:
-        """The caller's key: the verified bearer key over HTTP, the configuration over stdio."""
+    def principal(self) -> Principal:
+        """Who the call acts as: the verified bearer key over HTTP, the configuration (an
+        account, an agent and perhaps a user) over stdio."""
         if not self.http:
             assert self.scope.account_id is not None
-            return ApiKey(id="stdio", account_id=self.scope.account_id, agents=(self.scope.agent,))
+            return Principal(
+                account_id=self.scope.account_id,
+                agents=(self.scope.agent,),
+                user_id=self.scope.user_id,
+            )
         from mcp.server.auth.middleware.auth_context import get_access_token
 
         token = get_access_token()
         claims = None if token is None else token.claims
         if not claims:
             raise PermissionDeniedError("missing API key")
-        key = ApiKey(
-            id=str(claims["key_id"]),
+        principal = Principal(
             account_id=str(claims["account_id"]),
+            scope=Scope(str(claims["scope"])),
             agents=tuple(claims["agents"]),
+            user_id=self.scope.user_id,
+            key_id=str(claims["key_id"]),
         )
-        if self.scope.account_id is not None and key.account_id != self.scope.account_id:
+        if self.scope.account_id is not None and principal.account_id != self.scope.account_id:
             raise PermissionDeniedError("API key is not valid for this account")
-        return key
-
-    def owner(self, user_id: str | None) -> tuple[ApiKey, Owner]:
-        key = self.key()
-        configured = self.scope.user_id
-        if configured is not None and user_id is not None and user_id != configured:
-            raise PermissionDeniedError("this server acts for another user")
-        user = configured or user_id
-        if user is None or not user.strip():
-            raise ConfideValidationError("user_id is required")
-        return key, Owner(key.account_id, user)
+        return principal
 
     async def run(
         self, name: str, user_id: str | None, arguments: dict[str, Any]
     ) -> dict[str, Any]:
-        """Run tool ``name`` for the resolved owner; Confide errors become tool errors."""
+        """Run tool ``name`` through the gate; Confide errors become tool errors."""
         try:
-            key, owner = await asyncio.to_thread(self.owner, user_id)
             given = {k: v for k, v in arguments.items() if v is not None and k != "user_id"}
-            args = parse_arguments(name, json.dumps(given))
-            if name == "memory_query":
-                agent = key.agent_for(arguments.get("agent"))
-                args = args.model_copy(update={"agent": agent})
-            return await self.services.dispatcher.call(name, args, owner=owner)
+            return await self.services.gate.call_tool(
+                self.principal(), name, given, user_id=user_id
+            )
         except ConfideError as exc:
             from mcp.server.mcpserver.exceptions import ToolError
 
@@ -132,10 +126,14 @@ class _Tools:
 
     async def memories(self, user_id: str) -> str:
         try:
-            _, owner = await asyncio.to_thread(self.owner, user_id)
-            memories = await self.services.aengine.list_memories(
-                MemoryFilter(account_id=owner.account_id, user_id=owner.user_id),
+            principal = self.principal()
+            owner = principal.acting_user(user_id)
+            memories = await asyncio.to_thread(
+                self.services.gate.list_memories,
+                principal,
+                MemoryFilter(account_id=principal.account_id, user_id=owner),
                 limit=_LIST_LIMIT,
+                offset=0,
             )
         except ConfideError as exc:
             from mcp.server.mcpserver.exceptions import ResourceError
@@ -152,7 +150,7 @@ class _Tools:
             }
             for m in memories
         ]
-        return json.dumps({"userId": owner.user_id, "memories": document})
+        return json.dumps({"userId": owner, "memories": document})
 
 
 _User = Annotated[str | None, Field(description=_USER_ID_PROPERTY)]
@@ -334,7 +332,12 @@ class _KeyVerifier:
             token=token,
             client_id=key.id,
             scopes=[],
-            claims={"key_id": key.id, "account_id": key.account_id, "agents": list(key.agents)},
+            claims={
+                "key_id": key.id,
+                "account_id": key.account_id,
+                "agents": list(key.agents),
+                "scope": key.scope,
+            },
         )
 
 

@@ -35,6 +35,7 @@ from confide.engine import MemoryEngine
 from confide.mcp_server import McpScope, create_mcp_server, mcp_http_app, open_services
 from confide.server.services import Services
 from confide.testing.loopback import serve_on_loopback
+from confide.types import MemoryFilter
 
 TOOLS = {
     "store_memory",
@@ -141,7 +142,7 @@ async def test_stdio_serves_every_tool_for_the_configured_user(tmp_path: Path) -
         )
         assert refused == (
             "Error executing tool forget_memory: PermissionDeniedError: "
-            "this server acts for another user"
+            "this caller acts for another user"
         )
         templates = await client.list_resource_templates()
         assert [t.uri_template for t in templates.resource_templates] == [
@@ -243,6 +244,42 @@ async def test_http_scopes_each_call_to_the_keys_account(http_server: HttpServer
             )
         )
         assert "NotFoundError" in missing
+
+
+@pytest.mark.asyncio
+async def test_http_a_read_key_queries_and_writes_nothing(http_server: HttpServer) -> None:
+    async with http_server.client(http_server.key("acme")) as client:
+        stored = _data(
+            await client.call_tool(
+                "store_memory",
+                {"memory_type": "fact", "key": "home_town", "value": "Oslo", "user_id": "ann"},
+            )
+        )
+    read_only = http_server.services.keys.create("acme", scope="read")
+    async with http_server.client(read_only) as client:
+        for name, arguments in (
+            ("forget_memory", {"memory_id": stored["memoryId"]}),
+            ("mark_private", {"key": "home_town"}),
+            ("update_memory", {"existing_key": "home_town", "new_value": "Bergen"}),
+            ("store_memory", {"memory_type": "fact", "key": "pet", "value": "a cat"}),
+        ):
+            refused = _error(await client.call_tool(name, {**arguments, "user_id": "ann"}))
+            assert refused == (
+                f"Error executing tool {name}: PermissionDeniedError: "
+                f"{name} needs an API key with the service scope"
+            )
+        answer = _data(
+            await client.call_tool("memory_query", {"query": "home town", "user_id": "ann"})
+        )
+        assert answer["success"] is True
+    [memory] = http_server.services.engine.list_memories(
+        MemoryFilter(account_id="acme", user_id="ann")
+    )
+    assert (memory.id, memory.value, memory.visibility.value) == (
+        stored["memoryId"],
+        "Oslo",
+        "private",
+    )
 
 
 @pytest.mark.asyncio

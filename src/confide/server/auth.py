@@ -23,7 +23,8 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from confide.errors import NotFoundError, PermissionDeniedError, ValidationError
+from confide.errors import NotFoundError, ValidationError
+from confide.gate import DEFAULT_AGENT, Principal, Scope
 from confide.storage.base import Storage
 from confide.storage.service import ApiKeyRow, ServiceTables
 
@@ -34,8 +35,6 @@ ADMIN_SCOPE = "admin"
 SERVICE_SCOPE = "service"
 READ_SCOPE = "read"
 SCOPES = (ADMIN_SCOPE, SERVICE_SCOPE, READ_SCOPE)
-DEFAULT_AGENT = "default"
-"""The agent of a key made without agents (the allowlist name Confide ships)."""
 _MAX_AGENT = 64  # the longest agent name ``memory_query`` accepts
 
 
@@ -62,9 +61,16 @@ class ApiKey:
         return self.scope == READ_SCOPE
 
     @property
+    def principal(self) -> Principal:
+        """Who a request with this key acts as, for the gate."""
+        return Principal(
+            account_id=self.account_id, scope=Scope(self.scope), agents=self.agents, key_id=self.id
+        )
+
+    @property
     def allowed_agents(self) -> tuple[str, ...]:
         """The agents requests with this key may name (``default`` for an unbound key)."""
-        return self.agents or (DEFAULT_AGENT,)
+        return self.principal.allowed_agents
 
     def agent_for(self, requested: str | None) -> str:
         """The agent a request acts as: the one it names, or the key's first.
@@ -72,11 +78,7 @@ class ApiKey:
         Raises:
             PermissionDeniedError: the request names an agent the key is not bound to.
         """
-        if requested is None:
-            return self.allowed_agents[0]
-        if requested not in self.allowed_agents:
-            raise PermissionDeniedError(f"API key may not act as agent {requested!r}")
-        return requested
+        return self.principal.agent_for(requested)
 
 
 def scope_of(stored: str) -> str:

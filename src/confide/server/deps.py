@@ -14,6 +14,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from confide.gate import Principal
 from confide.server.auth import ApiKey
 from confide.server.errors import ApiError
 from confide.server.services import Services
@@ -21,6 +22,7 @@ from confide.server.services import Services
 __all__ = [
     "Account",
     "AdminAccount",
+    "Caller",
     "Key",
     "Svc",
     "check_account",
@@ -28,6 +30,7 @@ __all__ = [
     "require_account",
     "require_admin_account",
     "require_key",
+    "require_principal",
 ]
 
 _bearer = HTTPBearer(auto_error=False, description="An API key from `confide keys create`.")
@@ -56,7 +59,7 @@ async def require_key(
 
 
 _READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-_READ_POSTS = ("/v1/memory_query", "/retrieve")
+_READ_POSTS = ("/v1/memory_query", "/v1/search", "/retrieve")
 """POST routes that change nothing (a query's body is too large for a URL)."""
 
 
@@ -65,6 +68,11 @@ def _reads(request: Request) -> bool:
     if request.method in _READ_METHODS:
         return True
     return request.method == "POST" and request.url.path.endswith(_READ_POSTS)
+
+
+async def require_principal(key: Annotated[ApiKey, Depends(require_key)]) -> Principal:
+    """Who the request acts as, for the gate (:mod:`confide.gate`)."""
+    return key.principal
 
 
 async def require_account(key: Annotated[ApiKey, Depends(require_key)]) -> str:
@@ -87,5 +95,6 @@ def check_account(key_account: str, requested: str | None) -> None:
 
 Svc = Annotated[Services, Depends(get_services)]
 Key = Annotated[ApiKey, Depends(require_key)]
+Caller = Annotated[Principal, Depends(require_principal)]
 Account = Annotated[str, Depends(require_account)]
 AdminAccount = Annotated[str, Depends(require_admin_account)]

@@ -34,6 +34,7 @@ from confide.conversation.summarizer import SessionSummarizer, skip_reason
 from confide.embedders.base import Embedder
 from confide.engine import MemoryEngine
 from confide.errors import NotFoundError, SessionHeldError
+from confide.gate import Gate
 from confide.llm.registry import llm_from_settings
 from confide.llm.usage import MeteredLLM, UsageLedger
 from confide.server.auth import ApiKeys
@@ -198,6 +199,7 @@ class Services:
             procedural=ProceduralGate(min_confidence=settings.procedural_min_confidence),
             user_turns=self._user_turns,
         )
+        self.gate = Gate(engine, self.dispatcher)
         self.summarizer = SessionSummarizer(
             engine,
             proposals=self.proposals,

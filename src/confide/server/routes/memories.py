@@ -1,14 +1,16 @@
-"""``/v1/memories``: the core store over REST, scoped to the API key's account."""
+"""``/v1/memories``: the core store over REST, through the gate under the API key's principal
+(its account, its scope; app memories need an admin key, see :mod:`confide.gate`)."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Response
 
 from confide.engine.core import MAX_OFFSET
-from confide.server.deps import Account, Svc
+from confide.server.deps import Caller, Svc
 from confide.server.errors import ApiError
 from confide.server.schemas import (
     HistoryList,
@@ -19,7 +21,7 @@ from confide.server.schemas import (
     PatchMemoryBody,
     ToolResponse,
 )
-from confide.types import Memory, MemoryFilter, MemoryState, Source
+from confide.types import Memory, MemoryFilter, MemoryState
 
 router = APIRouter(prefix="/v1/memories", tags=["memories"])
 
@@ -63,7 +65,7 @@ def _expected_row_version(if_match: str | None) -> int | None:
 @router.get("", response_model=MemoryList)
 async def list_memories(
     services: Svc,
-    account: Account,
+    caller: Caller,
     user_id: Annotated[str, Query(min_length=1, max_length=256)],
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
@@ -72,29 +74,29 @@ async def list_memories(
     """A user's active memories (and forgotten ones, still restorable, on request), newest
     first."""
     states = (MemoryState.ACTIVE, MemoryState.SOFT_DELETED) if include_forgotten else None
-    flt = MemoryFilter(account_id=account, user_id=user_id)
+    flt = MemoryFilter(account_id=caller.account_id, user_id=user_id)
     if states is not None:
         flt = flt.model_copy(update={"states": states})
-    memories = await services.aengine.list_memories(flt, limit=limit, offset=offset)
+    memories = await asyncio.to_thread(
+        services.gate.list_memories, caller, flt, limit=limit, offset=offset
+    )
     return MemoryList(memories=[MemoryOut.of(m) for m in memories])
 
 
 @router.post("", response_model=MemoryOut, status_code=201)
-async def create_memory(body: NewMemoryBody, services: Svc, account: Account) -> MemoryOut:
+async def create_memory(body: NewMemoryBody, services: Svc, caller: Caller) -> MemoryOut:
     """Store a memory (no de-duplication: the caller asked for exactly this)."""
-    memory = await services.aengine.store(
-        {**body.model_dump(), "account_id": account, "source": Source.API}, actor="api"
-    )
+    memory = await asyncio.to_thread(services.gate.store, caller, body.model_dump(), actor="api")
     services.metrics.memory_written("created")
     return MemoryOut.of(memory)
 
 
 @router.get("/{memory_id}", response_model=MemoryOut)
 async def get_memory(
-    memory_id: str, services: Svc, account: Account, response: Response
+    memory_id: str, services: Svc, caller: Caller, response: Response
 ) -> MemoryOut:
     """One memory version; its ``ETag`` is what ``PATCH`` takes as ``If-Match``."""
-    return _out(await services.aengine.get(memory_id, account_id=account), response)
+    return _out(await asyncio.to_thread(services.gate.get, caller, memory_id), response)
 
 
 @router.patch("/{memory_id}", response_model=MemoryOut, responses=_PATCH_ERRORS)
@@ -102,7 +104,7 @@ async def patch_memory(
     memory_id: str,
     body: PatchMemoryBody,
     services: Svc,
-    account: Account,
+    caller: Caller,
     response: Response,
     if_match: Annotated[
         str | None,
@@ -111,8 +113,8 @@ async def patch_memory(
                 "The ETag of this memory as last read (GET or PATCH answers carry it). The "
                 "change applies only while this id is still the memory's current version, "
                 "unchanged since (not forgotten, restored, re-marked or updated): else 412. "
-                "Without it, a writer that changed the memory meanwhile still fails the "
-                "update with 409."
+                "Without it, a version that a newer one superseded, or a writer that "
+                "changed the memory meanwhile, still fails the update with 409."
             ),
             examples=['"3"'],
         ),
@@ -120,10 +122,11 @@ async def patch_memory(
 ) -> MemoryOut:
     """Write a new version with the given fields changed (the answer is that version)."""
     patch = body.model_dump(exclude_none=True)
-    memory = await services.aengine.update(
+    memory = await asyncio.to_thread(
+        services.gate.update,
+        caller,
         memory_id,
         patch,
-        account_id=account,
         actor="api",
         expected_row_version=_expected_row_version(if_match),
     )
@@ -136,25 +139,26 @@ async def patch_memory(
 
 @router.delete("/{memory_id}", response_model=MemoryOut)
 async def forget_memory(
-    memory_id: str, services: Svc, account: Account, response: Response
+    memory_id: str, services: Svc, caller: Caller, response: Response
 ) -> MemoryOut:
     """Soft-delete a memory (restorable until purged)."""
-    return _out(await services.aengine.forget(memory_id, account_id=account, actor="api"), response)
+    memory = await asyncio.to_thread(services.gate.forget, caller, memory_id, actor="api")
+    return _out(memory, response)
 
 
 @router.post("/{memory_id}/restore", response_model=MemoryOut)
 async def restore_memory(
-    memory_id: str, services: Svc, account: Account, response: Response
+    memory_id: str, services: Svc, caller: Caller, response: Response
 ) -> MemoryOut:
     """Bring a forgotten memory back."""
-    memory = await services.aengine.restore(memory_id, account_id=account, actor="api")
+    memory = await asyncio.to_thread(services.gate.restore, caller, memory_id, actor="api")
     return _out(memory, response)
 
 
 @router.get("/{memory_id}/history", response_model=HistoryList)
-async def memory_history(memory_id: str, services: Svc, account: Account) -> HistoryList:
+async def memory_history(memory_id: str, services: Svc, caller: Caller) -> HistoryList:
     """Audit events of every version, newest first (no values)."""
-    events = await services.aengine.history(memory_id, account_id=account)
+    events = await asyncio.to_thread(services.gate.history, caller, memory_id)
     return HistoryList(
         history=[
             HistoryOut(

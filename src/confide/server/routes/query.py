@@ -7,9 +7,8 @@ from typing import Any
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
-from confide.conversation.dispatcher import Owner
 from confide.conversation.tools import MemoryQueryArgs
-from confide.server.deps import Key, Svc
+from confide.server.deps import Caller, Svc
 from confide.types import validated
 
 router = APIRouter(prefix="/v1", tags=["retrieval"])
@@ -55,16 +54,13 @@ class MemoryQueryResponse(BaseModel):
 
 
 @router.post("/memory_query", response_model=MemoryQueryResponse)
-async def memory_query(body: MemoryQueryBody, key: Key, services: Svc) -> dict[str, Any]:
+async def memory_query(body: MemoryQueryBody, caller: Caller, services: Svc) -> dict[str, Any]:
     """Hybrid retrieval under the agent's category allowlist, filters and token budget.
 
     The agent must be one the API key is bound to (403 otherwise); a body naming none acts
     as the key's first agent, or ``default`` for a key made without agents.
     """
-    agent = key.agent_for(body.agent)
     fields = body.model_dump(by_alias=True, exclude={"user_id"}, exclude_none=True)
-    args = validated(MemoryQueryArgs, {**fields, "agent": agent})
-    # Through the dispatcher, like the tool: one path, one operational event.
-    return await services.dispatcher.call(
-        "memory_query", args, owner=Owner(key.account_id, body.user_id)
-    )
+    args = validated(MemoryQueryArgs, fields)
+    # Through the gate and the dispatcher, like the tool: one path, one operational event.
+    return await services.gate.call_tool(caller, "memory_query", args, user_id=body.user_id)

@@ -9,9 +9,10 @@ A call's turns live in the memory of the one process holding the call (the first
 a turn, open this socket or end it); the socket reaching another process is refused before
 the upgrade with 409 ``{"error": "Call session is held by another worker", "worker": ...}``.
 
-Tool calls run under that key: it is verified again at each call, so a key revoked while
-the socket is open stops its tools and closes the socket, and ``memory_query`` may only act
-as an agent the key is bound to (:meth:`~confide.server.auth.ApiKey.agent_for`).
+Tool calls run through the gate under that key: it is verified again at each call, so a key
+revoked while the socket is open stops its tools and closes the socket, and ``memory_query``
+may only act as an agent the key is bound to. A key that may only read opens no call (its
+turns would become memories): the socket is closed with 1008 before it is accepted.
 """
 
 from __future__ import annotations
@@ -23,9 +24,8 @@ from fastapi import APIRouter, WebSocket, WebSocketDisconnect, status
 from fastapi.responses import JSONResponse
 
 from confide.conversation.buffer import Session
-from confide.conversation.dispatcher import EngineDispatcher, Owner
-from confide.conversation.tools import MemoryQueryArgs, parse_arguments
 from confide.errors import ConfideError, PermissionDeniedError, SessionHeldError
+from confide.gate import Gate
 from confide.server.auth import ApiKeys
 from confide.server.errors import held_body
 from confide.server.services import Services
@@ -34,36 +34,40 @@ router = APIRouter(tags=["sessions"])
 
 
 class KeyBoundDispatcher:
-    """Runs one socket's tool calls under its API key (the Realtime ``Dispatcher``).
+    """Runs one socket's tool calls through the gate under its API key (the Realtime
+    ``Dispatcher``).
 
     Args:
-        inner: the service's dispatcher.
+        gate: the service's gate.
         keys: where the key is verified.
         token: the socket's bearer token.
     """
 
-    def __init__(self, inner: EngineDispatcher, keys: ApiKeys, token: str) -> None:
-        self._inner = inner
+    def __init__(self, gate: Gate, keys: ApiKeys, token: str) -> None:
+        self._gate = gate
         self._keys = keys
         self._token = token
         self.revoked = False
 
     async def dispatch(self, name: str, arguments_json: str, session: Session) -> dict[str, Any]:
-        """Verify the key, hold ``memory_query`` to the key's agents, then run the tool.
+        """Verify the key again, then run the tool through the gate for the call's user.
 
         Raises:
-            PermissionDeniedError: the key was revoked, or names an agent it is not bound to.
+            PermissionDeniedError: the key was revoked, may only read, or names an agent it
+                is not bound to.
             ValidationError: unknown tool or invalid arguments.
         """
         key = await asyncio.to_thread(self._keys.verify, self._token)
         if key is None:
             self.revoked = True
             raise PermissionDeniedError("API key is no longer valid")
-        args = parse_arguments(name, arguments_json)
-        if isinstance(args, MemoryQueryArgs):
-            args = args.model_copy(update={"agent": key.agent_for(args.agent)})
-        owner = Owner(session.account_id, session.user_id, session.session_id)
-        return await self._inner.call(name, args, owner=owner)
+        return await self._gate.call_tool(
+            key.principal,
+            name,
+            arguments_json,
+            user_id=session.user_id,
+            session_id=session.session_id,
+        )
 
 
 @router.websocket("/sessions/{call_session_id}/realtime")
@@ -72,11 +76,14 @@ async def realtime(websocket: WebSocket, call_session_id: str) -> None:
     services: Services = websocket.app.state.services
     header = websocket.headers.get("authorization", "")
     token = header[7:] if header.lower().startswith("bearer ") else ""
-    account = await asyncio.to_thread(services.keys.account_of, token) if token else None
-    if account is None:
+    key = await asyncio.to_thread(services.keys.verify, token) if token else None
+    if key is None:
         await websocket.close(code=status.WS_1008_POLICY_VIOLATION)
         return
+    account = key.account_id
     try:
+        # The call's turns become memories when it ends: a key that may only read holds none.
+        services.gate.open_call(key.principal)
         row = await asyncio.to_thread(services.session_of, call_session_id, account_id=account)
         # Another process holding the call's turns: refused before the upgrade, with the
         # same 409 answer as ``/turns`` (a socket here would buffer part of the call).
@@ -92,10 +99,9 @@ async def realtime(websocket: WebSocket, call_session_id: str) -> None:
     # (extraction as ``POST /sessions/{id}/end`` schedules it, once even if both happen).
     await services.connect_session(row)
     session = services.buffer_session(row)
-    dispatcher = KeyBoundDispatcher(services.dispatcher, services.keys, token)
-    key = await asyncio.to_thread(services.keys.verify, token)
+    dispatcher = KeyBoundDispatcher(services.gate, services.keys, token)
     # The delta header goes to the agent the key acts as, like its memory_query answers.
-    reader = key.agent_for(None) if key is not None else "default"
+    reader = key.agent_for(None)
     adapter = services.adapter(session.session_id, dispatcher=dispatcher, reader=reader)
     await websocket.send_json(await adapter.session_update())
     try:

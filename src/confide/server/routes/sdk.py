@@ -13,6 +13,7 @@ from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
 from confide.errors import ValidationError
+from confide.gate import require_write
 from confide.server.deps import Key, Svc, check_account
 from confide.server.schemas import MemoryOut, documented
 from confide.server.services import Services
@@ -92,13 +93,16 @@ async def account(key: Key) -> AccountOut:
 async def add(body: AddBody, key: Key, services: Svc) -> AddOut:
     """Remember a text, or what a conversation says about the user (de-duplicated)."""
     check_account(key.account_id, body.account_id)
+    principal = key.principal
+    require_write(principal, "adding memories")
+    user = services.gate.user(principal, body.user_id)
     sdk = _sdk(services)
     extra = {} if body.key is None else {"key": body.key}
     try:
         stored = await asyncio.to_thread(
             sdk.add,
             body.data,
-            user_id=body.user_id,
+            user_id=user,
             account_id=key.account_id,
             type=body.type,
             **extra,
@@ -113,11 +117,13 @@ async def add(body: AddBody, key: Key, services: Svc) -> AddOut:
 async def search(body: SearchBody, key: Key, services: Svc) -> SearchOut:
     """Hybrid retrieval over every category the agent may read, with scores."""
     check_account(key.account_id, body.account_id)
-    agent = key.agent_for(body.agent)
+    principal = key.principal
+    agent = principal.agent_for(body.agent)
+    user = services.gate.user(principal, body.user_id)
     results = await asyncio.to_thread(
         _sdk(services).search,
         body.query,
-        user_id=body.user_id,
+        user_id=user,
         account_id=key.account_id,
         agent=agent,
         top_k=body.top_k,

@@ -10,7 +10,6 @@ from fastapi import APIRouter
 from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
 
-from confide.conversation.dispatcher import Owner
 from confide.conversation.tools import (
     ForgetMemoryArgs,
     MarkPrivateArgs,
@@ -18,7 +17,8 @@ from confide.conversation.tools import (
     UpdateMemoryArgs,
 )
 from confide.errors import ConfideError
-from confide.server.deps import Account, Svc, check_account
+from confide.gate import Principal
+from confide.server.deps import Caller, Svc, check_account
 from confide.server.errors import ApiError, allowed_values
 from confide.server.schemas import (
     StoreMemoryBody,
@@ -85,15 +85,17 @@ def _args(model: type[BaseModel], data: dict[str, Any], body: type[BaseModel]) -
 
 
 async def _run(
-    services: Services, account: str, body: ToolCallBody, tool: str, args: BaseModel
+    services: Services, caller: Principal, body: ToolCallBody, tool: str, args: BaseModel
 ) -> dict[str, Any]:
+    account = caller.account_id
     check_account(account, body.account_id)
     assert body.call_session_id is not None and body.line_id is not None
     row = await asyncio.to_thread(services.session_of, body.call_session_id, account_id=account)
     if row.user_id != body.line_id:
         raise ApiError(404, "Call session not found")
-    owner = Owner(account, body.line_id, row.id)
-    result = await services.dispatcher.call(tool, args, owner=owner)
+    result = await services.gate.call_tool(
+        caller, tool, args, user_id=body.line_id, session_id=row.id
+    )
     key = getattr(args, "key", None) or getattr(args, "existing_key", None)
     if tool in ("store_memory", "update_memory") and isinstance(key, str):
         # A session ended in this process has nothing left to skip.
@@ -108,7 +110,7 @@ async def _run(
     responses=_ERRORS,
     response_model_exclude_none=True,
 )
-async def store_memory(body: StoreMemoryBody, services: Svc, account: Account) -> dict[str, Any]:
+async def store_memory(body: StoreMemoryBody, services: Svc, caller: Caller) -> dict[str, Any]:
     """Store a memory silently; a ``follow_up`` with ``suggestReminder`` offers a reminder."""
     _require(body, *_CALL, "memory_type", "key", "value")
     args = _args(
@@ -122,7 +124,7 @@ async def store_memory(body: StoreMemoryBody, services: Svc, account: Account) -
         },
         StoreMemoryBody,
     )
-    return await _run(services, account, body, "store_memory", args)
+    return await _run(services, caller, body, "store_memory", args)
 
 
 @router.post(
@@ -131,7 +133,7 @@ async def store_memory(body: StoreMemoryBody, services: Svc, account: Account) -
     responses=_ERRORS,
     response_model_exclude_none=True,
 )
-async def update_memory(body: UpdateMemoryBody, services: Svc, account: Account) -> dict[str, Any]:
+async def update_memory(body: UpdateMemoryBody, services: Svc, caller: Caller) -> dict[str, Any]:
     """Update the memory with ``existingKey`` (case-insensitive), or create it."""
     _require(body, *_CALL, "existing_key", "new_value")
     data: dict[str, Any] = {"existing_key": body.existing_key, "new_value": body.new_value}
@@ -140,7 +142,7 @@ async def update_memory(body: UpdateMemoryBody, services: Svc, account: Account)
     if body.confidence is not None:
         data["confidence"] = body.confidence
     args = _args(UpdateMemoryArgs, data, UpdateMemoryBody)
-    return await _run(services, account, body, "update_memory", args)
+    return await _run(services, caller, body, "update_memory", args)
 
 
 @router.post(
@@ -149,11 +151,11 @@ async def update_memory(body: UpdateMemoryBody, services: Svc, account: Account)
     responses=_ERRORS,
     response_model_exclude_none=True,
 )
-async def forget_memory(body: TargetBody, services: Svc, account: Account) -> dict[str, Any]:
+async def forget_memory(body: TargetBody, services: Svc, caller: Caller) -> dict[str, Any]:
     """Forget (soft-delete) a memory by ``key`` or ``memoryId``."""
     _require(body, *_CALL, one_of=("key", "memory_id"))
     args = _args(ForgetMemoryArgs, {"key": body.key, "memory_id": body.memory_id}, TargetBody)
-    return await _run(services, account, body, "forget_memory", args)
+    return await _run(services, caller, body, "forget_memory", args)
 
 
 @router.post(
@@ -162,8 +164,8 @@ async def forget_memory(body: TargetBody, services: Svc, account: Account) -> di
     responses=_ERRORS,
     response_model_exclude_none=True,
 )
-async def mark_private(body: TargetBody, services: Svc, account: Account) -> dict[str, Any]:
+async def mark_private(body: TargetBody, services: Svc, caller: Caller) -> dict[str, Any]:
     """Make a memory private to its user, by ``key`` or ``memoryId``."""
     _require(body, *_CALL, one_of=("key", "memory_id"))
     args = _args(MarkPrivateArgs, {"key": body.key, "memory_id": body.memory_id}, TargetBody)
-    return await _run(services, account, body, "mark_private", args)
+    return await _run(services, caller, body, "mark_private", args)

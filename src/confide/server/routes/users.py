@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path
 
-from confide.server.deps import Account, AdminAccount, Svc
+from confide.server.deps import Account, AdminAccount, Caller, Svc
 
 router = APIRouter(prefix="/v1/users", tags=["users"])
 UserId = Annotated[str, Path(min_length=1, max_length=256)]
@@ -21,9 +21,9 @@ async def list_users(services: Svc, account: Account) -> dict[str, list[str]]:
 
 
 @router.get("/{user_id}/export")
-async def export_user(user_id: UserId, services: Svc, account: Account) -> dict[str, Any]:
+async def export_user(user_id: UserId, services: Svc, caller: Caller) -> dict[str, Any]:
     """Everything the user owns in the key's account, decrypted, as a JSON document."""
-    return await asyncio.to_thread(services.engine.export_user, account_id=account, user_id=user_id)
+    return await asyncio.to_thread(services.gate.export_user, caller, user_id)
 
 
 @router.delete("/{user_id}")
