@@ -12,13 +12,13 @@ import atexit
 import os
 import shutil
 import tempfile
-import time
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
 import pytest
 import time_machine
+from tests.clock import clock_env
 
 if "XDG_RUNTIME_DIR" not in os.environ:
     _runtime = tempfile.mkdtemp(prefix="confide-xdg-")
@@ -38,8 +38,6 @@ from confide.testing.postgres import EmbeddedPostgres, create_schema
 # own tester, to run a backend's suite as its author would.
 pytest_plugins = ["confide.testing.conformance", "pytester"]
 
-CLOCK_SITE = Path(__file__).parent / "clock_site"
-
 
 def pytest_configure(config: pytest.Config) -> None:
     """Start the suite's clock at ``TEST_CLOCK`` (an ISO 8601 instant) when it is set."""
@@ -49,10 +47,7 @@ def pytest_configure(config: pytest.Config) -> None:
     instant = datetime.fromisoformat(value)
     if instant.tzinfo is None:
         raise pytest.UsageError(f"TEST_CLOCK needs a time zone (e.g. {value}Z), got {value!r}")
-    os.environ["TEST_CLOCK_SHIFT_SECONDS"] = repr(instant.timestamp() - time.time())
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        [str(CLOCK_SITE), *filter(None, [os.environ.get("PYTHONPATH")])]
-    )
+    os.environ.update(clock_env(os.environ, instant))
     time_machine.travel(instant, tick=True).start()
 
 

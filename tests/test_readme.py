@@ -6,11 +6,15 @@ import os
 import re
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from tests.clock import clock_env
 
 README = Path(__file__).resolve().parent.parent / "README.md"
+WRITTEN = datetime(2026, 11, 28, 12, tzinfo=UTC)
+"""When the quick start's output in the README was printed."""
 
 
 def quick_start() -> tuple[str, str]:
@@ -31,6 +35,9 @@ def test_readme_quick_start_prints_what_the_readme_shows(tmp_path: Path) -> None
         if not k.startswith(("CONFIDE_", "XAI_")) and k != "MEMORY_ENCRYPTION_KEY"
     }
     env["CONFIDE_HOME"] = str(tmp_path / "home")
+    # A memory's vector embeds its date ("(28 November 2026) Her dog ..."), so the scores the
+    # README prints are those of the day it was written: the script runs on that day.
+    env = clock_env(env, WRITTEN)
     script = tmp_path / "quick_start.py"
     script.write_text(code, encoding="utf-8")
     first = subprocess.run(
