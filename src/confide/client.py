@@ -43,6 +43,7 @@ from confide.conversation.summarizer import EngineMemorySink, extractor_from_set
 from confide.embedders import Embedder, configured_embedder
 from confide.engine import MemoryEngine
 from confide.errors import ProviderError, ValidationError
+from confide.gate import DEFAULT_AGENT
 from confide.index.vectors import VectorIndexer
 from confide.llm.base import LLM
 from confide.llm.candidates import Candidate
@@ -433,14 +434,18 @@ class Confide:
         user_id: str,
         conversation_id: str,
         channel: str | None = None,
+        agent: str = DEFAULT_AGENT,
     ) -> ConversationHistory:
-        """A conversation's recent messages with memory as context messages."""
+        """A conversation's recent messages with memory as context messages, of the
+        categories ``agent`` may read (:class:`~confide.errors.PermissionDeniedError` for an
+        agent without an allowlist)."""
         return self.chat.retrieve(
             input,
             account_id=account_id,
             user_id=user_id,
             conversation_id=conversation_id,
             channel=channel,
+            categories=self.memory_query.categories.resolve(agent),
         )
 
     def deliver(
@@ -456,15 +461,17 @@ class Confide:
     ) -> Delivery:
         """What to send ``agent``'s model this turn, as its profile's delivery mode says
         (``profiles`` in the categories YAML; :class:`~confide.errors.ValidationError` when
-        the agent has none)."""
+        the agent has none), with the memories of the categories its allowlist grants."""
+        categories = self.memory_query.categories
         return self.chat.deliver(
-            self.memory_query.categories.profile(agent),
+            categories.profile(agent),
             input,
             account_id=account_id,
             user_id=user_id,
             conversation_id=conversation_id,
             subject_id=subject_id,
             channel=channel,
+            categories=categories.resolve(agent),
         )
 
     def end_app_conversation(

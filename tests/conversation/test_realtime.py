@@ -55,10 +55,12 @@ class ListLoader:
         self.store = store
         self.fail = fail
 
-    async def load(self, *, account_id: str, user_id: str) -> Sequence[Memory]:
+    async def load(
+        self, *, account_id: str, user_id: str, categories: Sequence[str] | None = None
+    ) -> Sequence[Memory]:
         if self.fail:
             raise StorageError("database unavailable")
-        return list(self.store)
+        return [m for m in self.store if categories is None or m.category in categories]
 
 
 class Harness:

@@ -80,8 +80,12 @@ class HistoryBuilder:
         user_id: str,
         conversation_id: str,
         channel: str | None = None,
+        categories: Sequence[str] | None = None,
     ) -> ConversationHistory:
         """The history of one conversation for the input ``text``.
+
+        ``categories`` are the memory categories the reading agent may see (its allowlist,
+        resolved by the caller); ``None`` reads every category.
 
         The window spans every channel of the conversation; ``channel`` (where the reply
         goes) is accepted for callers that pass it through, and picks the channel's
@@ -97,12 +101,21 @@ class HistoryBuilder:
         subject = next((m.subject_id for m in reversed(recent) if m.subject_id), None)
         context: list[ContextMessage] = []
         long_term = _tier(
-            "long-term", lambda: self.long_term(text, account_id=account_id, user_id=user_id)
+            "long-term",
+            lambda: self.long_term(
+                text, account_id=account_id, user_id=user_id, categories=categories
+            ),
         )
         shown = {m.id for m in long_term or ()}
         semantic = _tier(
             "semantic",
-            lambda: self.semantic(text, account_id=account_id, user_id=user_id, subject=subject),
+            lambda: self.semantic(
+                text,
+                account_id=account_id,
+                user_id=user_id,
+                subject=subject,
+                categories=categories,
+            ),
         )
         semantic = [m for m in semantic or () if m.id not in shown]
         if self.ops is not None:
@@ -118,7 +131,7 @@ class HistoryBuilder:
             context.append(_bullets(LONG_TERM_HEADER, long_term))
         if semantic:
             context.append(_bullets(SEMANTIC_HEADER, semantic))
-        if subject is not None:
+        if subject is not None and (categories is None or FACT_MEMORY_CATEGORY in categories):
             section = _tier(
                 "facts",
                 lambda: facts_section(
@@ -142,13 +155,24 @@ class HistoryBuilder:
             ),
         )
 
-    def long_term(self, text: str, *, account_id: str, user_id: str) -> list[Memory]:
-        """The user's important memories that share words with ``text``, best first."""
+    def long_term(
+        self,
+        text: str,
+        *,
+        account_id: str,
+        user_id: str,
+        categories: Sequence[str] | None = None,
+    ) -> list[Memory]:
+        """The user's important memories that share words with ``text``, best first (of
+        ``categories`` only, when given)."""
         tokens = self.reader.blind_terms(account_id, terms(text))
         if not tokens:
             return []
         flt = MemoryFilter(
-            account_id=account_id, user_id=user_id, importance_min=self.long_term_importance
+            account_id=account_id,
+            user_id=user_id,
+            importance_min=self.long_term_importance,
+            categories=None if categories is None else tuple(categories),
         )
         hits = self.reader.search_index.lexical_search(
             flt, tokens, 2 * self.long_term_limit, k1=self.bm25.k1, b=self.bm25.b
@@ -161,13 +185,24 @@ class HistoryBuilder:
         return found[: self.long_term_limit]
 
     def semantic(
-        self, text: str, *, account_id: str, user_id: str, subject: str | None
+        self,
+        text: str,
+        *,
+        account_id: str,
+        user_id: str,
+        subject: str | None,
+        categories: Sequence[str] | None = None,
     ) -> list[Memory]:
-        """Chunks (same subject) and memories at least :attr:`semantic_min` similar."""
+        """Chunks (same subject) and memories at least :attr:`semantic_min` similar (of
+        ``categories`` only, when given)."""
         if self.embedder is None:
             return []
         vector: Vector = self.embedder.embed_one(text)
-        flt = MemoryFilter(account_id=account_id, user_id=user_id)
+        flt = MemoryFilter(
+            account_id=account_id,
+            user_id=user_id,
+            categories=None if categories is None else tuple(categories),
+        )
         hits = self.reader.search_index.vector_search(flt, vector, 4 * self.semantic_limit)
         close = [h for h in hits if h.score >= self.semantic_min]
         found = [

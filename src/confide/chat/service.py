@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from typing import Any, TypeVar
 
 from confide.chat.facts import FACT_MEMORY_CATEGORY, SubjectFacts, facts_section
@@ -142,11 +142,14 @@ class ChatMemory:
         user_id: str,
         conversation_id: str,
         channel: str | None = None,
+        categories: Sequence[str] | None = None,
     ) -> ConversationHistory:
         """The conversation's recent messages and memory as context messages.
 
-        Raises :class:`~confide.errors.NotFoundError` for another user's conversation; a
-        context tier that fails is logged (counts only) and left out.
+        ``categories``: the memory categories the reading agent may see (its allowlist, as
+        :meth:`~confide.retrieval.categories.CategoriesConfig.resolve` gives it); ``None``:
+        every category. Raises :class:`~confide.errors.NotFoundError` for another user's
+        conversation; a context tier that fails is logged (counts only) and left out.
         """
         return self.history.build(
             text,
@@ -154,6 +157,7 @@ class ChatMemory:
             user_id=user_id,
             conversation_id=conversation_id,
             channel=channel,
+            categories=categories,
         )
 
     # ---- prompts -----------------------------------------------------------------------------
@@ -168,6 +172,7 @@ class ChatMemory:
         subject_id: str | None = None,
         channel: str | None = None,
         memory_limit: int = 100,
+        categories: Sequence[str] | None = None,
     ) -> Delivery:
         """What to send the profile's model for this turn, in the profile's delivery mode.
 
@@ -175,6 +180,8 @@ class ChatMemory:
         messages, the conversation's recent messages (``conversation_id`` required).
         ``instructions``: the static prompt with the user's memories (at most
         ``memory_limit``) and, given ``subject_id``, the subject's facts written in.
+        ``categories`` limits the memories (and the facts) to the agent's allowlist, as in
+        :meth:`retrieve`.
         """
         static = build_static_prompt(profile, channel=channel)
         if profile.delivery is DeliveryMode.HISTORY:
@@ -186,6 +193,7 @@ class ChatMemory:
                 user_id=user_id,
                 conversation_id=conversation_id,
                 channel=channel,
+                categories=categories,
             )
             return Delivery(
                 DeliveryMode.HISTORY, static, history.context_messages, history.messages
@@ -193,13 +201,18 @@ class ChatMemory:
         memories = [
             m
             for m in self.engine.list_memories(
-                MemoryFilter(account_id=account_id, user_id=user_id), limit=memory_limit
+                MemoryFilter(
+                    account_id=account_id,
+                    user_id=user_id,
+                    categories=None if categories is None else tuple(categories),
+                ),
+                limit=memory_limit,
             )
             # Facts come with their visibility below; procedures only when asked for.
             if m.category != FACT_MEMORY_CATEGORY and in_default_context(m)
         ]
         prompt = build_system_prompt(static, memories)
-        if subject_id is not None:
+        if subject_id is not None and (categories is None or FACT_MEMORY_CATEGORY in categories):
             section = self.facts_prompt(
                 account_id=account_id, user_id=user_id, subject_id=subject_id
             )

@@ -44,16 +44,27 @@ class Dispatcher(Protocol):
 class MemoryLoader(Protocol):
     """Loads the memories that go into the agent's instructions."""
 
-    async def load(self, *, account_id: str, user_id: str) -> Sequence[Memory]:
-        """The user's active memories, most useful first."""
+    async def load(
+        self, *, account_id: str, user_id: str, categories: Sequence[str] | None = None
+    ) -> Sequence[Memory]:
+        """The user's active memories, most useful first (of ``categories`` only, when
+        given)."""
         ...
 
 
 class DeltaSource(Protocol):
     """The delta header a reader has not been shown yet (delivering marks it seen)."""
 
-    async def deliver(self, *, account_id: str, user_id: str, reader: str) -> str:
-        """``Memory updates since rev {X}:`` and its bullets, or ``""``."""
+    async def deliver(
+        self,
+        *,
+        account_id: str,
+        user_id: str,
+        reader: str,
+        categories: Sequence[str] | None = None,
+    ) -> str:
+        """``Memory updates since rev {X}:`` and its bullets (of ``categories`` only, when
+        given), or ``""``."""
         ...
 
 
@@ -68,6 +79,8 @@ class RealtimeAdapter:
         instructions: the agent's own instructions, before the memory sections.
         deltas: the delta header source; without one instructions carry no header.
         reader: the agent the header is delivered to (its seen revision advances).
+        categories: the memory categories the instructions may carry (the reader's
+            allowlist); ``None``: every category.
     """
 
     def __init__(
@@ -80,8 +93,10 @@ class RealtimeAdapter:
         instructions: str,
         deltas: DeltaSource | None = None,
         reader: str = "default",
+        categories: Sequence[str] | None = None,
     ) -> None:
         self._buffer = buffer
+        self._categories = categories
         self._deltas = deltas
         self._reader = reader
         self._session_id = session_id
@@ -99,11 +114,16 @@ class RealtimeAdapter:
             ConfideError: the session is not open, or loading memories failed.
         """
         session = self._session()
-        memories = await self._memories.load(account_id=session.account_id, user_id=session.user_id)
+        memories = await self._memories.load(
+            account_id=session.account_id, user_id=session.user_id, categories=self._categories
+        )
         instructions = build_system_prompt(self._instructions, memories)
         if self._deltas is not None:
             header = await self._deltas.deliver(
-                account_id=session.account_id, user_id=session.user_id, reader=self._reader
+                account_id=session.account_id,
+                user_id=session.user_id,
+                reader=self._reader,
+                categories=self._categories,
             )
             if header:
                 instructions = f"{header}\n\n{instructions}"

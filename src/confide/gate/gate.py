@@ -7,8 +7,8 @@ gate decides what that principal may do and then runs the operation:
 - **Scope.** A ``read`` principal changes nothing: the write tools (``store_memory``,
   ``update_memory``, ``forget_memory``, ``mark_private``), a call session (it ends in an
   extraction) and every write by id are refused with :class:`PermissionDeniedError`.
-- **Agents.** ``memory_query`` acts as an agent the principal is bound to, and so reads
-  within that agent's category allowlist.
+- **Agents.** ``memory_query``, a chat's history and a call's instructions act as an agent
+  the principal is bound to, and so carry only the categories of that agent's allowlist.
 - **App memories** (owner ``app:<app_id>``, injected into that app's system prompt) are read
   and changed by ``admin`` principals only, whichever operation names their ids.
 - **Subject facts** are shared and unshared by their owner only, through the chat memory's
@@ -31,6 +31,7 @@ from confide.conversation.tools import MemoryQueryArgs, parse_arguments
 from confide.engine import MemoryEngine
 from confide.errors import ConflictError, PermissionDeniedError, PreconditionFailedError
 from confide.gate.principal import Principal
+from confide.retrieval.categories import CategoriesConfig
 from confide.types import (
     APP_OWNER_PREFIX,
     HistoryEvent,
@@ -78,11 +79,26 @@ class Gate:
     Args:
         engine: the memory engine.
         dispatcher: runs the memory tools once the gate has let a call through.
+        categories: the categories and agent allowlists.
     """
 
-    def __init__(self, engine: MemoryEngine, dispatcher: EngineDispatcher) -> None:
+    def __init__(
+        self, engine: MemoryEngine, dispatcher: EngineDispatcher, categories: CategoriesConfig
+    ) -> None:
         self.engine = engine
         self.dispatcher = dispatcher
+        self.categories = categories
+
+    # ---- agents ---------------------------------------------------------------------------
+    def readable(self, principal: Principal, agent: str | None = None) -> tuple[str, ...]:
+        """The memory categories that reach ``agent`` (or the principal's first agent)
+        unasked: its allowlist, less the categories only an explicit request reads.
+
+        Raises:
+            PermissionDeniedError: an agent the principal is not bound to, or one without an
+                allowlist.
+        """
+        return self.categories.resolve(principal.agent_for(agent))
 
     # ---- memory tools ---------------------------------------------------------------------
     async def call_tool(

@@ -37,25 +37,47 @@ class EngineMemoryLoader:
         self._limit = limit
         self._on_failure = on_failure
 
-    def load_sync(self, *, account_id: str, user_id: str) -> list[Memory]:
-        """The memories, synchronously."""
+    def load_sync(
+        self, *, account_id: str, user_id: str, categories: Sequence[str] | None = None
+    ) -> list[Memory]:
+        """The memories (of ``categories`` only, when given), synchronously."""
         listed = self._engine.list_memories(
-            MemoryFilter(account_id=account_id, user_id=user_id, types=_DEFAULT_CONTEXT_TYPES),
+            MemoryFilter(
+                account_id=account_id,
+                user_id=user_id,
+                types=_DEFAULT_CONTEXT_TYPES,
+                categories=None if categories is None else tuple(categories),
+            ),
             limit=self._limit,
         )
         return [m for m in listed if in_default_context(m)]
 
-    async def load(self, *, account_id: str, user_id: str) -> Sequence[Memory]:
+    async def load(
+        self, *, account_id: str, user_id: str, categories: Sequence[str] | None = None
+    ) -> Sequence[Memory]:
         """The memories (the :class:`MemoryLoader` method)."""
         try:
-            return await asyncio.to_thread(self.load_sync, account_id=account_id, user_id=user_id)
+            return await asyncio.to_thread(
+                self.load_sync, account_id=account_id, user_id=user_id, categories=categories
+            )
         except Exception:
             if self._on_failure is not None:
                 self._on_failure()
             raise
 
-    async def deliver(self, *, account_id: str, user_id: str, reader: str) -> str:
+    async def deliver(
+        self,
+        *,
+        account_id: str,
+        user_id: str,
+        reader: str,
+        categories: Sequence[str] | None = None,
+    ) -> str:
         """The delta header ``reader`` has not been shown (the :class:`DeltaSource` method)."""
         return await asyncio.to_thread(
-            self._engine.deliver_delta, account_id=account_id, user_id=user_id, reader=reader
+            self._engine.deliver_delta,
+            account_id=account_id,
+            user_id=user_id,
+            reader=reader,
+            categories=categories,
         )

@@ -29,6 +29,7 @@ from confide.conversation.dispatcher import EngineDispatcher, QueryHandler
 from confide.conversation.extraction import DEFAULT_SENSITIVE_KEYS, Extractor, LLMExtractor
 from confide.conversation.procedural import ProceduralGate
 from confide.conversation.proposals import ProposalStore
+from confide.conversation.query_handler import RetrievalQueryHandler
 from confide.conversation.realtime import Dispatcher, RealtimeAdapter
 from confide.conversation.summarizer import SessionSummarizer, skip_reason
 from confide.embedders.base import Embedder
@@ -37,6 +38,7 @@ from confide.errors import NotFoundError, SessionHeldError
 from confide.gate import Gate
 from confide.llm.registry import llm_from_settings
 from confide.llm.usage import MeteredLLM, UsageLedger
+from confide.retrieval.categories import CategoriesConfig, load_categories
 from confide.server.auth import ApiKeys
 from confide.server.loader import EngineMemoryLoader
 from confide.server.metrics import Metrics
@@ -129,6 +131,8 @@ class Services:
             calls recorded in the usage ledger.
         worker: this process as call sessions record it; by default a new identity (two
             apps in one process are two workers, as two processes would be).
+        categories: the categories and agent allowlists the gate applies; by default those
+            ``memory_query`` answers under, else the configured file's.
     """
 
     def __init__(
@@ -145,6 +149,7 @@ class Services:
         chat: ChatMemory | None = None,
         apps: AppMemories | None = None,
         worker: Worker | None = None,
+        categories: CategoriesConfig | None = None,
     ) -> None:
         self.engine = engine
         self.worker = worker or Worker.this_process()
@@ -199,7 +204,13 @@ class Services:
             procedural=ProceduralGate(min_confidence=settings.procedural_min_confidence),
             user_turns=self._user_turns,
         )
-        self.gate = Gate(engine, self.dispatcher)
+        if categories is None:
+            categories = (
+                query.service.categories
+                if isinstance(query, RetrievalQueryHandler)
+                else load_categories(settings.categories_file)
+            )
+        self.gate = Gate(engine, self.dispatcher, categories)
         self.summarizer = SessionSummarizer(
             engine,
             proposals=self.proposals,
@@ -494,12 +505,13 @@ class Services:
         instructions: str | None = None,
         dispatcher: Dispatcher | None = None,
         reader: str = "default",
+        categories: Sequence[str] | None = None,
     ) -> RealtimeAdapter:
         """A Realtime adapter for an open session, wired to this service.
 
         ``dispatcher`` replaces the service's own for this adapter (the realtime socket
         runs tool calls under its API key); ``reader`` is the agent its delta header is
-        delivered to.
+        delivered to; ``categories`` are the memory categories its instructions may carry.
         """
         return RealtimeAdapter(
             buffer=self.buffer,
@@ -509,6 +521,7 @@ class Services:
             instructions=instructions or self.options.agent_instructions,
             deltas=self.loader,
             reader=reader,
+            categories=categories,
         )
 
     def active_memories(self, *, account_id: str, user_id: str) -> Sequence[Memory]:

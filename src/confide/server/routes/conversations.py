@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from confide.chat.types import MAX_MESSAGE_CHARS, ChatMessage
 from confide.engine.core import MAX_OFFSET
-from confide.server.deps import Account, Svc
+from confide.server.deps import Account, Caller, Svc
 from confide.server.schemas import documented
 
 router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
@@ -138,6 +138,13 @@ class RetrieveBody(BaseModel):
     user_id: str = Field(min_length=1, max_length=256)
     input: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
     channel: str | None = Field(default=None, min_length=1, max_length=64)
+    agent: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=64,
+        description="the agent the history is for (one the key is bound to; default: its "
+        "first): memory of its allowlist's categories only",
+    )
 
 
 class HistoryMessageOut(BaseModel):
@@ -189,17 +196,19 @@ def _iso(value: datetime | None) -> str | None:
     response_model_by_alias=True,
 )
 async def retrieve(
-    conversation_id: str, body: RetrieveBody, services: Svc, account: Account
+    conversation_id: str, body: RetrieveBody, services: Svc, caller: Caller
 ) -> ConversationHistoryOut:
     """The conversation's recent messages, with memory relevant to ``input`` as context
-    messages (404 for another user's conversation)."""
+    messages (404 for another user's conversation; 403 for an agent the key is not bound to).
+    """
     history = await asyncio.to_thread(
         services.chat.retrieve,
         body.input,
-        account_id=account,
-        user_id=body.user_id,
+        account_id=caller.account_id,
+        user_id=services.gate.user(caller, body.user_id),
         conversation_id=conversation_id,
         channel=body.channel,
+        categories=services.gate.readable(caller, body.agent),
     )
     meta = history.metadata
     return ConversationHistoryOut(

@@ -100,9 +100,15 @@ async def realtime(websocket: WebSocket, call_session_id: str) -> None:
     await services.connect_session(row)
     session = services.buffer_session(row)
     dispatcher = KeyBoundDispatcher(services.gate, services.keys, token)
-    # The delta header goes to the agent the key acts as, like its memory_query answers.
+    # The delta header and the instructions' memories are those of the agent the key acts
+    # as, like its memory_query answers.
     reader = key.agent_for(None)
-    adapter = services.adapter(session.session_id, dispatcher=dispatcher, reader=reader)
+    adapter = services.adapter(
+        session.session_id,
+        dispatcher=dispatcher,
+        reader=reader,
+        categories=services.gate.readable(key.principal),
+    )
     await websocket.send_json(await adapter.session_update())
     try:
         while True:
