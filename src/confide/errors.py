@@ -27,13 +27,30 @@ to status codes in one place (``confide.server.errors``)::
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 
 class ConfideError(Exception):
     """Base class of every error Confide raises on purpose."""
 
 
 class ValidationError(ConfideError, ValueError):
-    """Input failed validation; the message says which field and why."""
+    """Input failed validation; the message says which field and why.
+
+    ``fields`` names the fields at fault (as the caller spelled them) and ``allowed`` gives
+    the values a field with a fixed set of values takes: every door reports them alike.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        fields: Sequence[str] = (),
+        allowed: Mapping[str, Sequence[str]] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.fields = tuple(fields)
+        self.allowed = {name: tuple(values) for name, values in (allowed or {}).items()}
 
 
 class NotFoundError(ConfideError, LookupError):
@@ -139,3 +156,43 @@ class StorageError(ConfideError):
 
 class ProviderError(ConfideError):
     """An LLM or embedding provider failed (timeout, HTTP error, malformed answer)."""
+
+
+HTTP_STATUS: tuple[tuple[type[ConfideError], int], ...] = (
+    (ValidationError, 400),
+    (NotFoundError, 404),
+    (PermissionDeniedError, 403),
+    (PreconditionFailedError, 412),  # before its base class: the first match wins
+    (ConflictError, 409),
+    (EmbedderMismatchError, 409),
+    (IndexerMissingError, 409),  # before ConfigurationError: the message says what to do
+    (KeyUnavailableError, 503),
+    # A key that does not open is the deployment's problem, not the caller's; a row that
+    # fails authentication is left out of listings, and read by id it is a conflict with
+    # the stored state (never data, never a 500).
+    (KeyMismatchError, 503),
+    (IntegrityError, 409),
+    (StorageError, 503),
+    (ProviderError, 502),
+    (ConfigurationError, 500),
+)
+"""The tree's HTTP status codes (the service answers with them, the remote SDK reads them)."""
+
+
+def http_status(exc: ConfideError) -> int:
+    """The HTTP status of a Confide error (500 for one the table does not name)."""
+    for kind, status in HTTP_STATUS:
+        if isinstance(exc, kind):
+            return status
+    return 500
+
+
+def error_named(name: str) -> type[ConfideError] | None:
+    """The class of the tree called ``name`` (as an error answer's ``type`` names it)."""
+    found: list[type[ConfideError]] = [ConfideError]
+    while found:
+        kind = found.pop()
+        if kind.__name__ == name:
+            return kind
+        found.extend(kind.__subclasses__())
+    return None

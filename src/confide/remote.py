@@ -25,15 +25,13 @@ from urllib.parse import quote
 import httpx
 
 from confide.errors import (
+    HTTP_STATUS,
     ConfideError,
-    ConflictError,
-    IntegrityError,
-    NotFoundError,
     PermissionDeniedError,
-    PreconditionFailedError,
-    ProviderError,
+    SessionHeldError,
     StorageError,
     ValidationError,
+    error_named,
 )
 from confide.retrieval.memory_query import MemoryQueryRequest, MemoryQueryResult
 from confide.retrieval.results import SearchResult
@@ -63,23 +61,50 @@ class RemoteUnavailableError(StorageError):
     """The Confide service could not be reached (connection refused, timeout)."""
 
 
-_ERRORS: dict[int, type[ConfideError]] = {
-    400: ValidationError,
-    401: PermissionDeniedError,
-    403: PermissionDeniedError,
-    404: NotFoundError,
-    409: ConflictError,
-    412: PreconditionFailedError,
-    422: ValidationError,
-    500: IntegrityError,
-    502: ProviderError,
-    503: StorageError,
-}
+# The service's own table read backwards: the first class the tree maps to a status (the
+# most specific, as the table lists them), for an answer that names no known ``type``.
+_BY_STATUS: dict[int, type[ConfideError]] = {}
+for _kind, _status in HTTP_STATUS:
+    _BY_STATUS.setdefault(_status, _kind)
+# Answers of 5xx carry no detail (the service never says why): the plain class of each.
+_BY_STATUS.update(
+    {401: PermissionDeniedError, 422: ValidationError, 500: ConfideError, 503: StorageError}
+)
 
 
-def error_for_status(status: int, message: str) -> ConfideError:
-    """The Confide error the service mapped to ``status`` (``ConfideError`` for others)."""
-    return _ERRORS.get(status, ConfideError)(message)
+def _status_of_class(kind: type[ConfideError]) -> int:
+    return next((status for k, status in HTTP_STATUS if issubclass(kind, k)), 500)
+
+
+def error_for_status(
+    status: int, message: str, body: Mapping[str, Any] | None = None
+) -> ConfideError:
+    """The Confide error an error answer stands for: the class its ``type`` names (with its
+    ``fields`` and ``allowed``), else the class the service maps to ``status``."""
+    body = body or {}
+    named = body.get("type")
+    kind = error_named(named) if isinstance(named, str) else None
+    if kind is None or _status_of_class(kind) != status:
+        kind = _BY_STATUS.get(status, ConfideError)
+    if issubclass(kind, ValidationError):
+        fields = body.get("fields")
+        allowed = body.get("allowed")
+        return kind(
+            message,
+            fields=[str(f) for f in fields] if isinstance(fields, list) else (),
+            allowed=(
+                {str(k): [str(v) for v in vs] for k, vs in allowed.items() if isinstance(vs, list)}
+                if isinstance(allowed, dict)
+                else None
+            ),
+        )
+    if issubclass(kind, SessionHeldError):
+        worker = body.get("worker")
+        return kind(worker if isinstance(worker, dict) else {})
+    try:
+        return kind(message)
+    except TypeError:  # a class that takes other arguments: its status's class says enough
+        return _BY_STATUS.get(status, ConfideError)(message)
 
 
 @dataclass(frozen=True)
@@ -289,10 +314,13 @@ def _segment(memory_id: str) -> str:
 def _result(request: _Request[_T], response: httpx.Response) -> _T:
     if response.status_code >= 400:
         try:
-            message = str(response.json().get("error", response.reason_phrase))
+            body = response.json()
         except ValueError:
-            message = response.reason_phrase
-        raise error_for_status(response.status_code, message)
+            body = None
+        if not isinstance(body, dict):
+            body = {}
+        message = str(body.get("error", response.reason_phrase))
+        raise error_for_status(response.status_code, message, body)
     return request.parse(response.json())
 
 

@@ -7,7 +7,7 @@ Models are frozen; build a changed copy with ``model_copy(update=...)``.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, TypeVar
@@ -33,6 +33,7 @@ __all__ = [
     "PurgeReport",
     "Source",
     "Visibility",
+    "invalid",
     "utcnow",
     "validated",
 ]
@@ -47,7 +48,8 @@ ModelT = TypeVar("ModelT", bound=BaseModel)
 def validated(model: type[ModelT], data: ModelT | Mapping[str, Any]) -> ModelT:
     """Build ``model`` from ``data``, turning pydantic's error into Confide's ValidationError.
 
-    The message names each offending field and why, without echoing the submitted values.
+    The message names each offending field and why, without echoing the submitted values;
+    the error's ``fields`` and ``allowed`` say the same for programs (:func:`invalid`).
     Anything but a ``model`` or a mapping (a string, a list) is a :class:`TypeError`.
     """
     if isinstance(data, model):
@@ -59,11 +61,39 @@ def validated(model: type[ModelT], data: ModelT | Mapping[str, Any]) -> ModelT:
     try:
         return model.model_validate(dict(data))
     except PydanticValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or 'input'}: {err['msg']}"
-            for err in exc.errors(include_input=False, include_url=False)
-        )
-        raise ValidationError(f"invalid {model.__name__}: {problems}") from None
+        # "invalid new memory": the model's name in words, not a class name to the caller.
+        label = _CAPITALS.sub(r" \1", model.__name__).strip().lower()
+        raise invalid(exc, what=f"invalid {label}") from None
+
+
+_CAPITALS = re.compile(r"([A-Z])")
+_QUOTED = re.compile(r"'([^']*)'")
+_CHOICE_ERRORS = frozenset({"enum", "literal_error"})
+
+
+def invalid(
+    exc: PydanticValidationError, *, what: str, spell: Callable[[str], str] = str
+) -> ValidationError:
+    """Confide's :class:`ValidationError` for pydantic's, the one form every door reports.
+
+    The message is ``what`` followed by each field at fault and why (an error of the whole
+    input by its reason alone); ``fields`` names the fields as ``spell`` writes them (the
+    caller's own spelling), and ``allowed`` the values of a field that takes a fixed set.
+    Submitted values are never echoed.
+    """
+    problems: list[str] = []
+    fields: list[str] = []
+    allowed: dict[str, list[str]] = {}
+    for err in exc.errors(include_input=False, include_url=False):
+        loc = ".".join(spell(str(p)) for p in err["loc"])
+        reason = str(err["msg"]).removeprefix("Value error, ")
+        problems.append(f"{loc}: {reason}" if loc else reason)
+        if loc and loc not in fields:
+            fields.append(loc)
+        expected = (err.get("ctx") or {}).get("expected")
+        if loc and err["type"] in _CHOICE_ERRORS and isinstance(expected, str):
+            allowed[loc] = _QUOTED.findall(expected)
+    return ValidationError(f"{what}: {'; '.join(problems)}", fields=fields, allowed=allowed)
 
 
 def utcnow() -> datetime:

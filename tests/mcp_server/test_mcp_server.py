@@ -107,11 +107,13 @@ async def _check_errors(client: Client, *, user: dict[str, str]) -> None:
             "store_memory", {"memory_type": "gossip", "key": "k", "value": "v", **user}
         )
     )
-    assert "ValidationError: store_memory: invalid memory_type" in bad_type
+    assert "ValidationError: store_memory: invalid arguments: memory_type: Input should be" in (
+        bad_type
+    )
     missing = _error(await client.call_tool("forget_memory", {"key": "no_such_key", **user}))
     assert "NotFoundError: no active memory has this key" in missing
     neither = _error(await client.call_tool("mark_private", {**user}))
-    assert "ValidationError: mark_private: invalid arguments" in neither
+    assert "ValidationError: mark_private: invalid arguments: give key or memory_id" in neither
     other_id = _error(await client.call_tool("memory_history", {"memory_id": "nope-123", **user}))
     assert "NotFoundError" in other_id
 

@@ -104,7 +104,12 @@ async def test_the_contract_strings_are_unchanged(api: Api) -> None:
         "/tools/store_memory", body("no-such-session", memoryType="fact", key="k", value="v")
     )
     assert response.status_code == 404
-    assert response.json() == {"success": False, "error": "Call session not found"}
+    # The voice bridge's shape, extended with the error's class (the same on every door).
+    assert response.json() == {
+        "success": False,
+        "error": "Call session not found",
+        "type": "NotFoundError",
+    }
 
 
 def _resolve(spec: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:

@@ -147,7 +147,12 @@ async def test_unknown_session_is_404(api: Api) -> None:
         "/tools/store_memory", body("no-such-session", memoryType="fact", key="k", value="v")
     )
     assert response.status_code == 404
-    assert response.json() == {"success": False, "error": "Call session not found"}
+    # The voice bridge's shape, extended with the error's class (the same on every door).
+    assert response.json() == {
+        "success": False,
+        "error": "Call session not found",
+        "type": "NotFoundError",
+    }
 
 
 async def test_invalid_values_are_400_not_500(api: Api) -> None:

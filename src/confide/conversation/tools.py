@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic import ValidationError as PydanticValidationError
 
 from confide.errors import ValidationError
-from confide.types import MemoryType
+from confide.types import MemoryType, invalid
 
 __all__ = [
     "EXTRACTABLE_TYPE_NAMES",
@@ -340,7 +340,4 @@ def parse_arguments(name: str, arguments_json: str) -> BaseModel:
     try:
         return model.model_validate(data)
     except PydanticValidationError as exc:
-        fields = sorted(
-            {".".join(str(p) for p in err["loc"]) or "arguments" for err in exc.errors()}
-        )
-        raise ValidationError(f"{name}: invalid {', '.join(fields)}") from None
+        raise invalid(exc, what=f"{name}: invalid arguments") from None

@@ -22,21 +22,11 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from confide.errors import (
+    HTTP_STATUS,
     ConfideError,
-    ConfigurationError,
-    ConflictError,
-    EmbedderMismatchError,
-    IndexerMissingError,
-    IntegrityError,
-    KeyMismatchError,
-    KeyUnavailableError,
-    NotFoundError,
-    PermissionDeniedError,
-    PreconditionFailedError,
-    ProviderError,
     SessionHeldError,
-    StorageError,
     ValidationError,
+    http_status,
 )
 
 __all__ = [
@@ -51,24 +41,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-STATUS_BY_ERROR: tuple[tuple[type[ConfideError], int], ...] = (
-    (ValidationError, 400),
-    (NotFoundError, 404),
-    (PermissionDeniedError, 403),
-    (PreconditionFailedError, 412),  # before its base class: the first match wins
-    (ConflictError, 409),
-    (EmbedderMismatchError, 409),
-    (IndexerMissingError, 409),  # before ConfigurationError: the message says what to do
-    (KeyUnavailableError, 503),
-    # A key that does not open is the deployment's problem, not the caller's; a row that
-    # fails authentication is left out of listings, and read by id it is a conflict with
-    # the stored state (never data, never a 500).
-    (KeyMismatchError, 503),
-    (IntegrityError, 409),
-    (StorageError, 503),
-    (ProviderError, 502),
-    (ConfigurationError, 500),
-)
+STATUS_BY_ERROR = HTTP_STATUS
+"""Confide's exception tree by HTTP status (:data:`confide.errors.HTTP_STATUS`)."""
 
 
 class ApiError(Exception):
@@ -94,11 +68,8 @@ class ApiError(Exception):
 
 
 def status_for(exc: ConfideError) -> int:
-    """The HTTP status of an Confide error."""
-    for kind, status in STATUS_BY_ERROR:
-        if isinstance(exc, kind):
-            return status
-    return 500
+    """The HTTP status of a Confide error."""
+    return http_status(exc)
 
 
 def error_body(
@@ -106,9 +77,13 @@ def error_body(
     *,
     fields: Sequence[str] = (),
     allowed: Mapping[str, Sequence[str]] | None = None,
+    kind: str | None = None,
 ) -> dict[str, object]:
-    """The JSON body of an error answer (``fields`` and ``allowed`` only when given)."""
+    """The JSON body of an error answer (``fields``, ``allowed`` and the error's ``type``, the
+    class of :mod:`confide.errors` it is, only when given)."""
     body: dict[str, object] = {"success": False, "error": message}
+    if kind is not None:
+        body["type"] = kind
     if fields:
         body["fields"] = list(fields)
     if allowed:
@@ -118,7 +93,7 @@ def error_body(
 
 def held_body(exc: SessionHeldError) -> dict[str, object]:
     """The 409 body of a call session another process holds, naming that process."""
-    return {**error_body(str(exc)), "worker": exc.worker}
+    return {**error_body(str(exc), kind=type(exc).__name__), "worker": exc.worker}
 
 
 def allowed_values(annotation: object) -> list[str] | None:
@@ -154,7 +129,12 @@ def _describe(exc: RequestValidationError) -> dict[str, object]:
         expected = (err.get("ctx") or {}).get("expected")
         if loc and err.get("type") in _CHOICE_ERRORS and isinstance(expected, str):
             allowed[loc] = _QUOTED.findall(expected)
-    return error_body("Invalid request: " + "; ".join(problems), fields=fields, allowed=allowed)
+    return error_body(
+        "Invalid request: " + "; ".join(problems),
+        fields=fields,
+        allowed=allowed,
+        kind=ValidationError.__name__,
+    )
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -178,7 +158,11 @@ def install_error_handlers(app: FastAPI) -> None:
             return JSONResponse(error_body(message), status_code=status)
         if isinstance(exc, SessionHeldError):
             return JSONResponse(held_body(exc), status_code=status)
-        return JSONResponse(error_body(str(exc)), status_code=status)
+        kind = type(exc).__name__
+        if isinstance(exc, ValidationError):
+            body = error_body(str(exc), fields=exc.fields, allowed=exc.allowed, kind=kind)
+            return JSONResponse(body, status_code=status)
+        return JSONResponse(error_body(str(exc), kind=kind), status_code=status)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
