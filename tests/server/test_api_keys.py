@@ -139,7 +139,11 @@ async def test_revoke_refuses_the_key_at_once_in_a_running_app(
     assert code == 0 and key_id(token) in out
     refused = await http.get("/v1/memories", params={"user_id": USER}, headers=listing)
     assert refused.status_code == 401
-    assert refused.json() == {"success": False, "error": "Invalid API key"}
+    assert refused.json() == {
+        "success": False,
+        "error": "Invalid API key",
+        "type": "PermissionDeniedError",
+    }
     assert (await query(http, kept)).status_code == 200  # other keys keep working
     lines = run(cli, "keys", "list", "--account", ACCOUNT)[1].splitlines()
     assert " revoked 20" in lines[0] and " active " in lines[1]
@@ -164,6 +168,7 @@ async def test_a_key_for_planner_cannot_query_as_clinician(
     assert denied.json() == {
         "success": False,
         "error": "API key may not act as agent 'clinician'",
+        "type": "PermissionDeniedError",
     }
     assert values(await query(http, token, "planner")) == {"[fact] Lisbon"}
     assert values(await query(http, token)) == {"[fact] Lisbon"}  # its first agent

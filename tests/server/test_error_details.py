@@ -26,6 +26,7 @@ async def test_missing_call_fields_are_named_as_the_request_spells_them(api: Api
     assert response.json() == {
         "success": False,
         "error": "Missing required fields",
+        "type": "ValidationError",
         "fields": ["callSessionId", "lineId", "accountId"],
     }
 
@@ -82,11 +83,17 @@ async def test_session_routes_name_what_is_missing(api: Api) -> None:
     assert created.json() == {
         "success": False,
         "error": "Missing required fields",
+        "type": "ValidationError",
         "fields": ["lineId"],
     }
     sid = await api.session()
     turn = await api.post(f"/sessions/{sid}/turns", {"speaker": "user"})
-    assert turn.json() == {"success": False, "error": "Missing required fields", "fields": ["text"]}
+    assert turn.json() == {
+        "success": False,
+        "error": "Missing required fields",
+        "type": "ValidationError",
+        "fields": ["text"],
+    }
 
 
 async def test_an_unknown_speaker_lists_the_allowed_speakers(api: Api) -> None:

@@ -26,7 +26,15 @@ def _is_error(response: httpx.Response, status: int) -> str:
     assert response.status_code == status, response.text
     assert response.headers["content-type"] == "application/json"
     body = response.json()
-    assert set(body) == {"success", "error"} and body["success"] is False
+    assert set(body) == {"success", "error", "type"} and body["success"] is False
+    assert (
+        body["type"]
+        == {
+            400: "ValidationError",
+            409: "ConflictError",
+            412: "PreconditionFailedError",
+        }[status]
+    )
     assert "Traceback" not in body["error"]
     return str(body["error"])
 

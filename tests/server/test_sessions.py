@@ -316,7 +316,11 @@ async def test_session_status_is_only_for_the_keys_account(api: Api) -> None:
         f"/sessions/{sid}", headers={"Authorization": f"Bearer {other}"}
     )
     assert response.status_code == 404
-    assert response.json() == {"success": False, "error": "Call session not found"}
+    assert response.json() == {
+        "success": False,
+        "error": "Call session not found",
+        "type": "NotFoundError",
+    }
     assert (await api.client.get(f"/sessions/{sid}")).status_code == 401
 
 

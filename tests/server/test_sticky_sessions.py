@@ -82,7 +82,12 @@ async def test_the_worker_holding_the_turns_is_the_only_one_that_takes_them(
     }
     refused = await two.post(1, f"/sessions/{sid}/turns", _turn("He is twelve."))
     assert refused.status_code == 409
-    assert refused.json() == {"success": False, "error": HELD, "worker": two.worker(0)}
+    assert refused.json() == {
+        "success": False,
+        "error": HELD,
+        "type": "SessionHeldError",
+        "worker": two.worker(0),
+    }
     ended_elsewhere = await two.post(1, f"/sessions/{sid}/end")
     assert ended_elsewhere.status_code == 409 and ended_elsewhere.json()["error"] == HELD
     elsewhere = two.apps[1].state.services.buffer.get(sid)
@@ -137,6 +142,7 @@ def test_the_realtime_socket_reaching_another_worker_is_refused_with_the_same_40
         assert json.loads(response.body or b"") == {
             "success": False,
             "error": HELD,
+            "type": "SessionHeldError",
             "worker": {"id": me.id, "host": me.host, "pid": me.pid},
         }
         # The refusal changed nothing: the call is live on its holder.

@@ -138,6 +138,7 @@ async def test_missing_fields_are_400_with_the_contract_body(
     assert response.json() == {
         "success": False,
         "error": "Missing required fields",
+        "type": "ValidationError",
         "fields": missing,
     }
 
@@ -179,4 +180,8 @@ async def test_malformed_json_is_400_with_a_clear_message(api: Api) -> None:
         headers={**api.auth, "Content-Type": "application/json"},
     )
     assert response.status_code == 400
-    assert response.json() == {"success": False, "error": "Malformed JSON body"}
+    assert response.json() == {
+        "success": False,
+        "error": "Malformed JSON body",
+        "type": "ValidationError",
+    }

@@ -18,6 +18,7 @@ async def test_erasing_needs_an_admin_key(api: Api) -> None:
     assert response.json() == {
         "success": False,
         "error": "This route needs an API key with the admin scope",
+        "type": "PermissionDeniedError",
     }
     assert (
         await api.client.get(f"/v1/memories/{created.json()['id']}", headers=api.auth)

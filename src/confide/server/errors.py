@@ -67,6 +67,19 @@ class ApiError(Exception):
         self.allowed = dict(allowed or {})
 
 
+_KIND_BY_STATUS: dict[int, str] = {}
+for _kind, _status in HTTP_STATUS:
+    if _status < 500:
+        _KIND_BY_STATUS.setdefault(_status, _kind.__name__)
+_KIND_BY_STATUS.update({401: "PermissionDeniedError", 413: "ValidationError"})
+
+
+def kind_for_status(status: int) -> str | None:
+    """The class of :mod:`confide.errors` a route's own client error stands for (none for
+    5xx answers, which never say why, or a status the tree has no class for)."""
+    return _KIND_BY_STATUS.get(status)
+
+
 def status_for(exc: ConfideError) -> int:
     """The HTTP status of a Confide error."""
     return http_status(exc)
@@ -121,7 +134,7 @@ def _describe(exc: RequestValidationError) -> dict[str, object]:
     allowed: dict[str, list[str]] = {}
     for err in exc.errors():
         if err.get("type") == "json_invalid":
-            return error_body("Malformed JSON body")
+            return error_body("Malformed JSON body", kind=ValidationError.__name__)
         loc = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
         problems.append(f"{loc or 'body'}: {err.get('msg', 'invalid')}")
         if loc and loc not in fields:
@@ -143,7 +156,12 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api(request: Request, exc: ApiError) -> JSONResponse:
         return JSONResponse(
-            error_body(exc.message, fields=exc.fields, allowed=exc.allowed),
+            error_body(
+                exc.message,
+                fields=exc.fields,
+                allowed=exc.allowed,
+                kind=kind_for_status(exc.status),
+            ),
             status_code=exc.status,
         )
 
@@ -171,7 +189,9 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         return JSONResponse(
-            error_body(str(exc.detail)), status_code=exc.status_code, headers=exc.headers
+            error_body(str(exc.detail), kind=kind_for_status(exc.status_code)),
+            status_code=exc.status_code,
+            headers=exc.headers,
         )
 
     @app.exception_handler(Exception)

@@ -17,6 +17,8 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
+from confide.server.errors import kind_for_status
+
 __all__ = ["MAX_JSON_DEPTH", "RequestGuard", "json_problem", "url_problem"]
 
 Scope = MutableMapping[str, Any]
@@ -114,7 +116,9 @@ class RequestGuard:
 
     @staticmethod
     async def _refuse(send: Send, status: int, error: str) -> None:
-        payload = json.dumps({"success": False, "error": error}).encode()
+        payload = json.dumps(
+            {"success": False, "error": error, "type": kind_for_status(status)}
+        ).encode()
         await send(
             {
                 "type": "http.response.start",

@@ -96,6 +96,18 @@ class CheckpointTables(Protocol):
         """Store writes; a write at a negative index replaces, others are kept once."""
         ...
 
+    @staticmethod
+    def _pruned(tx: Any, owner: list[str], checkpoint_id: str) -> bool:
+        """Whether the namespace has no checkpoint ``checkpoint_id`` but a newer one (ids
+        grow with time): it was there and retention removed it."""
+        where = "WHERE account_id = ? AND thread_id = ? AND checkpoint_ns = ? AND checkpoint_id"
+        row = tx.run(
+            f"SELECT EXISTS (SELECT 1 FROM checkpoints {where} = ?), "
+            f"EXISTS (SELECT 1 FROM checkpoints {where} > ?)",
+            [*owner, checkpoint_id, *owner, checkpoint_id],
+        ).fetchone()
+        return not row[0] and bool(row[1])
+
     def get(
         self, account_id: str, thread_id: str, checkpoint_ns: str, checkpoint_id: str | None
     ) -> CheckpointRow | None:
@@ -255,10 +267,23 @@ class SqlCheckpointTables:
         checkpoint_ns: str,
         rows: Sequence[WriteRow],
     ) -> None:
-        """See :meth:`CheckpointTables.put_writes`."""
+        """See :meth:`CheckpointTables.put_writes`.
+
+        Writes for a checkpoint that retention has already pruned are dropped: LangGraph
+        saves a step's writes in the background, so they may land after the next
+        checkpoint's prune, and would then be kept forever for a checkpoint that is gone.
+        """
+        owner = [account_id, thread_id, checkpoint_ns]
         with self._storage.transaction() as tx:
             tx.scope_to(account_id)
+            pruned = {
+                checkpoint_id
+                for checkpoint_id in {w.checkpoint_id for w in rows}
+                if self._pruned(tx, owner, checkpoint_id)
+            }
             for w in rows:
+                if w.checkpoint_id in pruned:
+                    continue
                 conflict = (
                     "DO UPDATE SET channel = excluded.channel, task_path = excluded.task_path, "
                     "key_id = excluded.key_id, ciphertext = excluded.ciphertext, "
@@ -275,6 +300,18 @@ class SqlCheckpointTables:
                     [account_id, thread_id, checkpoint_ns, w.checkpoint_id, w.task_id, w.idx,
                      user_id, w.channel, w.task_path, w.key_id, w.ciphertext, w.wrapped_key],
                 )  # fmt: skip
+
+    @staticmethod
+    def _pruned(tx: Any, owner: list[str], checkpoint_id: str) -> bool:
+        """Whether the namespace has no checkpoint ``checkpoint_id`` but a newer one (ids
+        grow with time): it was there and retention removed it."""
+        where = "WHERE account_id = ? AND thread_id = ? AND checkpoint_ns = ? AND checkpoint_id"
+        row = tx.run(
+            f"SELECT EXISTS (SELECT 1 FROM checkpoints {where} = ?), "
+            f"EXISTS (SELECT 1 FROM checkpoints {where} > ?)",
+            [*owner, checkpoint_id, *owner, checkpoint_id],
+        ).fetchone()
+        return not row[0] and bool(row[1])
 
     def get(
         self, account_id: str, thread_id: str, checkpoint_ns: str, checkpoint_id: str | None

@@ -626,11 +626,14 @@ def crash_rounds(
                 backlog: _Backlog | None = backlog,
                 killed_at: list[float] = killed_at,
             ) -> None:
-                if backlog is not None:  # kill the worker mid-job (bounded wait)
+                # The service at once: the writes in flight at this instant are the ones
+                # lost. Waiting first (for the worker below) let them finish meanwhile, so
+                # whether any was in flight depended on the machine's speed.
+                victims[0].kill()
+                if backlog is not None:  # then the worker mid-job (bounded wait)
                     backlog.wait_until_held()
                 killed_at.append(time.time())
-                # The worker process first: its job is the shortest-lived thing to catch.
-                for victim in reversed(victims):
+                for victim in reversed(victims[1:]):
                     victim.kill()
 
             result = asyncio.run(
