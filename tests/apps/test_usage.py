@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import pytest
+import time_machine
 from tests.apps.conftest import ACCOUNT, ApiFactory, llm_of, transcript
 
 from confide.apps import AppMemories
@@ -73,9 +76,25 @@ def test_every_call_is_in_the_ledger_and_polls_see_what_is_new(
     assert sdk.usage_since_last_poll(account_id=ACCOUNT, caller="other").calls == 2
 
 
+ONE_AM = datetime(2027, 1, 15, 1, tzinfo=UTC)
+"""One hour into a UTC day: a test's budget day does not end while it runs."""
+
+
 class Clock:
+    """The budget's clock: the wall clock (pinned to :data:`ONE_AM` by the tests that use
+    it, so what the engine stamps and what the ledger and the worker read agree) plus the
+    time a test moves it on (``clock.now += DAY``)."""
+
     def __init__(self) -> None:
-        self.now = 1_800_000_000.0 + 3600.0  # one hour into a UTC day
+        self.ahead = 0.0
+
+    @property
+    def now(self) -> float:
+        return time.time() + self.ahead
+
+    @now.setter
+    def now(self, value: float) -> None:
+        self.ahead += value - self.now
 
     def __call__(self) -> float:
         return self.now
@@ -102,6 +121,7 @@ def _end(apps: AppMemories, n: int) -> bool:
     return outcome.deferred
 
 
+@time_machine.travel(ONE_AM, tick=True)
 def test_below_20_percent_work_is_deferred_then_resumes(
     engine: MemoryEngine, llm_server: ScriptedLLMServer
 ) -> None:
@@ -142,6 +162,7 @@ class _Parts:
     apps: AppMemories
 
 
+@time_machine.travel(ONE_AM, tick=True)
 def test_deferred_work_queues_one_app_resume_job_a_worker_runs_when_the_budget_refills(
     engine: MemoryEngine, settings: Settings, llm_server: ScriptedLLMServer
 ) -> None:
@@ -222,6 +243,7 @@ async def test_usage_route_and_metrics(apps_api: ApiFactory, llm_server: Scripte
         assert 'confide_llm_tokens_total{kind="completion",operation="app_memory"}' in metrics
 
 
+@time_machine.travel(ONE_AM, tick=True)
 def test_chat_summaries_wait_below_20_percent(
     engine: MemoryEngine, settings: Settings, llm_server: ScriptedLLMServer
 ) -> None:
