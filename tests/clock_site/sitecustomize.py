@@ -17,4 +17,7 @@ if _shift:
     except ImportError:  # a fresh virtualenv without the test extra keeps the real clock
         pass
     else:
-        time_machine.travel(time.time() + float(_shift), tick=True).start()
+        _travel = time_machine.travel(time.time() + float(_shift), tick=True).start()
+        # Between reading the real clock and starting, a loaded machine may pause this
+        # process: correct that gap so that every process reads the same clock.
+        _travel.shift(float(_shift) - (time.time() - time_machine.escape_hatch.time.time()))
