@@ -181,10 +181,34 @@ HTTP_STATUS: tuple[tuple[type[ConfideError], int], ...] = (
 
 def http_status(exc: ConfideError) -> int:
     """The HTTP status of a Confide error (500 for one the table does not name)."""
-    for kind, status in HTTP_STATUS:
-        if isinstance(exc, kind):
-            return status
-    return 500
+    return http_status_of(type(exc))
+
+
+def http_status_of(kind: type[ConfideError]) -> int:
+    """The HTTP status of a class of the tree (500 for one the table does not name)."""
+    return next((status for base, status in HTTP_STATUS if issubclass(kind, base)), 500)
+
+
+# Statuses read back to classes: the first class the table maps to each (the most specific,
+# as it lists them); a 5xx answer never says why, so it stands for the plain class of its kind.
+_CLASS_BY_STATUS: dict[int, type[ConfideError]] = {}
+for _kind, _status in HTTP_STATUS:
+    _CLASS_BY_STATUS.setdefault(_status, _kind)
+_CLASS_BY_STATUS.update(
+    {
+        401: PermissionDeniedError,
+        413: ValidationError,
+        422: ValidationError,
+        500: ConfideError,
+        503: StorageError,
+    }
+)
+
+
+def error_for_http_status(status: int) -> type[ConfideError]:
+    """The class of the tree an HTTP error status stands for (:class:`ConfideError` for a
+    status the tree has no class for)."""
+    return _CLASS_BY_STATUS.get(status, ConfideError)
 
 
 def error_named(name: str) -> type[ConfideError] | None:

@@ -4,10 +4,10 @@
 (asyncio, over ``httpx.AsyncClient``) offer what :class:`~confide.client.Confide` offers:
 ``add``, ``search``, ``query`` and, on ``engine``, the memory operations ``store``, ``get``,
 ``list_memories``, ``update``, ``forget``, ``restore`` and ``history``. They return the same
-types and raise the same errors: each HTTP error status maps back to the class of Confide's
-exception tree the service mapped it from (``confide.server.errors``), with the service's
-message; a transport failure is a :class:`~confide.errors.StorageError`-like
-:class:`RemoteUnavailableError`.
+types and raise the same errors: an error answer becomes the class of Confide's exception tree
+it names (its ``type``), else the class its status stands for in the tree's own table
+(:data:`confide.errors.HTTP_STATUS`), with the service's message; a transport failure is a
+:class:`~confide.errors.StorageError`-like :class:`RemoteUnavailableError`.
 
 The two share one request builder (:class:`_Calls`): each call is a :class:`_Request` plus
 a parser, sent by a blocking or an async transport. The API key decides the account: a call
@@ -25,13 +25,14 @@ from urllib.parse import quote
 import httpx
 
 from confide.errors import (
-    HTTP_STATUS,
     ConfideError,
     PermissionDeniedError,
     SessionHeldError,
     StorageError,
     ValidationError,
+    error_for_http_status,
     error_named,
+    http_status_of,
 )
 from confide.retrieval.memory_query import MemoryQueryRequest, MemoryQueryResult
 from confide.retrieval.results import SearchResult
@@ -61,21 +62,6 @@ class RemoteUnavailableError(StorageError):
     """The Confide service could not be reached (connection refused, timeout)."""
 
 
-# The service's own table read backwards: the first class the tree maps to a status (the
-# most specific, as the table lists them), for an answer that names no known ``type``.
-_BY_STATUS: dict[int, type[ConfideError]] = {}
-for _kind, _status in HTTP_STATUS:
-    _BY_STATUS.setdefault(_status, _kind)
-# Answers of 5xx carry no detail (the service never says why): the plain class of each.
-_BY_STATUS.update(
-    {401: PermissionDeniedError, 422: ValidationError, 500: ConfideError, 503: StorageError}
-)
-
-
-def _status_of_class(kind: type[ConfideError]) -> int:
-    return next((status for k, status in HTTP_STATUS if issubclass(kind, k)), 500)
-
-
 def error_for_status(
     status: int, message: str, body: Mapping[str, Any] | None = None
 ) -> ConfideError:
@@ -84,8 +70,8 @@ def error_for_status(
     body = body or {}
     named = body.get("type")
     kind = error_named(named) if isinstance(named, str) else None
-    if kind is None or _status_of_class(kind) != status:
-        kind = _BY_STATUS.get(status, ConfideError)
+    if kind is None or http_status_of(kind) != status:
+        kind = error_for_http_status(status)
     if issubclass(kind, ValidationError):
         fields = body.get("fields")
         allowed = body.get("allowed")
@@ -104,7 +90,7 @@ def error_for_status(
     try:
         return kind(message)
     except TypeError:  # a class that takes other arguments: its status's class says enough
-        return _BY_STATUS.get(status, ConfideError)(message)
+        return error_for_http_status(status)(message)
 
 
 @dataclass(frozen=True)

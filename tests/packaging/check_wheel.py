@@ -36,11 +36,11 @@ PACKAGE_DATA = (
 )
 
 WHERE_IS_IT = """
-import importlib.resources, json, confide
+import importlib.resources, json, sys, confide
 root = importlib.resources.files("confide")
+wanted = json.loads(sys.argv[1])
 print(json.dumps({"file": confide.__file__,
-                  "missing": [p for p in json.loads(__import__("sys").argv[1])
-                              if not (root / p).is_file()]}))
+                  "missing": [p for p in wanted if not (root / p).is_file()]}))
 """
 
 

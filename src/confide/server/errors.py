@@ -26,6 +26,7 @@ from confide.errors import (
     ConfideError,
     SessionHeldError,
     ValidationError,
+    error_for_http_status,
     http_status,
 )
 
@@ -67,17 +68,11 @@ class ApiError(Exception):
         self.allowed = dict(allowed or {})
 
 
-_KIND_BY_STATUS: dict[int, str] = {}
-for _kind, _status in HTTP_STATUS:
-    if _status < 500:
-        _KIND_BY_STATUS.setdefault(_status, _kind.__name__)
-_KIND_BY_STATUS.update({401: "PermissionDeniedError", 413: "ValidationError"})
-
-
 def kind_for_status(status: int) -> str | None:
     """The class of :mod:`confide.errors` a route's own client error stands for (none for
     5xx answers, which never say why, or a status the tree has no class for)."""
-    return _KIND_BY_STATUS.get(status)
+    kind = error_for_http_status(status)
+    return None if status >= 500 or kind is ConfideError else kind.__name__
 
 
 def status_for(exc: ConfideError) -> int:
