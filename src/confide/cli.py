@@ -316,17 +316,7 @@ def worker_cmd(ctx: click.Context, once: bool) -> None:
     """
     import threading
 
-    from confide.workers import standard_worker
-
-    confide = _confide(ctx)
-    worker = standard_worker(
-        confide.engine,
-        confide.settings,
-        usage=confide.usage,
-        embedder=confide.embedder,
-        llm=confide.llm,
-        conversations=confide,
-    )
+    worker = _confide(ctx).components.worker()
     if once:
         report = worker.run_once()
         click.echo(

@@ -21,48 +21,39 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from datetime import timedelta
 from typing import Any, TypeVar
 
-from confide.apps import AppMemories, AppMessage, EndOutcome
-from confide.chat import ChatMemory, ConversationHistory, MessagePage, SavedMessage
+from confide.apps import AppMessage, EndOutcome
+from confide.chat import ConversationHistory, MessagePage, SavedMessage
 from confide.chat.prompt import Delivery
 from confide.config import Settings
 from confide.conversation.buffer import SessionBuffer
-from confide.conversation.consent import DEFAULT_SENSITIVE_KEYS, ConsentPolicy
 from confide.conversation.dedup import DedupPolicy
 from confide.conversation.extraction import (
     ExtractionPipeline,
     Extractor,
-    LLMExtractor,
     writing_of,
 )
 from confide.conversation.procedural import ProceduralGate
-from confide.conversation.proposals import ProposalStore
-from confide.conversation.summarizer import EngineMemorySink, extractor_from_settings
-from confide.embedders import Embedder, configured_embedder
+from confide.conversation.summarizer import EngineMemorySink
+from confide.embedders import Embedder
 from confide.engine import MemoryEngine
 from confide.errors import ProviderError, ValidationError
 from confide.gate import DEFAULT_AGENT
-from confide.index.vectors import VectorIndexer
 from confide.llm.base import LLM
 from confide.llm.candidates import Candidate
 from confide.llm.key_vocabulary import to_vocabulary
-from confide.llm.registry import llm_from_settings
-from confide.llm.usage import MeteredLLM, UsageLedger, UsageReport, metered
+from confide.llm.usage import UsageReport, metered
 from confide.remote import AsyncRemoteConfide, RemoteConfide
-from confide.retrieval.access import AccessTracker
 from confide.retrieval.budget import token_counter
-from confide.retrieval.categories import load_categories
 from confide.retrieval.memory_query import (
     MemoryQueryRequest,
     MemoryQueryResult,
-    MemoryQueryService,
 )
 from confide.retrieval.results import SearchResult
 from confide.storage.base import Capability
 from confide.types import Memory, MemoryFilter, MemoryType, NewMemory, Source
-from confide.workers.conversation_jobs import enqueue_app_resume
+from confide.wiring import Components, build
 
 __all__ = ["DEFAULT_ACCOUNT", "Confide", "SearchResult"]
 
@@ -90,66 +81,52 @@ class Confide:
         settings: Settings | None = None,
         extractor: Extractor | None = None,
     ) -> None:
-        self.settings = settings or engine.settings
-        self.engine = engine
-        self.embedder = embedder
-        if embedder is not None:
-            engine.add_indexer(
-                VectorIndexer(
-                    engine.storage,
-                    embedder,
-                    link_top_k=self.settings.link_top_k,
-                    link_min=self.settings.link_min,
-                    run_context=self.settings.run_context,
-                )
+        self._adopt(
+            build(
+                settings or engine.settings, engine=engine, embedder=embedder, extractor=extractor
             )
-        # Every LLM call Confide makes goes through one metered client: the usage ledger.
-        self.usage = UsageLedger(
-            engine.app_tables(),
-            prices=self.settings.llm_prices,
-            budget_units=self.settings.llm_budget_units,
         )
-        configured = llm_from_settings(self.settings)
-        llm = None if configured is None else MeteredLLM(configured, self.usage)
-        self.llm: LLM | None = llm
+        # The engine was given, yet the SDK closes it (``with Confide(engine, ...)``).
+        self._closes_engine = True
+
+    def _adopt(self, components: Components) -> None:
+        self.components = components
+        """The parts this client runs on (:func:`confide.wiring.build`)."""
+        self.settings = components.settings
+        self.engine = components.engine
+        self.embedder = components.embedder
+        self.usage = components.usage
+        self.llm: LLM | None = components.llm
         """The configured model behind the usage ledger (``None``: none configured)."""
-        self.extractor = extractor or (
-            extractor_from_settings(self.settings) if llm is None else LLMExtractor(llm)
-        )
-        self.access = AccessTracker(engine.storage)
-        self.memory_query = MemoryQueryService(
-            engine,
-            load_categories(self.settings.categories_file),
-            embedder=embedder,
-            weights=self.settings.ranking,
-            access=self.access,
-            deltas=engine,
-        )
-        self.chat = ChatMemory(
-            engine, settings=self.settings, embedder=embedder, llm=llm, ledger=self.usage
-        )
-        # Work the budget defers is queued for a worker (``confide worker``) to resume.
-        self.apps = AppMemories(
-            engine,
-            settings=self.settings,
-            llm=llm,
-            ledger=self.usage,
-            on_defer=lambda account_id: enqueue_app_resume(engine, account_id=account_id),
-        )
+        self.extractor = components.extractor
+        self.access = components.access
+        self.memory_query = components.memory_query
+        self.chat = components.chat
+        self.apps = components.apps
+
+    @classmethod
+    def of(cls, components: Components) -> Confide:
+        """The SDK over components built elsewhere (the service's, the CLI's).
+
+        Closing it closes the components, and the engine only if they opened it.
+        """
+        confide = cls.__new__(cls)
+        confide._adopt(components)
+        confide._closes_engine = components.owns_engine
+        return confide
 
     @classmethod
     def open(cls, settings: Settings | None = None) -> Confide:
         """Build a ready Confide from ``settings`` (from the environment when omitted).
 
         Opens and migrates the storage, opens the key store and key ring, builds the
-        configured embedder and extractor. Raises :class:`~confide.errors.ConfigurationError`
-        for a configuration that cannot work (see :meth:`MemoryEngine.open`). Without the
-        ``local`` extra and with no embedder configured, opens without one
-        (lexical search only) and warns once; see :func:`confide.embedders.configured_embedder`.
+        configured embedder and extractor (:func:`confide.wiring.build`). Raises
+        :class:`~confide.errors.ConfigurationError` for a configuration that cannot work
+        (see :meth:`MemoryEngine.open`). Without the ``local`` extra and with no embedder
+        configured, opens without one (lexical search only) and warns once; see
+        :func:`confide.embedders.configured_embedder`.
         """
-        settings = settings or Settings()
-        embedder = configured_embedder(settings)
-        return cls(MemoryEngine.open(settings), embedder=embedder, settings=settings)
+        return cls.of(build(settings or Settings()))
 
     @staticmethod
     def remote(url: str, api_key: str, *, timeout: float = 30.0) -> RemoteConfide:
@@ -287,11 +264,7 @@ class Confide:
         ]
 
     def _dedup(self) -> DedupPolicy:
-        return DedupPolicy(
-            text_threshold=self.settings.dedup_text_threshold,
-            cosine_threshold=self.settings.dedup_cosine_threshold,
-            embedder=self.embedder,
-        )
+        return self.components.dedup
 
     def _add_text(
         self,
@@ -357,21 +330,11 @@ class Confide:
         sink = EngineMemorySink(self.engine, dedup=self._dedup())
         # Consent as in a call: a sensitive key, or a benign one too few signals corroborate,
         # waits as a proposal (listed and confirmed through the service's /v1/proposals).
-        proposals = ProposalStore(
-            self.engine,
-            self.engine.service_tables(),
-            ttl=timedelta(days=self.settings.proposal_ttl_days),
-        )
         pipeline = ExtractionPipeline(
             self.extractor,
             sink,
-            proposals=proposals,
-            consent=ConsentPolicy.of(
-                DEFAULT_SENSITIVE_KEYS
-                if self.settings.sensitive_keys is None
-                else self.settings.sensitive_keys,
-                min_confidence=self.settings.consent_min_confidence,
-            ),
+            proposals=self.components.proposals,
+            consent=self.components.consent,
             procedural=ProceduralGate(min_confidence=self.settings.procedural_min_confidence),
             writing=writing_of(self.extractor),
         )
@@ -512,11 +475,12 @@ class Confide:
 
     def close(self) -> None:
         """Flush access times, release the storage and the embedder's connections."""
-        self.access.close()
-        self.engine.close()
-        close_embedder = getattr(self.embedder, "close", None)
-        if callable(close_embedder):
-            close_embedder()
+        self.components.close()
+        if self._closes_engine and not self.components.owns_engine:
+            self.engine.close()
+            close_embedder = getattr(self.embedder, "close", None)
+            if callable(close_embedder):
+                close_embedder()
 
     def __enter__(self) -> Confide:
         return self

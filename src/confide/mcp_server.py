@@ -347,14 +347,6 @@ def mcp_http_app(server: Any) -> Any:
 
 
 def open_services(confide: Confide) -> Services:
-    """The service container over an open :class:`Confide` (dispatcher, keys, proposals)."""
-    from confide.conversation.query_handler import RetrievalQueryHandler
-
-    return Services(
-        confide.engine,
-        confide.settings,
-        extractor=confide.extractor,
-        embedder=confide.embedder,
-        query=RetrievalQueryHandler(confide.memory_query),
-        chat=confide.chat,
-    )
+    """The service container over an open :class:`Confide`'s components (dispatcher, keys,
+    proposals, gate): the same parts the SDK uses, built once."""
+    return Services(confide.components)

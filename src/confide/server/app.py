@@ -8,16 +8,17 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
 
 from fastapi import Depends, FastAPI
 from fastapi.responses import PlainTextResponse
 from fastapi_offline import FastAPIOffline
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
+from confide.client import Confide
 from confide.config import Settings
 from confide.conversation.dispatcher import QueryHandler
 from confide.conversation.extraction import Extractor
+from confide.embedders import Embedder
 from confide.engine import MemoryEngine
 from confide.server.deps import require_key
 from confide.server.errors import install_error_handlers
@@ -40,13 +41,11 @@ from confide.server.routes import ops as ops_routes
 from confide.server.routes import query as query_routes
 from confide.server.routes import sdk as sdk_routes
 from confide.server.routes import ui as ui_routes
-from confide.server.services import ServiceOptions, Services
+from confide.server.services import Services
 from confide.storage.base import Capability
+from confide.wiring import build
 from confide.workers import Worker as JobWorker
-from confide.workers import WorkerThread, standard_worker
-
-if TYPE_CHECKING:
-    from confide.client import Confide
+from confide.workers import WorkerThread
 
 __all__ = ["create_app"]
 
@@ -57,9 +56,8 @@ def create_app(
     settings: Settings | None = None,
     *,
     engine: MemoryEngine | None = None,
-    options: ServiceOptions | None = None,
     extractor: Extractor | None = None,
-    embedder: object | None = None,
+    embedder: Embedder | None = None,
     query: QueryHandler | None = None,
     clock: Callable[[], float] | None = None,
     warm_up: bool = True,
@@ -72,9 +70,9 @@ def create_app(
         settings: Confide settings (read from the environment when omitted).
         engine: an open engine to serve; by default one is opened from ``settings`` and
             closed with the app.
-        options: service knobs (de-duplication thresholds, proposal lifetime...).
         extractor: overrides the end-of-session extractor chosen from ``settings``.
-        embedder: enables the embedding test of the de-duplication policy.
+        embedder: the embedder (by default the configured one when the app opens its
+            engine, none over a given engine).
         query: the ``memory_query`` handler, when the retrieval layer provides one.
         clock: wall-clock seconds, for tests.
         warm_up: when the app opens its own engine, load the embedder and the search's
@@ -88,45 +86,23 @@ def create_app(
     The service container is ``app.state.services``; ``await
     app.state.services.tasks.join()`` waits for background extractions.
     """
-    settings = settings or Settings()
-    owns = engine is None
-    closers: list[Callable[[], None]] = []
-    query_handler = query
-    warm: Callable[[], None] | None = None
-    chat = None
-    app_memories = None
-    sdk = None
-    if engine is None:
-        # The one wiring (Confide.open): engine, retrieval and extraction, as configured.
-        from confide.client import Confide
-        from confide.conversation.query_handler import RetrievalQueryHandler
-
-        confide = Confide.open(settings)
-        engine = confide.engine
-        embedder = embedder if embedder is not None else confide.embedder
-        extractor = extractor or confide.extractor
-        query_handler = query or RetrievalQueryHandler(confide.memory_query)
-        chat = confide.chat
-        app_memories = confide.apps
-        sdk = confide
-        closers.append(confide.access.close)
-        if warm_up:
-            warm = functools.partial(confide.warm_up, progress or log.info)
-    services = Services(
-        engine,
-        settings,
-        options=options,
-        extractor=extractor,
+    # The one wiring (confide.wiring.build): the same components over a given engine as
+    # over one opened here.
+    components = build(
+        settings or Settings(),
+        engine=engine,
         embedder=embedder,
-        query=query_handler,
-        owns_engine=owns,
-        chat=chat,
-        apps=app_memories,
-        clock=time.time if clock is None else clock,
+        extractor=extractor,
+        query=query,
     )
+    settings = components.settings
+    owns = components.owns_engine
+    services = Services(components, clock=time.time if clock is None else clock)
+    sdk = Confide.of(components)
+    warm = functools.partial(sdk.warm_up, progress or log.info) if owns and warm_up else None
 
-    services.jobs = _job_worker(engine, settings, sdk, services)
-    worker = _worker_thread(services.jobs, engine, settings, owns=owns)
+    services.jobs = components.worker()
+    worker = _worker_thread(services.jobs, components.engine, settings, owns=owns)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -146,8 +122,6 @@ def create_app(
             if worker is not None:  # it finishes its current job first
                 await asyncio.to_thread(worker.stop)
             await services.tasks.join()
-            for close in closers:
-                close()
             services.close()
 
     title, version = "Confide", "0.1.0"
@@ -229,23 +203,6 @@ async def _evict_idle_sessions(services: Services, settings: Settings) -> None:
         evicted = services.buffer.evict_idle()
         if evicted:
             log.info("evicted %d idle call sessions", evicted)
-
-
-def _job_worker(
-    engine: MemoryEngine, settings: Settings, sdk: Confide | None, services: Services
-) -> JobWorker:
-    """The standard job worker, its conversation jobs over the service's chat and app
-    memories."""
-    if sdk is None:
-        return standard_worker(engine, settings, usage=services.usage, conversations=services)
-    return standard_worker(
-        engine,
-        settings,
-        usage=sdk.usage,
-        embedder=sdk.embedder,
-        llm=sdk.llm,
-        conversations=services,
-    )
 
 
 def _worker_thread(

@@ -13,39 +13,25 @@ import socket
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from confide.apps import AppMemories, AppMessage
+from confide.apps import AppMessage
 from confide.async_engine import AsyncMemoryEngine
-from confide.chat import ChatMemory
 from confide.config import Settings
-from confide.conversation.buffer import Session, SessionBuffer, Turn
-from confide.conversation.consent import ConsentPolicy
-from confide.conversation.dedup import DedupPolicy
-from confide.conversation.dispatcher import EngineDispatcher, QueryHandler
-from confide.conversation.extraction import DEFAULT_SENSITIVE_KEYS, Extractor, LLMExtractor
-from confide.conversation.procedural import ProceduralGate
-from confide.conversation.proposals import ProposalStore
-from confide.conversation.query_handler import RetrievalQueryHandler
+from confide.conversation.buffer import Session
+from confide.conversation.extraction import DEFAULT_SENSITIVE_KEYS
 from confide.conversation.realtime import Dispatcher, RealtimeAdapter
-from confide.conversation.summarizer import SessionSummarizer, skip_reason
-from confide.embedders.base import Embedder
-from confide.engine import MemoryEngine
+from confide.conversation.summarizer import skip_reason
 from confide.errors import NotFoundError, SessionHeldError
-from confide.gate import Gate
-from confide.llm.registry import llm_from_settings
-from confide.llm.usage import MeteredLLM, UsageLedger
-from confide.retrieval.categories import CategoriesConfig, load_categories
 from confide.server.auth import ApiKeys
 from confide.server.loader import EngineMemoryLoader
 from confide.server.metrics import Metrics
 from confide.server.tasks import TaskRegistry
-from confide.storage.base import SERVICE_KEYS_BLINDED
 from confide.storage.service import CallSessionRow
 from confide.types import Memory
+from confide.wiring import Components
 from confide.workers.conversation_jobs import (
     APP_RESUME,
     CHAT_SUMMARY,
@@ -115,127 +101,56 @@ class Worker(BaseModel):
 
 
 class Services:
-    """The service's collaborators, wired once per app.
+    """The service's collaborators over the process's components (:func:`confide.wiring.build`).
 
     Args:
-        engine: the memory engine (closed by :meth:`close` only when ``owns_engine``).
-        settings: Confide settings (``min_session_seconds``, the LLM choice).
-        options: service knobs.
-        extractor: overrides the extractor chosen from settings.
-        embedder: optional, for the embedding test of the de-duplication policy.
-        query: the ``memory_query`` handler, if any.
+        components: the engine, retrieval, chat and app memories, dispatcher and gate;
+            :meth:`close` closes them.
         clock: wall-clock seconds (injectable for tests).
-        chat: the chat memory (messages, history, summaries, subject facts); by default one
-            over ``engine`` without an embedder.
-        apps: the app memories; by default over ``engine`` with the configured LLM, its
-            calls recorded in the usage ledger.
         worker: this process as call sessions record it; by default a new identity (two
             apps in one process are two workers, as two processes would be).
-        categories: the categories and agent allowlists the gate applies; by default those
-            ``memory_query`` answers under, else the configured file's.
     """
 
     def __init__(
         self,
-        engine: MemoryEngine,
-        settings: Settings,
+        components: Components,
         *,
-        options: ServiceOptions | None = None,
-        extractor: Extractor | None = None,
-        embedder: object | None = None,
-        query: QueryHandler | None = None,
         clock: Callable[[], float] = time.time,
-        owns_engine: bool = False,
-        chat: ChatMemory | None = None,
-        apps: AppMemories | None = None,
         worker: Worker | None = None,
-        categories: CategoriesConfig | None = None,
     ) -> None:
+        self.components = components
+        engine = components.engine
         self.engine = engine
+        self.settings = components.settings
+        self.options = ServiceOptions.of(components.settings)
         self.worker = worker or Worker.this_process()
-        self.embedder = embedder
+        self.embedder = components.embedder
         self.aengine = AsyncMemoryEngine(engine)
-        self.settings = settings
-        self.options = options or ServiceOptions.of(settings)
         self.clock = clock
-        self._owns_engine = owns_engine
         self.tables = engine.service_tables()
         self.keys = ApiKeys(self.tables)
-        self.buffer = SessionBuffer(on_turn=self._classified)
+        self.buffer = components.buffer
         self._ending = asyncio.Lock()
         self.metrics = Metrics(
             integrity_failures=lambda: engine.integrity_failures,
             sessions_evicted=lambda: self.buffer.evicted,
         )
         self.tasks = TaskRegistry()
-        # Unless given their parts, extraction, summaries and app memories share one
-        # metered client: every call they make is in the usage ledger.
-        self.usage = UsageLedger(
-            engine.app_tables(),
-            prices=settings.llm_prices,
-            budget_units=settings.llm_budget_units,
-        )
-        configured = llm_from_settings(settings)
-        self.metered_llm = None if configured is None else MeteredLLM(configured, self.usage)
-        if extractor is None and self.metered_llm is not None:
-            extractor = LLMExtractor(self.metered_llm)
-        self.dedup = DedupPolicy(
-            text_threshold=self.options.dedup_text_threshold,
-            cosine_threshold=self.options.dedup_cosine_threshold,
-            embedder=embedder,  # type: ignore[arg-type]
-        )
-        self.proposals = ProposalStore(
-            engine, self.tables, ttl=timedelta(days=self.options.proposal_ttl_days)
-        )
-        if engine.meta_value(SERVICE_KEYS_BLINDED) != "done":
-            # An older store: proposals and session events still hold keys in clear.
-            self.proposals.upgrade_keys()
-        self.dispatcher = EngineDispatcher(
-            engine,
-            dedup=self.dedup,
-            proposals=self.proposals,
-            sensitive_keys=self.options.sensitive_keys,
-            tool_log=self.tables,
-            on_write=self.metrics.memory_written,
-            query=query,
-            consent=ConsentPolicy.of(
-                self.options.sensitive_keys, min_confidence=settings.consent_min_confidence
-            ),
-            procedural=ProceduralGate(min_confidence=settings.procedural_min_confidence),
-            user_turns=self._user_turns,
-        )
-        if categories is None:
-            categories = (
-                query.service.categories
-                if isinstance(query, RetrievalQueryHandler)
-                else load_categories(settings.categories_file)
-            )
-        self.gate = Gate(engine, self.dispatcher, categories)
-        self.summarizer = SessionSummarizer(
-            engine,
-            proposals=self.proposals,
-            extractor=extractor,
-            settings=settings,
-            dedup=self.dedup,
-            sensitive_keys=self.options.sensitive_keys,
-        )
+        self.usage = components.usage
+        self.usage.on_record = self.metrics.llm_call
+        self.metered_llm = components.llm
+        self.dedup = components.dedup
+        self.proposals = components.proposals
+        self.dispatcher = components.dispatcher
+        components.on_write.listeners.append(self.metrics.memory_written)
+        self.gate = components.gate
+        self.summarizer = components.summarizer
         self.loader = EngineMemoryLoader(engine, on_failure=self.metrics.refresh_failed)
         self.sdk: Confide | None = None
-        """The SDK over this engine when the app opened it (``/v1/add``, ``/v1/search``)."""
-        self.chat = chat or ChatMemory(
-            engine,
-            settings=settings,
-            embedder=embedder if isinstance(embedder, Embedder) else None,
-            llm=self.metered_llm,
-            ledger=self.usage,
-        )
-        if apps is None:
-            apps = AppMemories(engine, settings=settings, llm=self.metered_llm, ledger=self.usage)
-        self.apps = apps
-        self.usage.on_record = self.metrics.llm_call
-        if self.apps.ledger is not None:
-            self.usage = self.apps.ledger
-            self.usage.on_record = self.metrics.llm_call
+        """The SDK over these components (``/v1/add``, ``/v1/search``), set by
+        :func:`~confide.server.create_app`."""
+        self.chat = components.chat
+        self.apps = components.apps
         self.apps.on_compaction = self.metrics.app_compacted
         self.apps.on_defer = self._deferred
         self.jobs: JobWorker | None = None
@@ -299,9 +214,8 @@ class Services:
         enqueue_chat_summary(self.engine, account_id=account_id, conversation_id=conversation_id)
 
     def close(self) -> None:
-        """Close the engine if this service opened it."""
-        if self._owns_engine:
-            self.engine.close()
+        """Close the components (the engine only if they opened it)."""
+        self.components.close()
 
     # ---- sessions ----------------------------------------------------------------------------
     def start_session(self, *, account_id: str, user_id: str, is_reminder: bool) -> str:
@@ -480,22 +394,6 @@ class Services:
             conversation_id=conversation_id,
             index=index,
             length=length,
-        )
-
-    def _user_turns(self, session_id: str) -> list[str]:
-        """What the user said in a live session (in memory only), for the consent signals."""
-        live = self.buffer.get(session_id)
-        return [] if live is None else [t.summary for t in live.turns if t.speaker == "user"]
-
-    def _classified(self, account_id: str, user_id: str, turn: Turn) -> None:
-        """A turn's intent as an operational event (node ``hotpath``, op ``classify``)."""
-        self.engine.emit_op(
-            "hotpath",
-            "classify",
-            account_id=account_id,
-            user_id=user_id,
-            category=str(turn.intent),
-            status=turn.speaker,
         )
 
     def adapter(

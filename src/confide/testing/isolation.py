@@ -148,22 +148,13 @@ def isolation_service(engine: MemoryEngine, settings: Settings) -> Iterator[Isol
     appear within a few steps; the embedder is a deterministic fake (isolation does not
     depend on what vectors mean).
     """
-    from confide.client import Confide
-    from confide.conversation.query_handler import RetrievalQueryHandler
     from confide.server import create_app
     from confide.testing.embedders import HashingEmbedder
 
     tuned = settings.model_copy(
         update={"summary_trigger": 2, "summary_batch": 2, "min_session_seconds": 0.0}
     )
-    confide = Confide(engine, embedder=HashingEmbedder(), settings=tuned)
-    app = create_app(
-        tuned,
-        engine=engine,
-        query=RetrievalQueryHandler(confide.memory_query),
-        embedder=confide.embedder,
-    )
-    app.state.services.sdk = confide
+    app = create_app(tuned, engine=engine, embedder=HashingEmbedder())
     loop = asyncio.new_event_loop()
     transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)  # a crash is a 500
     client = httpx.AsyncClient(transport=transport, base_url="http://confide")
