@@ -18,6 +18,7 @@ from confide.config import Settings
 from confide.engine import MemoryEngine
 from confide.llm.openai_compat import OpenAICompatibleLLM
 from confide.server import create_app
+from confide.testing.loop_guard import LoopGuard
 from confide.testing.scripted_llm import ScriptedLLMServer
 
 ACCOUNT = "acct-1"
@@ -85,12 +86,16 @@ def apps_api(engine: MemoryEngine, settings: Settings) -> ApiFactory:
         keys = app.state.services.keys
         token = keys.create(ACCOUNT)
         admin = keys.create(ACCOUNT, admin=True)
-        transport = httpx.ASGITransport(app=app)
+        # A request whose handler (or a task it spawned) reads or writes the store on the
+        # event loop fails the test.
+        guard = LoopGuard(engine.storage)
+        transport = httpx.ASGITransport(app=guard.app(app))
         async with httpx.AsyncClient(transport=transport, base_url="http://confide.test") as http:
             try:
                 yield AppsApi(app, http, token, admin)
             finally:
                 await app.state.services.tasks.join()
                 await asyncio.to_thread(app.state.services.run_jobs)
+        assert guard.blocking == [], "storage work on the event loop:\n" + "\n".join(guard.blocking)
 
     return make

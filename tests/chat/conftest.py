@@ -17,6 +17,7 @@ from confide.chat import ChatMemory
 from confide.config import Settings
 from confide.engine import MemoryEngine
 from confide.server import create_app
+from confide.testing.loop_guard import LoopGuard
 
 ACCOUNT = "acct-1"
 
@@ -79,12 +80,16 @@ def chat_api(engine: MemoryEngine, settings: Settings) -> ApiFactory:
         if chat is not None:
             app.state.services.chat = chat
         token = app.state.services.keys.create(ACCOUNT)
-        transport = httpx.ASGITransport(app=app)
+        # A request whose handler (or a task it spawned) reads or writes the store on the
+        # event loop fails the test.
+        guard = LoopGuard(engine.storage)
+        transport = httpx.ASGITransport(app=guard.app(app))
         async with httpx.AsyncClient(transport=transport, base_url="http://confide.test") as http:
             try:
                 yield ChatApi(app, http, token)
             finally:
                 await app.state.services.tasks.join()
                 await asyncio.to_thread(app.state.services.run_jobs)
+        assert guard.blocking == [], "storage work on the event loop:\n" + "\n".join(guard.blocking)
 
     return make

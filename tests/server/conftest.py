@@ -13,6 +13,7 @@ from fastapi import FastAPI
 from confide.config import Settings
 from confide.engine import MemoryEngine
 from confide.server import create_app
+from confide.testing.loop_guard import LoopGuard
 
 ACCOUNT = "acct-1"
 
@@ -49,10 +50,14 @@ async def api(engine: MemoryEngine, settings: Settings) -> AsyncIterator[Api]:
     quick = settings.model_copy(update={"min_session_seconds": 0.0})
     app = create_app(quick, engine=engine)
     token = app.state.services.keys.create(ACCOUNT)
-    transport = httpx.ASGITransport(app=app)
+    # Every request these tests make fails the test if its handler (or a task it spawned)
+    # reads or writes the store on the event loop instead of off-loading it.
+    guard = LoopGuard(engine.storage)
+    transport = httpx.ASGITransport(app=guard.app(app))
     async with httpx.AsyncClient(transport=transport, base_url="http://confide.test") as client:
         yield Api(app, client, token)
         await app.state.services.tasks.join()
+    assert guard.blocking == [], "storage work on the event loop:\n" + "\n".join(guard.blocking)
 
 
 @pytest.fixture

@@ -182,7 +182,7 @@ class AppMemories:
         """
         scope = AppScope(account_id, app_id)
         parsed = parse_messages(messages)
-        if self._must_defer(account_id):
+        if await asyncio.to_thread(self._must_defer, account_id):
             await asyncio.to_thread(self._defer, scope, conversation_id, parsed, reason)
             if self.on_defer is not None:
                 await asyncio.to_thread(self.on_defer, scope.account_id)
@@ -190,6 +190,8 @@ class AppMemories:
         return await self._end(scope, conversation_id, parsed, reason)
 
     def _must_defer(self, account_id: str) -> bool:
+        """Whether the account's budget is too low for this work now (reads the ledger: call
+        it off the event loop)."""
         if self.llm is None or self.ledger is None:
             return False
         return self.ledger.must_defer(account_id)
@@ -294,7 +296,7 @@ class AppMemories:
         """Do deferred work, oldest first, while the budget allows; how many were done."""
         done = 0
         for row in await asyncio.to_thread(self.tables.deferred, account_id, limit):
-            if self._must_defer(row.account_id):
+            if await asyncio.to_thread(self._must_defer, row.account_id):
                 continue
             scope = AppScope(row.account_id, row.scope)
             raw = await asyncio.to_thread(
