@@ -214,6 +214,12 @@ def test_app_memories_are_for_admins_only(sdk: Confide) -> None:
     found = admin.get(app, "greeting")
     assert found is not None and found.value["content"] == "Welcome to the hotel"
     assert [i.key for i in admin.search(app)] == ["greeting"]
+    admin.put(app, "farewell", {"content": "Goodbye"})
+    stored = sdk.engine.list_memories(
+        MemoryFilter(account_id="acme", user_id="app:concierge", app_id="concierge")
+    )
+    assert len(stored) == 2  # the app's scope holds the new item
+    assert {i.key for i in admin.search(app)} == {"greeting", "farewell"}
 
 
 def test_a_pinned_principal_reads_its_own_user_only(sdk: Confide) -> None:

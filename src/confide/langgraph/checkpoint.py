@@ -121,7 +121,6 @@ class ConfideCheckpointSaver(BaseCheckpointSaver[str]):
         return f"agent={owner.agent_id}:{place}" if owner.agent_id else place
 
     # ---- sealing -----------------------------------------------------------------------------
-
     def _seal(self, value: Any, *, user_id: str, record_id: str) -> tuple[str, SealedValue]:
         kind, data = self.serde.dumps_typed(value)
         return self.engine.seal_value(

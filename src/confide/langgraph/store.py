@@ -51,7 +51,7 @@ from confide.conversation.dispatcher import EngineDispatcher
 from confide.errors import ValidationError
 from confide.gate import Gate, Principal, require_write
 from confide.langgraph._principal import door_principal
-from confide.types import APP_OWNER_PREFIX, Memory, MemoryType
+from confide.types import Memory, MemoryType
 
 __all__ = ["ConfideStore"]
 
@@ -190,11 +190,8 @@ class ConfideStore(BaseStore):
             principal,
             {
                 "user_id": user,
-                "app_id": (
-                    user.removeprefix(APP_OWNER_PREFIX)
-                    if user.startswith(APP_OWNER_PREFIX)
-                    else None
-                ),
+                # An app's owner stores in that app's scope (an admin's only, as the gate says).
+                "app_id": gate.agent_view(principal, user_id=user, agent=self.agent).app_id,
                 "agent_id": namespace[1] if len(namespace) > 1 else None,
                 "key": _memory_key(namespace, op.key),
                 "value": text,
