@@ -5,17 +5,21 @@ from __future__ import annotations
 
 import operator
 from pathlib import Path
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, TypedDict, cast
 
 import pytest
 from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.graph import END, START, StateGraph
 
 from confide.config import Settings
 from confide.engine import MemoryEngine
-from confide.errors import ValidationError
+from confide.errors import PermissionDeniedError, ValidationError
+from confide.gate import Principal, Scope
 from confide.langgraph import ConfideCheckpointSaver
 from confide.storage.base import Storage
+from confide.storage.checkpoints import checkpoint_ddl
+from confide.storage.migrations import MIGRATIONS, account_policy
 
 SECRET = "the launch code is 0451"
 
@@ -156,3 +160,120 @@ def test_erasing_the_owner_deletes_their_graph_state(
     assert all(storage.count_rows(t, "acme", "ann") == 0 for t in tables)
     assert saver.get_tuple(_config("t10", "ann")) is None
     assert saver.get_tuple(_config("t11", "bob")) is not None
+
+
+def test_two_users_of_an_account_keep_their_own_thread(engine: MemoryEngine) -> None:
+    saver = ConfideCheckpointSaver(engine, account_id="acme")
+    graph = _graph(saver)
+    graph.invoke({"notes": ["ann's"]}, _config("shared", "ann"))
+    graph.invoke({"notes": ["bob's"]}, _config("shared", "bob"))
+    assert graph.get_state(_config("shared", "ann")).values["notes"] == ["ann's", "seen 1"]
+    assert graph.get_state(_config("shared", "bob")).values["notes"] == ["bob's", "seen 1"]
+    # Each resumes their own thread; neither write reaches the other's state.
+    again = graph.invoke({"notes": ["more"]}, _config("shared", "ann"))
+    assert again["notes"] == ["ann's", "seen 1", "more", "seen 3"]
+    assert graph.get_state(_config("shared", "bob")).values["notes"] == ["bob's", "seen 1"]
+    assert len(list(saver.list(_config("shared", "bob")))) == 3  # input, two steps
+    assert len(list(saver.list(_config("shared", "ann")))) == 6
+    latest = saver.latest("bob", "shared")
+    assert latest is not None and latest.checkpoint["channel_values"]["notes"][0] == "bob's"
+    # A saver owned by one user deletes that user's thread only.
+    ConfideCheckpointSaver(engine, account_id="acme", user_id="bob").delete_thread("shared")
+    assert saver.get_tuple(_config("shared", "bob")) is None
+    assert graph.get_state(_config("shared", "ann")).values["notes"][-1] == "seen 3"
+
+
+def test_a_saver_configured_with_an_agent_keeps_that_agents_threads(
+    engine: MemoryEngine,
+) -> None:
+    planner = _graph(ConfideCheckpointSaver(engine, account_id="acme", agent="planner"))
+    writer = _graph(ConfideCheckpointSaver(engine, account_id="acme", agent="writer"))
+    planner.invoke({"notes": ["plan"]}, _config("t12"))
+    writer.invoke({"notes": ["draft"]}, _config("t12"))
+    assert planner.get_state(_config("t12")).values["notes"] == ["plan", "seen 1"]
+    assert writer.get_state(_config("t12")).values["notes"] == ["draft", "seen 1"]
+
+
+def test_the_saver_applies_its_principal(engine: MemoryEngine) -> None:
+    pinned = ConfideCheckpointSaver(engine, principal=Principal(account_id="acme", user_id="ann"))
+    graph = _graph(pinned)
+    # The pinned user is the owner of a config naming none.
+    graph.invoke({"notes": ["x"]}, {"configurable": {"thread_id": "t13"}})
+    assert graph.get_state(_config("t13", "ann")).values["notes"] == ["x", "seen 1"]
+    with pytest.raises(PermissionDeniedError):
+        graph.invoke({"notes": ["y"]}, _config("t13", "bob"))
+    with pytest.raises(PermissionDeniedError):
+        pinned.get_tuple(_config("t13", "bob"))
+    reader = ConfideCheckpointSaver(
+        engine, principal=Principal(account_id="acme", scope=Scope.READ)
+    )
+    assert reader.get_tuple(_config("t13", "ann")) is not None
+    with pytest.raises(PermissionDeniedError):
+        _graph(reader).invoke({"notes": ["z"]}, _config("t13", "ann"))
+    with pytest.raises(PermissionDeniedError):
+        reader.delete_thread("t13")
+    with pytest.raises(PermissionDeniedError):
+        ConfideCheckpointSaver(engine, account_id="acme").put(
+            _config("t14", "app:concierge"),
+            empty_checkpoint(),
+            {},
+            {},
+        )
+    bound = Principal(account_id="acme", agents=("planner",))
+    with pytest.raises(PermissionDeniedError):
+        ConfideCheckpointSaver(engine, principal=bound, agent="writer")
+    assert graph.get_state(_config("t13", "ann")).values["notes"] == ["x", "seen 1"]
+
+
+_OLD_COLUMNS = {
+    "checkpoints": "account_id, user_id, thread_id, checkpoint_ns, checkpoint_id, "
+    "parent_checkpoint_id, channel_versions, created_at, key_id, ciphertext, wrapped_key",
+    "checkpoint_blobs": "account_id, thread_id, checkpoint_ns, channel, version, user_id, "
+    "key_id, ciphertext, wrapped_key",
+    "checkpoint_writes": "account_id, thread_id, checkpoint_ns, checkpoint_id, task_id, idx, "
+    "user_id, channel, task_path, key_id, ciphertext, wrapped_key",
+    "supervisor_checkpoints": "account_id, user_id, thread_id, checkpoint_id, updated_at",
+}
+
+
+def test_checkpoints_of_an_older_store_keep_their_owners_after_upgrade(
+    engine: MemoryEngine, storage: Storage
+) -> None:
+    saver = ConfideCheckpointSaver(engine, account_id="acme")
+    graph = _graph(saver)
+    graph.invoke({"notes": ["ann's"]}, _config("t15", "ann"))
+    graph.invoke({"notes": ["bob's"]}, _config("t16", "bob"))
+    # As a store made before version 21 left it: the tables keyed without the owner.
+    sql = cast(Any, storage)
+    with sql.transaction() as tx:
+        tx.across_accounts()
+        kept = {t: tx.run(f"SELECT {c} FROM {t}").fetchall() for t, c in _OLD_COLUMNS.items()}
+        for table in _OLD_COLUMNS:
+            tx.run(f"DROP TABLE {table}")
+        blob, real = (
+            ("BYTEA", "DOUBLE PRECISION") if storage.name == "postgres" else ("BLOB", "REAL")
+        )
+        for statement in checkpoint_ddl(blob, real):
+            tx.run(statement)
+        if storage.name == "postgres":
+            for table in _OLD_COLUMNS:
+                for statement in account_policy(table):
+                    tx.run(statement)
+        for table, rows in kept.items():
+            marks = ", ".join("?" for _ in _OLD_COLUMNS[table].split(", "))
+            for row in rows:
+                tx.run(f"INSERT INTO {table} ({_OLD_COLUMNS[table]}) VALUES ({marks})", list(row))
+        tx.run("DELETE FROM schema_migrations WHERE version = 21")
+    for _ in range(2):  # and once more after its record was lost
+        storage.migrate()
+        assert storage.schema_version() == max(m.version for m in MIGRATIONS)
+        assert graph.get_state(_config("t15", "ann")).values["notes"] == ["ann's", "seen 1"]
+        assert graph.get_state(_config("t16", "bob")).values["notes"] == ["bob's", "seen 1"]
+        assert graph.get_state(_config("t16", "ann")).values == {}
+        with sql.transaction() as tx:
+            tx.run("DELETE FROM schema_migrations WHERE version = 21")
+    # The upgraded thread goes on, and a second user can now share its id.
+    storage.migrate()
+    assert graph.invoke({"notes": ["more"]}, _config("t15", "ann"))["notes"][-1] == "seen 3"
+    graph.invoke({"notes": ["bob's too"]}, _config("t15", "bob"))
+    assert graph.get_state(_config("t15", "ann")).values["notes"][-1] == "seen 3"

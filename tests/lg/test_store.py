@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, TypedDict
 
 import pytest
@@ -12,10 +13,11 @@ from langgraph.store.base import BaseStore
 from confide.client import Confide
 from confide.config import Settings
 from confide.engine import MemoryEngine
-from confide.errors import ValidationError
+from confide.errors import PermissionDeniedError, ValidationError
+from confide.gate import Principal, Scope
 from confide.langgraph import ConfideStore
 from confide.storage.base import Storage
-from confide.types import MemoryFilter, NewMemory
+from confide.types import MemoryFilter, MemoryType, NewMemory
 
 
 @pytest.fixture
@@ -114,3 +116,118 @@ async def test_a_graph_node_reads_and_writes_the_store(store: ConfideStore) -> N
     graph = builder.compile(store=store)
     result = await graph.ainvoke({"question": "Porto", "answer": ""})
     assert result["answer"] == "lives in Porto"
+
+
+CATEGORIES = """
+categories:
+  system:
+    fact: {context: rag}
+    preference: {context: all}
+    follow_up: {context: all}
+    wellbeing: {context: rag}
+allowlists:
+  default: ["*"]
+  scribe: [fact, preference]
+"""
+
+
+@pytest.fixture
+def scribe_sdk(engine: MemoryEngine, settings: Settings, tmp_path: Path) -> Iterator[Confide]:
+    path = tmp_path / "categories.yaml"
+    path.write_text(CATEGORIES, encoding="utf-8")
+    client = Confide(
+        engine, embedder=None, settings=settings.model_copy(update={"categories_file": path})
+    )
+    for key, text, kind in (
+        ("city", "Ann lives in Porto", MemoryType.FACT),
+        ("drink", "Ann drinks green tea in Porto", MemoryType.PREFERENCE),
+        ("dentist", "Ann must call the dentist in Porto", MemoryType.FOLLOW_UP),
+        ("mood", "Ann feels lonely in Porto", MemoryType.WELLBEING),
+    ):
+        engine.store(NewMemory(account_id="acme", user_id="ann", key=key, value=text, type=kind))
+    yield client
+    client.access.close()
+
+
+def test_store_reads_carry_the_agents_categories_only(scribe_sdk: Confide) -> None:
+    store = ConfideStore(scribe_sdk, account_id="acme", agent="scribe")
+    store.put(("ann", "notes"), "plan", {"content": "visit Porto in May"})
+    allowed = {(("ann",), "city"), (("ann",), "drink"), (("ann", "notes"), "plan")}
+    assert {(i.namespace, i.key) for i in store.search(("ann",))} == allowed
+    assert {(i.namespace, i.key) for i in store.search(("ann",), query="Porto")} == allowed
+    assert store.get(("ann",), "city") is not None
+    assert store.get(("ann",), "dentist") is None
+    assert store.get(("ann",), "mood") is None
+    # Deleting what the agent cannot read changes nothing.
+    store.delete(("ann",), "mood")
+    everything = ConfideStore(scribe_sdk, account_id="acme")
+    assert {i.key for i in everything.search(("ann",))} == {
+        "city",
+        "drink",
+        "dentist",
+        "mood",
+        "plan",
+    }
+    # An agent the principal is not bound to is refused.
+    principal = Principal(account_id="acme", agents=("default",))
+    with pytest.raises(PermissionDeniedError):
+        ConfideStore(scribe_sdk, principal=principal, agent="scribe")
+
+
+def test_a_read_principal_cannot_write_through_the_store(sdk: Confide) -> None:
+    writer = ConfideStore(sdk, account_id="acme")
+    writer.put(("ann",), "city", {"content": "lives in Porto"})
+    reader = ConfideStore(sdk, principal=Principal(account_id="acme", scope=Scope.READ))
+    assert reader.get(("ann",), "city") is not None
+    with pytest.raises(PermissionDeniedError):
+        reader.put(("ann",), "city", {"content": "lives in Lisbon"})
+    with pytest.raises(PermissionDeniedError):
+        reader.put(("ann",), "new", {"content": "x"})
+    with pytest.raises(PermissionDeniedError):
+        reader.delete(("ann",), "city")
+    item = writer.get(("ann",), "city")
+    assert item is not None and item.value == {"content": "lives in Porto"}
+
+
+def test_app_memories_are_for_admins_only(sdk: Confide) -> None:
+    sdk.engine.store(
+        NewMemory(
+            account_id="acme",
+            user_id="app:concierge",
+            app_id="concierge",
+            key="greeting",
+            value="Welcome to the hotel",
+        )
+    )
+    service = ConfideStore(sdk, account_id="acme")
+    app = ("app:concierge",)
+    for read in (
+        lambda: service.get(app, "greeting"),
+        lambda: service.search(app),
+        lambda: service.search(app, query="hotel"),
+        lambda: service.list_namespaces(prefix=app),
+        lambda: service.put(app, "greeting", {"content": "Go away"}),
+    ):
+        with pytest.raises(PermissionDeniedError):
+            read()
+    admin = ConfideStore(sdk, principal=Principal(account_id="acme", scope=Scope.ADMIN))
+    found = admin.get(app, "greeting")
+    assert found is not None and found.value["content"] == "Welcome to the hotel"
+    assert [i.key for i in admin.search(app)] == ["greeting"]
+    admin.put(app, "farewell", {"content": "Goodbye"})
+    stored = sdk.engine.list_memories(
+        MemoryFilter(account_id="acme", user_id="app:concierge", app_id="concierge")
+    )
+    assert len(stored) == 2  # the app's scope holds the new item
+    assert {i.key for i in admin.search(app)} == {"greeting", "farewell"}
+
+
+def test_a_pinned_principal_reads_its_own_user_only(sdk: Confide) -> None:
+    ConfideStore(sdk, account_id="acme").put(("bob",), "city", {"content": "Lima"})
+    pinned = ConfideStore(sdk, principal=Principal(account_id="acme", user_id="ann"))
+    pinned.put(("ann",), "city", {"content": "Porto"})
+    assert [i.key for i in pinned.search(("ann",))] == ["city"]
+    with pytest.raises(PermissionDeniedError):
+        pinned.get(("bob",), "city")
+    with pytest.raises(PermissionDeniedError):
+        pinned.search(("bob",), query="Lima")

@@ -7,7 +7,8 @@ gate decides what that principal may do and then runs the operation:
 - **Scope.** A ``read`` principal changes nothing: the write tools (``store_memory``,
   ``update_memory``, ``forget_memory``, ``mark_private``), a call session (it ends in an
   extraction) and every write by id are refused with :class:`PermissionDeniedError`.
-- **Agents.** ``memory_query``, a chat's history and a call's instructions act as an agent
+- **Agents.** ``memory_query``, a chat's history, a call's instructions and the reads of a
+  user's memories for an agent (:meth:`Gate.agent_view`, by key or listed) act as an agent
   the principal is bound to, and so carry only the categories of that agent's allowlist.
 - **App memories** (owner ``app:<app_id>``, injected into that app's system prompt) are read
   and changed by ``admin`` principals only, whichever operation names their ids.
@@ -99,6 +100,60 @@ class Gate:
                 allowlist.
         """
         return self.categories.resolve(principal.agent_for(agent))
+
+    def agent_view(
+        self, principal: Principal, *, user_id: str | None, agent: str | None = None
+    ) -> MemoryFilter:
+        """What a read of a user's memories that feeds ``agent`` may see: the principal's
+        account, the acting user (:meth:`user`; an app's owner reads that app's scope), and
+        the categories that reach the agent (:meth:`readable`).
+
+        Raises:
+            PermissionDeniedError: another user than the pinned one, an app's owner for a
+                non-admin principal, an agent the principal is not bound to or one without
+                an allowlist.
+            ValidationError: no user at all.
+        """
+        user = self.user(principal, user_id)
+        return MemoryFilter(
+            account_id=principal.account_id,
+            user_id=user,
+            app_id=(
+                user.removeprefix(APP_OWNER_PREFIX) if user.startswith(APP_OWNER_PREFIX) else None
+            ),
+            categories=self.readable(principal, agent),
+        )
+
+    def memories_for(
+        self, principal: Principal, *, user_id: str | None, agent: str | None = None, limit: int
+    ) -> list[Memory]:
+        """A user's active memories that reach ``agent`` (:meth:`agent_view`), newest first.
+
+        Raises:
+            PermissionDeniedError: as :meth:`agent_view`.
+            ValidationError: no user; ``limit`` out of range.
+        """
+        return self.engine.list_memories(
+            self.agent_view(principal, user_id=user_id, agent=agent), limit=limit
+        )
+
+    def memory_by_key(
+        self, principal: Principal, *, user_id: str | None, key: str, agent: str | None = None
+    ) -> Memory | None:
+        """A user's active memory stored under ``key``, when its category reaches ``agent``;
+        ``None`` otherwise, as when there is none.
+
+        Raises:
+            PermissionDeniedError: as :meth:`agent_view`.
+            ValidationError: no user.
+        """
+        view = self.agent_view(principal, user_id=user_id, agent=agent)
+        memory = self.engine.get_by_key(
+            account_id=view.account_id, user_id=str(view.user_id), key=key
+        )
+        if memory is None or memory.category not in (view.categories or ()):
+            return None
+        return memory
 
     # ---- memory tools ---------------------------------------------------------------------
     async def call_tool(

@@ -14,6 +14,13 @@ namespaces. Here each item is an Confide memory of the store's account:
 - the user's other memories (stored by tools, extraction or the SDK) appear under the
   namespace ``(user_id,)`` with their own key and ``{"content": value, "type": type}``.
 
+The store acts for a :class:`~confide.gate.Principal` (a ``service`` one of its account, bound
+to its ``agent``, by default) and every operation passes the gate (:mod:`confide.gate`):
+reads (``get``, ``search``, ``list_namespaces``) carry only the categories of the agent's
+allowlist (an item of another category is not found); a ``read`` principal writes nothing
+(:class:`~confide.errors.PermissionDeniedError`); a pinned principal reaches its user only;
+an app's memories (namespace ``("app:<app_id>",)``) are an ``admin``'s only.
+
 A namespace always starts with the user: an operation without one is refused
 (:class:`~confide.errors.ValidationError`). TTLs are not supported. The engine is synchronous;
 ``abatch`` runs ``batch`` in a worker thread.
@@ -40,8 +47,11 @@ from langgraph.store.base import (
 )
 
 from confide.client import Confide
+from confide.conversation.dispatcher import EngineDispatcher
 from confide.errors import ValidationError
-from confide.types import Memory, MemoryFilter, MemoryType, NewMemory, Source
+from confide.gate import Gate, Principal, require_write
+from confide.langgraph._principal import door_principal
+from confide.types import Memory, MemoryType
 
 __all__ = ["ConfideStore"]
 
@@ -66,17 +76,35 @@ class ConfideStore(BaseStore):
     """A LangGraph store whose items are Confide memories of one account.
 
     Args:
-        confide: the SDK (engine, embedder and hybrid retrieval).
-        account_id: the account every item belongs to.
-        agent: the agent whose category allowlist ``search`` reads under.
+        confide: the SDK (engine, embedder, hybrid retrieval, categories and allowlists).
+        account_id: the account every item belongs to (optional with a ``principal``).
+        agent: the agent whose category allowlist every read carries (default: the
+            principal's first agent, ``default`` for one bound to none).
+        principal: who the store acts for (default: a ``service`` principal of
+            ``account_id``, bound to ``agent``).
+
+    Raises:
+        ValidationError: no account, or a principal of another account.
+        PermissionDeniedError: an ``agent`` the principal is not bound to.
     """
 
     supports_ttl = False
 
-    def __init__(self, confide: Confide, *, account_id: str, agent: str = "default") -> None:
+    def __init__(
+        self,
+        confide: Confide,
+        *,
+        account_id: str | None = None,
+        agent: str | None = None,
+        principal: Principal | None = None,
+    ) -> None:
+        self.principal, named = door_principal(account_id, principal, agent)
         self.confide = confide
-        self.account_id = account_id
-        self.agent = agent
+        self.account_id = self.principal.account_id
+        self.agent = named or self.principal.agent_for(None)
+        self.gate = Gate(
+            confide.engine, EngineDispatcher(confide.engine), confide.memory_query.categories
+        )
 
     # ---- mapping ------------------------------------------------------------------------------
     def _item(self, memory: Memory, score: float | None = None) -> SearchItem:
@@ -100,20 +128,26 @@ class ConfideStore(BaseStore):
             score=score,
         )
 
+    def _by_key(self, user: str, key: str) -> Memory | None:
+        return self.gate.memory_by_key(self.principal, user_id=user, key=key, agent=self.agent)
+
     def _find(self, namespace: tuple[str, ...], key: str) -> Memory | None:
+        """The item's memory, when the store's agent may read it."""
         user = _user(namespace)
-        engine = self.confide.engine
-        found = engine.get_by_key(
-            account_id=self.account_id, user_id=user, key=_memory_key(namespace, key)
-        )
+        found = self._by_key(user, _memory_key(namespace, key))
         if found is None and len(namespace) == 1:
             try:
-                native = engine.get_by_key(account_id=self.account_id, user_id=user, key=key)
+                native = self._by_key(user, key)
             except ValueError:
                 native = None
             if native is not None and _NS not in native.metadata:
                 return native
         return found
+
+    def _listed(self, user: str) -> list[Memory]:
+        return self.gate.memories_for(
+            self.principal, user_id=user, agent=self.agent, limit=_MAX_LIST
+        )
 
     @staticmethod
     def _matches(item: Item, prefix: tuple[str, ...], flt: dict[str, Any] | None) -> bool:
@@ -136,35 +170,34 @@ class ConfideStore(BaseStore):
         )
 
     def _put(self, op: PutOp) -> None:
+        require_write(self.principal, "writing to the LangGraph store")
         namespace = tuple(op.namespace)
         user = _user(namespace)
         current = self._find(namespace, op.key)
-        engine = self.confide.engine
+        gate, principal = self.gate, self.principal
         if op.value is None:
             if current is not None:
-                engine.forget(current.id, account_id=self.account_id, actor="langgraph")
+                gate.forget(principal, current.id, actor="langgraph")
             return
         text = json.dumps(dict(op.value), ensure_ascii=False, sort_keys=True)
         metadata = {_NS: list(namespace), _KEY: op.key}
         if current is not None and _NS in current.metadata:
-            engine.update(
-                current.id,
-                {"value": text, "metadata": metadata},
-                account_id=self.account_id,
-                actor="langgraph",
+            gate.update(
+                principal, current.id, {"value": text, "metadata": metadata}, actor="langgraph"
             )
             return
-        engine.store(
-            NewMemory(
-                account_id=self.account_id,
-                user_id=user,
-                agent_id=namespace[1] if len(namespace) > 1 else None,
-                key=_memory_key(namespace, op.key),
-                value=text,
-                type=MemoryType.FACT,
-                source=Source.API,
-                metadata=metadata,
-            ),
+        gate.store(
+            principal,
+            {
+                "user_id": user,
+                # An app's owner stores in that app's scope (an admin's only, as the gate says).
+                "app_id": gate.agent_view(principal, user_id=user, agent=self.agent).app_id,
+                "agent_id": namespace[1] if len(namespace) > 1 else None,
+                "key": _memory_key(namespace, op.key),
+                "value": text,
+                "type": MemoryType.FACT,
+                "metadata": metadata,
+            },
             actor="langgraph",
         )
 
@@ -173,19 +206,20 @@ class ConfideStore(BaseStore):
         user = _user(prefix)
         wanted = op.offset + op.limit
         if op.query:
-            ranked = self.confide.search(
-                op.query,
-                user_id=user,
-                account_id=self.account_id,
-                agent=self.agent,
-                top_k=min(50, max(wanted * 3, 10)),
+            view = self.gate.agent_view(self.principal, user_id=user, agent=self.agent)
+            ranked = self.confide.memory_query.rank(
+                {
+                    "agent": self.agent,
+                    "account_id": view.account_id,
+                    "user_id": view.user_id,
+                    "query": op.query,
+                    "top_k": min(50, max(wanted * 3, 10)),
+                    "categories": view.categories,
+                }
             )
-            items = [self._item(r.memory, r.score) for r in ranked]
+            items = [self._item(m, float(extra["score"])) for m, extra in ranked]
         else:
-            memories = self.confide.engine.list_memories(
-                MemoryFilter(account_id=self.account_id, user_id=user), limit=_MAX_LIST
-            )
-            items = [self._item(m) for m in memories]
+            items = [self._item(m) for m in self._listed(user)]
         kept = [i for i in items if self._matches(i, prefix, op.filter)]
         return kept[op.offset : wanted]
 
@@ -195,11 +229,8 @@ class ConfideStore(BaseStore):
         if not prefixes:
             raise ValidationError("list_namespaces needs a prefix that starts with the user id")
         user = _user(tuple(str(p) for p in prefixes[0]))
-        memories = self.confide.engine.list_memories(
-            MemoryFilter(account_id=self.account_id, user_id=user), limit=_MAX_LIST
-        )
         found: set[tuple[str, ...]] = set()
-        for memory in memories:
+        for memory in self._listed(user):
             namespace = self._item(memory).namespace
             if all(_condition(namespace, c.match_type, c.path) for c in conditions):
                 found.add(namespace[: op.max_depth] if op.max_depth else namespace)

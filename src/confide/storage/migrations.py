@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from confide.storage.checkpoints import checkpoint_ddl
+from confide.storage.checkpoints import checkpoint_ddl, checkpoint_owner_ddl
 from confide.storage.jobs import jobs_ddl
 
 
@@ -674,5 +674,20 @@ MIGRATIONS = (
             "CREATE INDEX IF NOT EXISTS memories_run "
             "ON memories (account_id, user_id, run_id, updated_at) WHERE run_id IS NOT NULL",
         ),
+    ),
+)
+
+
+MIGRATIONS = (
+    *MIGRATIONS,
+    Migration(
+        version=21,
+        name="checkpoint-owners",
+        # A LangGraph thread is its owner's (account, user and agent): two users of one
+        # account naming the same thread id kept one thread, where the later writer hid the
+        # earlier one's state. Each checkpoint table's key now starts with the owner; the
+        # rows already there keep their user and get the agent ``''`` (no agent).
+        sqlite=checkpoint_owner_ddl("sqlite", "BLOB", "REAL"),
+        postgres=checkpoint_owner_ddl("postgres", "BYTEA", "DOUBLE PRECISION"),
     ),
 )

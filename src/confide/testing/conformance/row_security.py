@@ -25,7 +25,7 @@ from confide.errors import NotFoundError, StorageError
 from confide.index.vectors import VectorIndexer
 from confide.storage.apps import DeferredRow, UsageRow
 from confide.storage.base import Capability, Storage
-from confide.storage.checkpoints import BlobRow, CheckpointRow, WriteRow
+from confide.storage.checkpoints import BlobRow, CheckpointRow, ThreadOwner, WriteRow
 from confide.storage.keystore import KeyStore
 from confide.storage.messages import MessageRow, SummaryRange
 from confide.storage.service import ApiKeyRow, CallSessionRow, ProposalRow
@@ -304,16 +304,17 @@ class RowSecurityConformance(StorageHarness):
                     keep_last=None,
                 )
             checkpoints.put_writes(
-                account_id=account,
-                user_id="user-1",
+                ThreadOwner(account, "user-1"),
                 thread_id="thread-1",
                 checkpoint_ns="",
                 rows=[WriteRow("cp-2", "task-1", 0, "messages", "", "key-1", b"s", b"w")],
             )
 
-        def listed(account_id: str) -> list[str]:
+        mine, theirs = ThreadOwner(ACCOUNT, "user-1"), ThreadOwner(OTHER, "user-1")
+
+        def listed(owner: ThreadOwner) -> list[str]:
             rows = checkpoints.list_checkpoints(
-                account_id,
+                owner,
                 thread_id="thread-1",
                 checkpoint_ns=None,
                 checkpoint_id=None,
@@ -321,23 +322,21 @@ class RowSecurityConformance(StorageHarness):
             )
             return [r.checkpoint_id for r in rows]
 
-        newest = checkpoints.get(ACCOUNT, "thread-1", "", None)
+        newest = checkpoints.get(mine, "thread-1", "", None)
         assert newest is not None and newest.checkpoint_id == "cp-2"
-        assert checkpoints.get(ACCOUNT, "thread-1", "", "cp-1") is not None
-        assert listed(ACCOUNT) == ["cp-2", "cp-1"]
-        blobs = checkpoints.blobs(ACCOUNT, "thread-1", "", {"messages": "2"})
+        assert checkpoints.get(mine, "thread-1", "", "cp-1") is not None
+        assert listed(mine) == ["cp-2", "cp-1"]
+        blobs = checkpoints.blobs(mine, "thread-1", "", {"messages": "2"})
         assert [b.version for b in blobs] == ["2"]
-        assert [w.task_id for w in checkpoints.writes(ACCOUNT, "thread-1", "", "cp-2")] == [
-            "task-1"
-        ]
-        assert checkpoints.latest(ACCOUNT, "user-1", "thread-1") == "cp-2"
-        checkpoints.prune_thread(ACCOUNT, "thread-1", keep_last=1)
-        assert listed(ACCOUNT) == ["cp-2"]
-        assert checkpoints.blobs(ACCOUNT, "thread-1", "", {"messages": "1"}) == []
-        checkpoints.delete_thread(ACCOUNT, "thread-1")
-        assert checkpoints.get(ACCOUNT, "thread-1", "", None) is None
-        assert checkpoints.latest(ACCOUNT, "user-1", "thread-1") is None
-        assert listed(OTHER) == ["cp-2", "cp-1"]
+        assert [w.task_id for w in checkpoints.writes(mine, "thread-1", "", "cp-2")] == ["task-1"]
+        assert checkpoints.latest(mine, "thread-1") == "cp-2"
+        checkpoints.prune_thread(mine, "thread-1", keep_last=1)
+        assert listed(mine) == ["cp-2"]
+        assert checkpoints.blobs(mine, "thread-1", "", {"messages": "1"}) == []
+        checkpoints.delete_thread(mine, "thread-1")
+        assert checkpoints.get(mine, "thread-1", "", None) is None
+        assert checkpoints.latest(mine, "thread-1") is None
+        assert listed(theirs) == ["cp-2", "cp-1"]
 
     @pytest.mark.requires(Capability.ROW_SECURITY)
     def test_call_sessions_keys_and_proposals_work_as_their_account(
