@@ -36,7 +36,6 @@ from confide.errors import ValidationError as ConfideValidationError
 from confide.gate import Principal, Scope
 from confide.server.auth import ApiKeys
 from confide.server.services import Services
-from confide.types import MemoryFilter
 
 __all__ = ["McpScope", "create_mcp_server", "mcp_http_app"]
 
@@ -116,7 +115,7 @@ class _Tools:
         """Run tool ``name`` through the gate; Confide errors become tool errors."""
         try:
             given = {k: v for k, v in arguments.items() if v is not None and k != "user_id"}
-            return await self.services.gate.call_tool(
+            return await self.services.agate.call_tool(
                 self.principal(), name, given, user_id=user_id
             )
         except ConfideError as exc:
@@ -127,13 +126,9 @@ class _Tools:
     async def memories(self, user_id: str) -> str:
         try:
             principal = self.principal()
-            owner = principal.acting_user(user_id)
-            memories = await asyncio.to_thread(
-                self.services.gate.list_memories,
-                principal,
-                MemoryFilter(account_id=principal.account_id, user_id=owner),
-                limit=_LIST_LIMIT,
-                offset=0,
+            # What reaches the agent: its allowlist's categories, as every read that feeds it.
+            memories = await self.services.agate.memories_for(
+                principal, user_id=user_id, limit=_LIST_LIMIT
             )
         except ConfideError as exc:
             from mcp.server.mcpserver.exceptions import ResourceError
@@ -150,6 +145,7 @@ class _Tools:
             }
             for m in memories
         ]
+        owner = principal.acting_user(user_id)
         return json.dumps({"userId": owner, "memories": document})
 
 

@@ -47,7 +47,6 @@ from langgraph.store.base import (
 )
 
 from confide.client import Confide
-from confide.conversation.dispatcher import EngineDispatcher
 from confide.errors import ValidationError
 from confide.gate import Gate, Principal, require_write
 from confide.langgraph._principal import door_principal
@@ -102,9 +101,7 @@ class ConfideStore(BaseStore):
         self.confide = confide
         self.account_id = self.principal.account_id
         self.agent = named or self.principal.agent_for(None)
-        self.gate = Gate(
-            confide.engine, EngineDispatcher(confide.engine), confide.memory_query.categories
-        )
+        self.gate: Gate = confide.components.gate
 
     # ---- mapping ------------------------------------------------------------------------------
     def _item(self, memory: Memory, score: float | None = None) -> SearchItem:

@@ -25,6 +25,7 @@ from confide.conversation.extraction import DEFAULT_SENSITIVE_KEYS
 from confide.conversation.realtime import Dispatcher, RealtimeAdapter
 from confide.conversation.summarizer import skip_reason
 from confide.errors import NotFoundError, SessionHeldError
+from confide.gate import AsyncGate
 from confide.server.auth import ApiKeys
 from confide.server.loader import EngineMemoryLoader
 from confide.server.metrics import Metrics
@@ -144,6 +145,8 @@ class Services:
         self.dispatcher = components.dispatcher
         components.on_write.listeners.append(self.metrics.memory_written)
         self.gate = components.gate
+        self.agate = AsyncGate(components.gate)
+        """The gate for the routes: every operation awaitable, its storage work off the loop."""
         self.summarizer = components.summarizer
         self.loader = EngineMemoryLoader(engine, on_failure=self.metrics.refresh_failed)
         self.sdk: Confide | None = None

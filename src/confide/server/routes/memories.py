@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
 from typing import Annotated, Any
 
@@ -77,16 +76,14 @@ async def list_memories(
     flt = MemoryFilter(account_id=caller.account_id, user_id=user_id)
     if states is not None:
         flt = flt.model_copy(update={"states": states})
-    memories = await asyncio.to_thread(
-        services.gate.list_memories, caller, flt, limit=limit, offset=offset
-    )
+    memories = await services.agate.list_memories(caller, flt, limit=limit, offset=offset)
     return MemoryList(memories=[MemoryOut.of(m) for m in memories])
 
 
 @router.post("", response_model=MemoryOut, status_code=201)
 async def create_memory(body: NewMemoryBody, services: Svc, caller: Caller) -> MemoryOut:
     """Store a memory (no de-duplication: the caller asked for exactly this)."""
-    memory = await asyncio.to_thread(services.gate.store, caller, body.model_dump(), actor="api")
+    memory = await services.agate.store(caller, body.model_dump(), actor="api")
     services.metrics.memory_written("created")
     return MemoryOut.of(memory)
 
@@ -96,7 +93,7 @@ async def get_memory(
     memory_id: str, services: Svc, caller: Caller, response: Response
 ) -> MemoryOut:
     """One memory version; its ``ETag`` is what ``PATCH`` takes as ``If-Match``."""
-    return _out(await asyncio.to_thread(services.gate.get, caller, memory_id), response)
+    return _out(await services.agate.get(caller, memory_id), response)
 
 
 @router.patch("/{memory_id}", response_model=MemoryOut, responses=_PATCH_ERRORS)
@@ -122,8 +119,7 @@ async def patch_memory(
 ) -> MemoryOut:
     """Write a new version with the given fields changed (the answer is that version)."""
     patch = body.model_dump(exclude_none=True)
-    memory = await asyncio.to_thread(
-        services.gate.update,
+    memory = await services.agate.update(
         caller,
         memory_id,
         patch,
@@ -142,7 +138,7 @@ async def forget_memory(
     memory_id: str, services: Svc, caller: Caller, response: Response
 ) -> MemoryOut:
     """Soft-delete a memory (restorable until purged)."""
-    memory = await asyncio.to_thread(services.gate.forget, caller, memory_id, actor="api")
+    memory = await services.agate.forget(caller, memory_id, actor="api")
     return _out(memory, response)
 
 
@@ -151,14 +147,14 @@ async def restore_memory(
     memory_id: str, services: Svc, caller: Caller, response: Response
 ) -> MemoryOut:
     """Bring a forgotten memory back."""
-    memory = await asyncio.to_thread(services.gate.restore, caller, memory_id, actor="api")
+    memory = await services.agate.restore(caller, memory_id, actor="api")
     return _out(memory, response)
 
 
 @router.get("/{memory_id}/history", response_model=HistoryList)
 async def memory_history(memory_id: str, services: Svc, caller: Caller) -> HistoryList:
     """Audit events of every version, newest first (no values)."""
-    events = await asyncio.to_thread(services.gate.history, caller, memory_id)
+    events = await services.agate.history(caller, memory_id)
     return HistoryList(
         history=[
             HistoryOut(

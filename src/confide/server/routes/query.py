@@ -63,4 +63,4 @@ async def memory_query(body: MemoryQueryBody, caller: Caller, services: Svc) -> 
     fields = body.model_dump(by_alias=True, exclude={"user_id"}, exclude_none=True)
     args = validated(MemoryQueryArgs, fields)
     # Through the gate and the dispatcher, like the tool: one path, one operational event.
-    return await services.gate.call_tool(caller, "memory_query", args, user_id=body.user_id)
+    return await services.agate.call_tool(caller, "memory_query", args, user_id=body.user_id)

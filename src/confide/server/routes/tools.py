@@ -93,7 +93,7 @@ async def _run(
     row = await asyncio.to_thread(services.session_of, body.call_session_id, account_id=account)
     if row.user_id != body.line_id:
         raise ApiError(404, "Call session not found")
-    result = await services.gate.call_tool(
+    result = await services.agate.call_tool(
         caller, tool, args, user_id=body.line_id, session_id=row.id
     )
     key = getattr(args, "key", None) or getattr(args, "existing_key", None)

@@ -23,7 +23,7 @@ async def list_users(services: Svc, account: Account) -> dict[str, list[str]]:
 @router.get("/{user_id}/export")
 async def export_user(user_id: UserId, services: Svc, caller: Caller) -> dict[str, Any]:
     """Everything the user owns in the key's account, decrypted, as a JSON document."""
-    return await asyncio.to_thread(services.gate.export_user, caller, user_id)
+    return await services.agate.export_user(caller, user_id)
 
 
 @router.delete("/{user_id}")
