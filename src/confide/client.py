@@ -124,6 +124,7 @@ class Confide:
             weights=self.settings.ranking,
             access=self.access,
             deltas=engine,
+            ops=engine,
         )
         self.chat = ChatMemory(
             engine, settings=self.settings, embedder=embedder, llm=llm, ledger=self.usage
