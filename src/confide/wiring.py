@@ -192,6 +192,7 @@ def build(
         weights=settings.ranking,
         access=access,
         deltas=engine,
+        ops=engine,
     )
     handler: QueryHandler = query or RetrievalQueryHandler(memory_query)
     categories = (

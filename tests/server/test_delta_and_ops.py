@@ -25,7 +25,9 @@ pytestmark = pytest.mark.asyncio
 async def api(engine: MemoryEngine, settings: Settings) -> AsyncIterator[Api]:
     """The service over the parametrised engine, with memory_query wired as Confide wires it
     (lexical retrieval only: these tests are about the header, not ranking)."""
-    service = MemoryQueryService(engine, load_categories(), embedder=None, deltas=engine)
+    service = MemoryQueryService(
+        engine, load_categories(), embedder=None, deltas=engine, ops=engine
+    )
     app = create_app(settings, engine=engine, query=RetrievalQueryHandler(service))
     token = app.state.services.keys.create(ACCOUNT)
     transport = httpx.ASGITransport(app=app)

@@ -20,7 +20,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from difflib import SequenceMatcher
-from typing import Protocol
+from typing import Literal, Protocol
 
 import numpy as np
 
@@ -31,7 +31,7 @@ from confide.llm.candidates import Candidate
 from confide.llm.key_vocabulary import family, to_vocabulary
 from confide.types import Memory, MemoryFilter, MemoryType, utcnow
 
-__all__ = ["DedupPolicy", "TextEmbedder", "normalise"]
+__all__ = ["DedupPolicy", "Duplicate", "TextEmbedder", "normalise"]
 
 _NON_WORD = re.compile(r"[^\w\s]+")
 
@@ -54,6 +54,17 @@ def _text(key: str, value: str) -> str:
     # (extraction keys come from a fixed vocabulary, others may not).
     keyed = to_vocabulary(Candidate(type=MemoryType.FACT, key=key, value=value), ())
     return f"{normalise(family(keyed.key)[0])}: {normalise(keyed.value)}"
+
+
+@dataclass(frozen=True, slots=True)
+class Duplicate:
+    """The active memory a new one duplicates, and the similarity that decided it: the
+    normalised-text ratio (``by="text"``, 1.0 for the same text) or the embedding cosine
+    (``by="cosine"``)."""
+
+    memory: Memory
+    similarity: float
+    by: Literal["text", "cosine"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,6 +94,27 @@ class DedupPolicy:
         memory_type: MemoryType,
     ) -> Memory | None:
         """The user's active memory that the new one duplicates, found through the indexes."""
+        twin = self.find_twin(
+            engine,
+            account_id=account_id,
+            user_id=user_id,
+            key=key,
+            value=value,
+            memory_type=memory_type,
+        )
+        return None if twin is None else twin.memory
+
+    def find_twin(
+        self,
+        engine: MemoryEngine,
+        *,
+        account_id: str,
+        user_id: str,
+        key: str,
+        value: str,
+        memory_type: MemoryType,
+    ) -> Duplicate | None:
+        """As :meth:`find_duplicate`, with the similarity that decided it."""
         flt = MemoryFilter(account_id=account_id, user_id=user_id)
         index = engine.search_index
         ids: dict[str, float | None] = {}
@@ -97,7 +129,7 @@ class DedupPolicy:
         if not ids:
             return None
         nearby = engine.open_rows(engine.rows_in_filter(flt, list(ids)))
-        twin = self.duplicate_of(
+        twin = self.twin_of(
             key=key, value=value, memory_type=memory_type, existing=nearby, use_embedder=False
         )
         if twin is not None or self.embedder is None:
@@ -108,7 +140,10 @@ class DedupPolicy:
             if (ids.get(m.id) or 0.0) >= self.cosine_threshold
             and (m.type == memory_type or m.key.lower() == key.lower())
         ]
-        return max(close, key=lambda m: ids.get(m.id) or 0.0, default=None)
+        best = max(close, key=lambda m: ids.get(m.id) or 0.0, default=None)
+        return (
+            None if best is None else Duplicate(best, _rounded(ids.get(best.id) or 0.0), "cosine")
+        )
 
     def duplicate_of(
         self,
@@ -120,6 +155,25 @@ class DedupPolicy:
         use_embedder: bool = True,
     ) -> Memory | None:
         """The memory among ``existing`` that the new one duplicates, or ``None``."""
+        twin = self.twin_of(
+            key=key,
+            value=value,
+            memory_type=memory_type,
+            existing=existing,
+            use_embedder=use_embedder,
+        )
+        return None if twin is None else twin.memory
+
+    def twin_of(
+        self,
+        *,
+        key: str,
+        value: str,
+        memory_type: MemoryType,
+        existing: Sequence[Memory],
+        use_embedder: bool = True,
+    ) -> Duplicate | None:
+        """As :meth:`duplicate_of`, with the similarity that decided it."""
         candidates = [m for m in existing if m.type == memory_type or m.key.lower() == key.lower()]
         if not candidates:
             return None
@@ -127,12 +181,21 @@ class DedupPolicy:
         for memory in candidates:
             old_text = _text(memory.key, memory.value)
             if new_text == old_text:
-                return memory
-            if SequenceMatcher(None, new_text, old_text).ratio() >= self.text_threshold:
-                return memory
+                return Duplicate(memory, 1.0, "text")
+            ratio = SequenceMatcher(None, new_text, old_text).ratio()
+            if ratio >= self.text_threshold:
+                return Duplicate(memory, _rounded(ratio), "text")
         if self.embedder is None or not use_embedder:
             return None
         vectors = self.embedder.embed([new_text, *(_text(m.key, m.value) for m in candidates)])
         scores = np.asarray(vectors[1:]) @ np.asarray(vectors[0])
         best = int(np.argmax(scores))
-        return candidates[best] if float(scores[best]) >= self.cosine_threshold else None
+        score = float(scores[best])
+        if score < self.cosine_threshold:
+            return None
+        return Duplicate(candidates[best], _rounded(score), "cosine")
+
+
+def _rounded(similarity: float) -> float:
+    # Four places, like the strengths of relation edges: enough to read, no float noise.
+    return round(float(similarity), 4)

@@ -9,9 +9,10 @@ it restates a pending one (which it then confirms), and a benign write applies o
 signals (the call itself is one). A held write answers ``action: "proposed"`` with its
 ``proposalId``. Results use the voice bridge's camelCase shape: ``{success, memoryId,
 action?, proposalId?, suggestReminder?, message?}``. Nothing here logs a
-value or an argument. Each write, duplicate, forget and query is an operational event
-of node ``hotpath`` (``create``, ``update``, ``merge`` for a duplicate folded into the memory
-it repeats, ``delete``, ``search``).
+value or an argument. Each write, duplicate and forget is an operational event of node
+``hotpath`` (``create``, ``update``, ``merge`` for a duplicate folded into the memory it
+repeats, with the similarity that found it as ``sim``, ``delete``); a query's ``search``
+event is recorded by the query service the handler runs.
 """
 
 from __future__ import annotations
@@ -148,9 +149,8 @@ class EngineDispatcher:
         if isinstance(args, MemoryQueryArgs):
             if self.query is None:
                 raise ValidationError("memory_query is not available on this server")
-            answer = await self.query(args, owner=owner)
-            self._op("search", owner, None, status="ok" if answer.get("results") else "empty")
-            return answer
+            # Its operational event (with the similarity) is the query service's.
+            return await self.query(args, owner=owner)
         return await asyncio.to_thread(self._run, name, args, owner)
 
     # ---- synchronous bodies (worker thread) -------------------------------------------------
@@ -257,7 +257,7 @@ class EngineDispatcher:
             normalise(current.value) == normalise(value)
             and (memory_type is None or memory_type == current.type)
         ):
-            self._op("merge", owner, current, status="unchanged")
+            self._op("merge", owner, current, status="unchanged", sim=1.0)
             return current, "unchanged", None
         if self._proposals is not None:
             held = self._consent_hold(owner, key, value, memory_type, sure, current)
@@ -278,7 +278,7 @@ class EngineDispatcher:
             self._op("update", owner, memory)
             return memory, "updated", None
         kind = memory_type or MemoryType.FACT
-        twin = self._dedup.find_duplicate(
+        twin = self._dedup.find_twin(
             self._engine,
             account_id=owner.account_id,
             user_id=owner.user_id,
@@ -288,8 +288,8 @@ class EngineDispatcher:
         )
         if twin is not None:
             log.info("tool write skipped as a duplicate")
-            self._op("merge", owner, twin, status="duplicate")
-            return twin, "duplicate", None
+            self._op("merge", owner, twin.memory, status="duplicate", sim=twin.similarity)
+            return twin.memory, "duplicate", None
         new = validated(
             NewMemory,
             {
@@ -385,7 +385,15 @@ class EngineDispatcher:
             raise NotFoundError("no active memory has this key")
         return found
 
-    def _op(self, op: str, owner: Owner, memory: Memory | None, *, status: str = "ok") -> None:
+    def _op(
+        self,
+        op: str,
+        owner: Owner,
+        memory: Memory | None,
+        *,
+        status: str = "ok",
+        sim: float | None = None,
+    ) -> None:
         self._engine.emit_op(
             "hotpath",
             op,
@@ -394,6 +402,7 @@ class EngineDispatcher:
             status=status,
             memory_id=None if memory is None else memory.id,
             category=None if memory is None else (memory.category or memory.type.value),
+            sim=sim,
         )
 
     def _notify(self, action: str) -> None:

@@ -55,12 +55,17 @@ _MAX_KEYS = 5000
 class EngineMemorySink:
     """A :class:`MemorySink` that creates memories in the engine, skipping duplicates.
 
-    ``stored`` holds the memories it created, in order (in process memory only).
+    ``stored`` holds the memories it created, in order (in process memory only). Each
+    write is an operational event under ``node``: ``create``, or ``merge`` with status
+    ``duplicate``, the memory it repeats and the similarity that decided it as ``sim``.
     """
 
-    def __init__(self, engine: MemoryEngine, *, dedup: DedupPolicy | None = None) -> None:
+    def __init__(
+        self, engine: MemoryEngine, *, dedup: DedupPolicy | None = None, node: str = "episodic"
+    ) -> None:
         self._engine = engine
         self._dedup = dedup or DedupPolicy()
+        self._node = node
         self.duplicates = 0
         self.created = 0
         self.stored: list[Memory] = []
@@ -86,7 +91,7 @@ class EngineMemorySink:
         await asyncio.to_thread(self._create, memory)
 
     def _create(self, memory: NewMemory) -> None:
-        twin = self._dedup.find_duplicate(
+        twin = self._dedup.find_twin(
             self._engine,
             account_id=memory.account_id,
             user_id=memory.user_id,
@@ -96,9 +101,24 @@ class EngineMemorySink:
         )
         if twin is not None:
             self.duplicates += 1
+            self._op("merge", twin.memory, status="duplicate", sim=twin.similarity)
             return
-        self.stored.append(self._engine.store(memory, actor="extraction"))
+        stored = self._engine.store(memory, actor="extraction")
+        self.stored.append(stored)
         self.created += 1
+        self._op("create", stored)
+
+    def _op(self, op: str, memory: Memory, *, status: str = "ok", sim: float | None = None) -> None:
+        self._engine.emit_op(
+            self._node,
+            op,
+            account_id=memory.account_id,
+            user_id=memory.user_id,
+            status=status,
+            memory_id=memory.id,
+            category=memory.category or memory.type.value,
+            sim=sim,
+        )
 
 
 class _SensitiveAware:
@@ -228,6 +248,14 @@ class SessionSummarizer:
         with metered(session.account_id, "extraction", f"user:{session.user_id}"):
             report = await pipeline.run(session)
         seconds = self._clock() - start
+        # The call's extraction as one event: its writes are counted one by one above.
+        self._engine.emit_op(
+            "episodic",
+            "extract",
+            account_id=session.account_id,
+            user_id=session.user_id,
+            status="error" if report.error else "ok" if sink.created else "empty",
+        )
         log.info(
             "summarization: created=%d duplicates=%d proposed=%d",
             sink.created,

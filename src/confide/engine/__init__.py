@@ -14,7 +14,7 @@ from typing import Any
 
 from confide.config import Settings
 from confide.crypto.keyring import KeyRing, load_keyring
-from confide.engine.core import EngineCore, default_thread
+from confide.engine.core import EngineCore, Link, default_thread
 from confide.engine.delta import DELTA_SYMBOLS, EngineDeltas
 from confide.engine.lifecycle import EngineLifecycle
 from confide.engine.portability import EXPORT_FORMAT, EnginePortability
@@ -27,6 +27,7 @@ __all__ = [
     "DELTA_SYMBOLS",
     "EXPORT_FORMAT",
     "EngineCore",
+    "Link",
     "MemoryEngine",
     "default_thread",
 ]

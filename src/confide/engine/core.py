@@ -33,7 +33,13 @@ from confide.errors import (
 )
 from confide.index.codec import Contents, MemoryCodec, from_ts, row_binding
 from confide.index.lexical import Indexer, LexicalIndexer
-from confide.index.vectors import VectorIndexer, VectorSeal, require_vector_indexer
+from confide.index.vectors import (
+    RELATED,
+    VectorEntry,
+    VectorIndexer,
+    VectorSeal,
+    require_vector_indexer,
+)
 from confide.keys.owner_keys import OwnerKey, OwnerKeys
 from confide.storage.apps import AppTables
 from confide.storage.base import (
@@ -634,6 +640,11 @@ class EngineCore:
         """
         row = self._row(account_id, memory_id)
         clear = self._clear_keys(self.storage.lineage(account_id, row.lineage_id))
+        return self._history_events(self.storage.history(account_id, row.lineage_id), clear)
+
+    @staticmethod
+    def _history_events(rows: Sequence[HistoryRow], clear: Mapping[str, str]) -> list[HistoryEvent]:
+        """Stored audit rows as events, their blinded keys read back through ``clear``."""
         return [
             HistoryEvent(
                 id=h.id,
@@ -646,7 +657,7 @@ class EngineCore:
                 meta=_readable(json.loads(h.meta), clear),
                 ts=from_ts(h.ts) or utcnow(),
             )
-            for h in self.storage.history(account_id, row.lineage_id)
+            for h in rows
         ]
 
     def current_rev(self, thread_id: str) -> int:
@@ -743,6 +754,34 @@ class EngineCore:
         ``account_id`` is given); events this process queued are written first."""
         self.ops.flush()
         return self.storage.op_counts(by=by, since=since, until=until, account_id=account_id)
+
+    def op_events(
+        self,
+        *,
+        account_id: str,
+        since: float | None = None,
+        node: str | None = None,
+        op: str | None = None,
+        limit: int = 1000,
+    ) -> list[OpEvent]:
+        """One account's operational events, oldest first (of ``node`` and ``op`` when given,
+        at most ``limit``); events this process queued are written first."""
+        self.ops.flush()
+        rows = self.storage.op_events(account_id, since=since, node=node, op=op, limit=limit)
+        return [
+            OpEvent(
+                user_id=r.user_id,
+                thread_id=r.thread_id,
+                node=r.node,
+                op=r.op,
+                status=r.status,
+                memory_id=r.memory_id,
+                category=r.category,
+                sim=r.sim,
+                ts=from_ts(r.ts),
+            )
+            for r in rows
+        ]
 
     # ---- internals -------------------------------------------------------------------------
     def _row(self, account_id: str, memory_id: str) -> MemoryRow:
@@ -938,6 +977,7 @@ class EngineCore:
                     raise stale(_CHANGED_CONCURRENTLY)
                 tx.update_memory(expected_head.id, {"state": MemoryState.SUPERSEDED.value})
                 tx.delete_index([expected_head.id])
+            linked: list[tuple[_Write, list[Link]]] = []
             for index, (write, row) in enumerate(zip(writes, rows, strict=True)):
                 tx.insert_memory(row)
                 for indexer, data in zip(self.indexers, prepared, strict=True):
@@ -945,10 +985,55 @@ class EngineCore:
                 self._history(
                     tx, row, write.event, write.old_ref, write.memory.id, write.actor, write.meta
                 )
+                links = _links_of(write.memory.id, [data[index] for data in prepared])
+                for link in links:
+                    self.audit_link(tx, write.memory, link, actor=write.actor)
+                if links:
+                    linked.append((write, links))
                 if log_changes and write.memory.state == MemoryState.ACTIVE:
                     self._change(tx, row, write.thread_id, write.event, write.meta)
             if within is not None:
                 within(tx, [w.memory for w in writes])
+        for write, links in linked:  # once committed: a rolled-back edge is no event
+            for link in links:
+                self.emit_link(write.memory, link, node="index", thread_id=write.thread_id)
+
+    @staticmethod
+    def audit_link(tx: Transaction, memory: Memory, link: Link, *, actor: str | None) -> None:
+        """Write the ``LINK`` audit event of a relation edge from ``memory``, on ``tx`` (the
+        transaction that writes the edge): ids, the relation and its strength; no value."""
+        tx.add_history(
+            HistoryRow(
+                0,
+                memory.account_id,
+                memory.user_id,
+                memory.id,
+                memory.lineage_id,
+                HistoryEventType.LINK.value,
+                memory.id,
+                memory.id,
+                actor,
+                json.dumps(link.meta()),
+                time.time(),
+            )
+        )
+
+    def emit_link(
+        self, memory: Memory, link: Link, *, node: str, thread_id: str | None = None
+    ) -> None:
+        """Record the operational event of a relation edge from ``memory``: op ``link``,
+        the relation as its status and, for a similarity link, the similarity as ``sim``."""
+        self.emit_op(
+            node,
+            "link",
+            account_id=memory.account_id,
+            user_id=memory.user_id,
+            thread_id=thread_id,
+            status=link.relation,
+            memory_id=memory.id,
+            category=memory.category or memory.type.value,
+            sim=link.strength if link.relation == RELATED else None,
+        )
 
     def _transition(
         self,
@@ -1085,6 +1170,38 @@ class EngineCore:
                 time.time(),
             ),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """A relation edge seen from one of its memories: the memory at the other end, the
+    relation (``related_to``, ``adjacent``, ...) and its strength (a similarity link's
+    cosine)."""
+
+    related_id: str
+    relation: str
+    strength: float
+
+    def meta(self) -> dict[str, Any]:
+        """The ``LINK`` audit event's meta: ids, the relation and its strength; no value."""
+        return {
+            "related_id": self.related_id,
+            "relation": self.relation,
+            "strength": self.strength,
+        }
+
+
+def _links_of(memory_id: str, prepared: Sequence[Any]) -> list[Link]:
+    """The edges the indexers prepared for ``memory_id``, seen from it."""
+    links = []
+    for entry in prepared:
+        if not isinstance(entry, VectorEntry):
+            continue
+        for edge in entry.edges:
+            other = edge.to_id if edge.from_id == memory_id else edge.from_id
+            if other != memory_id:
+                links.append(Link(other, edge.relation_type, edge.strength))
+    return links
 
 
 def _blinded(meta: dict[str, Any], stored_key: str) -> dict[str, Any]:

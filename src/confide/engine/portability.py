@@ -19,19 +19,26 @@ class EnginePortability(EngineCore):
     """Export and import of one user's memories (see :class:`MemoryEngine`)."""
 
     def export_user(self, *, account_id: str, user_id: str) -> dict[str, Any]:
-        """Everything one user owns, decrypted, as a JSON-ready document."""
-        rows = [
-            r
-            for r in self.storage.iter_owner(account_id, user_id)
-            if r.state != MemoryState.PURGED.value
-        ]
+        """Everything one user owns, decrypted, as a JSON-ready document.
+
+        ``memories`` holds every version that is not purged, oldest first; ``audit`` every
+        audit event of the user's memories, oldest first, as :meth:`history` shows them
+        (ids, actors, events and their meta with the key in clear; never a value). A purged
+        memory's events stay in ``audit`` with its key blinded.
+        """
+        owned = list(self.storage.iter_owner(account_id, user_id))
+        rows = [r for r in owned if r.state != MemoryState.PURGED.value]
         memories = [m.model_dump(mode="json") for m in self.open_rows(rows)]
+        audit = self._history_events(
+            self.storage.owner_history(account_id, user_id), self._clear_keys(rows)
+        )
         return {
             "format": EXPORT_FORMAT,
             "account_id": account_id,
             "user_id": user_id,
             "exported_at": utcnow().isoformat(),
             "memories": memories,
+            "audit": [event.model_dump(mode="json") for event in audit],
         }
 
     def import_user(
@@ -47,12 +54,20 @@ class EnginePortability(EngineCore):
         Into the same owner, versions keep their ids, order and states, and ids that already
         exist are skipped; a copy into another owner gets new ids derived from the owner and
         the original ids, so importing it there again skips what the first import wrote.
+
+        The document's ``audit`` events (exports made before they were added have none) are
+        accepted and not replayed: each imported version is audited here as an ``ADD`` with
+        meta ``import``, by ``actor``. An audit trail is evidence of what this store did; a
+        document anyone can edit must not be able to write events, actors or times into it.
+        The exported events stay in the document as the source store's record.
         """
         if not isinstance(document, dict) or document.get("format") != EXPORT_FORMAT:
             raise ValidationError(f"not an Confide export (expected format {EXPORT_FORMAT})")
         items = document.get("memories")
         if not isinstance(items, list):
             raise ValidationError("export document has no 'memories' list")
+        if not isinstance(document.get("audit", []), list):
+            raise ValidationError("export document's 'audit' must be a list of events")
         target_account = account_id or str(document.get("account_id"))
         target_user = user_id or str(document.get("user_id"))
         same_owner = (target_account, target_user) == (

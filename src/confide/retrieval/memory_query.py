@@ -12,6 +12,10 @@ the changes to the user's memory the agent has not been shown yet, in the catego
 read (see :mod:`confide.engine.delta`); delivering it marks them seen, so each shows once.
 Its tokens count in ``tokens`` and against ``budget_tokens``, of which it takes at most half
 (bullets are dropped, newest kept, until it fits).
+
+With an :class:`~confide.engine.ops.OpsSink` every answer is an operational event (node
+``hotpath``, op ``search``, status ``ok`` or ``empty``) whose ``sim`` is the best similarity
+among the ranked answers it returns (``None`` when none was ranked by meaning).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from confide.embedders.base import Embedder
+from confide.engine.ops import OpsSink
 from confide.retrieval.access import AccessTracker
 from confide.retrieval.budget import count_tokens
 from confide.retrieval.categories import CategoriesConfig, ContextMode
@@ -111,8 +116,10 @@ class MemoryQueryService:
         access: AccessTracker | None = None,
         context_all_limit: int = 50,
         deltas: DeltaFeed | None = None,
+        ops: OpsSink | None = None,
     ) -> None:
         self.reader = reader
+        self.ops = ops
         self.categories = categories
         self.embedder = embedder
         self.weights = weights or RankingWeights()
@@ -148,7 +155,23 @@ class MemoryQueryService:
         results, tokens = self._render(req, picked, budget)
         if self.access is not None and results:
             self.access.record(req.account_id, [r["id"] for r in results])
+        answered = {r["id"] for r in results}
+        self._searched(req, bool(results), [x for m, x in retrieved if m.id in answered])
         return MemoryQueryResult(header=header, results=results, tokens=header_tokens + tokens)
+
+    def _searched(self, req: MemoryQueryRequest, found: bool, ranked: list[dict[str, Any]]) -> None:
+        """The answer's operational event: ``sim`` is the best similarity it returns."""
+        if self.ops is None:
+            return
+        sims = [x["similarity"] for x in ranked if x.get("similarity") is not None]
+        self.ops.emit_op(
+            "hotpath",
+            "search",
+            account_id=req.account_id,
+            user_id=req.user_id,
+            status="ok" if found else "empty",
+            sim=round(max(sims), 4) if sims else None,
+        )
 
     def _header(self, req: MemoryQueryRequest, allowed: list[str]) -> tuple[str, int]:
         """The delta header for the agent (delivered, so marked seen) and its tokens."""
@@ -185,6 +208,7 @@ class MemoryQueryService:
         )
         if self.access is not None and ranked:
             self.access.record(req.account_id, [m.id for m, _ in ranked])
+        self._searched(req, bool(ranked), [x for _, x in ranked])
         return ranked
 
     def _scope(self, req: MemoryQueryRequest) -> tuple[list[str], MemoryFilter]:

@@ -472,6 +472,10 @@ class AuditLog(Protocol):
         """Audit events of every version of a memory, newest first."""
         ...
 
+    def owner_history(self, account_id: str, user_id: str) -> list[HistoryRow]:
+        """Audit events of every memory one user owns, oldest first (for their export)."""
+        ...
+
     def changes_since(
         self,
         thread_id: str,
@@ -504,6 +508,19 @@ class AuditLog(Protocol):
     ) -> dict[str, int]:
         """Operational events counted by ``op``, ``node`` or ``status`` in a time window (of
         one account when ``account_id`` is given)."""
+        ...
+
+    def op_events(
+        self,
+        account_id: str,
+        *,
+        since: float | None = None,
+        node: str | None = None,
+        op: str | None = None,
+        limit: int = 1000,
+    ) -> list[OpRow]:
+        """One account's operational events since ``since`` (of ``node`` and ``op`` when
+        given), oldest first, at most ``limit``."""
         ...
 
 

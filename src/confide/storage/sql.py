@@ -559,6 +559,10 @@ def select_ids_where(
     return rows
 
 
+def _real(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
 def _chunks(items: Sequence[str], size: int = 500) -> Iterator[list[str]]:
     for start in range(0, len(items), size):
         yield list(items[start : start + size])
@@ -870,6 +874,16 @@ class SqlStorage:
             ).fetchall()
         return [HistoryRow(*r) for r in rows]
 
+    def owner_history(self, account_id: str, user_id: str) -> list[HistoryRow]:
+        """Audit events of every memory one user owns, oldest first (for their export)."""
+        with self._reader(account_id) as db:
+            rows = db.run(
+                "SELECT id, account_id, user_id, memory_id, lineage_id, event, old_ref, new_ref, "
+                "actor, meta, ts FROM history WHERE account_id = ? AND user_id = ? ORDER BY id",
+                [account_id, user_id],
+            ).fetchall()
+        return [HistoryRow(*r) for r in rows]
+
     def changes_since(
         self,
         thread_id: str,
@@ -1083,6 +1097,36 @@ class SqlStorage:
         with reader as db:
             rows = db.run(sql + f" GROUP BY {by}", params).fetchall()
         return {str(k): int(v) for k, v in rows}
+
+    def op_events(
+        self,
+        account_id: str,
+        *,
+        since: float | None = None,
+        node: str | None = None,
+        op: str | None = None,
+        limit: int = 1000,
+    ) -> list[OpRow]:
+        """One account's operational events since ``since`` (of ``node`` and ``op`` when
+        given), oldest first, at most ``limit``."""
+        sql = (
+            "SELECT account_id, user_id, thread_id, node, op, status, memory_id, category, sim, "
+            "ts FROM ops_events WHERE account_id = ?"
+        )
+        params: list[Any] = [account_id]
+        for column, value in (("node", node), ("op", op)):
+            if value is not None:
+                sql += f" AND {column} = ?"
+                params.append(value)
+        if since is not None:
+            sql += " AND ts >= ?"
+            params.append(since)
+        with self._reader(account_id) as db:
+            rows = db.run(sql + " ORDER BY ts, id LIMIT ?", [*params, limit]).fetchall()
+        return [
+            OpRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], _real(r[8]), float(r[9]))
+            for r in rows
+        ]
 
     def count_rows(self, table: str, account_id: str, user_id: str) -> int:
         """Rows of one user in a table (for tests and receipts)."""

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from confide.config import Settings
-from confide.engine import MemoryEngine
+from confide.engine import Link, MemoryEngine
 from confide.errors import ConflictError
 from confide.index.tokenize import terms
 from confide.storage.base import EdgeRow, MemoryRow, OpRow, Page, Transaction, Vector
@@ -412,6 +412,12 @@ class Consolidator:
 
     def _link(self, pairs: Sequence[Pair], when: datetime) -> int:
         account_id, user_id = pairs[0].first.account_id, pairs[0].first.user_id
+        # A pair the store already links (its write found the other as a neighbour) gets no
+        # new edge, so no LINK event either.
+        ids = list({m.id for p in pairs for m in (p.first, p.second)})
+        linked = {
+            frozenset((e.from_id, e.to_id)) for e in self.engine.storage.edges(account_id, ids)
+        }
         with self.engine.storage.transaction() as tx:
             tx.put_edges(
                 account_id,
@@ -420,6 +426,9 @@ class Consolidator:
             )
             for pair in pairs:
                 tx.record_op(_op(pair.first, "link", pair.score, when))
+                if frozenset((pair.first.id, pair.second.id)) not in linked:
+                    link = Link(pair.second.id, RELATED, round(pair.score, 4))
+                    self.engine.audit_link(tx, pair.first, link, actor=ACTOR)
         return len(pairs)
 
 

@@ -231,7 +231,7 @@ class MultiFactPass(ModelJob):
                 ),
             ),
         )
-        sink = _CappedSink(EngineMemorySink(self.engine, dedup=self.dedup), room)
+        sink = _CappedSink(EngineMemorySink(self.engine, dedup=self.dedup, node="worker"), room)
         tally = WritingTally()
         pipeline = ExtractionPipeline(
             MultiFactExtractor(self.llm, timeout=self.timeout),

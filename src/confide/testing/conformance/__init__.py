@@ -25,6 +25,7 @@ import pytest
 
 from confide.testing.conformance.at_rest import AtRestConformance
 from confide.testing.conformance.audit import AuditConformance
+from confide.testing.conformance.audit_trail import AuditTrailConformance
 from confide.testing.conformance.blind_keys import BlindKeysConformance
 from confide.testing.conformance.blind_keys_upgrade import BlindKeysUpgradeConformance
 from confide.testing.conformance.call_sessions import CallSessionsConformance
@@ -57,6 +58,7 @@ __all__ = [
     "TEST_KEK",
     "AtRestConformance",
     "AuditConformance",
+    "AuditTrailConformance",
     "BlindKeysConformance",
     "BlindKeysUpgradeConformance",
     "CallSessionsConformance",
@@ -96,6 +98,7 @@ MARKERS = (
 class StorageConformance(
     MemoriesConformance,
     AuditConformance,
+    AuditTrailConformance,
     PrivacyConformance,
     AtRestConformance,
     RowSecurityConformance,
