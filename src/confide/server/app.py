@@ -237,7 +237,13 @@ def _job_worker(
     """The standard job worker, its conversation jobs over the service's chat and app
     memories."""
     if sdk is None:
-        return standard_worker(engine, settings, usage=services.usage, conversations=services)
+        return standard_worker(
+            engine,
+            settings,
+            usage=services.usage,
+            llm=services.metered_llm,
+            conversations=services,
+        )
     return standard_worker(
         engine,
         settings,
