@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import logging
 import time
 import uuid
@@ -54,6 +55,7 @@ from confide.retrieval.results import SearchResult
 from confide.storage.base import Capability
 from confide.types import Memory, MemoryFilter, MemoryType, NewMemory, Source
 from confide.wiring import Components, build
+from confide.workers.multifact_trigger import MultiFactTrigger
 
 __all__ = ["DEFAULT_ACCOUNT", "Confide", "SearchResult"]
 
@@ -358,7 +360,18 @@ class Confide:
         )
         with metered(account_id, "extraction", f"user:{user_id}"):
             _run(pipeline.run(session))
-        return sink.stored
+        stored = list(sink.stored)
+        # Then the multi-fact pass over each long user turn (the model's, or offline).
+        _run(self._multifact.conversation_ended(session, collect=stored))
+        return stored
+
+    @functools.cached_property
+    def _multifact(self) -> MultiFactTrigger:
+        """The multi-fact pass of the conversation text the SDK receives, run before each
+        call returns (see :mod:`confide.workers.multifact_trigger`)."""
+        return MultiFactTrigger(
+            self.engine, self.llm, self.settings, dedup=self._dedup(), ledger=self.usage
+        )
 
     def add_message(
         self,
@@ -371,13 +384,15 @@ class Confide:
         subject_id: str | None = None,
         channel: str | None = None,
     ) -> SavedMessage:
-        """Save a chat message (sealed under the user's key) and run the summary check.
+        """Save a chat message (sealed under the user's key), run the summary check and, for
+        a long user message, the multi-fact pass (the model's, or the offline extractor's).
 
         See :class:`~confide.chat.ChatMemory`; raises :class:`~confide.errors.ValidationError`
         for bad input and :class:`~confide.errors.NotFoundError` for another user's
-        conversation.
+        conversation. A pass the model fails or the day's budget stops is queued for a worker
+        (``confide worker``).
         """
-        return self.chat.add_message_and_summarise(
+        saved = self.chat.add_message_and_summarise(
             {
                 "account_id": account_id,
                 "user_id": user_id,
@@ -388,6 +403,17 @@ class Confide:
                 "channel": channel,
             }
         )
+        _run(
+            self._multifact.message_saved(
+                account_id=account_id,
+                user_id=user_id,
+                conversation_id=conversation_id,
+                index=saved.index,
+                role=role,
+                length=len(content),
+            )
+        )
+        return saved
 
     def messages(
         self,

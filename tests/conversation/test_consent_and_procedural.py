@@ -7,8 +7,9 @@ import json
 import pytest
 
 from confide.conversation.buffer import Session, SessionBuffer
-from confide.conversation.consent import ConsentPolicy, Signal
+from confide.conversation.consent import CONSENTED_IN_CONVERSATION, ConsentPolicy, Signal
 from confide.conversation.dispatcher import EngineDispatcher
+from confide.conversation.extraction import ProposedChange
 from confide.conversation.procedural import (
     ProceduralGate,
     in_default_context,
@@ -17,7 +18,7 @@ from confide.conversation.procedural import (
 )
 from confide.conversation.proposals import ProposalStore
 from confide.engine import MemoryEngine
-from confide.types import MemoryFilter, MemoryType
+from confide.types import HistoryEventType, MemoryFilter, MemoryType
 
 ACCOUNT = "acct-1"
 
@@ -40,48 +41,77 @@ def _stored(engine: MemoryEngine) -> dict[str, str]:
     return {m.key: m.value for m in memories}
 
 
+def _actors(engine: MemoryEngine, memory_id: str) -> list[str | None]:
+    return [e.actor for e in engine.history(memory_id, account_id=ACCOUNT)]
+
+
 @pytest.mark.asyncio
-async def test_a_live_sensitive_write_waits_until_it_is_said_again(engine: MemoryEngine) -> None:
+async def test_a_live_sensitive_write_applies_as_consented_in_the_conversation(
+    engine: MemoryEngine,
+) -> None:
     dispatcher, proposals, _, live = _wired(engine)
-    call = json.dumps({"memory_type": "preference", "key": "preferred_name", "value": "Ana"})
-    held = await dispatcher.dispatch("store_memory", call, live)
-    assert held["action"] == "proposed" and held["memoryId"] is None and held["proposalId"]
-    assert "confirms" in held["message"]
-    assert _stored(engine) == {}
-    (pending,) = proposals.pending(account_id=ACCOUNT, user_id="u1")
-    assert (pending.key, pending.current_value, pending.proposed_value) == (
-        "preferred_name",
-        None,
-        "Ana",
-    )
-    # Restated in a later live call: the user said it twice, so it applies.
-    again = await dispatcher.dispatch("store_memory", call, live)
-    assert again["action"] == "created" and _stored(engine) == {"preferred_name": "Ana"}
+    call = json.dumps({"memory_type": "preference", "key": "Preferred_Name", "value": "Annie"})
+    stored = await dispatcher.dispatch("store_memory", call, live)
+    assert stored["action"] == "created" and "proposalId" not in stored
+    assert _stored(engine) == {"preferred_name": "Annie"}  # the key's canonical spelling
+    assert _actors(engine, stored["memoryId"]) == [CONSENTED_IN_CONVERSATION]
     assert proposals.pending(account_id=ACCOUNT, user_id="u1") == []
-    # A different value waits again, the stored one untouched.
-    change = json.dumps({"existing_key": "preferred_name", "new_value": "Anna"})
-    assert (await dispatcher.dispatch("update_memory", change, live))["action"] == "proposed"
-    assert _stored(engine) == {"preferred_name": "Ana"}
-    assert engine.op_counts(by="op", account_id=ACCOUNT).get("hold") == 2
+    # A change said in the call applies too, and so does an unsure one.
+    change = json.dumps({"existing_key": "preferred_name", "new_value": "Ann", "confidence": 0.3})
+    changed = await dispatcher.dispatch("update_memory", change, live)
+    assert changed["action"] == "updated" and _stored(engine) == {"preferred_name": "Ann"}
+    assert _actors(engine, changed["memoryId"])[0] == CONSENTED_IN_CONVERSATION
+    ops = engine.op_counts(by="status", account_id=ACCOUNT)
+    assert ops.get("consented") == 2 and "proposed" not in ops
 
 
 @pytest.mark.asyncio
-async def test_a_benign_live_write_needs_a_second_signal(engine: MemoryEngine) -> None:
+async def test_a_live_write_settles_the_keys_pending_proposals(engine: MemoryEngine) -> None:
+    dispatcher, proposals, _, live = _wired(engine)
+
+    def proposed(value: str) -> str:
+        return proposals.file(
+            ProposedChange(account_id=ACCOUNT, user_id="u1", key="city", current_value=None,
+                           proposed_value=value, type=MemoryType.FACT, confidence=0.9,
+                           session_id="s0")
+        )  # fmt: skip
+
+    proposed("Lisbon")
+    same = proposed("Porto")
+    call = json.dumps({"memory_type": "fact", "key": "city", "value": "Porto"})
+    stored = await dispatcher.dispatch("store_memory", call, live)
+    assert stored["action"] == "created" and _stored(engine) == {"city": "Porto"}
+    assert proposals.pending(account_id=ACCOUNT, user_id="u1") == []
+    assert proposals.get(same, account_id=ACCOUNT).status == "confirmed"
+    decisions = {
+        e.meta["decision"]
+        for e in engine.history(stored["memoryId"], account_id=ACCOUNT)
+        if e.event is HistoryEventType.PROPOSAL
+    }
+    assert decisions == {"confirmed", "superseded"}
+
+
+@pytest.mark.asyncio
+async def test_a_benign_live_write_applies_and_only_an_uncorroborated_one_names_consent(
+    engine: MemoryEngine,
+) -> None:
     dispatcher, proposals, buffer, live = _wired(engine)
+    # Live, but neither confident nor said by the user in this session: an inference with
+    # one signal would wait; the user's word in the call applies it, audited as consented.
     unsure = {"memory_type": "fact", "key": "car", "value": "a red Volvo", "confidence": 0.4}
-    # Live, but neither confident nor said by the user in this session: held.
-    held = await dispatcher.dispatch("store_memory", json.dumps(unsure), live)
-    assert held["action"] == "proposed" and _stored(engine) == {}
-    # The user's own words corroborate it (live + heard): it applies, settling the proposal.
-    buffer.add_turn("s1", "user", "I drive a red Volvo these days.")
     applied = await dispatcher.dispatch("store_memory", json.dumps(unsure), live)
     assert applied["action"] == "created" and _stored(engine) == {"car": "a red Volvo"}
-    assert proposals.pending(account_id=ACCOUNT, user_id="u1") == []
-    # A plain call (confidence 1 by default) is live and confident: it applies at once.
+    assert _actors(engine, applied["memoryId"]) == [CONSENTED_IN_CONVERSATION]
+    # The user's own words corroborate an unsure write (live + heard): a plain agent write.
+    buffer.add_turn("s1", "user", "My sister has a blue Fiat.")
+    heard = {"memory_type": "fact", "key": "sister_car", "value": "a blue Fiat", "confidence": 0.4}
+    corroborated = await dispatcher.dispatch("store_memory", json.dumps(heard), live)
+    assert _actors(engine, corroborated["memoryId"]) == ["agent"]
+    # A plain call (confidence 1 by default) is live and confident: a plain agent write too.
     plain = {"memory_type": "fact", "key": "pet", "value": "a cat"}
-    assert (await dispatcher.dispatch("store_memory", json.dumps(plain), live))["action"] == (
-        "created"
-    )
+    created = await dispatcher.dispatch("store_memory", json.dumps(plain), live)
+    assert _actors(engine, created["memoryId"]) == ["agent"]
+    assert proposals.pending(account_id=ACCOUNT, user_id="u1") == []
 
 
 def test_signals_are_counted_as_documented() -> None:

@@ -1,8 +1,10 @@
 """Done-when: a whole voice session through the Realtime adapter, on both backends.
 
-Events go in and come out; a name is stored and corrected and the refreshed instructions
-show it; the session ends over HTTP and the scripted LLM's extraction is stored with the
-duplicates skipped; and the conversation leaves no trace on disk or in the logs.
+Events go in and come out; a name the user says in the call is stored and corrected at once
+(consent given in the conversation) and the refreshed instructions show it; the session ends
+over HTTP and the scripted LLM's extraction is stored with the duplicates skipped, the
+sensitive key it inferred held for the user, who rejects it; and the conversation leaves no
+trace on disk or in the logs.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ EXTRACTED = json.dumps(
         {"type": "fact", "key": "daughter_name", "value": "Sarah", "confidence": 0.9},
         {"type": "preference", "key": "likes_gardening", "value": "gardening"},
         {"type": "preference", "key": "preferred_name", "value": "Margaret"},
+        {"type": "fact", "key": "city", "value": "Denver", "confidence": 0.8},
     ]
 )
 
@@ -123,10 +126,10 @@ async def test_a_voice_session_end_to_end(
                 "session.update",
                 "response.create",
             ]
-            # A sensitive key: held for the user's confirmation, nothing written yet.
-            held = json.loads(out[0]["item"]["output"])
-            assert held["success"] is True and held["action"] == "proposed"
-            assert "Maggie" not in instructions_of(out)
+            # A sensitive key the user said in the call: stored at once, in the instructions.
+            named = json.loads(out[0]["item"]["output"])
+            assert named["success"] is True and named["action"] == "created"
+            assert "Maggie" in instructions_of(out)
             await adapter.handle(reply("Lovely to meet you, Maggie."))
 
             await adapter.handle(transcript("Actually, I prefer Margaret."))
@@ -136,7 +139,8 @@ async def test_a_voice_session_end_to_end(
             ):
                 out += await adapter.handle(event)
             changed = json.loads(out[0]["item"]["output"])
-            assert changed["action"] == "proposed"  # and Maggie's proposal is superseded
+            assert changed["action"] == "updated"  # a new version of the same memory
+            assert "Margaret" in instructions_of(out) and "Maggie" not in instructions_of(out)
 
             await adapter.handle(
                 transcript(
@@ -155,20 +159,21 @@ async def test_a_voice_session_end_to_end(
             ended = await http.post(f"/sessions/{sid}/end", headers=auth)
             assert ended.json() == {"summarization": "scheduled"}
             await services.tasks.join()
-            # Extraction heard Margaret too: the same proposal, filed once. The user confirms.
+            # Extraction skipped the name the agent stored; the city it inferred (the
+            # daughter's, in fact) waits for the user, who rejects it.
             pending = await http.get("/v1/proposals", params={"user_id": LINE}, headers=auth)
             (proposal,) = pending.json()["proposals"]
-            assert proposal["id"] == changed["proposalId"]
-            confirmed = await http.post(f"/v1/proposals/{proposal['id']}/confirm", headers=auth)
-            assert confirmed.status_code == 200, confirmed.text
+            assert (proposal["key"], proposal["proposed_value"]) == ("city", "Denver")
+            rejected = await http.post(f"/v1/proposals/{proposal['id']}/reject", headers=auth)
+            assert rejected.status_code in (200, 204), rejected.text
 
             listing = await http.get("/v1/memories", params={"user_id": LINE}, headers=auth)
             stored = {m["key"]: m for m in listing.json()["memories"]}
             metrics = (await http.get("/metrics", headers=auth)).text
 
     assert stored["preferred_name"]["value"] == "Margaret"
-    assert stored["preferred_name"]["version"] == 1
-    assert stored["preferred_name"]["type"] == "preference"  # as first proposed
+    assert stored["preferred_name"]["version"] == 2  # Maggie, then Margaret
+    assert stored["preferred_name"]["type"] == "preference"  # as first stored
     assert stored["daughter_name"]["value"] == "Sarah"  # extracted
     assert "likes_gardening" in EXTRACTED and "likes_gardening" not in stored  # a duplicate
     assert set(stored) == {"preferred_name", "daughter_name", "like_gardening"}

@@ -129,14 +129,18 @@ async def test_ops_counts_the_accounts_events_by_op_and_node(api: Api) -> None:
     assert bad.status_code == 400 and "30m" in bad.text
 
 
-async def test_a_held_tool_write_answers_with_its_proposal(api: Api) -> None:
+async def test_a_sensitive_tool_write_applies_and_is_counted_as_consented(api: Api) -> None:
     sid = await api.session()
-    held = await api.post(
+    written = await api.post(
         "/tools/store_memory", tool(sid, memoryType="fact", key="city", value="Lima")
     )
-    assert held.status_code == 200, held.text
-    answer = held.json()
-    assert answer["action"] == "proposed" and answer["proposalId"]
-    assert "memoryId" not in answer  # nothing was written
+    assert written.status_code == 200, written.text
+    answer = written.json()
+    assert answer["action"] == "created" and answer["memoryId"]
+    assert "proposalId" not in answer
     pending = await api.client.get("/v1/proposals", params={"user_id": "line-1"}, headers=api.auth)
-    assert [p["id"] for p in pending.json()["proposals"]] == [answer["proposalId"]]
+    assert pending.json()["proposals"] == []
+    ops = await api.client.get("/v1/ops", params={"since": "30m"}, headers=api.auth)
+    assert ops.json()["byOp"].get("create") == 1 and "hold" not in ops.json()["byOp"]
+    statuses = api.app.state.services.engine.op_counts(by="status", account_id=ACCOUNT)
+    assert statuses.get("consented") == 1

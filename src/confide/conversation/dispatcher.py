@@ -4,11 +4,14 @@
 (``dispatch(name, arguments_json, session)``) and offers :meth:`EngineDispatcher.call` for
 the HTTP routes, which validate their own bodies. The engine is synchronous, so each call
 runs in a worker thread. Writes pass the de-duplication policy and consent
-(:mod:`confide.conversation.consent`): a write of a sensitive key is held as a proposal unless
-it restates a pending one (which it then confirms), and a benign write applies only with two
-signals (the call itself is one). A held write answers ``action: "proposed"`` with its
-``proposalId``. Results use the voice bridge's camelCase shape: ``{success, memoryId,
-action?, proposalId?, suggestReminder?, message?}``. Nothing here logs a
+(:mod:`confide.conversation.consent`): a tool call is a live write, made on what the user says
+in the conversation, so it applies at once, whatever its key and confidence, and settles the
+key's pending proposals (confirming one with the same value, superseding the others). One
+that an inference could not have made alone (a sensitive key, or a benign one with fewer than
+two signals) is audited as consented in the conversation (actor
+:data:`~confide.conversation.consent.CONSENTED_IN_CONVERSATION`, operational status
+``consented``). Results use the voice bridge's camelCase shape: ``{success, memoryId,
+action?, suggestReminder?, message?}``. Nothing here logs a
 value or an argument. Each write, duplicate and forget is an operational event of node
 ``hotpath`` (``create``, ``update``, ``merge`` for a duplicate folded into the memory it
 repeats, with the similarity that found it as ``sim``, ``delete``); a query's ``search``
@@ -27,9 +30,12 @@ from typing import Any, Protocol
 from pydantic import BaseModel
 
 from confide.conversation.buffer import Session
-from confide.conversation.consent import DEFAULT_SENSITIVE_KEYS, ConsentPolicy
+from confide.conversation.consent import (
+    CONSENTED_IN_CONVERSATION,
+    DEFAULT_SENSITIVE_KEYS,
+    ConsentPolicy,
+)
 from confide.conversation.dedup import DedupPolicy, normalise
-from confide.conversation.extraction import ProposedChange
 from confide.conversation.procedural import ProceduralGate
 from confide.conversation.proposals import ProposalStore
 from confide.conversation.tools import (
@@ -98,8 +104,8 @@ class EngineDispatcher:
     Args:
         engine: the memory engine.
         dedup: the write-time de-duplication policy.
-        proposals: pending proposals, settled by live writes of sensitive keys.
-        sensitive_keys: keys whose live restatement settles a proposal.
+        proposals: pending proposals, settled by the live writes of their keys.
+        sensitive_keys: keys whose live writes are audited as consented in the conversation.
         tool_log: records each call as a session event (when the call has a session).
         on_write: told about each memory created or updated.
         query: the ``memory_query`` handler; without one the tool answers with an error.
@@ -208,30 +214,29 @@ class EngineDispatcher:
         return result
 
     def _store(self, args: StoreMemoryArgs, owner: Owner) -> tuple[dict[str, Any], Memory | None]:
-        memory, action, held = self._write(
+        memory, action = self._write(
             owner,
             key=args.key,
             value=args.value,
             memory_type=args.memory_type,
             confidence=args.confidence,
         )
-        result = _answer(memory, action, held)
-        if held is None and args.memory_type == MemoryType.FOLLOW_UP and args.suggest_reminder:
+        result = _answer(memory, action)
+        if args.memory_type == MemoryType.FOLLOW_UP and args.suggest_reminder:
             result["suggestReminder"] = True
             result["message"] = reminder_offer(args.value)
         return result, memory
 
     def _update(self, args: UpdateMemoryArgs, owner: Owner) -> tuple[dict[str, Any], Memory | None]:
-        memory, action, held = self._write(
+        memory, action = self._write(
             owner,
             key=args.existing_key,
             value=args.new_value,
             memory_type=args.memory_type,
             confidence=args.confidence,
         )
-        if held is None:
-            action = "created" if action == "created" else "updated"
-        return _answer(memory, action, held), memory
+        action = "created" if action == "created" else "updated"
+        return _answer(memory, action), memory
 
     def _write(
         self,
@@ -241,9 +246,9 @@ class EngineDispatcher:
         value: str,
         memory_type: MemoryType | None,
         confidence: float | None,
-    ) -> tuple[Memory | None, str, str | None]:
-        """Create, update, (as a duplicate) skip, or hold as a proposal; return the memory
-        (the current one, or ``None``, when held), the action and the proposal id if held."""
+    ) -> tuple[Memory, str]:
+        """Create, update or (as a duplicate) skip, then settle the key's pending proposals;
+        return the memory (the new version, or the one it repeats) and the action."""
         sure = 1.0 if confidence is None else confidence
         if memory_type == MemoryType.PROCEDURAL:
             # A tool call is a detection: a procedure only with high confidence, as steps.
@@ -253,16 +258,40 @@ class EngineDispatcher:
         current = self._engine.get_by_key(
             account_id=owner.account_id, user_id=owner.user_id, key=key
         )
+        if current is not None:
+            key = current.key  # the stored spelling
+        elif self._consent.is_sensitive(key):
+            key = key.lower()  # a sensitive key's canonical spelling, as proposals hold it
+        memory, action = self._apply(owner, key, value, memory_type, confidence, sure, current)
+        if self._proposals is not None:
+            # The user stated the key in the conversation: a pending proposal holding the
+            # same value is confirmed, any other superseded.
+            self._proposals.settle_by_live_write(
+                account_id=owner.account_id, user_id=owner.user_id, key=key, value=value
+            )
+        return memory, action
+
+    def _apply(
+        self,
+        owner: Owner,
+        key: str,
+        value: str,
+        memory_type: MemoryType | None,
+        confidence: float | None,
+        sure: float,
+        current: Memory | None,
+    ) -> tuple[Memory, str]:
         if current is not None and (
             normalise(current.value) == normalise(value)
             and (memory_type is None or memory_type == current.type)
         ):
             self._op("merge", owner, current, status="unchanged", sim=1.0)
-            return current, "unchanged", None
-        if self._proposals is not None:
-            held = self._consent_hold(owner, key, value, memory_type, sure, current)
-            if held is not None:
-                return current, "proposed", held
+            return current, "unchanged"
+        # A live write applies at once; one that would have waited had it been inferred is
+        # audited as consented in the conversation (see :mod:`confide.conversation.consent`).
+        consented = self._needs_consent(owner, key, value, sure)
+        actor = CONSENTED_IN_CONVERSATION if consented else "agent"
+        status = "consented" if consented else "ok"
         if current is not None:
             memory, _ = self._engine.update_by_key(
                 account_id=owner.account_id,
@@ -272,11 +301,11 @@ class EngineDispatcher:
                 type=memory_type,
                 confidence=confidence,
                 source=Source.TOOL,
-                actor="agent",
+                actor=actor,
             )
             self._notify("updated")
-            self._op("update", owner, memory)
-            return memory, "updated", None
+            self._op("update", owner, memory, status=status)
+            return memory, "updated"
         kind = memory_type or MemoryType.FACT
         twin = self._dedup.find_twin(
             self._engine,
@@ -289,7 +318,7 @@ class EngineDispatcher:
         if twin is not None:
             log.info("tool write skipped as a duplicate")
             self._op("merge", owner, twin.memory, status="duplicate", sim=twin.similarity)
-            return twin.memory, "duplicate", None
+            return twin.memory, "duplicate"
         new = validated(
             NewMemory,
             {
@@ -298,77 +327,37 @@ class EngineDispatcher:
                 "key": key,
                 "value": value,
                 "type": kind,
-                "confidence": 1.0 if confidence is None else confidence,
+                "confidence": sure,
                 "source": Source.TOOL,
                 "metadata": {"session_id": owner.session_id} if owner.session_id else {},
             },
         )
-        memory = self._engine.store(new, actor="agent")
+        memory = self._engine.store(new, actor=actor)
         self._notify("created")
-        self._op("create", owner, memory)
-        return memory, "created", None
+        self._op("create", owner, memory, status=status)
+        return memory, "created"
 
-    def _consent_hold(
-        self,
-        owner: Owner,
-        key: str,
-        value: str,
-        memory_type: MemoryType | None,
-        confidence: float,
-        current: Memory | None,
-    ) -> str | None:
-        """Consent for a live write: ``None`` when it applies now (settling the key's
-        pending proposals), else the id of the proposal it is held as."""
-        assert self._proposals is not None
-        proposals = self._proposals
-        # Held under the stored key's spelling (sensitive keys: their canonical lower case).
-        if current is not None:
-            key = current.key
-        elif self._consent.is_sensitive(key):
-            key = key.lower()
-        mine = {"account_id": owner.account_id, "user_id": owner.user_id, "key": key}
-        earlier = [
-            p.type
-            for p in proposals.pending(account_id=owner.account_id, user_id=owner.user_id)
-            if p.key.lower() == key.lower()
-        ]
+    def _needs_consent(self, owner: Owner, key: str, value: str, confidence: float) -> bool:
+        """Whether the write would have waited for the user had it been inferred: a
+        sensitive key, or a benign one fewer than two signals corroborate."""
         if self._consent.is_sensitive(key):
-            # Applies only when it restates a pending proposal: the user said it twice.
-            if proposals.settle_by_live_write(**mine, value=value) == "confirmed":
-                return None
-        else:
-            turns = (
-                self._user_turns(owner.session_id)
-                if self._user_turns is not None and owner.session_id is not None
-                else ()
-            )
-            signals = self._consent.signals(
-                value=value,
-                confidence=confidence,
-                live=True,
-                user_turns=turns,
-                pending_same=proposals.has_pending_value(**mine, value=value),
-            )
-            if self._consent.corroborated(signals):
-                proposals.settle_by_live_write(**mine, value=value)
-                return None
-        # An update naming no type keeps the memory's, or the earlier proposal's.
-        kind = memory_type or (
-            current.type if current is not None else (earlier[0] if earlier else MemoryType.FACT)
+            return True
+        turns = (
+            self._user_turns(owner.session_id)
+            if self._user_turns is not None and owner.session_id is not None
+            else ()
         )
-        proposal_id = proposals.file(
-            ProposedChange(
-                **mine,
-                current_value=None if current is None else current.value,
-                proposed_value=value,
-                type=kind,
-                confidence=confidence,
-                session_id=owner.session_id or "",
-                source=Source.TOOL,
-            )
+        pending_same = self._proposals is not None and self._proposals.has_pending_value(
+            account_id=owner.account_id, user_id=owner.user_id, key=key, value=value
         )
-        self._op("hold", owner, current, status="proposed")
-        return proposal_id
+        signals = self._consent.signals(
+            value=value,
+            confidence=confidence,
+            live=True,
+            user_turns=turns,
+            pending_same=pending_same,
+        )
+        return not self._consent.corroborated(signals)
 
     def _target(
         self, args: ForgetMemoryArgs | MarkPrivateArgs | MemoryHistoryArgs, owner: Owner
@@ -410,14 +399,6 @@ class EngineDispatcher:
             self._on_write(action)
 
 
-def _answer(memory: Memory | None, action: str, held: str | None) -> dict[str, Any]:
-    """A write's answer; a held one says so, so the agent does not claim it is saved."""
-    result: dict[str, Any] = {
-        "success": True,
-        "memoryId": None if memory is None else memory.id,
-        "action": action,
-    }
-    if held is not None:
-        result["proposalId"] = held
-        result["message"] = "held until the user confirms it"
-    return result
+def _answer(memory: Memory, action: str) -> dict[str, Any]:
+    """A write's answer: the memory written (or the one it repeats) and what was done."""
+    return {"success": True, "memoryId": memory.id, "action": action}

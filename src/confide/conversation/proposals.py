@@ -1,14 +1,17 @@
 """Proposed changes, held (sealed) until the user confirms them.
 
-Neither extraction nor a live tool call sets a sensitive key (``preferred_name``,
-``pronouns``, ``city``, ``language`` by default) on its own, and a benign write that too few
-signals corroborate waits too (:mod:`confide.conversation.consent`): each files a
-:class:`ProposedChange` here. The proposal is kept for ``ttl`` (7 days by default), its
-values sealed under the user's key exactly like memory values; its key is sealed with them
-and stored only blinded (like a memory's key). It is applied when the user confirms it
-(through the API, or by restating the key in a later live tool call) and the decision is recorded: a
-confirmation is an engine update whose audit actor names the proposal; a rejection or a
-superseding live write is an operational event. Neither carries a value.
+No inference (end-of-session extraction, the multi-fact pass) sets a sensitive key
+(``preferred_name``, ``pronouns``, ``city``, ``language`` by default) on its own, and a benign
+inferred write that too few signals corroborate waits too
+(:mod:`confide.conversation.consent`): each files a :class:`ProposedChange` here. A live tool
+call never does: the user who says it in the conversation has consented, so it applies at
+once and settles the key's pending proposals. The proposal is kept for ``ttl`` (7 days by
+default), its values sealed under the user's key exactly like memory values; its key is
+sealed with them and stored only blinded (like a memory's key). It is applied when the user
+confirms it (through the API, or by stating the same value in a live tool call) and the
+decision is recorded: a confirmation is an engine update whose audit actor names the
+proposal; a rejection or a superseding live write is an operational event. Neither carries a
+value.
 """
 
 from __future__ import annotations
@@ -181,9 +184,9 @@ class ProposalStore:
     def settle_by_live_write(
         self, *, account_id: str, user_id: str, key: str, value: str
     ) -> str | None:
-        """Settle pending proposals for ``key`` after the user restated it in a live call.
+        """Settle pending proposals for ``key`` after the user stated it in a live call.
 
-        A restated value equal to the proposal confirms it; another value supersedes it.
+        A stated value equal to the proposal confirms it; another value supersedes it.
         The live write itself is made by the caller. Returns ``"confirmed"``,
         ``"superseded"`` or ``None`` when nothing was pending.
         """

@@ -112,8 +112,6 @@ class ToolResponse(BaseModel):
     success: bool
     memoryId: str | None = None
     action: str | None = None
-    proposalId: str | None = None
-    """Set when ``action`` is ``proposed``: the write waits for the user's confirmation."""
     suggestReminder: bool | None = None
     message: str | None = None
     error: str | None = None

@@ -7,6 +7,7 @@ exists at import time.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import socket
@@ -39,7 +40,8 @@ from confide.workers.conversation_jobs import (
     enqueue_app_resume,
     enqueue_chat_summary,
 )
-from confide.workers.memory_jobs import enqueue_insights, enqueue_multifact
+from confide.workers.memory_jobs import enqueue_insights
+from confide.workers.multifact_trigger import MULTIFACT, MultiFactTrigger
 from confide.workers.worker import RunReport
 from confide.workers.worker import Worker as JobWorker
 
@@ -180,7 +182,7 @@ class Services:
         allows (a worker holds it until then)."""
         enqueue_app_resume(self.engine, account_id=account_id)
 
-    def run_jobs(self, kinds: Sequence[str] = (CHAT_SUMMARY, APP_RESUME)) -> RunReport:
+    def run_jobs(self, kinds: Sequence[str] = (CHAT_SUMMARY, APP_RESUME, MULTIFACT)) -> RunReport:
         """Run the queued due jobs of ``kinds`` (by default those this service's requests
         queue; no schedule is enqueued) in the calling thread until none is left; an empty
         report without a job worker."""
@@ -375,7 +377,14 @@ class Services:
             status,
             account_id=session.account_id,
         )
-        if outcome.created:
+        written = outcome.created
+        try:
+            # The call's long user turns, read from the buffer's snapshot (never stored).
+            reports = await self.multifact.conversation_ended(session)
+            written += sum(r.stored for r in reports)
+        except Exception as exc:  # extraction's memories stay; the pass is not retried
+            log.error("multifact at the end of a call failed: %s", type(exc).__name__)
+        if written:
             # New memories of an ended call: a worker may draw the user's insights from them.
             await asyncio.to_thread(
                 enqueue_insights,
@@ -385,18 +394,19 @@ class Services:
                 user_id=session.user_id,
             )
 
-    def enqueue_multifact(
-        self, *, account_id: str, user_id: str, conversation_id: str, index: int, length: int
-    ) -> None:
-        """Queue the multi-fact pass over a long saved user message (a worker runs it)."""
-        enqueue_multifact(
+    @functools.cached_property
+    def multifact(self) -> MultiFactTrigger:
+        """The multi-fact pass of the conversation text this service receives: a saved chat
+        message's is queued for the job worker, a call's runs when the call ends (see
+        :mod:`confide.workers.multifact_trigger`)."""
+        return MultiFactTrigger(
             self.engine,
             self.metered_llm,
-            account_id=account_id,
-            user_id=user_id,
-            conversation_id=conversation_id,
-            index=index,
-            length=length,
+            self.settings,
+            dedup=self.dedup,
+            proposals=self.proposals,
+            ledger=self.usage,
+            queues=True,
         )
 
     def adapter(

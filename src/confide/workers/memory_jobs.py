@@ -4,8 +4,9 @@ Each handler reads ids from its job's payload (never text), builds the job's obj
 engine and runs it to the end in the worker's thread. A model failure raises
 :class:`~confide.errors.ProviderError` before anything is written, so the worker retries the
 job with backoff and the data stays as it was. Without a model, consolidation uses the
-offline same-fact judge, and insights and the multi-fact pass are not enqueued at all
-(:func:`enqueue_insights`, :func:`enqueue_multifact` check).
+offline same-fact judge, the multi-fact pass the offline extractor
+(:class:`~confide.workers.multifact_trigger.MultiFactTrigger` decides which messages get it),
+and insights are not enqueued at all (:func:`enqueue_insights` checks).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import asyncio
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from confide.conversation.dedup import DedupPolicy
 from confide.embedders.base import Embedder
 from confide.engine import MemoryEngine
 from confide.llm.base import LLM
@@ -21,14 +23,13 @@ from confide.llm.usage import UsageLedger
 from confide.workers.consolidation import Consolidator
 from confide.workers.insights import InsightWriter
 from confide.workers.judges import judge_from_settings
-from confide.workers.multifact import MultiFactPass
+from confide.workers.multifact_trigger import MULTIFACT, MultiFactTrigger, enqueue_multifact
 from confide.workers.queue import enqueue
 from confide.workers.worker import JobContext, Worker
 
 __all__ = ["MemoryJobs", "enqueue_insights", "enqueue_multifact"]
 
 INSIGHTS = "insights"
-MULTIFACT = "multifact"
 CONSOLIDATION = "consolidation"
 
 
@@ -42,11 +43,12 @@ class MemoryJobs:
     ledger: UsageLedger | None = None
 
     def register(self, worker: Worker) -> None:
-        """Register ``consolidation`` (always: offline judge without a model), and
-        ``insights`` and ``multifact`` (they skip when no model is configured)."""
+        """Register ``consolidation`` (always: offline judge without a model),
+        ``multifact`` (always: the offline extractor without a model) and ``insights`` (it
+        skips when no model is configured)."""
         worker.register(CONSOLIDATION, self.consolidate, uses_llm=self.llm is not None)
         worker.register(INSIGHTS, self.insights, uses_llm=True)
-        worker.register(MULTIFACT, self.multifact, uses_llm=True)
+        worker.register(MULTIFACT, self.multifact, uses_llm=self.llm is not None)
 
     def consolidate(self, ctx: JobContext) -> int:
         """Consolidate every user of the job's account; returns the merges made."""
@@ -72,16 +74,24 @@ class MemoryJobs:
         return report.stored
 
     def multifact(self, ctx: JobContext) -> int:
-        """Run the multi-fact pass over one saved chat message; returns the writes."""
+        """Run the multi-fact pass over one saved chat message (the model's, or the offline
+        extractor's without one); returns the writes."""
         account_id, user_id = ctx.job.account_id, _text(ctx, "user_id")
         conversation_id, index = _text(ctx, "conversation_id"), ctx.payload.get("index")
         if account_id is None or user_id is None or conversation_id is None:
             return 0
         if not isinstance(index, int):
             return 0
-        run = MultiFactPass(ctx.engine, self.llm, ctx.settings, ledger=self.ledger)
+        dedup = DedupPolicy(
+            text_threshold=ctx.settings.dedup_text_threshold,
+            cosine_threshold=ctx.settings.dedup_cosine_threshold,
+            embedder=self.embedder,
+        )
+        trigger = MultiFactTrigger(
+            ctx.engine, self.llm, ctx.settings, dedup=dedup, ledger=self.ledger
+        )
         report = asyncio.run(
-            run.run_message(
+            trigger.run_message(
                 account_id=account_id,
                 user_id=user_id,
                 conversation_id=conversation_id,
@@ -105,28 +115,6 @@ def enqueue_insights(
         account_id=account_id,
         payload={"user_id": user_id},
         dedupe_key=f"{INSIGHTS}:{account_id}:{user_id}:{_day()}",
-    )
-
-
-def enqueue_multifact(
-    engine: MemoryEngine,
-    llm: LLM | None,
-    *,
-    account_id: str,
-    user_id: str,
-    conversation_id: str,
-    index: int,
-    length: int,
-) -> str | None:
-    """Queue the multi-fact pass over a saved user message longer than
-    ``CONFIDE_MULTIFACT_MIN_CHARS``; nothing for a shorter one or without a model."""
-    if llm is None or length <= engine.settings.multifact_min_chars:
-        return None
-    return enqueue(
-        engine,
-        MULTIFACT,
-        account_id=account_id,
-        payload={"user_id": user_id, "conversation_id": conversation_id, "index": index},
     )
 
 

@@ -1,7 +1,9 @@
 """The multi-fact pass: a long user turn may state several facts; find them off the hot path.
 
 A user turn longer than ``CONFIDE_MULTIFACT_MIN_CHARS`` gets one model call
-(:data:`MULTIFACT_PROMPT`, temperature 0) that lists 1-5 candidate facts. They go through
+(:data:`MULTIFACT_PROMPT`, temperature 0) that lists 1-5 candidate facts; a pass given an
+``extractor`` (the offline one, when no model is configured) reads the turn with it instead,
+making no call. The candidates go through
 the very pipeline end-of-session extraction uses (:class:`ExtractionPipeline`): the semantic
 writing guard, a usable key from the fixed vocabulary, words the user said, a key not stored
 already (a changed sensitive key becomes a proposal) and the write-time de-duplication
@@ -19,6 +21,9 @@ Where the turn comes from. The turn's text is never written anywhere to hand it 
 
 A failed call or an answer without a JSON array raises :class:`ProviderError` before any
 write: the data is as it was and the worker may retry. Reports hold counts only.
+
+Which write paths run the pass, and with which extractor, is decided in one place:
+:mod:`confide.workers.multifact_trigger`.
 """
 
 from __future__ import annotations
@@ -33,10 +38,12 @@ from datetime import UTC, datetime, timedelta
 from confide.chat.messages import MessageStore
 from confide.config import Settings
 from confide.conversation.buffer import Session, Turn
+from confide.conversation.consent import ConsentPolicy
 from confide.conversation.dedup import DedupPolicy
 from confide.conversation.extraction import (
     DEFAULT_SENSITIVE_KEYS,
     ExtractionPipeline,
+    Extractor,
     ProposalSink,
     parse_candidates,
 )
@@ -47,7 +54,7 @@ from confide.errors import NotFoundError, ProviderError, ValidationError
 from confide.llm.base import LLM, Message
 from confide.llm.candidates import Candidate, TurnLike
 from confide.llm.usage import UsageLedger, metered
-from confide.types import MemoryFilter, MemoryState, NewMemory, Source, utcnow
+from confide.types import Memory, MemoryFilter, MemoryState, NewMemory, Source, utcnow
 from confide.workers.model_job import ModelJob
 
 __all__ = [
@@ -90,14 +97,17 @@ Only what the user states about themselves; no guesses. These keys are stored al
 class MultiFactReport:
     """What one turn's pass did, in counts (never texts).
 
-    ``skipped`` says why no call was made (``short``, ``no_llm``, ``budget``,
-    ``daily_cap``); ``capped`` counts facts left unwritten by the per-turn or daily cap;
+    ``skipped`` says why the turn was not read (``short``, ``no_llm``, ``budget``,
+    ``daily_cap``; ``failed``: the model failed, from a caller that does not retry);
+    ``extractor`` names what read it (``multifact``: the model's call; ``offline``: the rules,
+    no call); ``capped`` counts facts left unwritten by the per-turn or daily cap;
     ``first_pass`` the candidates the writing rules accepted unchanged.
     """
 
     account_id: str
     user_id: str
     skipped: str | None = None
+    extractor: str | None = None
     candidates: int = 0
     stored: int = 0
     duplicates: int = 0
@@ -170,7 +180,11 @@ class MultiFactPass(ModelJob):
     call's timeout) and:
 
     Args:
-        proposals: where a change to a stored sensitive key goes; ``None``: dropped.
+        proposals: where a held candidate goes (a sensitive key, or a benign one too few
+            consent signals corroborate); ``None``: dropped.
+        extractor: reads the turn instead of the model (the offline extractor, for a
+            process with no model configured); it makes no call, so the budget does not
+            apply and its output, the user's own words, skips the writing rules.
     """
 
     def __init__(
@@ -183,9 +197,11 @@ class MultiFactPass(ModelJob):
         proposals: ProposalSink | None = None,
         ledger: UsageLedger | None = None,
         timeout: float = 30.0,
+        extractor: Extractor | None = None,
     ) -> None:
         super().__init__(engine, llm, settings, ledger=ledger, dedup=dedup, timeout=timeout)
         self.proposals = proposals
+        self.extractor = extractor
         self.sensitive_keys = settings.sensitive_keys or tuple(DEFAULT_SENSITIVE_KEYS)
 
     async def run_turn(
@@ -196,8 +212,10 @@ class MultiFactPass(ModelJob):
         turn_text: str,
         now: datetime | None = None,
         session_id: str | None = None,
+        collect: list[Memory] | None = None,
     ) -> MultiFactReport:
-        """Find and store the facts one user turn states (``turn_text`` is never stored).
+        """Find and store the facts one user turn states (``turn_text`` is never stored);
+        the memories written are appended to ``collect`` (in process memory only).
 
         Raises:
             ProviderError: the model failed or answered without a JSON array; nothing was
@@ -208,10 +226,19 @@ class MultiFactPass(ModelJob):
         text = " ".join(turn_text.split())
         if len(text) <= self.settings.multifact_min_chars:
             return self._logged(replace(report, skipped="short"))
-        if self.llm is None:
+        extractor: Extractor
+        writing: WritingTally | None
+        if self.extractor is not None:
+            extractor, writing = self.extractor, None
+            report = replace(report, extractor=str(getattr(extractor, "name", "custom")))
+        elif self.llm is None:
             return self._logged(replace(report, skipped="no_llm"))
-        if await self.over_budget(account_id):
+        elif await self.over_budget(account_id):
             return self._logged(replace(report, skipped="budget"))
+        else:
+            extractor = MultiFactExtractor(self.llm, timeout=self.timeout)
+            writing = WritingTally()
+            report = replace(report, extractor=MultiFactExtractor.name)
         when = now or utcnow()
         written_today = await asyncio.to_thread(self.written_today, account_id, user_id, when)
         room = min(MAX_WRITES_PER_TURN, self.settings.multifact_daily_cap - written_today)
@@ -232,19 +259,23 @@ class MultiFactPass(ModelJob):
             ),
         )
         sink = _CappedSink(EngineMemorySink(self.engine, dedup=self.dedup, node="worker"), room)
-        tally = WritingTally()
         pipeline = ExtractionPipeline(
-            MultiFactExtractor(self.llm, timeout=self.timeout),
+            extractor,
             sink,
             proposals=self.proposals,
-            sensitive_keys=self.sensitive_keys,
-            writing=tally,
+            consent=ConsentPolicy.of(
+                self.sensitive_keys, min_confidence=self.settings.consent_min_confidence
+            ),
+            writing=writing,
         )
         with metered(account_id, OPERATION, f"user:{user_id}"):
             outcome = await pipeline.run(session)
+        tally = writing or WritingTally()
         self.writing.merge(tally)
         if outcome.error is not None:
             raise ProviderError("multi-fact pass: the model failed or answered without a list")
+        if collect is not None:
+            collect.extend(sink.inner.stored)
         return self._logged(
             replace(
                 report,
@@ -268,6 +299,7 @@ class MultiFactPass(ModelJob):
         conversation_id: str,
         index: int,
         now: datetime | None = None,
+        collect: list[Memory] | None = None,
     ) -> MultiFactReport:
         """The pass over a saved chat message, opened from its sealed row by ids alone.
 
@@ -285,6 +317,7 @@ class MultiFactPass(ModelJob):
             turn_text=text,
             now=now,
             session_id=f"conversation:{conversation_id}"[:256],
+            collect=collect,
         )
 
     def _message_text(self, account_id: str, user_id: str, conversation_id: str, index: int) -> str:
@@ -320,8 +353,10 @@ class MultiFactPass(ModelJob):
     @staticmethod
     def _logged(report: MultiFactReport) -> MultiFactReport:
         log.info(
-            "multifact: skipped=%s candidates=%d stored=%d duplicates=%d capped=%d rejected=%d",
+            "multifact: skipped=%s extractor=%s candidates=%d stored=%d duplicates=%d "
+            "capped=%d rejected=%d",
             report.skipped or "no",
+            report.extractor or "none",
             report.candidates,
             report.stored,
             report.duplicates,

@@ -84,7 +84,8 @@ async def add_message(
     conversation_id: str, body: NewMessageBody, services: Svc, account: Account
 ) -> SavedMessageOut:
     """Save a message; a conversation belongs to the user of its first message (404 for
-    anyone else). Queues the rolling-summary check for a background worker."""
+    anyone else). Queues the rolling-summary check, and the multi-fact pass of a long user
+    message, for a background worker."""
     saved = await asyncio.to_thread(
         services.chat.add_message,
         {**body.model_dump(), "account_id": account, "conversation_id": conversation_id},
@@ -92,15 +93,14 @@ async def add_message(
     await asyncio.to_thread(
         services.enqueue_summary, account_id=account, conversation_id=conversation_id
     )
-    if body.role == "user":
-        await asyncio.to_thread(
-            services.enqueue_multifact,
-            account_id=account,
-            user_id=body.user_id,
-            conversation_id=conversation_id,
-            index=saved.index,
-            length=len(body.content),
-        )
+    await services.multifact.message_saved(
+        account_id=account,
+        user_id=body.user_id,
+        conversation_id=conversation_id,
+        index=saved.index,
+        role=body.role,
+        length=len(body.content),
+    )
     return SavedMessageOut(id=saved.id, index=saved.index)
 
 
