@@ -222,6 +222,15 @@ def build(
         live = buffer.get(session_id)
         return [] if live is None else [t.summary for t in live.turns if t.speaker == "user"]
 
+    chat = ChatMemory(engine, settings=settings, embedder=embedder, llm=llm, ledger=usage)
+    # Work the budget defers is queued for a worker (``confide worker``) to resume.
+    apps = AppMemories(
+        engine,
+        settings=settings,
+        llm=llm,
+        ledger=usage,
+        on_defer=lambda account_id: enqueue_app_resume(engine, account_id=account_id),
+    )
     dispatcher = EngineDispatcher(
         engine,
         dedup=dedup,
@@ -246,21 +255,14 @@ def build(
         categories=categories,
         memory_query=memory_query,
         query=handler,
-        chat=ChatMemory(engine, settings=settings, embedder=embedder, llm=llm, ledger=usage),
-        # Work the budget defers is queued for a worker (``confide worker``) to resume.
-        apps=AppMemories(
-            engine,
-            settings=settings,
-            llm=llm,
-            ledger=usage,
-            on_defer=lambda account_id: enqueue_app_resume(engine, account_id=account_id),
-        ),
+        chat=chat,
+        apps=apps,
         buffer=buffer,
         dedup=dedup,
         proposals=proposals,
         consent=consent,
         dispatcher=dispatcher,
-        gate=Gate(engine, dispatcher, categories),
+        gate=Gate(engine, dispatcher, categories, chat=chat, apps=apps, proposals=proposals),
         summarizer=SessionSummarizer(
             engine,
             proposals=proposals,

@@ -72,13 +72,11 @@ ApiFactory = Callable[..., AbstractAsyncContextManager[ChatApi]]
 
 @pytest.fixture
 def chat_api(engine: MemoryEngine, settings: Settings) -> ApiFactory:
-    """``async with chat_api(**settings_changes, chat=...) as api``: the app over ``engine``."""
+    """``async with chat_api(**settings_changes) as api``: the app over ``engine``."""
 
     @asynccontextmanager
-    async def make(chat: ChatMemory | None = None, **changes: Any) -> AsyncIterator[ChatApi]:
+    async def make(**changes: Any) -> AsyncIterator[ChatApi]:
         app = create_app(settings.model_copy(update=changes), engine=engine)
-        if chat is not None:
-            app.state.services.chat = chat
         token = app.state.services.keys.create(ACCOUNT)
         # A request whose handler (or a task it spawned) reads or writes the store on the
         # event loop fails the test.

@@ -17,7 +17,7 @@ async def test_erasing_needs_an_admin_key(api: Api) -> None:
     assert response.status_code == 403
     assert response.json() == {
         "success": False,
-        "error": "This route needs an API key with the admin scope",
+        "error": "erasing a user needs an API key with the admin scope",
         "type": "PermissionDeniedError",
     }
     assert (

@@ -15,9 +15,14 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from confide.apps import AppSettings
+from confide.chat import ConversationHistory, MessagePage, SavedMessage
+from confide.chat.prompt import Delivery
+from confide.chat.types import SubjectFact
+from confide.conversation.proposals import Proposal
 from confide.gate.gate import Gate
 from confide.gate.principal import Principal
-from confide.types import HistoryEvent, Memory, MemoryFilter
+from confide.types import ErasureReceipt, HistoryEvent, Memory, MemoryFilter
 
 __all__ = ["AsyncGate"]
 
@@ -126,3 +131,142 @@ class AsyncGate:
     async def export_user(self, principal: Principal, user_id: str) -> dict[str, Any]:
         """See :meth:`Gate.export_user`."""
         return await asyncio.to_thread(self.gate.export_user, principal, user_id)
+
+    async def user_ids(self, principal: Principal) -> list[str]:
+        """See :meth:`Gate.user_ids`."""
+        return await asyncio.to_thread(self.gate.user_ids, principal)
+
+    async def erase_user(self, principal: Principal, user_id: str) -> ErasureReceipt:
+        """See :meth:`Gate.erase_user`."""
+        return await asyncio.to_thread(self.gate.erase_user, principal, user_id)
+
+    async def add_message(self, principal: Principal, fields: Mapping[str, Any]) -> SavedMessage:
+        """See :meth:`Gate.add_message`."""
+        return await asyncio.to_thread(self.gate.add_message, principal, fields)
+
+    async def list_messages(
+        self,
+        principal: Principal,
+        *,
+        user_id: str | None,
+        conversation_id: str,
+        cursor: int | None = None,
+        limit: int = 50,
+    ) -> MessagePage:
+        """See :meth:`Gate.list_messages`."""
+        return await asyncio.to_thread(
+            self.gate.list_messages,
+            principal,
+            user_id=user_id,
+            conversation_id=conversation_id,
+            cursor=cursor,
+            limit=limit,
+        )
+
+    async def retrieve(
+        self,
+        principal: Principal,
+        text: str,
+        *,
+        user_id: str | None,
+        conversation_id: str,
+        channel: str | None = None,
+        agent: str | None = None,
+    ) -> ConversationHistory:
+        """See :meth:`Gate.retrieve`."""
+        return await asyncio.to_thread(
+            self.gate.retrieve,
+            principal,
+            text,
+            user_id=user_id,
+            conversation_id=conversation_id,
+            channel=channel,
+            agent=agent,
+        )
+
+    async def deliver(
+        self,
+        principal: Principal,
+        agent: str,
+        text: str,
+        *,
+        user_id: str | None,
+        conversation_id: str | None = None,
+        subject_id: str | None = None,
+        channel: str | None = None,
+    ) -> Delivery:
+        """See :meth:`Gate.deliver`."""
+        return await asyncio.to_thread(
+            self.gate.deliver,
+            principal,
+            agent,
+            text,
+            user_id=user_id,
+            conversation_id=conversation_id,
+            subject_id=subject_id,
+            channel=channel,
+        )
+
+    async def subject_facts(
+        self, principal: Principal, *, user_id: str | None, subject_id: str
+    ) -> list[SubjectFact]:
+        """See :meth:`Gate.subject_facts`."""
+        return await asyncio.to_thread(
+            self.gate.subject_facts, principal, user_id=user_id, subject_id=subject_id
+        )
+
+    async def set_fact_visibility(
+        self, principal: Principal, *, user_id: str | None, fact_id: str, visibility: str
+    ) -> SubjectFact:
+        """See :meth:`Gate.set_fact_visibility`."""
+        return await asyncio.to_thread(
+            self.gate.set_fact_visibility,
+            principal,
+            user_id=user_id,
+            fact_id=fact_id,
+            visibility=visibility,
+        )
+
+    async def delete_fact(self, principal: Principal, *, user_id: str | None, fact_id: str) -> None:
+        """See :meth:`Gate.delete_fact`."""
+        await asyncio.to_thread(self.gate.delete_fact, principal, user_id=user_id, fact_id=fact_id)
+
+    async def app_context(self, principal: Principal, app_id: str) -> str:
+        """See :meth:`Gate.app_context`."""
+        return await asyncio.to_thread(self.gate.app_context, principal, app_id)
+
+    async def open_app_end(self, principal: Principal) -> None:
+        """See :meth:`Gate.open_app_end`."""
+        self.gate.open_app_end(principal)
+
+    async def configure_app(
+        self, principal: Principal, app_id: str, *, name: str | None, memory_cap: int | None
+    ) -> AppSettings:
+        """See :meth:`Gate.configure_app`."""
+        return await asyncio.to_thread(
+            self.gate.configure_app, principal, app_id, name=name, memory_cap=memory_cap
+        )
+
+    async def app_memories(self, principal: Principal, app_id: str) -> list[Memory]:
+        """See :meth:`Gate.app_memories`."""
+        return await asyncio.to_thread(self.gate.app_memories, principal, app_id)
+
+    async def delete_app_memories(self, principal: Principal, app_id: str) -> int:
+        """See :meth:`Gate.delete_app_memories`."""
+        return await asyncio.to_thread(self.gate.delete_app_memories, principal, app_id)
+
+    async def delete_app_memory(self, principal: Principal, app_id: str, memory_id: str) -> None:
+        """See :meth:`Gate.delete_app_memory`."""
+        await asyncio.to_thread(self.gate.delete_app_memory, principal, app_id, memory_id)
+
+    async def pending_proposals(self, principal: Principal, user_id: str | None) -> list[Proposal]:
+        """See :meth:`Gate.pending_proposals`."""
+        return await asyncio.to_thread(self.gate.pending_proposals, principal, user_id)
+
+    async def confirm_proposal(self, principal: Principal, proposal_id: str) -> Memory:
+        """See :meth:`Gate.confirm_proposal`."""
+        return await asyncio.to_thread(self.gate.confirm_proposal, principal, proposal_id)
+
+    async def reject_proposal(self, principal: Principal, proposal_id: str) -> None:
+        """See :meth:`Gate.reject_proposal`."""
+        await asyncio.to_thread(self.gate.reject_proposal, principal, proposal_id)

@@ -26,15 +26,26 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from confide.apps import AppMemories, AppSettings
+from confide.chat import ChatMemory, ConversationHistory, MessagePage, SavedMessage
 from confide.chat.facts import FACT_MEMORY_CATEGORY
+from confide.chat.prompt import Delivery
+from confide.chat.types import SubjectFact
 from confide.conversation.dispatcher import EngineDispatcher, Owner
+from confide.conversation.proposals import Proposal, ProposalStore
 from confide.conversation.tools import MemoryQueryArgs, parse_arguments
 from confide.engine import MemoryEngine
-from confide.errors import ConflictError, PermissionDeniedError, PreconditionFailedError
+from confide.errors import (
+    ConfigurationError,
+    ConflictError,
+    PermissionDeniedError,
+    PreconditionFailedError,
+)
 from confide.gate.principal import Principal
 from confide.retrieval.categories import CategoriesConfig
 from confide.types import (
     APP_OWNER_PREFIX,
+    ErasureReceipt,
     HistoryEvent,
     Memory,
     MemoryFilter,
@@ -84,11 +95,42 @@ class Gate:
     """
 
     def __init__(
-        self, engine: MemoryEngine, dispatcher: EngineDispatcher, categories: CategoriesConfig
+        self,
+        engine: MemoryEngine,
+        dispatcher: EngineDispatcher,
+        categories: CategoriesConfig,
+        *,
+        chat: ChatMemory | None = None,
+        apps: AppMemories | None = None,
+        proposals: ProposalStore | None = None,
     ) -> None:
         self.engine = engine
         self.dispatcher = dispatcher
         self.categories = categories
+        self._chat = chat
+        self._apps = apps
+        self._proposals = proposals
+
+    @property
+    def chat(self) -> ChatMemory:
+        """The chat memory the conversation operations run on."""
+        if self._chat is None:
+            raise ConfigurationError("this gate was built without a chat memory")
+        return self._chat
+
+    @property
+    def apps(self) -> AppMemories:
+        """The app memories the app operations run on."""
+        if self._apps is None:
+            raise ConfigurationError("this gate was built without app memories")
+        return self._apps
+
+    @property
+    def proposals(self) -> ProposalStore:
+        """The consent queue the proposal operations run on."""
+        if self._proposals is None:
+            raise ConfigurationError("this gate was built without a consent queue")
+        return self._proposals
 
     # ---- agents ---------------------------------------------------------------------------
     def readable(self, principal: Principal, agent: str | None = None) -> tuple[str, ...]:
@@ -322,3 +364,207 @@ class Gate:
         """
         _check_owner(principal, user_id)
         return self.engine.export_user(account_id=principal.account_id, user_id=user_id)
+
+    def user_ids(self, principal: Principal) -> list[str]:
+        """The ids of the principal's account's users that have memories, sorted (app
+        owners only for an admin)."""
+        users = self.engine.storage.user_ids(principal.account_id)
+        if principal.is_admin:
+            return users
+        return [u for u in users if not u.startswith(APP_OWNER_PREFIX)]
+
+    def erase_user(self, principal: Principal, user_id: str) -> ErasureReceipt:
+        """Erase a user of the principal's account (crypto-shred): the operator's call.
+
+        Raises:
+            PermissionDeniedError: the principal is not an admin.
+        """
+        require_admin(principal, "erasing a user")
+        return self.engine.erase_user(account_id=principal.account_id, user_id=user_id)
+
+    # ---- chat -----------------------------------------------------------------------------
+    def add_message(self, principal: Principal, fields: Mapping[str, Any]) -> SavedMessage:
+        """Save a chat message of the user ``fields`` names (sealed under their key).
+
+        Raises:
+            PermissionDeniedError: a ``read`` principal; another user than the pinned one.
+            ValidationError: a bad field; NotFoundError: another user's conversation.
+        """
+        require_write(principal, "saving a message")
+        user = self.user(principal, _text(fields.get("user_id")))
+        return self.chat.add_message(
+            {**fields, "account_id": principal.account_id, "user_id": user}
+        )
+
+    def list_messages(
+        self,
+        principal: Principal,
+        *,
+        user_id: str | None,
+        conversation_id: str,
+        cursor: int | None = None,
+        limit: int = 50,
+    ) -> MessagePage:
+        """A page of the user's conversation, oldest first (404 for another user's)."""
+        return self.chat.list_messages(
+            account_id=principal.account_id,
+            user_id=self.user(principal, user_id),
+            conversation_id=conversation_id,
+            cursor=cursor,
+            limit=limit,
+        )
+
+    def retrieve(
+        self,
+        principal: Principal,
+        text: str,
+        *,
+        user_id: str | None,
+        conversation_id: str,
+        channel: str | None = None,
+        agent: str | None = None,
+    ) -> ConversationHistory:
+        """A conversation's recent messages with memory as context, of the categories that
+        reach ``agent`` (:meth:`readable`)."""
+        return self.chat.retrieve(
+            text,
+            account_id=principal.account_id,
+            user_id=self.user(principal, user_id),
+            conversation_id=conversation_id,
+            channel=channel,
+            categories=self.readable(principal, agent),
+        )
+
+    def deliver(
+        self,
+        principal: Principal,
+        agent: str,
+        text: str,
+        *,
+        user_id: str | None,
+        conversation_id: str | None = None,
+        subject_id: str | None = None,
+        channel: str | None = None,
+    ) -> Delivery:
+        """What to send ``agent``'s model this turn, as its profile says, with the memories of
+        the categories that reach it.
+
+        Raises:
+            PermissionDeniedError: an agent the principal is not bound to.
+            ValidationError: an agent without a profile.
+        """
+        categories = self.readable(principal, agent)
+        return self.chat.deliver(
+            self.categories.profile(agent),
+            text,
+            account_id=principal.account_id,
+            user_id=self.user(principal, user_id),
+            conversation_id=conversation_id,
+            subject_id=subject_id,
+            channel=channel,
+            categories=categories,
+        )
+
+    # ---- subject facts --------------------------------------------------------------------
+    def subject_facts(
+        self, principal: Principal, *, user_id: str | None, subject_id: str
+    ) -> list[SubjectFact]:
+        """The user's facts of the subject and those other users shared."""
+        return self.chat.subject_facts(
+            account_id=principal.account_id,
+            user_id=self.user(principal, user_id),
+            subject_id=subject_id,
+        )
+
+    def set_fact_visibility(
+        self, principal: Principal, *, user_id: str | None, fact_id: str, visibility: str
+    ) -> SubjectFact:
+        """Share or unshare a fact: its owner only (404 for anyone else).
+
+        Raises:
+            PermissionDeniedError: a ``read`` principal.
+            NotFoundError: no such fact of this user.
+        """
+        require_write(principal, "sharing a fact")
+        return self.chat.set_fact_visibility(
+            account_id=principal.account_id,
+            user_id=self.user(principal, user_id),
+            fact_id=fact_id,
+            visibility=visibility,
+        )
+
+    def delete_fact(self, principal: Principal, *, user_id: str | None, fact_id: str) -> None:
+        """Delete a fact: its owner only (404 for anyone else)."""
+        require_write(principal, "deleting a fact")
+        self.chat.delete_fact(
+            account_id=principal.account_id,
+            user_id=self.user(principal, user_id),
+            fact_id=fact_id,
+        )
+
+    # ---- apps -----------------------------------------------------------------------------
+    def app_context(self, principal: Principal, app_id: str) -> str:
+        """The app's system message (what its agents read before a conversation)."""
+        return self.apps.context(principal.account_id, app_id)
+
+    def open_app_end(self, principal: Principal) -> None:
+        """Check that ``principal`` may end an app conversation (it writes the app's memory).
+
+        Raises:
+            PermissionDeniedError: the principal may only read.
+        """
+        require_write(principal, "ending an app conversation")
+
+    def configure_app(
+        self, principal: Principal, app_id: str, *, name: str | None, memory_cap: int | None
+    ) -> AppSettings:
+        """Set an app's display name and cap override (admin only)."""
+        require_admin(principal, "configuring an app")
+        return self.apps.configure(principal.account_id, app_id, name=name, memory_cap=memory_cap)
+
+    def app_memories(self, principal: Principal, app_id: str) -> list[Memory]:
+        """Every memory of the app, newest first (admin only)."""
+        require_admin(principal, "app memories")
+        return self.apps.memories(principal.account_id, app_id)
+
+    def delete_app_memories(self, principal: Principal, app_id: str) -> int:
+        """Forget every memory of the app (admin only); how many."""
+        require_admin(principal, "app memories")
+        return self.apps.delete_all(principal.account_id, app_id)
+
+    def delete_app_memory(self, principal: Principal, app_id: str, memory_id: str) -> None:
+        """Forget one memory of the app (admin only; 404 when the app has none such)."""
+        require_admin(principal, "app memories")
+        self.apps.delete(principal.account_id, app_id, memory_id)
+
+    # ---- consent queue --------------------------------------------------------------------
+    def pending_proposals(self, principal: Principal, user_id: str | None) -> list[Proposal]:
+        """The user's pending proposals, newest first."""
+        return self.proposals.pending(
+            account_id=principal.account_id, user_id=self.user(principal, user_id)
+        )
+
+    def confirm_proposal(self, principal: Principal, proposal_id: str) -> Memory:
+        """Apply a pending proposal (the user's consent through a UI); the new version.
+
+        Raises:
+            PermissionDeniedError: a ``read`` principal; an app's proposal for a non-admin.
+            NotFoundError: no pending proposal of that id in the account.
+        """
+        require_write(principal, "confirming a proposal")
+        self._check_proposal(principal, proposal_id)
+        return self.proposals.confirm(proposal_id, account_id=principal.account_id)
+
+    def reject_proposal(self, principal: Principal, proposal_id: str) -> None:
+        """Discard a pending proposal."""
+        require_write(principal, "rejecting a proposal")
+        self._check_proposal(principal, proposal_id)
+        self.proposals.reject(proposal_id, account_id=principal.account_id)
+
+    def _check_proposal(self, principal: Principal, proposal_id: str) -> None:
+        owner = self.proposals.get(proposal_id, account_id=principal.account_id).user_id
+        self.user(principal, owner)
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None

@@ -21,14 +21,12 @@ from confide.server.services import Services
 
 __all__ = [
     "Account",
-    "AdminAccount",
     "Caller",
     "Key",
     "Svc",
     "check_account",
     "get_services",
     "require_account",
-    "require_admin_account",
     "require_key",
     "require_principal",
 ]
@@ -53,21 +51,8 @@ async def require_key(
     key = await asyncio.to_thread(services.keys.verify, credentials.credentials)
     if key is None:
         raise ApiError(401, "Invalid API key")
-    if key.read_only and not _reads(request):
-        raise ApiError(403, "This route needs an API key with the service scope")
+    # What the key's scope allows is the gate's to decide (confide.gate), not the route's.
     return key
-
-
-_READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-_READ_POSTS = ("/v1/memory_query", "/v1/search", "/retrieve")
-"""POST routes that change nothing (a query's body is too large for a URL)."""
-
-
-def _reads(request: Request) -> bool:
-    """Whether the request only reads (what a ``read`` key may do)."""
-    if request.method in _READ_METHODS:
-        return True
-    return request.method == "POST" and request.url.path.endswith(_READ_POSTS)
 
 
 async def require_principal(key: Annotated[ApiKey, Depends(require_key)]) -> Principal:
@@ -77,13 +62,6 @@ async def require_principal(key: Annotated[ApiKey, Depends(require_key)]) -> Pri
 
 async def require_account(key: Annotated[ApiKey, Depends(require_key)]) -> str:
     """The account of the request's bearer API key; 401 when missing or invalid."""
-    return key.account_id
-
-
-async def require_admin_account(key: Annotated[ApiKey, Depends(require_key)]) -> str:
-    """The account of an admin API key (``confide keys create --admin``); 403 for others."""
-    if not key.admin:
-        raise ApiError(403, "This route needs an API key with the admin scope")
     return key.account_id
 
 
@@ -97,4 +75,3 @@ Svc = Annotated[Services, Depends(get_services)]
 Key = Annotated[ApiKey, Depends(require_key)]
 Caller = Annotated[Principal, Depends(require_principal)]
 Account = Annotated[str, Depends(require_account)]
-AdminAccount = Annotated[str, Depends(require_admin_account)]

@@ -7,14 +7,13 @@ never stored nor logged. The admin routes need an API key with the ``admin`` sco
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated
 
 from fastapi import APIRouter, Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from confide.apps.scope import AppMessage
-from confide.server.deps import Account, AdminAccount, Svc
+from confide.server.deps import Caller, Svc
 from confide.server.schemas import documented
 
 router = APIRouter(prefix="/v1/apps", tags=["apps"])
@@ -87,12 +86,13 @@ async def end_conversation(
     conversation_id: ConversationId,
     body: EndConversationBody,
     services: Svc,
-    account: Account,
+    caller: Caller,
 ) -> EndConversationOut:
     """Write one memory of the conversation for the app, in the background, and keep the
     app within its cap (deferred while the account's LLM budget is below 20%)."""
+    await services.agate.open_app_end(caller)
     services.schedule_app_end(
-        account_id=account,
+        account_id=caller.account_id,
         app_id=app_id,
         conversation_id=conversation_id,
         messages=body.messages,
@@ -102,19 +102,19 @@ async def end_conversation(
 
 
 @router.get("/{app_id}/context", response_model=AppContextOut)
-async def app_context(app_id: AppId, services: Svc, account: Account) -> AppContextOut:
+async def app_context(app_id: AppId, services: Svc, caller: Caller) -> AppContextOut:
     """The system message to place before a conversation with the app."""
-    text = await asyncio.to_thread(services.apps.context, account, app_id)
+    text = await services.agate.app_context(caller, app_id)
     return AppContextOut(content=text)
 
 
 @router.put("/{app_id}", response_model=AppSettingsOut, response_model_by_alias=True)
 async def configure_app(
-    app_id: AppId, body: AppSettingsBody, services: Svc, account: AdminAccount
+    app_id: AppId, body: AppSettingsBody, services: Svc, caller: Caller
 ) -> AppSettingsOut:
     """Set the app's display name and cap override (admin keys only)."""
-    app = await asyncio.to_thread(
-        services.apps.configure, account, app_id, name=body.name, memory_cap=body.memory_cap
+    app = await services.agate.configure_app(
+        caller, app_id, name=body.name, memory_cap=body.memory_cap
     )
     return AppSettingsOut(
         app_id=app.app_id, name=app.name, memory_cap=app.memory_cap, uninstalled=app.uninstalled
@@ -152,11 +152,9 @@ class DeletedOut(BaseModel):
 @admin_router.get(
     "/{app_id}/memories", response_model=AdminMemoriesOut, response_model_by_alias=True
 )
-async def list_app_memories(
-    app_id: AppId, services: Svc, account: AdminAccount
-) -> AdminMemoriesOut:
-    """Every memory of the app, newest first."""
-    memories = await asyncio.to_thread(services.apps.memories, account, app_id)
+async def list_app_memories(app_id: AppId, services: Svc, caller: Caller) -> AdminMemoriesOut:
+    """Every memory of the app, newest first (admin keys only)."""
+    memories = await services.agate.app_memories(caller, app_id)
     return AdminMemoriesOut(
         memories=[
             AdminMemoryOut(
@@ -173,16 +171,16 @@ async def list_app_memories(
 @admin_router.delete(
     "/{app_id}/memories", response_model=DeletedAllOut, response_model_by_alias=True
 )
-async def delete_app_memories(app_id: AppId, services: Svc, account: AdminAccount) -> DeletedAllOut:
-    """Delete every memory of the app (soft delete: restorable until purged)."""
-    count = await asyncio.to_thread(services.apps.delete_all, account, app_id)
+async def delete_app_memories(app_id: AppId, services: Svc, caller: Caller) -> DeletedAllOut:
+    """Delete every memory of the app (soft delete: restorable until purged; admin keys)."""
+    count = await services.agate.delete_app_memories(caller, app_id)
     return DeletedAllOut(deleted_count=count)
 
 
 @admin_router.delete("/{app_id}/memories/{memory_id}", response_model=DeletedOut)
 async def delete_app_memory(
-    app_id: AppId, memory_id: MemoryId, services: Svc, account: AdminAccount
+    app_id: AppId, memory_id: MemoryId, services: Svc, caller: Caller
 ) -> DeletedOut:
-    """Delete one memory of the app; 404 when the app has no such memory."""
-    await asyncio.to_thread(services.apps.delete, account, app_id, memory_id)
+    """Delete one memory of the app; 404 when the app has no such memory (admin keys)."""
+    await services.agate.delete_app_memory(caller, app_id, memory_id)
     return DeletedOut()

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from confide.chat.types import MAX_MESSAGE_CHARS, ChatMessage
 from confide.engine.core import MAX_OFFSET
-from confide.server.deps import Account, Caller, Svc
+from confide.server.deps import Caller, Svc
 from confide.server.schemas import documented
 
 router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
@@ -81,15 +81,15 @@ class MessageListOut(BaseModel):
 
 @router.post("/{conversation_id}/messages", status_code=201, response_model=SavedMessageOut)
 async def add_message(
-    conversation_id: str, body: NewMessageBody, services: Svc, account: Account
+    conversation_id: str, body: NewMessageBody, services: Svc, caller: Caller
 ) -> SavedMessageOut:
     """Save a message; a conversation belongs to the user of its first message (404 for
     anyone else). Queues the rolling-summary check, and the multi-fact pass of a long user
     message, for a background worker."""
-    saved = await asyncio.to_thread(
-        services.chat.add_message,
-        {**body.model_dump(), "account_id": account, "conversation_id": conversation_id},
+    saved = await services.agate.add_message(
+        caller, {**body.model_dump(), "conversation_id": conversation_id}
     )
+    account = caller.account_id
     await asyncio.to_thread(
         services.enqueue_summary, account_id=account, conversation_id=conversation_id
     )
@@ -108,15 +108,14 @@ async def add_message(
 async def list_messages(
     conversation_id: str,
     services: Svc,
-    account: Account,
+    caller: Caller,
     user_id: Annotated[str, Query(min_length=1, max_length=256)],
     cursor: Annotated[int | None, Query(ge=-1, le=MAX_OFFSET)] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> MessageListOut:
     """The conversation's messages after index ``cursor``, oldest first."""
-    page = await asyncio.to_thread(
-        services.chat.list_messages,
-        account_id=account,
+    page = await services.agate.list_messages(
+        caller,
         user_id=user_id,
         conversation_id=conversation_id,
         cursor=cursor,
@@ -201,14 +200,13 @@ async def retrieve(
     """The conversation's recent messages, with memory relevant to ``input`` as context
     messages (404 for another user's conversation; 403 for an agent the key is not bound to).
     """
-    history = await asyncio.to_thread(
-        services.chat.retrieve,
+    history = await services.agate.retrieve(
+        caller,
         body.input,
-        account_id=caller.account_id,
-        user_id=services.gate.user(caller, body.user_id),
+        user_id=body.user_id,
         conversation_id=conversation_id,
         channel=body.channel,
-        categories=services.gate.readable(caller, body.agent),
+        agent=body.agent,
     )
     meta = history.metadata
     return ConversationHistoryOut(

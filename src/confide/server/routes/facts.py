@@ -8,14 +8,13 @@ as for a fact that does not exist. Sharing, unsharing (``PRIVACY``) and deleting
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from confide.chat.types import SubjectFact
-from confide.server.deps import Account, Svc
+from confide.server.deps import Caller, Svc
 from confide.server.schemas import documented
 
 router = APIRouter(prefix="/v1", tags=["facts"])
@@ -71,23 +70,20 @@ class VisibilityBody(BaseModel):
 
 @router.get("/subjects/{subject_id}/facts", response_model=FactList)
 async def subject_facts(
-    subject_id: str, user_id: UserId, services: Svc, account: Account
+    subject_id: str, user_id: UserId, services: Svc, caller: Caller
 ) -> FactList:
     """The user's facts of the subject, and the ones other users shared."""
-    facts = await asyncio.to_thread(
-        services.chat.subject_facts, account_id=account, user_id=user_id, subject_id=subject_id
-    )
+    facts = await services.agate.subject_facts(caller, user_id=user_id, subject_id=subject_id)
     return FactList(facts=[FactOut.of(f) for f in facts])
 
 
 @router.patch("/facts/{fact_id}/visibility", response_model=FactOut)
 async def fact_visibility(
-    fact_id: str, body: VisibilityBody, services: Svc, account: Account
+    fact_id: str, body: VisibilityBody, services: Svc, caller: Caller
 ) -> FactOut:
     """Share or unshare a fact (its owner only; 404 for anyone else)."""
-    fact = await asyncio.to_thread(
-        services.chat.set_fact_visibility,
-        account_id=account,
+    fact = await services.agate.set_fact_visibility(
+        caller,
         user_id=body.user_id,
         fact_id=fact_id,
         visibility=body.visibility,
@@ -96,8 +92,6 @@ async def fact_visibility(
 
 
 @router.delete("/facts/{fact_id}", status_code=204)
-async def delete_fact(fact_id: str, user_id: UserId, services: Svc, account: Account) -> None:
+async def delete_fact(fact_id: str, user_id: UserId, services: Svc, caller: Caller) -> None:
     """Delete a fact (its owner only; 404 for anyone else)."""
-    await asyncio.to_thread(
-        services.chat.delete_fact, account_id=account, user_id=user_id, fact_id=fact_id
-    )
+    await services.agate.delete_fact(caller, user_id=user_id, fact_id=fact_id)

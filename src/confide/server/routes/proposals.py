@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated
 
 from fastapi import APIRouter, Query
 
 from confide.conversation.proposals import Proposal
-from confide.server.deps import Account, Svc
+from confide.server.deps import Caller, Svc
 from confide.server.schemas import MemoryOut, OkResponse, ProposalList, ProposalOut
 
 router = APIRouter(prefix="/v1/proposals", tags=["proposals"])
@@ -30,25 +29,23 @@ def _out(p: Proposal) -> ProposalOut:
 
 @router.get("", response_model=ProposalList)
 async def list_proposals(
-    services: Svc, account: Account, user_id: Annotated[str, Query(min_length=1)]
+    services: Svc, caller: Caller, user_id: Annotated[str, Query(min_length=1)]
 ) -> ProposalList:
     """A user's pending proposals, newest first."""
-    pending = await asyncio.to_thread(
-        services.proposals.pending, account_id=account, user_id=user_id
-    )
+    pending = await services.agate.pending_proposals(caller, user_id)
     return ProposalList(proposals=[_out(p) for p in pending])
 
 
 @router.post("/{proposal_id}/confirm", response_model=MemoryOut)
-async def confirm_proposal(proposal_id: str, services: Svc, account: Account) -> MemoryOut:
+async def confirm_proposal(proposal_id: str, services: Svc, caller: Caller) -> MemoryOut:
     """Apply the proposal to its memory; returns the new version."""
-    memory = await asyncio.to_thread(services.proposals.confirm, proposal_id, account_id=account)
+    memory = await services.agate.confirm_proposal(caller, proposal_id)
     services.metrics.memory_written("updated")
     return MemoryOut.of(memory)
 
 
 @router.post("/{proposal_id}/reject", response_model=OkResponse)
-async def reject_proposal(proposal_id: str, services: Svc, account: Account) -> OkResponse:
+async def reject_proposal(proposal_id: str, services: Svc, caller: Caller) -> OkResponse:
     """Discard the proposal."""
-    await asyncio.to_thread(services.proposals.reject, proposal_id, account_id=account)
+    await services.agate.reject_proposal(caller, proposal_id)
     return OkResponse()

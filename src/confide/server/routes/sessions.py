@@ -12,7 +12,7 @@ from typing import Any
 from fastapi import APIRouter
 
 from confide.errors import ConfideError
-from confide.server.deps import Account, Svc, check_account
+from confide.server.deps import Caller, Svc, check_account
 from confide.server.errors import ApiError
 from confide.server.schemas import (
     CreateSessionBody,
@@ -45,9 +45,11 @@ _HELD: dict[int | str, dict[str, Any]] = {
 
 @router.post("", response_model=CreateSessionResponse, responses=_ERRORS)
 async def create_session(
-    body: CreateSessionBody, services: Svc, account: Account
+    body: CreateSessionBody, services: Svc, caller: Caller
 ) -> CreateSessionResponse:
     """Start a call session for a line (user) of the key's account."""
+    services.gate.open_call(caller)
+    account = caller.account_id
     given = {"accountId": body.account_id, "lineId": body.line_id}
     missing = [name for name, value in given.items() if not value]
     if missing:
@@ -55,15 +57,19 @@ async def create_session(
     check_account(account, body.account_id)
     session_id = await asyncio.to_thread(
         lambda: services.start_session(
-            account_id=account, user_id=str(body.line_id), is_reminder=body.is_reminder_call
+            account_id=account,
+            user_id=services.gate.user(caller, str(body.line_id)),
+            is_reminder=body.is_reminder_call,
         )
     )
     return CreateSessionResponse(callSessionId=session_id)
 
 
 @router.post("/{call_session_id}/connected", response_model=OkResponse, responses=_ERRORS)
-async def session_connected(call_session_id: str, services: Svc, account: Account) -> OkResponse:
+async def session_connected(call_session_id: str, services: Svc, caller: Caller) -> OkResponse:
     """Record that the call connected (the session's duration counts from here)."""
+    services.gate.open_call(caller)
+    account = caller.account_id
     row = await asyncio.to_thread(services.session_of, call_session_id, account_id=account)
     await services.connect_session(row)
     return OkResponse()
@@ -71,9 +77,11 @@ async def session_connected(call_session_id: str, services: Svc, account: Accoun
 
 @router.post("/{call_session_id}/turns", response_model=OkResponse, responses=_HELD)
 async def add_turn(
-    call_session_id: str, body: TurnBody, services: Svc, account: Account
+    call_session_id: str, body: TurnBody, services: Svc, caller: Caller
 ) -> OkResponse:
     """Add an utterance to the session's in-memory buffer (never stored)."""
+    services.gate.open_call(caller)
+    account = caller.account_id
     if body.speaker is None or body.text is None:
         given = {"speaker": body.speaker, "text": body.text}
         missing = [name for name, value in given.items() if value is None]
@@ -92,9 +100,10 @@ async def add_turn(
 
 @router.get("/{call_session_id}", response_model=SessionStatusResponse, responses=_ERRORS)
 async def session_status(
-    call_session_id: str, services: Svc, account: Account
+    call_session_id: str, services: Svc, caller: Caller
 ) -> SessionStatusResponse:
     """A call session's state and its extraction's outcome (times and counts, never text)."""
+    account = caller.account_id
     row = await asyncio.to_thread(services.session_of, call_session_id, account_id=account)
     return SessionStatusResponse.of(row, skip_reason=services.skip_reason(row))
 
@@ -105,12 +114,14 @@ async def session_status(
     responses=_HELD,
     response_model_exclude_none=True,
 )
-async def end_session(call_session_id: str, services: Svc, account: Account) -> EndSessionResponse:
+async def end_session(call_session_id: str, services: Svc, caller: Caller) -> EndSessionResponse:
     """End the call; extraction (if the call qualifies) runs after this answer.
 
     ``"skipped"`` comes with a ``reason``: the call never connected, was a reminder call,
     was shorter than ``CONFIDE_MIN_SESSION_SECONDS``, had already ended, or had no turns.
     """
+    services.gate.open_call(caller)
+    account = caller.account_id
     row = await asyncio.to_thread(services.session_of, call_session_id, account_id=account)
     outcome, reason = await services.end_session(row)
     return EndSessionResponse(summarization=outcome, reason=reason)

@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path
 
-from confide.server.deps import Account, AdminAccount, Caller, Svc
+from confide.server.deps import Caller, Svc
 
 router = APIRouter(prefix="/v1/users", tags=["users"])
 UserId = Annotated[str, Path(min_length=1, max_length=256)]
 
 
 @router.get("")
-async def list_users(services: Svc, account: Account) -> dict[str, list[str]]:
-    """The ids of the key's account's users that have memories, sorted (ids only)."""
-    users = await asyncio.to_thread(services.engine.storage.user_ids, account)
+async def list_users(services: Svc, caller: Caller) -> dict[str, list[str]]:
+    """The ids of the key's account's users that have memories, sorted (ids only; apps'
+    owners for admin keys only)."""
+    users = await services.agate.user_ids(caller)
     return {"users": users}
 
 
@@ -30,12 +30,12 @@ async def export_user(user_id: UserId, services: Svc, caller: Caller) -> dict[st
 async def erase_user(
     user_id: Annotated[str, Path(min_length=1, max_length=256)],
     services: Svc,
-    account: AdminAccount,
+    caller: Caller,
 ) -> dict[str, Any]:
     """Erase a user of the key's account (crypto-shred) and return the receipt.
 
     Every row derived from the user is deleted and their keys are destroyed in the key
     store; every running process notices at its next write. Needs an admin key.
     """
-    receipt = await services.aengine.erase_user(account_id=account, user_id=user_id)
+    receipt = await services.agate.erase_user(caller, user_id)
     return receipt.model_dump(mode="json")
