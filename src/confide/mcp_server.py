@@ -14,10 +14,15 @@ Whose memory a call touches is never taken from a tool argument alone:
   same keys as the REST service (``confide keys create``), verified against the database on
   each request. The account is the key's and the agent must be one the key is bound to.
 
-A tool's ``user_id`` argument names the user within that account; when the server is
-configured with a user, a different ``user_id`` is refused. Tool failures come back as MCP
-tool errors whose text is ``<ErrorClass>: <message>`` from Confide's exception tree; nothing
-logs a value or an argument.
+Each tool is declared by its JSON schema, its arguments named as the HTTP tool bodies name
+them (``memoryType``, ``existingKey``, ``memoryId``, ...); the snake_case names of the
+OpenAI tool schemas are accepted too. The SDK validates nothing itself: every call, of a known
+tool or not, goes to the gate, which validates the arguments as for every other door. A
+tool's ``userId`` (or ``user_id``) argument names the user within that account; when the
+server is configured with a user, a different one is refused. Tool failures come back as MCP
+tool errors whose text is ``<ErrorClass>: <message>``, the message every door gives, with
+the structured answer of :func:`confide.errors.error_answer` (``type``, ``fields``,
+``allowed``); nothing logs a value or an argument.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from confide.errors import (
     ConfideError,
     MissingDependencyError,
     PermissionDeniedError,
+    error_answer,
     error_text,
 )
 from confide.errors import ValidationError as ConfideValidationError
@@ -144,7 +150,8 @@ class _Tools:
 
     async def call(self, name: str, arguments: Mapping[str, Any]) -> Any:
         """Run tool ``name`` through the gate: a ``CallToolResult`` with the answer, or a tool
-        error reading ``<ErrorClass>: <message>`` (the message every door gives)."""
+        error reading ``<ErrorClass>: <message>`` (the message every door gives) whose
+        structured content is :func:`~confide.errors.error_answer`."""
         from mcp_types import CallToolResult, TextContent
 
         try:
@@ -154,8 +161,12 @@ class _Tools:
                 self.principal(), name, given, user_id=user_id
             )
         except ConfideError as exc:
+            # The text for the model; the structured answer (type, fields, allowed) for
+            # programs, as the other doors give it.
             text = TextContent(type="text", text=error_text(exc))
-            return CallToolResult(content=[text], is_error=True)
+            return CallToolResult(
+                content=[text], structured_content=error_answer(exc), is_error=True
+            )
         text = TextContent(type="text", text=json.dumps(result, indent=2))
         return CallToolResult(content=[text], structured_content=result)
 
