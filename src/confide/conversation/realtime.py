@@ -28,7 +28,8 @@ __all__ = ["DeltaSource", "Dispatcher", "MemoryLoader", "RealtimeAdapter"]
 
 log = logging.getLogger(__name__)
 
-_REFRESHING_TOOLS = {"store_memory": "key", "update_memory": "existing_key"}
+# The tools whose success refreshes the instructions, and their key argument (either spelling).
+_REFRESHING_TOOLS = {"store_memory": ("key",), "update_memory": ("existingKey", "existing_key")}
 
 
 class Dispatcher(Protocol):
@@ -218,10 +219,11 @@ class RealtimeAdapter:
             log.error("realtime: tool %s crashed: %s", name, type(exc).__name__)
             return {"error": "internal error"}
 
-    def _record_key(self, arguments: str, field: str) -> None:
+    def _record_key(self, arguments: str, names: tuple[str, ...]) -> None:
         try:
-            key = json.loads(arguments).get(field)
-        except (json.JSONDecodeError, AttributeError):
+            given = json.loads(arguments)
+            key = next((given[n] for n in names if given.get(n)), None)
+        except (json.JSONDecodeError, RecursionError, AttributeError):
             return
         if isinstance(key, str) and key:
             try:
