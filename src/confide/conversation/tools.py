@@ -336,8 +336,8 @@ _TARGET_FIELDS = ("key", "memoryId")  # a tool acting on one memory needs one of
 
 
 class _TargetArgs(_Args):
-    key: str | None = None
-    memory_id: str | None = None
+    key: Annotated[str, Field(max_length=128)] | None = None
+    memory_id: Annotated[str, Field(max_length=256)] | None = None
 
     @model_validator(mode="after")
     def _one_target(self) -> _TargetArgs:
