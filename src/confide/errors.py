@@ -211,6 +211,25 @@ def error_for_http_status(status: int) -> type[ConfideError]:
     return _CLASS_BY_STATUS.get(status, ConfideError)
 
 
+def error_answer(exc: ConfideError) -> dict[str, object]:
+    """A failed call's answer, alike on every door that answers in JSON (the HTTP tool
+    routes, the Realtime ``function_call_output``): ``success`` false, the message as
+    ``error``, the class as ``type`` and, for a :class:`ValidationError`, the ``fields`` at
+    fault and the values a field with a fixed set is ``allowed`` (each only when given)."""
+    answer: dict[str, object] = {"success": False, "error": str(exc), "type": type(exc).__name__}
+    if isinstance(exc, ValidationError):
+        if exc.fields:
+            answer["fields"] = list(exc.fields)
+        if exc.allowed:
+            answer["allowed"] = {name: list(values) for name, values in exc.allowed.items()}
+    return answer
+
+
+def error_text(exc: ConfideError) -> str:
+    """A failed call as one line, ``<ErrorClass>: <message>`` (MCP's tool errors)."""
+    return f"{type(exc).__name__}: {exc}"
+
+
 def error_named(name: str) -> type[ConfideError] | None:
     """The class of the tree called ``name`` (as an error answer's ``type`` names it)."""
     found: list[type[ConfideError]] = [ConfideError]

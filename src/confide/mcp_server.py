@@ -14,28 +14,42 @@ Whose memory a call touches is never taken from a tool argument alone:
   same keys as the REST service (``confide keys create``), verified against the database on
   each request. The account is the key's and the agent must be one the key is bound to.
 
-A tool's ``user_id`` argument names the user within that account; when the server is
-configured with a user, a different ``user_id`` is refused. Tool failures come back as MCP
-tool errors whose text is ``<ErrorClass>: <message>`` from Confide's exception tree; nothing
-logs a value or an argument.
+Each tool is declared by its JSON schema, its arguments named as the HTTP tool bodies name
+them (``memoryType``, ``existingKey``, ``memoryId``, ...); the snake_case names of the
+OpenAI tool schemas are accepted too. The SDK validates nothing itself: every call, of a known
+tool or not, goes to the gate, which validates the arguments as for every other door. A
+tool's ``userId`` (or ``user_id``) argument names the user within that account; when the
+server is configured with a user, a different one is refused. Tool failures come back as MCP
+tool errors whose text is ``<ErrorClass>: <message>``, the message every door gives, with
+the structured answer of :func:`confide.errors.error_answer` (``type``, ``fields``,
+``allowed``); nothing logs a value or an argument.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+from pydantic import ValidationError as PydanticValidationError
 
 from confide.client import Confide
-from confide.conversation.tools import EXTRACTABLE_TYPE_NAMES, realtime_tools
-from confide.errors import ConfideError, MissingDependencyError, PermissionDeniedError
+from confide.conversation.tools import TOOL_NAMES, realtime_tools, tool_parameters
+from confide.errors import (
+    ConfideError,
+    MissingDependencyError,
+    PermissionDeniedError,
+    error_answer,
+    error_text,
+)
 from confide.errors import ValidationError as ConfideValidationError
 from confide.gate import Principal, Scope
 from confide.server.auth import ApiKeys
 from confide.server.services import Services
+from confide.types import invalid
 
 __all__ = ["McpScope", "create_mcp_server", "mcp_http_app"]
 
@@ -44,12 +58,37 @@ _LIST_LIMIT = 1000
 _HISTORY_DESCRIPTION = (
     "The audit history of one memory, newest first: what happened to it (added, updated, "
     "forgotten, restored, made private), by whom and when. Never the values. Give its key or "
-    "its memory_id."
+    "its memoryId."
 )
 _USER_ID_PROPERTY = (
     "The user whose memory this is, within the caller's account (optional when the server "
     "is configured with a user)."
 )
+
+
+_USER_NAMES = frozenset({"userId", "user_id"})
+
+
+class _UserArgument(BaseModel):
+    """A tool call's ``userId`` (or ``user_id``), validated like the tool's own arguments."""
+
+    model_config = ConfigDict(extra="ignore")
+    user_id: Annotated[
+        str | None, Field(max_length=256, validation_alias=AliasChoices("userId", "user_id"))
+    ] = None
+
+
+def _user_of(name: str, arguments: Mapping[str, Any]) -> str | None:
+    """The user a call names, if any (a blank one names none).
+
+    Raises:
+        ValidationError: a ``userId`` that is not a string (named as the caller spelled it).
+    """
+    try:
+        user = _UserArgument.model_validate(arguments).user_id
+    except PydanticValidationError as exc:
+        raise invalid(exc, what=f"{name}: invalid arguments") from None
+    return user if user and user.strip() else None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -109,19 +148,27 @@ class _Tools:
             raise PermissionDeniedError("API key is not valid for this account")
         return principal
 
-    async def run(
-        self, name: str, user_id: str | None, arguments: dict[str, Any]
-    ) -> dict[str, Any]:
-        """Run tool ``name`` through the gate; Confide errors become tool errors."""
+    async def call(self, name: str, arguments: Mapping[str, Any]) -> Any:
+        """Run tool ``name`` through the gate: a ``CallToolResult`` with the answer, or a tool
+        error reading ``<ErrorClass>: <message>`` (the message every door gives) whose
+        structured content is :func:`~confide.errors.error_answer`."""
+        from mcp_types import CallToolResult, TextContent
+
         try:
-            given = {k: v for k, v in arguments.items() if v is not None and k != "user_id"}
-            return await self.services.agate.call_tool(
+            user_id = _user_of(name, arguments)
+            given = {k: v for k, v in arguments.items() if k not in _USER_NAMES}
+            result = await self.services.agate.call_tool(
                 self.principal(), name, given, user_id=user_id
             )
         except ConfideError as exc:
-            from mcp.server.mcpserver.exceptions import ToolError
-
-            raise ToolError(f"{type(exc).__name__}: {exc}") from None
+            # The text for the model; the structured answer (type, fields, allowed) for
+            # programs, as the other doors give it.
+            text = TextContent(type="text", text=error_text(exc))
+            return CallToolResult(
+                content=[text], structured_content=error_answer(exc), is_error=True
+            )
+        text = TextContent(type="text", text=json.dumps(result, indent=2))
+        return CallToolResult(content=[text], structured_content=result)
 
     async def memories(self, user_id: str) -> str:
         try:
@@ -133,7 +180,7 @@ class _Tools:
         except ConfideError as exc:
             from mcp.server.mcpserver.exceptions import ResourceError
 
-            raise ResourceError(f"{type(exc).__name__}: {exc}") from None
+            raise ResourceError(error_text(exc)) from None
         document = [
             {
                 "memoryId": m.id,
@@ -149,110 +196,38 @@ class _Tools:
         return json.dumps({"userId": owner, "memories": document})
 
 
-_User = Annotated[str | None, Field(description=_USER_ID_PROPERTY)]
-_Key = Annotated[str | None, Field(description="The memory's key (case-insensitive).")]
-_Id = Annotated[str | None, Field(description="The memory's id, if you know it.")]
-_TYPES = f"One of: {', '.join(EXTRACTABLE_TYPE_NAMES)}."
-_Type = Annotated[str | None, Field(description=_TYPES)]
-_Confidence = Annotated[float | None, Field(description="How sure you are, 0 to 1.")]
-
-
-def _add_tools(server: Any, tools: _Tools) -> None:
-    """Register the six tools; the dispatcher validates their arguments (loose types here, so
-    a bad value fails with the dispatcher's own message, as for every other caller)."""
+def _tool_list(mcpserver: Any) -> list[Any]:
+    """The six tools as the SDK lists them, each declared by its JSON schema (camelCase, as
+    the HTTP tool bodies spell the arguments, plus ``userId``); nothing of the SDK validates
+    the arguments: :meth:`_Tools.call` hands them to the gate."""
     descriptions = {t["name"]: str(t["description"]) for t in realtime_tools()}
     descriptions["memory_history"] = _HISTORY_DESCRIPTION
 
-    async def store_memory(
-        memory_type: Annotated[str, Field(description=_TYPES)],
-        key: Annotated[str, Field(description="A snake_case key, e.g. preferred_name.")],
-        value: Annotated[str, Field(description="What to remember, briefly.")],
-        confidence: _Confidence = None,
-        suggest_reminder: Annotated[
-            bool | None, Field(description="For a follow_up: offer the user a reminder.")
-        ] = None,
-        user_id: _User = None,
-    ) -> dict[str, Any]:
-        return await tools.run(
-            "store_memory",
-            user_id,
-            {
-                "memory_type": memory_type,
-                "key": key,
-                "value": value,
-                "confidence": confidence,
-                "suggest_reminder": suggest_reminder,
-            },
-        )
+    async def answer() -> dict[str, Any]:  # the output's type; never called
+        raise NotImplementedError
 
-    async def update_memory(
-        existing_key: Annotated[str, Field(description="The key to change.")],
-        new_value: Annotated[str, Field(description="The new value.")],
-        memory_type: _Type = None,
-        confidence: _Confidence = None,
-        user_id: _User = None,
-    ) -> dict[str, Any]:
-        return await tools.run(
-            "update_memory",
-            user_id,
-            {
-                "existing_key": existing_key,
-                "new_value": new_value,
-                "memory_type": memory_type,
-                "confidence": confidence,
-            },
-        )
+    listed = []
+    for name in (*TOOL_NAMES, "memory_history"):
+        schema = tool_parameters(name, camel=True)
+        schema["properties"]["userId"] = {"type": "string", "description": _USER_ID_PROPERTY}
+        tool = mcpserver.tools.Tool.from_function(answer, name=name, description=descriptions[name])
+        listed.append(tool.model_copy(update={"parameters": schema}))
+    return listed
 
-    async def forget_memory(
-        key: _Key = None, memory_id: _Id = None, user_id: _User = None
-    ) -> dict[str, Any]:
-        return await tools.run("forget_memory", user_id, {"key": key, "memory_id": memory_id})
 
-    async def mark_private(
-        key: _Key = None, memory_id: _Id = None, user_id: _User = None
-    ) -> dict[str, Any]:
-        return await tools.run("mark_private", user_id, {"key": key, "memory_id": memory_id})
+def _server_type(mcpserver: Any) -> Any:
+    """``MCPServer`` whose every tool call, of a known tool or not, goes through the gate."""
 
-    async def memory_history(
-        key: _Key = None, memory_id: _Id = None, user_id: _User = None
-    ) -> dict[str, Any]:
-        return await tools.run("memory_history", user_id, {"key": key, "memory_id": memory_id})
+    class ConfideMCPServer(mcpserver.MCPServer):  # type: ignore[misc]
+        """The SDK's server, with Confide's tool calls."""
 
-    async def memory_query(
-        query: Annotated[str, Field(description="What you want to recall.")],
-        agent: Annotated[str | None, Field(description="Your agent name.")] = None,
-        categories: Annotated[list[str] | None, Field(description="Only these.")] = None,
-        filters: Annotated[
-            dict[str, Any] | None, Field(description='e.g. {"types": ["follow_up"]}.')
-        ] = None,
-        top_k: Annotated[int | None, Field(description="1 to 50 (default 3).")] = None,
-        budget_tokens: Annotated[int | None, Field(description="Token budget.")] = None,
-        threshold: Annotated[float | None, Field(description="Minimum similarity.")] = None,
-        user_id: _User = None,
-    ) -> dict[str, Any]:
-        return await tools.run(
-            "memory_query",
-            user_id,
-            {
-                "query": query,
-                "agent": agent,
-                "categories": categories,
-                "filters": filters,
-                "top_k": top_k,
-                "budget_tokens": budget_tokens,
-                "threshold": threshold,
-            },
-        )
+        tools: _Tools
 
-    for fn in (
-        store_memory,
-        update_memory,
-        forget_memory,
-        mark_private,
-        memory_query,
-        memory_history,
-    ):
-        server.add_tool(fn, name=fn.__name__, description=descriptions[fn.__name__])
+        async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+            """Run tool ``name`` through the gate (errors are ``<ErrorClass>: <message>``)."""
+            return await self.tools.call(name, arguments)
+
+    return ConfideMCPServer
 
 
 def create_mcp_server(
@@ -293,8 +268,9 @@ def create_mcp_server(
                 validate_token_resource=False,
             ),
         }
-    server = mcpserver.MCPServer(
+    server = _server_type(mcpserver)(
         name="confide",
+        tools=_tool_list(mcpserver),
         instructions=(
             "Long-term memory of the user. Store what is worth remembering silently; look it "
             "up with memory_query."
@@ -302,7 +278,7 @@ def create_mcp_server(
         log_level="WARNING",
         **extra,
     )
-    _add_tools(server, tools)
+    server.tools = tools
 
     async def user_memories(user_id: str) -> str:
         """The user's active memories (newest first), as JSON."""

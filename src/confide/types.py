@@ -79,7 +79,8 @@ def invalid(
     The message is ``what`` followed by each field at fault and why (an error of the whole
     input by its reason alone); ``fields`` names the fields as ``spell`` writes them (the
     caller's own spelling), and ``allowed`` the values of a field that takes a fixed set.
-    Submitted values are never echoed.
+    A validator that raises Confide's own :class:`ValidationError` (a rule over several
+    fields) adds the fields and values that error names. Submitted values are never echoed.
     """
     problems: list[str] = []
     fields: list[str] = []
@@ -90,9 +91,14 @@ def invalid(
         problems.append(f"{loc}: {reason}" if loc else reason)
         if loc and loc not in fields:
             fields.append(loc)
-        expected = (err.get("ctx") or {}).get("expected")
+        ctx = err.get("ctx") or {}
+        expected = ctx.get("expected")
         if loc and err["type"] in _CHOICE_ERRORS and isinstance(expected, str):
             allowed[loc] = _QUOTED.findall(expected)
+        cause = ctx.get("error")
+        if isinstance(cause, ValidationError):
+            fields.extend(f for f in cause.fields if f not in fields)
+            allowed.update({name: list(values) for name, values in cause.allowed.items()})
     return ValidationError(f"{what}: {'; '.join(problems)}", fields=fields, allowed=allowed)
 
 

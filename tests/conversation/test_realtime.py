@@ -207,7 +207,12 @@ def test_dispatcher_errors_become_error_outputs(caplog: pytest.LogCaptureFixture
     h = Harness()
     caplog.set_level(logging.DEBUG)
     out = h.send(call("forget_memory", {"key": "secret_thing"}))
-    assert json.loads(out[0]["item"]["output"]) == {"error": "no memory with that key"}
+    # The answer every door gives: the class and the message.
+    assert json.loads(out[0]["item"]["output"]) == {
+        "success": False,
+        "error": "no memory with that key",
+        "type": "NotFoundError",
+    }
     out = h.send(call("explode", {"key": "secret_thing"}, call_id="call_2"))
     assert json.loads(out[0]["item"]["output"]) == {"error": "internal error"}
     assert out[-1] == {"type": "response.create"}

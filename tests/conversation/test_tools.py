@@ -17,6 +17,7 @@ from confide.conversation.tools import (
     parse_arguments,
     realtime_tools,
     reminder_offer,
+    tool_parameters,
     tools_json,
 )
 from confide.errors import ValidationError
@@ -114,3 +115,32 @@ def test_parse_arguments_refuses(name: str, args: str, message: str) -> None:
 
 def test_reminder_offer_mentions_the_value() -> None:
     assert "Tuesday" in reminder_offer("doctor on Tuesday")
+
+
+def test_arguments_take_either_spelling_and_errors_name_them_as_given() -> None:
+    update = parse_arguments("update_memory", {"existingKey": "City", "new_value": "Tucson"})
+    assert isinstance(update, UpdateMemoryArgs)
+    assert (update.existing_key, update.new_value) == ("City", "Tucson")
+    query = parse_arguments("memory_query", {"query": "family", "topK": 5, "budgetTokens": 9})
+    assert isinstance(query, MemoryQueryArgs) and (query.top_k, query.budget_tokens) == (5, 9)
+    with pytest.raises(ValidationError) as caught:
+        parse_arguments("store_memory", {"memoryType": "gossip", "key": "k"})
+    assert caught.value.fields == ("memoryType", "value")
+    assert set(caught.value.allowed) == {"memoryType"}
+    assert "gossip" not in str(caught.value)
+    # A blank or null argument is one not given; the rule over two fields names both.
+    with pytest.raises(ValidationError) as neither:
+        parse_arguments("forget_memory", {"key": "  ", "memoryId": None})
+    assert str(neither.value) == "forget_memory: invalid arguments: give key or memoryId"
+    assert neither.value.fields == ("key", "memoryId")
+
+
+def test_tool_parameters_in_either_spelling() -> None:
+    snake = tool_parameters("update_memory")
+    camel = tool_parameters("update_memory", camel=True)
+    assert snake["required"] == ["existing_key", "new_value"]
+    assert camel["required"] == ["existingKey", "newValue"]
+    assert set(tool_parameters("memory_history", camel=True)["properties"]) == {"key", "memoryId"}
+    assert "return" in tool_parameters("memory_query", camel=True)["properties"]
+    with pytest.raises(ValidationError, match="unknown tool"):
+        tool_parameters("nope")

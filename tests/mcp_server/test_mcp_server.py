@@ -65,6 +65,10 @@ async def _exercise_every_tool(client: Client, *, user: dict[str, str]) -> None:
     """Call each tool once with good arguments and check what it did."""
     listed = await client.list_tools()
     assert {t.name for t in listed.tools} == TOOLS
+    # Declared as the HTTP tool bodies spell the arguments; snake_case is accepted too.
+    schemas = {t.name: t.input_schema for t in listed.tools}
+    assert schemas["update_memory"]["required"] == ["existingKey", "newValue"]
+    assert set(schemas["forget_memory"]["properties"]) == {"key", "memoryId", "userId"}
     stored = _data(
         await client.call_tool(
             "store_memory", {"memory_type": "fact", "key": "home_town", "value": "Portland", **user}
@@ -79,7 +83,7 @@ async def _exercise_every_tool(client: Client, *, user: dict[str, str]) -> None:
     assert again == {"success": True, "memoryId": stored["memoryId"], "action": "unchanged"}
     updated = _data(
         await client.call_tool(
-            "update_memory", {"existing_key": "HOME_TOWN", "new_value": "Tucson", **user}
+            "update_memory", {"existingKey": "HOME_TOWN", "newValue": "Tucson", **user}
         )
     )
     assert updated["action"] == "updated" and updated["memoryId"] != stored["memoryId"]
@@ -107,15 +111,27 @@ async def _check_errors(client: Client, *, user: dict[str, str]) -> None:
             "store_memory", {"memory_type": "gossip", "key": "k", "value": "v", **user}
         )
     )
-    assert "ValidationError: store_memory: invalid arguments: memory_type: Input should be" in (
-        bad_type
+    assert bad_type.startswith(
+        "ValidationError: store_memory: invalid arguments: memory_type: Input should be 'fact'"
     )
+    assert "gossip" not in bad_type and "pydantic" not in bad_type
+    # The SDK validates nothing itself: a missing or mistyped argument is the tool's error.
+    no_value = _error(await client.call_tool("store_memory", {"memoryType": "fact", **user}))
+    assert no_value == (
+        "ValidationError: store_memory: invalid arguments: key: Field required; "
+        "value: Field required"
+    )
+    bad_top = _error(await client.call_tool("memory_query", {"query": "x", "topK": "lots", **user}))
+    assert bad_top.startswith("ValidationError: memory_query: invalid arguments: topK: Input")
+    assert "lots" not in bad_top and "https://" not in bad_top
     missing = _error(await client.call_tool("forget_memory", {"key": "no_such_key", **user}))
-    assert "NotFoundError: no active memory has this key" in missing
+    assert missing == "NotFoundError: no active memory has this key"
     neither = _error(await client.call_tool("mark_private", {**user}))
-    assert "ValidationError: mark_private: invalid arguments: give key or memory_id" in neither
-    other_id = _error(await client.call_tool("memory_history", {"memory_id": "nope-123", **user}))
-    assert "NotFoundError" in other_id
+    assert neither == "ValidationError: mark_private: invalid arguments: give key or memoryId"
+    unknown = _error(await client.call_tool("no_such_tool", {**user}))
+    assert unknown == "ValidationError: unknown tool 'no_such_tool'"
+    other_id = _error(await client.call_tool("memory_history", {"memoryId": "nope-123", **user}))
+    assert other_id.startswith("NotFoundError")
 
 
 # ---- stdio: `confide mcp` as a subprocess -----------------------------------------------------
@@ -142,10 +158,7 @@ async def test_stdio_serves_every_tool_for_the_configured_user(tmp_path: Path) -
         refused = _error(
             await client.call_tool("forget_memory", {"key": "home_town", "user_id": "bob"})
         )
-        assert refused == (
-            "Error executing tool forget_memory: PermissionDeniedError: "
-            "this caller acts for another user"
-        )
+        assert refused == "PermissionDeniedError: this caller acts for another user"
         templates = await client.list_resource_templates()
         assert [t.uri_template for t in templates.resource_templates] == [
             "confide://users/{user_id}/memories"
@@ -217,7 +230,7 @@ def http_server(engine: MemoryEngine, settings: Settings) -> Iterator[HttpServer
 async def test_http_serves_every_tool_with_a_bearer_key(http_server: HttpServer) -> None:
     token = http_server.key("acme")
     async with http_server.client(token) as client:
-        await _exercise_every_tool(client, user={"user_id": "ann"})
+        await _exercise_every_tool(client, user={"userId": "ann"})
         await _check_errors(client, user={"user_id": "ann"})
         read = await client.read_resource("confide://users/ann/memories")
         content = read.contents[0]
@@ -267,8 +280,7 @@ async def test_http_a_read_key_queries_and_writes_nothing(http_server: HttpServe
         ):
             refused = _error(await client.call_tool(name, {**arguments, "user_id": "ann"}))
             assert refused == (
-                f"Error executing tool {name}: PermissionDeniedError: "
-                f"{name} needs an API key with the service scope"
+                f"PermissionDeniedError: {name} needs an API key with the service scope"
             )
         answer = _data(
             await client.call_tool("memory_query", {"query": "home town", "user_id": "ann"})

@@ -48,8 +48,10 @@ async def test_an_unknown_memory_type_names_memory_type_and_lists_the_allowed_va
     answer = response.json()
     assert answer["fields"] == ["memoryType"]
     assert answer["allowed"] == {"memoryType": TYPES}
-    assert answer["error"] == "Invalid fields: memoryType; memoryType must be one of: " + ", ".join(
-        TYPES
+    assert answer["error"] == (
+        "store_memory: invalid arguments: memoryType: Input should be "
+        + ", ".join(f"'{t}'" for t in TYPES[:-1])
+        + f" or '{TYPES[-1]}'"
     )
     assert "memory_type" not in response.text and "facts" not in response.text
 
@@ -62,9 +64,10 @@ async def test_update_memory_names_its_own_fields(api: Api) -> None:
     )
     answer = response.json()
     assert response.status_code == 400
-    assert answer["fields"] == ["confidence", "memoryType"]
+    assert answer["fields"] == ["memoryType", "confidence"]
     assert answer["allowed"] == {"memoryType": TYPES}
-    assert answer["error"].startswith("Invalid fields: confidence, memoryType; memoryType must")
+    assert answer["error"].startswith("update_memory: invalid arguments: memoryType: Input should")
+    assert "; confidence: Input should be less than or equal to 1" in answer["error"]
 
 
 async def test_a_field_of_the_wrong_type_is_named(api: Api) -> None:

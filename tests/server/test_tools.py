@@ -121,25 +121,59 @@ async def test_tool_calls_are_recorded_as_session_events_without_values(api: Api
 
 
 @pytest.mark.parametrize(
-    ("path", "fields", "missing"),
+    ("path", "fields", "error", "missing"),
     [
-        ("/tools/store_memory", {"memoryType": "fact", "key": "k"}, ["value"]),
-        ("/tools/update_memory", {"existingKey": "k"}, ["newValue"]),
-        ("/tools/forget_memory", {}, ["key", "memoryId"]),
-        ("/tools/mark_private", {}, ["key", "memoryId"]),
+        ("/tools/store_memory", {"memoryType": "fact", "key": "k"},
+         "store_memory: invalid arguments: value: Field required", ["value"]),
+        ("/tools/update_memory", {"existingKey": "k"},
+         "update_memory: invalid arguments: newValue: Field required", ["newValue"]),
+        ("/tools/forget_memory", {},
+         "forget_memory: invalid arguments: give key or memoryId", ["key", "memoryId"]),
+        ("/tools/mark_private", {"key": " "},
+         "mark_private: invalid arguments: give key or memoryId", ["key", "memoryId"]),
     ],
-)
-async def test_missing_fields_are_400_with_the_contract_body(
-    api: Api, path: str, fields: dict[str, object], missing: list[str]
+)  # fmt: skip
+async def test_missing_arguments_are_400_named_by_the_tool(
+    api: Api, path: str, fields: dict[str, object], error: str, missing: list[str]
 ) -> None:
     sid = await api.session()
     response = await api.post(path, body(sid, **fields))
     assert response.status_code == 400
     assert response.json() == {
         "success": False,
-        "error": "Missing required fields",
+        "error": error,
         "type": "ValidationError",
         "fields": missing,
+    }
+
+
+async def test_snake_case_arguments_are_accepted_and_named_as_given(api: Api) -> None:
+    sid = await api.session()
+    stored = await api.post(
+        "/tools/store_memory", body(sid, memory_type="fact", key="pet", value="a cat")
+    )
+    assert stored.status_code == 200, stored.text
+    bad = await api.post(
+        "/tools/update_memory", body(sid, existing_key="pet", new_value="a dog", memory_type="x")
+    )
+    assert bad.status_code == 400
+    assert bad.json()["fields"] == ["memory_type"]
+    memory_id = stored.json()["memoryId"]
+    forgotten = await api.post("/tools/forget_memory", body(sid, memory_id=memory_id))
+    assert forgotten.json()["action"] == "forgotten"
+
+
+async def test_other_tools_run_by_name_and_an_unknown_one_is_refused(api: Api) -> None:
+    sid = await api.session()
+    await api.post("/tools/store_memory", body(sid, memoryType="fact", key="pet", value="a cat"))
+    history = await api.post("/tools/memory_history", body(sid, key="pet"))
+    assert [e["event"] for e in history.json()["history"]] == ["ADD"]
+    unknown = await api.post("/tools/no_such_tool", body(sid))
+    assert unknown.status_code == 400
+    assert unknown.json() == {
+        "success": False,
+        "error": "unknown tool 'no_such_tool'",
+        "type": "ValidationError",
     }
 
 

@@ -3,7 +3,8 @@
 It is transport-free: feed it each server event (a dict, or JSON text) and send back the
 client events it returns. It records user transcripts and assistant replies in the session
 buffer, runs tool calls through a :class:`Dispatcher`, answers them with a
-``function_call_output`` item and ``response.create``, and after a successful store or
+``function_call_output`` item (a failed call's output is the answer every door gives,
+:func:`confide.errors.error_answer`) and ``response.create``, and after a successful store or
 update refreshes the session's instructions with the user's current memories. With a
 :class:`DeltaSource`, instructions start with the delta header when the user's memory
 changed since the agent was last shown it (each change once).
@@ -20,14 +21,15 @@ from typing import Any, Protocol
 from confide.conversation.buffer import Session, SessionBuffer
 from confide.conversation.prompts import build_system_prompt
 from confide.conversation.tools import realtime_tools
-from confide.errors import ConfideError
+from confide.errors import ConfideError, error_answer
 from confide.types import Memory
 
 __all__ = ["DeltaSource", "Dispatcher", "MemoryLoader", "RealtimeAdapter"]
 
 log = logging.getLogger(__name__)
 
-_REFRESHING_TOOLS = {"store_memory": "key", "update_memory": "existing_key"}
+# The tools whose success refreshes the instructions, and their key argument (either spelling).
+_REFRESHING_TOOLS = {"store_memory": ("key",), "update_memory": ("existingKey", "existing_key")}
 
 
 class Dispatcher(Protocol):
@@ -212,15 +214,16 @@ class RealtimeAdapter:
             return await self._dispatcher.dispatch(name, arguments, self._session())
         except ConfideError as exc:
             log.warning("realtime: tool %s failed: %s", name, type(exc).__name__)
-            return {"error": str(exc)}
+            return error_answer(exc)
         except Exception as exc:  # the conversation must go on whatever a tool does
             log.error("realtime: tool %s crashed: %s", name, type(exc).__name__)
             return {"error": "internal error"}
 
-    def _record_key(self, arguments: str, field: str) -> None:
+    def _record_key(self, arguments: str, names: tuple[str, ...]) -> None:
         try:
-            key = json.loads(arguments).get(field)
-        except (json.JSONDecodeError, AttributeError):
+            given = json.loads(arguments)
+            key = next((given[n] for n in names if given.get(n)), None)
+        except (json.JSONDecodeError, RecursionError, AttributeError):
             return
         if isinstance(key, str) and key:
             try:

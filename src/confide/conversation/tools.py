@@ -4,16 +4,31 @@ Two export forms: chat completions (``{"type": "function", "function": {...}}``)
 Realtime API (``{"type": "function", "name": ..., "description": ..., "parameters": ...}``).
 The descriptions tell the model to store proactively and silently; their example sentences
 live in :data:`TOOL_EXAMPLES` so a test can check the offline extractor handles each one.
+
+Every argument has two names: its snake_case one (``memory_type``, as these schemas spell it)
+and its camelCase one (``memoryType``, as the HTTP tool bodies and MCP spell it); every door
+takes either. :func:`parse_arguments` is the one place a tool's arguments are validated, so
+every door refuses the same arguments with the same :class:`~confide.errors.ValidationError`.
 """
 
 from __future__ import annotations
 
+import copy
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    AliasChoices,
+    AliasGenerator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    model_validator,
+)
 from pydantic import ValidationError as PydanticValidationError
+from pydantic.alias_generators import to_camel
 
 from confide.errors import ValidationError
 from confide.types import MemoryType, invalid
@@ -33,6 +48,7 @@ __all__ = [
     "parse_arguments",
     "realtime_tools",
     "reminder_offer",
+    "tool_parameters",
     "tools_json",
 ]
 
@@ -215,6 +231,12 @@ _SPECS: tuple[tuple[str, str, dict[str, Any]], ...] = (
 
 TOOL_NAMES: tuple[str, ...] = tuple(name for name, _, _ in _SPECS)
 
+_PARAMETERS: dict[str, dict[str, Any]] = {
+    **{name: params for name, _, params in _SPECS},
+    # MCP only: the audit history of one memory, by key or id.
+    "memory_history": {"type": "object", "properties": dict(_TARGET_PROPERTIES)},
+}
+
 
 def realtime_tools() -> list[dict[str, Any]]:
     """The tools in the Realtime API's session form (``type``, ``name``, ...)."""
@@ -222,6 +244,23 @@ def realtime_tools() -> list[dict[str, Any]]:
         {"type": "function", "name": name, "description": desc, "parameters": params}
         for name, desc, params in _SPECS
     ]
+
+
+def tool_parameters(name: str, *, camel: bool = False) -> dict[str, Any]:
+    """The JSON schema of tool ``name``'s arguments (snake_case, or camelCase with ``camel``).
+
+    Raises:
+        ValidationError: an unknown tool.
+    """
+    params = _PARAMETERS.get(name)
+    if params is None:
+        raise ValidationError(f"unknown tool {name!r}")
+    spelled = copy.deepcopy(params)  # a copy the caller may change
+    if camel:
+        spelled["properties"] = {to_camel(k): v for k, v in spelled["properties"].items()}
+        if "required" in spelled:
+            spelled["required"] = [to_camel(k) for k in spelled["required"]]
+    return spelled
 
 
 def chat_tools() -> list[dict[str, Any]]:
@@ -245,15 +284,38 @@ def reminder_offer(value: str) -> str:
     return f"Would you like me to remind you about this? ({value})"
 
 
-_ARGS = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
+# Each argument under its camelCase name or its snake_case one; a missing argument is named
+# in camelCase (the HTTP tool bodies' spelling), one given as the caller spelled it.
+_ARGS = ConfigDict(
+    frozen=True,
+    extra="ignore",
+    populate_by_name=True,
+    alias_generator=AliasGenerator(validation_alias=lambda n: AliasChoices(to_camel(n), n)),
+)
 _Text = Annotated[str, Field(min_length=1, max_length=16_000)]
 _Conf = Annotated[float, Field(ge=0.0, le=1.0)]
 
 
-class StoreMemoryArgs(BaseModel):
-    """Arguments of ``store_memory``."""
+class _Args(BaseModel):
+    """A tool's arguments: a blank string or ``null`` counts as not given (on every door)."""
 
     model_config = _ARGS
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_blanks(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping):
+            return data
+        return {
+            k: v
+            for k, v in data.items()
+            if v is not None and not (isinstance(v, str) and not v.strip())
+        }
+
+
+class StoreMemoryArgs(_Args):
+    """Arguments of ``store_memory``."""
+
     memory_type: MemoryType
     key: Annotated[str, Field(min_length=1, max_length=128)]
     value: _Text
@@ -261,25 +323,27 @@ class StoreMemoryArgs(BaseModel):
     suggest_reminder: bool = False
 
 
-class UpdateMemoryArgs(BaseModel):
+class UpdateMemoryArgs(_Args):
     """Arguments of ``update_memory``."""
 
-    model_config = _ARGS
     existing_key: Annotated[str, Field(min_length=1, max_length=128)]
     new_value: _Text
     memory_type: MemoryType | None = None
     confidence: _Conf | None = None
 
 
-class _TargetArgs(BaseModel):
-    model_config = _ARGS
-    key: str | None = None
-    memory_id: str | None = None
+_TARGET_FIELDS = ("key", "memoryId")  # a tool acting on one memory needs one of them
+
+
+class _TargetArgs(_Args):
+    key: Annotated[str, Field(max_length=128)] | None = None
+    memory_id: Annotated[str, Field(max_length=256)] | None = None
 
     @model_validator(mode="after")
     def _one_target(self) -> _TargetArgs:
         if not (self.key or self.memory_id):
-            raise ValueError("give key or memory_id")
+            # Confide's error inside pydantic's: :func:`confide.types.invalid` names its fields.
+            raise ValidationError(f"give {' or '.join(_TARGET_FIELDS)}", fields=_TARGET_FIELDS)
         return self
 
 
@@ -295,10 +359,9 @@ class MemoryHistoryArgs(_TargetArgs):
     """Arguments of ``memory_history`` (MCP only): ``key`` or ``memory_id``."""
 
 
-class MemoryQueryArgs(BaseModel):
+class MemoryQueryArgs(_Args):
     """Arguments of ``memory_query``."""
 
-    model_config = _ARGS
     agent: str | None = None
     query: _Text
     categories: tuple[str, ...] | None = None
@@ -321,23 +384,31 @@ _MODELS: dict[str, type[BaseModel]] = {
 }
 
 
-def parse_arguments(name: str, arguments_json: str) -> BaseModel:
-    """Validate a tool call's JSON arguments into its argument model.
+def parse_arguments(name: str, arguments: str | Mapping[str, Any]) -> BaseModel:
+    """Validate a tool call's arguments (JSON text or a mapping) into its argument model.
+
+    The one producer of a tool call's :class:`ValidationError`, whichever door the call came
+    through: the message is ``<tool>: invalid arguments: <field>: <why>`` for each field at
+    fault, ``fields`` names them (as the caller spelled them; a missing one in camelCase) and
+    ``allowed`` lists the values of a field with a fixed set. Values are never echoed.
 
     Raises:
-        ValidationError: unknown tool, arguments that are not a JSON object, or a field
-            out of range (the message names the field, never the value).
+        ValidationError: unknown tool, arguments that are not a JSON object, a missing
+            argument or a field out of range.
     """
     model = _MODELS.get(name)
     if model is None:
         raise ValidationError(f"unknown tool {name!r}")
-    try:
-        data = json.loads(arguments_json or "{}")
-    except json.JSONDecodeError:
-        raise ValidationError(f"{name}: arguments are not valid JSON") from None
-    if not isinstance(data, dict):
+    if isinstance(arguments, str):
+        try:
+            data = json.loads(arguments or "{}")
+        except (json.JSONDecodeError, RecursionError):
+            raise ValidationError(f"{name}: arguments are not valid JSON") from None
+    else:
+        data = arguments
+    if not isinstance(data, Mapping):
         raise ValidationError(f"{name}: arguments must be a JSON object")
     try:
-        return model.model_validate(data)
+        return model.model_validate(dict(data))
     except PydanticValidationError as exc:
         raise invalid(exc, what=f"{name}: invalid arguments") from None

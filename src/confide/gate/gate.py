@@ -20,7 +20,6 @@ gate decides what that principal may do and then runs the operation:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -210,7 +209,9 @@ class Gate:
         """Run memory tool ``name`` for ``principal`` on ``user_id`` (or the pinned user).
 
         ``arguments`` are the tool's validated arguments, or its raw JSON arguments (a
-        mapping or text) to validate here.
+        mapping or text, either spelling) to validate here, by
+        :func:`~confide.conversation.tools.parse_arguments`: every door's tool errors come
+        from there.
 
         Raises:
             PermissionDeniedError: a write tool for a ``read`` principal, an agent the
@@ -219,13 +220,7 @@ class Gate:
         """
         if name in WRITE_TOOLS:
             require_write(principal, name)
-        args = (
-            arguments
-            if isinstance(arguments, BaseModel)
-            else parse_arguments(
-                name, arguments if isinstance(arguments, str) else json.dumps(dict(arguments))
-            )
-        )
+        args = arguments if isinstance(arguments, BaseModel) else parse_arguments(name, arguments)
         if isinstance(args, MemoryQueryArgs):
             args = args.model_copy(update={"agent": principal.agent_for(args.agent)})
         owner = Owner(principal.account_id, self.user(principal, user_id), session_id)

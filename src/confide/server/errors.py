@@ -26,6 +26,7 @@ from confide.errors import (
     ConfideError,
     SessionHeldError,
     ValidationError,
+    error_answer,
     error_for_http_status,
     http_status,
 )
@@ -171,11 +172,8 @@ def install_error_handlers(app: FastAPI) -> None:
             return JSONResponse(error_body(message), status_code=status)
         if isinstance(exc, SessionHeldError):
             return JSONResponse(held_body(exc), status_code=status)
-        kind = type(exc).__name__
-        if isinstance(exc, ValidationError):
-            body = error_body(str(exc), fields=exc.fields, allowed=exc.allowed, kind=kind)
-            return JSONResponse(body, status_code=status)
-        return JSONResponse(error_body(str(exc), kind=kind), status_code=status)
+        # The answer every door gives (the Realtime tool output is the same object).
+        return JSONResponse(error_answer(exc), status_code=status)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -3,6 +3,8 @@
 Every request body carries an example and its ``required`` list in the OpenAPI document. The
 voice-bridge bodies accept missing fields at parse time so the route can answer with the tool
 contract's ``Missing required fields`` (naming them); their schemas still mark them required.
+A tool body's arguments are documented here but validated by the tool
+(:func:`confide.conversation.tools.parse_arguments`), as on every other door.
 """
 
 from __future__ import annotations
@@ -10,16 +12,16 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 from pydantic.alias_generators import to_camel
 
+from confide.conversation.tools import tool_parameters
 from confide.storage.service import CallSessionRow
 from confide.types import MAX_VALUE_CHARS, Memory
 
 # Upper bounds for the voice-bridge bodies' strings (they accept missing fields, so that the
 # route can name them, but never an unbounded string).
 _Id = Annotated[str, Field(max_length=256)]
-_Short = Annotated[str, Field(max_length=128)]
 _Text = Annotated[str, Field(max_length=MAX_VALUE_CHARS)]
 
 _CAMEL = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
@@ -39,6 +41,11 @@ _CALL = {"callSessionId": "0b6e4f1c-2f1a-4c7e-9a51-3d2f0c8b7a10", "lineId": "lin
 _CALL_REQUIRED = ["callSessionId", "lineId", "accountId"]
 
 
+def _arg(tool: str, name: str) -> WithJsonSchema:
+    """A tool argument's documentation: its schema in the tool's definition."""
+    return WithJsonSchema(tool_parameters(tool)["properties"][name])
+
+
 class ToolCallBody(BaseModel):
     """Fields every tool call carries: the call session, the line (user) and the account."""
 
@@ -46,6 +53,12 @@ class ToolCallBody(BaseModel):
     call_session_id: _Id | None = None
     line_id: _Id | None = None
     account_id: _Id | None = None
+
+
+class AnyToolBody(ToolCallBody):
+    """``POST /tools/{name}``: the call's fields and the tool's arguments (either spelling)."""
+
+    model_config = ConfigDict(extra="allow") | documented(dict(_CALL), required=_CALL_REQUIRED)
 
 
 class StoreMemoryBody(ToolCallBody):
@@ -57,11 +70,11 @@ class StoreMemoryBody(ToolCallBody):
         required=[*_CALL_REQUIRED, "memoryType", "key", "value"],
     )  # fmt: skip
 
-    memory_type: _Short | None = None
-    key: _Short | None = None
-    value: _Text | None = None
-    confidence: float | None = None
-    suggest_reminder: bool | None = None
+    memory_type: Annotated[Any, _arg("store_memory", "memory_type")] = None
+    key: Annotated[Any, _arg("store_memory", "key")] = None
+    value: Annotated[Any, _arg("store_memory", "value")] = None
+    confidence: Annotated[Any, _arg("store_memory", "confidence")] = None
+    suggest_reminder: Annotated[Any, _arg("store_memory", "suggest_reminder")] = None
 
 
 class UpdateMemoryBody(ToolCallBody):
@@ -72,10 +85,10 @@ class UpdateMemoryBody(ToolCallBody):
         required=[*_CALL_REQUIRED, "existingKey", "newValue"],
     )
 
-    existing_key: _Short | None = None
-    new_value: _Text | None = None
-    memory_type: _Short | None = None
-    confidence: float | None = None
+    existing_key: Annotated[Any, _arg("update_memory", "existing_key")] = None
+    new_value: Annotated[Any, _arg("update_memory", "new_value")] = None
+    memory_type: Annotated[Any, _arg("update_memory", "memory_type")] = None
+    confidence: Annotated[Any, _arg("update_memory", "confidence")] = None
 
 
 class TargetBody(ToolCallBody):
@@ -84,8 +97,8 @@ class TargetBody(ToolCallBody):
 
     model_config = documented({**_CALL, "key": "dog_name"}, required=_CALL_REQUIRED)
 
-    key: _Short | None = None
-    memory_id: _Id | None = None
+    key: Annotated[Any, _arg("forget_memory", "key")] = None
+    memory_id: Annotated[Any, _arg("forget_memory", "memory_id")] = None
 
 
 class HeldWorker(BaseModel):

@@ -1,4 +1,13 @@
-"""``POST /tools/*``: the agent's memory tools for voice bridges (camelCase bodies)."""
+"""``POST /tools/*``: the agent's memory tools for voice bridges (camelCase bodies).
+
+A body carries the call's fields (``callSessionId``, ``lineId``, ``accountId``; missing ones
+are ``Missing required fields``, naming them) and the tool's arguments, under their camelCase
+or snake_case names. The arguments are validated by the tool itself
+(:func:`confide.conversation.tools.parse_arguments`, through the gate), so a bad one is
+refused with the same ``type``, ``error``, ``fields`` and ``allowed`` as over MCP and the
+Realtime socket. ``/tools/{name}`` runs any other tool (``memory_query``,
+``memory_history``); an unknown name is a ``ValidationError``.
+"""
 
 from __future__ import annotations
 
@@ -6,21 +15,16 @@ import asyncio
 import contextlib
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from pydantic import BaseModel
-from pydantic import ValidationError as PydanticValidationError
 
-from confide.conversation.tools import (
-    ForgetMemoryArgs,
-    MarkPrivateArgs,
-    StoreMemoryArgs,
-    UpdateMemoryArgs,
-)
+from confide.conversation.tools import parse_arguments
 from confide.errors import ConfideError
 from confide.gate import Principal
 from confide.server.deps import Caller, Svc, check_account
-from confide.server.errors import ApiError, allowed_values
+from confide.server.errors import ApiError
 from confide.server.schemas import (
+    AnyToolBody,
     StoreMemoryBody,
     TargetBody,
     ToolCallBody,
@@ -33,6 +37,7 @@ router = APIRouter(prefix="/tools", tags=["tools"])
 
 MISSING = "Missing required fields"
 _CALL = ("call_session_id", "line_id", "account_id")
+_CALL_NAMES = frozenset({*_CALL, "callSessionId", "lineId", "accountId"})
 _ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": ToolResponse, "description": "Missing required fields or invalid values"},
     401: {"model": ToolResponse, "description": "Missing or invalid API key"},
@@ -51,37 +56,26 @@ def _blank(value: object) -> bool:
     return value is None or (isinstance(value, str) and not value.strip())
 
 
-def _require(body: BaseModel, *names: str, one_of: tuple[str, ...] = ()) -> None:
-    """400 ``Missing required fields``, naming them, unless every field in ``names`` and at
-    least one of ``one_of`` is given."""
-    missing = [n for n in names if _blank(getattr(body, n))]
-    if one_of and all(_blank(getattr(body, n)) for n in one_of):
-        missing.extend(one_of)
+def _require_call(body: ToolCallBody) -> None:
+    """400 ``Missing required fields``, naming them, unless the call's fields are given."""
+    missing = [n for n in _CALL if _blank(getattr(body, n))]
     if missing:
         raise ApiError(400, MISSING, fields=[_request_name(type(body), n) for n in missing])
 
 
-def _args(model: type[BaseModel], data: dict[str, Any], body: type[BaseModel]) -> BaseModel:
-    """The tool's arguments; 400 naming the invalid fields (and the values enums allow)."""
-    try:
-        return model.model_validate(data)
-    except PydanticValidationError as exc:
-        fields: list[str] = []
-        allowed: dict[str, list[str]] = {}
-        for err in exc.errors(include_input=False, include_url=False):
-            name = str(err["loc"][0]) if err["loc"] else ""
-            shown = _request_name(body, name) if name else "body"
-            if shown not in fields:
-                fields.append(shown)
-            field = model.model_fields.get(name)
-            values = None if field is None else allowed_values(field.annotation)
-            if values is not None and err["type"] in ("enum", "literal_error"):
-                allowed[shown] = values
-        fields.sort()
-        message = f"Invalid fields: {', '.join(fields)}" + "".join(
-            f"; {name} must be one of: {', '.join(values)}" for name, values in allowed.items()
-        )
-        raise ApiError(400, message, fields=fields, allowed=allowed) from None
+async def _args(tool: str, body: ToolCallBody, request: Request) -> BaseModel:
+    """The tool's arguments, as the request spelled them (its body less the call's fields),
+    validated by the tool.
+
+    Raises:
+        ApiError: a call field is missing (400).
+        ValidationError: an unknown tool or invalid arguments (400, from the tool).
+    """
+    _require_call(body)
+    data = await request.json()  # the body FastAPI has read (and parsed) already
+    if isinstance(data, dict):
+        data = {k: v for k, v in data.items() if k not in _CALL_NAMES}
+    return parse_arguments(tool, data)
 
 
 async def _run(
@@ -110,20 +104,11 @@ async def _run(
     responses=_ERRORS,
     response_model_exclude_none=True,
 )
-async def store_memory(body: StoreMemoryBody, services: Svc, caller: Caller) -> dict[str, Any]:
+async def store_memory(
+    body: StoreMemoryBody, request: Request, services: Svc, caller: Caller
+) -> dict[str, Any]:
     """Store a memory silently; a ``follow_up`` with ``suggestReminder`` offers a reminder."""
-    _require(body, *_CALL, "memory_type", "key", "value")
-    args = _args(
-        StoreMemoryArgs,
-        {
-            "memory_type": body.memory_type,
-            "key": body.key,
-            "value": body.value,
-            "confidence": 1.0 if body.confidence is None else body.confidence,
-            "suggest_reminder": bool(body.suggest_reminder),
-        },
-        StoreMemoryBody,
-    )
+    args = await _args("store_memory", body, request)
     return await _run(services, caller, body, "store_memory", args)
 
 
@@ -133,15 +118,11 @@ async def store_memory(body: StoreMemoryBody, services: Svc, caller: Caller) -> 
     responses=_ERRORS,
     response_model_exclude_none=True,
 )
-async def update_memory(body: UpdateMemoryBody, services: Svc, caller: Caller) -> dict[str, Any]:
+async def update_memory(
+    body: UpdateMemoryBody, request: Request, services: Svc, caller: Caller
+) -> dict[str, Any]:
     """Update the memory with ``existingKey`` (case-insensitive), or create it."""
-    _require(body, *_CALL, "existing_key", "new_value")
-    data: dict[str, Any] = {"existing_key": body.existing_key, "new_value": body.new_value}
-    if body.memory_type is not None:
-        data["memory_type"] = body.memory_type
-    if body.confidence is not None:
-        data["confidence"] = body.confidence
-    args = _args(UpdateMemoryArgs, data, UpdateMemoryBody)
+    args = await _args("update_memory", body, request)
     return await _run(services, caller, body, "update_memory", args)
 
 
@@ -151,10 +132,11 @@ async def update_memory(body: UpdateMemoryBody, services: Svc, caller: Caller) -
     responses=_ERRORS,
     response_model_exclude_none=True,
 )
-async def forget_memory(body: TargetBody, services: Svc, caller: Caller) -> dict[str, Any]:
+async def forget_memory(
+    body: TargetBody, request: Request, services: Svc, caller: Caller
+) -> dict[str, Any]:
     """Forget (soft-delete) a memory by ``key`` or ``memoryId``."""
-    _require(body, *_CALL, one_of=("key", "memory_id"))
-    args = _args(ForgetMemoryArgs, {"key": body.key, "memory_id": body.memory_id}, TargetBody)
+    args = await _args("forget_memory", body, request)
     return await _run(services, caller, body, "forget_memory", args)
 
 
@@ -164,8 +146,19 @@ async def forget_memory(body: TargetBody, services: Svc, caller: Caller) -> dict
     responses=_ERRORS,
     response_model_exclude_none=True,
 )
-async def mark_private(body: TargetBody, services: Svc, caller: Caller) -> dict[str, Any]:
+async def mark_private(
+    body: TargetBody, request: Request, services: Svc, caller: Caller
+) -> dict[str, Any]:
     """Make a memory private to its user, by ``key`` or ``memoryId``."""
-    _require(body, *_CALL, one_of=("key", "memory_id"))
-    args = _args(MarkPrivateArgs, {"key": body.key, "memory_id": body.memory_id}, TargetBody)
+    args = await _args("mark_private", body, request)
     return await _run(services, caller, body, "mark_private", args)
+
+
+@router.post("/{name}", responses=_ERRORS)
+async def other_tool(
+    name: str, body: AnyToolBody, request: Request, services: Svc, caller: Caller
+) -> dict[str, Any]:
+    """Run tool ``name`` (``memory_query``, ``memory_history``) with the body's arguments; an
+    unknown tool is 400 ``ValidationError``."""
+    args = await _args(name, body, request)
+    return await _run(services, caller, body, name, args)
