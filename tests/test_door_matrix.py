@@ -96,6 +96,8 @@ class Op(StrEnum):
     APP_READ = "app_read"  # the app's memories, listed
     APP_GET = "app_get"  # an app memory, by id
     APP_WRITE = "app_write"  # an app memory forgotten by id
+    APP_QUERY = "app_query"  # a query naming the app's owner as its user
+    APP_EXPORT = "app_export"  # the export of the app's owner
     APP_CONTEXT = "app_context"  # the app's system message (agents read it)
     APP_END = "app_end"  # an app conversation ended (writes the app's memory)
     APP_CONFIGURE = "app_configure"
@@ -142,11 +144,14 @@ class Out(StrEnum):
 
 READS = frozenset({
     Op.GET, Op.HISTORY, Op.LIST, Op.QUERY, Op.QUERY_AS_AGENT, Op.EXPORT, Op.FACTS_READ,
-    Op.APP_READ, Op.APP_GET, Op.APP_CONTEXT, Op.CHAT_READ,
+    Op.APP_READ, Op.APP_GET, Op.APP_QUERY, Op.APP_EXPORT, Op.APP_CONTEXT, Op.CHAT_READ,
 })  # fmt: skip
 """Operations that change nothing: a ``read`` principal may call them."""
 
-ADMIN_ONLY = frozenset({Op.ERASE, Op.APP_READ, Op.APP_GET, Op.APP_WRITE, Op.APP_CONFIGURE})
+ADMIN_ONLY = frozenset({
+    Op.ERASE, Op.APP_READ, Op.APP_GET, Op.APP_QUERY, Op.APP_EXPORT, Op.APP_WRITE,
+    Op.APP_CONFIGURE,
+})  # fmt: skip
 """Erasure and app memories (owner ``app:<id>``) are the operator's."""
 
 OTHER_ACCOUNT = {
@@ -159,7 +164,7 @@ OTHER_ACCOUNT = {
     # Lists and searches of A's user or app in the other account: nothing of A.
     **dict.fromkeys(
         (Op.LIST, Op.QUERY, Op.QUERY_AS_AGENT, Op.EXPORT, Op.FACTS_READ, Op.APP_READ,
-         Op.APP_CONTEXT, Op.CHAT_READ),
+         Op.APP_QUERY, Op.APP_EXPORT, Op.APP_CONTEXT, Op.CHAT_READ),
         Out.EMPTY,
     ),
     # Writes that name a user, an app or a conversation land in the key's own account.
@@ -227,7 +232,7 @@ class Seed:
     app: str
     app_memory: str
     conversation: str
-    session: str  # a call session of the user in account A
+    session: str  # a call session of the user in account A ("": none made)
 
 
 @dataclass
@@ -335,9 +340,9 @@ def world(
         key_store.close()
 
 
-def _seed(world: World) -> Seed:
-    """A fresh user of account A with a memory, a forgotten one, a subject fact, an app
-    memory, a conversation and a call session."""
+def _seed(world: World, *, chat: bool, call: bool) -> Seed:
+    """A fresh user of account A with a memory, a forgotten one, a subject fact and an app
+    memory; with ``chat`` a conversation, with ``call`` a call session."""
     n = uuid.uuid4().hex[:10]
     user, app, marker = f"u-{n}", f"notes-{n}", f"zebra{n}"
     engine = world.engine
@@ -359,14 +364,17 @@ def _seed(world: World) -> Seed:
     )
     app_memory = store(user_id=f"app:{app}", app_id=app, key=f"units_{n}", value=f"{marker} units")
     conversation = f"c-{n}"
-    world.sdk.add_message(
-        account_id=ACCOUNT,
-        user_id=user,
-        conversation_id=conversation,
-        role="user",
-        content=f"Tell me about {marker}.",
-    )
-    session = world.services.start_session(account_id=ACCOUNT, user_id=user, is_reminder=False)
+    if chat:
+        world.sdk.add_message(
+            account_id=ACCOUNT,
+            user_id=user,
+            conversation_id=conversation,
+            role="user",
+            content=f"Tell me about {marker}.",
+        )
+    session = ""
+    if call:
+        session = world.services.start_session(account_id=ACCOUNT, user_id=user, is_reminder=False)
     return Seed(
         user=user,
         marker=marker,
@@ -568,6 +576,19 @@ async def rest_app_read(c: Cell) -> Out:
 async def rest_app_get(c: Cell) -> Out:
     async with _rest(c) as http:
         return _http(await http.get(f"/v1/memories/{c.seed.app_memory}"), c)
+
+
+@cell(Op.APP_QUERY, Door.REST)
+async def rest_app_query(c: Cell) -> Out:
+    async with _rest(c) as http:
+        body = {"user_id": f"app:{c.seed.app}", "query": c.seed.marker, "top_k": 10}
+        return _http(await http.post("/v1/memory_query", json=body), c)
+
+
+@cell(Op.APP_EXPORT, Door.REST)
+async def rest_app_export(c: Cell) -> Out:
+    async with _rest(c) as http:
+        return _http(await http.get(f"/v1/users/app:{c.seed.app}/export"), c)
 
 
 @cell(Op.APP_WRITE, Door.REST)
@@ -823,6 +844,11 @@ def _mcp_cells(door: Door) -> None:
     async def app_read(c: Cell) -> Out:
         return await _mcp_resource(c, door, f"app:{c.seed.app}")
 
+    @cell(Op.APP_QUERY, door)
+    async def app_query(c: Cell) -> Out:
+        args = {"query": c.seed.marker, "top_k": 10, "user_id": f"app:{c.seed.app}"}
+        return await _mcp_tool(c, door, Op.APP_QUERY, "memory_query", args)
+
     @cell(Op.APP_WRITE, door)
     async def app_write(c: Cell) -> Out:
         args = {"memory_id": c.seed.app_memory, "user_id": f"app:{c.seed.app}"}
@@ -904,6 +930,14 @@ SDK_CELLS: dict[Op, Adapter] = {
     Op.APP_READ: _sdk(lambda c, s, a: s.apps.memories(a, c.seed.app), shows=True),
     Op.APP_GET: _sdk(lambda c, s, a: s.engine.get(c.seed.app_memory, account_id=a), shows=True),
     Op.APP_WRITE: _sdk(lambda c, s, a: s.apps.delete(a, c.seed.app, c.seed.app_memory)),
+    Op.APP_QUERY: _sdk(
+        lambda c, s, a: s.search(c.seed.marker, user_id=f"app:{c.seed.app}", account_id=a),
+        shows=True,
+    ),
+    Op.APP_EXPORT: _sdk(
+        lambda c, s, a: s.engine.export_user(account_id=a, user_id=f"app:{c.seed.app}"),
+        shows=True,
+    ),
     Op.APP_CONTEXT: _sdk(lambda c, s, a: s.app_context(c.seed.app, account_id=a), shows=True),
     Op.APP_CONFIGURE: _sdk(lambda c, s, a: s.apps.configure(a, c.seed.app, name="Notes")),
     Op.CHAT_WRITE: _sdk(
@@ -991,6 +1025,9 @@ REMOTE_CELLS: dict[Op, Adapter] = {
         ),
         shows=True,
     ),
+    Op.APP_QUERY: _remote(
+        lambda c, r: r.search(c.seed.marker, user_id=f"app:{c.seed.app}"), shows=True
+    ),
     Op.APP_GET: _remote(
         lambda c, r: _with_account(r, lambda a: r.engine.get(c.seed.app_memory, account_id=a)),
         shows=True,
@@ -1073,7 +1110,7 @@ ABSENT: dict[tuple[Op, Door], str] = {
                      Op.QUERY_AS_AGENT, Op.SESSION_JOIN)},
     **{(op, door): _NO_TOOL for door in (Door.MCP_STDIO, Door.MCP_HTTP) for op in Op
        if op not in (Op.STORE, Op.UPDATE, Op.FORGET, Op.MARK_PRIVATE, Op.HISTORY, Op.QUERY,
-                     Op.QUERY_AS_AGENT, Op.LIST, Op.APP_READ, Op.APP_WRITE)},
+                     Op.QUERY_AS_AGENT, Op.LIST, Op.APP_READ, Op.APP_QUERY, Op.APP_WRITE)},
     (Op.APP_END, Door.SDK): "blocks on the configured LLM (the route schedules it)",
     (Op.SESSION_OPEN, Door.SDK): "call sessions are the service's",
     (Op.SESSION_JOIN, Door.SDK): "call sessions are the service's",
@@ -1116,7 +1153,14 @@ def expected_at(op: Op, door: Door, who: Who) -> Out:
     return COARSE.get((op, door), {}).get(want, want)
 
 
+_SEARCH_HIDES_APPS = (
+    "search (Confide.search, /v1/search) leaves app-scoped memories out for the app's owner, "
+    "where memory_query shows them to an admin"
+)
+
 KNOWN_GAPS: dict[tuple[Op, Door, Who], str] = {
+    (Op.APP_QUERY, Door.SDK, Who.ADMIN): _SEARCH_HIDES_APPS,
+    (Op.APP_QUERY, Door.REMOTE, Who.ADMIN): _SEARCH_HIDES_APPS,
     (Op.APP_READ, Door.LANGGRAPH, Who.ADMIN): (
         "the store lists the namespace's user with the engine, not the gate: a filter "
         "without an app leaves the app owner's memories out"
@@ -1288,7 +1332,11 @@ def _mcp_names(services: Services) -> set[str]:
 @pytest.mark.asyncio
 @pytest.mark.parametrize(("op", "door", "who"), _params())
 async def test_cell(world: World, op: Op, door: Door, who: Who) -> None:
-    seed = _seed(world)
+    seed = _seed(
+        world,
+        chat=op in (Op.CHAT_READ, Op.CHAT_WRITE),
+        call=op is Op.SESSION_JOIN or door in (Door.TOOLS, Door.REALTIME),
+    )
     before = _snapshot(world, seed)
     want = expected_at(op, door, who)
     got = await ADAPTERS[(op, door)](Cell(world, who, seed))
