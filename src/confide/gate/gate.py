@@ -262,14 +262,20 @@ class Gate:
     def list_memories(
         self, principal: Principal, flt: MemoryFilter, *, limit: int, offset: int
     ) -> list[Memory]:
-        """A user's memories (``flt`` names the user), newest first.
+        """A user's memories (``flt`` names the user), newest first; an app's owner
+        (``app:<app_id>``) lists that app's memories.
 
         Raises:
             PermissionDeniedError: an app's memories for a non-admin principal.
         """
+        update: dict[str, Any] = {"account_id": principal.account_id}
         if flt.user_id is not None:
             _check_owner(principal, flt.user_id)
-        scoped = flt.model_copy(update={"account_id": principal.account_id})
+            if flt.user_id.startswith(APP_OWNER_PREFIX) and flt.app_id is None:
+                # An app's owner holds only that app's scope, which a filter without an app
+                # leaves out: listing the owner lists the app's memories.
+                update["app_id"] = flt.user_id.removeprefix(APP_OWNER_PREFIX)
+        scoped = flt.model_copy(update=update)
         return self.engine.list_memories(scoped, limit=limit, offset=offset)
 
     def history(self, principal: Principal, memory_id: str) -> list[HistoryEvent]:
