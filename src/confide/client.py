@@ -40,7 +40,7 @@ from confide.conversation.summarizer import EngineMemorySink
 from confide.embedders import Embedder
 from confide.engine import MemoryEngine
 from confide.errors import ProviderError, ValidationError
-from confide.gate import DEFAULT_AGENT
+from confide.gate import DEFAULT_AGENT, Principal, Scope
 from confide.llm.base import LLM
 from confide.llm.candidates import Candidate
 from confide.llm.key_vocabulary import to_vocabulary
@@ -446,13 +446,13 @@ class Confide:
         """A conversation's recent messages with memory as context messages, of the
         categories ``agent`` may read (:class:`~confide.errors.PermissionDeniedError` for an
         agent without an allowlist)."""
-        return self.chat.retrieve(
+        return self.components.gate.retrieve(
+            _process(account_id, agent),
             input,
-            account_id=account_id,
             user_id=user_id,
             conversation_id=conversation_id,
             channel=channel,
-            categories=self.memory_query.categories.resolve(agent),
+            agent=agent,
         )
 
     def deliver(
@@ -469,16 +469,14 @@ class Confide:
         """What to send ``agent``'s model this turn, as its profile's delivery mode says
         (``profiles`` in the categories YAML; :class:`~confide.errors.ValidationError` when
         the agent has none), with the memories of the categories its allowlist grants."""
-        categories = self.memory_query.categories
-        return self.chat.deliver(
-            categories.profile(agent),
+        return self.components.gate.deliver(
+            _process(account_id, agent),
+            agent,
             input,
-            account_id=account_id,
             user_id=user_id,
             conversation_id=conversation_id,
             subject_id=subject_id,
             channel=channel,
-            categories=categories.resolve(agent),
         )
 
     def end_app_conversation(
@@ -531,6 +529,12 @@ class Confide:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _process(account_id: str, agent: str) -> Principal:
+    """Who an embedded SDK call acts as: the process itself, the operator of the account it
+    names (admin), as the agent the call names; the gate applies that agent's allowlist."""
+    return Principal(account_id, Scope.ADMIN, agents=(agent,))
 
 
 def type_name(value: object) -> str:
