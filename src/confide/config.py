@@ -7,10 +7,11 @@ Well-known variables keep their own names: ``MEMORY_ENCRYPTION_KEY``, ``XAI_API_
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import ValidationError as PydanticValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from confide.errors import ConfigurationError
@@ -305,6 +306,19 @@ class Settings(BaseSettings):
         default=5.0, gt=0, description="how often an idle worker looks for due jobs"
     )
 
+    def __init__(self, **values: Any) -> None:
+        """Read the settings from ``values``, then the environment.
+
+        Raises:
+            ConfigurationError: a value is invalid; one line per setting, named as its
+                environment variable (``CONFIDE_TTL_IDLE_DAYS: Input should be greater than
+                0``), never echoing the value.
+        """
+        try:
+            super().__init__(**values)
+        except PydanticValidationError as exc:
+            raise ConfigurationError(_describe(exc)) from None
+
     @classmethod
     def defaults(cls) -> Settings:
         """Every setting at its default, without reading the environment (for libraries)."""
@@ -349,3 +363,22 @@ def parse_hex_key(text: str, *, name: str) -> bytes:
         return bytes.fromhex(cleaned)
     except ValueError:
         raise ConfigurationError(f"{name} must contain only hex characters 0-9a-f") from None
+
+
+def _describe(exc: PydanticValidationError) -> str:
+    """The invalid settings of ``exc``, each named as the variable that sets it."""
+    problems = []
+    for error in exc.errors(include_url=False, include_input=False):
+        loc = [str(part) for part in error["loc"]]
+        name = env_name(loc[0]) + "".join(f"__{part.upper()}" for part in loc[1:])
+        problems.append(f"{name}: {error['msg']}")
+    return "invalid setting " + "; ".join(problems)
+
+
+def env_name(field: str) -> str:
+    """The environment variable that sets ``field`` of :class:`Settings`."""
+    info = Settings.model_fields.get(field)
+    alias = None if info is None else info.validation_alias
+    if isinstance(alias, AliasChoices) and isinstance(alias.choices[0], str):
+        return alias.choices[0]
+    return f"CONFIDE_{field.upper()}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from confide.config import LLMPrice, Settings
+from confide.errors import ConfigurationError
 
 
 def test_environment_names(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -26,5 +27,5 @@ def test_defaults_and_limits(monkeypatch: pytest.MonkeyPatch) -> None:
     assert (settings.app_memory_cap, settings.app_llm_timeout) == (10, 30.0)
     assert settings.llm_budget_units is None and settings.llm_prices == {}
     monkeypatch.setenv("CONFIDE_APP_MEMORY_CAP", "0")
-    with pytest.raises(ValueError, match="app_memory_cap"):
+    with pytest.raises(ConfigurationError, match="^invalid setting CONFIDE_APP_MEMORY_CAP: "):
         Settings()

@@ -46,7 +46,9 @@ async def require_key(
 ) -> ApiKey:
     """The request's bearer API key; 401 when missing, invalid or revoked."""
     if credentials is None or credentials.scheme.lower() != "bearer":
-        raise ApiError(401, "Missing API key")
+        if request.headers.get("authorization"):
+            raise ApiError(401, "Send the API key as the header Authorization: Bearer <key>")
+        raise ApiError(401, "Missing API key: send the header Authorization: Bearer <key>")
     services = get_services(request)
     key = await asyncio.to_thread(services.keys.verify, credentials.credentials)
     if key is None:

@@ -124,7 +124,16 @@ _QUOTED = re.compile(r"'([^']*)'")
 _CHOICE_ERRORS = frozenset({"enum", "literal_error"})
 
 
-def _describe(exc: RequestValidationError) -> dict[str, object]:
+def _describe(exc: RequestValidationError, content_type: str) -> dict[str, object]:
+    if "json" not in content_type.lower() and any(
+        tuple(err.get("loc", ())) == ("body",) for err in exc.errors()
+    ):
+        # The body was not read as JSON at all: say what to send, not how it failed.
+        return error_body(
+            "Send the body as JSON, with the header Content-Type: application/json",
+            fields=["body"],
+            kind=ValidationError.__name__,
+        )
     problems = []
     fields: list[str] = []
     allowed: dict[str, list[str]] = {}
@@ -177,7 +186,9 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return JSONResponse(_describe(exc), status_code=400)
+        return JSONResponse(
+            _describe(exc, request.headers.get("content-type", "")), status_code=400
+        )
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import struct
 import threading
@@ -39,13 +40,10 @@ from confide.types import MemoryFilter
 
 try:  # psycopg is the optional "postgres" extra
     import psycopg
-    from psycopg.adapt import Dumper
-    from psycopg.pq import Format
     from psycopg_pool import ConnectionPool
-except ImportError:  # pragma: no cover - exercised only without the extra
+except ImportError:  # exercised by tests/test_missing_extras.py
     psycopg = None  # type: ignore[assignment]
     ConnectionPool = None  # type: ignore[assignment,misc]
-    Dumper = object  # type: ignore[assignment,misc]
 
 
 class VectorParam:
@@ -63,13 +61,20 @@ class VectorParam:
         self.data = struct.pack(">HH", values.shape[0], 0) + values.tobytes()
 
 
-class _VectorParamDumper(Dumper):
-    """Sends :class:`VectorParam` as binary; its type comes from the ``::vector`` cast."""
+@functools.cache
+def _vector_param_dumper() -> type:
+    """The psycopg dumper that sends :class:`VectorParam` as binary (its type comes from the
+    ``::vector`` cast); made on first use, as psycopg is an optional extra."""
+    from psycopg.adapt import Dumper
+    from psycopg.pq import Format
 
-    format = Format.BINARY
+    class VectorParamDumper(Dumper):
+        format = Format.BINARY
 
-    def dump(self, obj: VectorParam) -> bytes:
-        return obj.data
+        def dump(self, obj: VectorParam) -> bytes:
+            return obj.data
+
+    return VectorParamDumper
 
 
 def decode_vector_send(value: Any) -> Vector:
@@ -239,7 +244,7 @@ class PostgresStorage(SqlStorage):
             raise StorageError(f"cannot connect to PostgreSQL: {type(exc).__name__}") from exc
 
     def _configure(self, conn: Any) -> None:
-        conn.adapters.register_dumper(VectorParam, _VectorParamDumper)
+        conn.adapters.register_dumper(VectorParam, _vector_param_dumper())
         # Session settings for every pooled connection, so a vector search is one statement:
         # pgvector's iterative scan keeps walking the HNSW graph until a filtered query has
         # its k rows (without it, a selective filter silently returns fewer).
