@@ -54,6 +54,10 @@ class _Group(click.Group):
             ctx.exit(1)
 
 
+_PORT = click.IntRange(1, 65535)
+"""A TCP port, checked before a command loads anything."""
+
+
 @click.group(cls=_Group)
 @click.version_option(package_name="confide", prog_name="confide")
 @click.option("--verbose", "-v", is_flag=True, help="Log more (never memory text).")
@@ -255,7 +259,9 @@ def keys_revoke(ctx: click.Context, key_id: str) -> None:
 
 @main.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to bind.")
-@click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535), help="TCP port.")
+@click.option(
+    "--port", default=8000, show_default=True, type=click.IntRange(1, 65535), help="TCP port."
+)
 @click.option(
     "--json-logs", is_flag=True, help="Structured JSON log lines (route templates, no paths)."
 )
@@ -335,7 +341,13 @@ def worker_cmd(ctx: click.Context, once: bool) -> None:
 @main.command("mcp")
 @click.option("--http", "use_http", is_flag=True, help="Serve streamable HTTP (else stdio).")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface (with --http).")
-@click.option("--port", default=8765, show_default=True, type=click.IntRange(1, 65535), help="Port (with --http).")
+@click.option(
+    "--port",
+    default=8765,
+    show_default=True,
+    type=click.IntRange(1, 65535),
+    help="Port (with --http).",
+)
 @click.option("--account", help="The account to act for (required over stdio).")
 @click.option("--user", help="Pin every call to this user (else tools take user_id).")
 @click.option("--agent", default="default", show_default=True, help="Agent (stdio).")

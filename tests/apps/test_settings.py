@@ -27,5 +27,5 @@ def test_defaults_and_limits(monkeypatch: pytest.MonkeyPatch) -> None:
     assert (settings.app_memory_cap, settings.app_llm_timeout) == (10, 30.0)
     assert settings.llm_budget_units is None and settings.llm_prices == {}
     monkeypatch.setenv("CONFIDE_APP_MEMORY_CAP", "0")
-    with pytest.raises(ConfigurationError, match="^invalid setting CONFIDE_APP_MEMORY_CAP: "):
+    with pytest.raises(ConfigurationError, match=r"^invalid setting CONFIDE_APP_MEMORY_CAP: "):
         Settings()
