@@ -186,3 +186,5 @@ def test_a_read_key_opens_no_realtime_call(engine: MemoryEngine, settings: Setti
         assert refused.value.code == 1008
         # Neither connected nor ended: the call is still the service key's to hold.
         assert client.get(f"/sessions/{sid}", headers=service).json() == before
+        # A read key holds no call, so it looks none up either.
+        assert client.get(f"/sessions/{sid}", headers=read).status_code == 403

@@ -240,7 +240,8 @@ class Gate:
         return user
 
     def open_call(self, principal: Principal) -> None:
-        """Check that ``principal`` may hold a call session (its turns become memories).
+        """Check that ``principal`` may hold a call session (its turns become memories), and
+        so open, feed, end or look one up.
 
         Raises:
             PermissionDeniedError: the principal may only read.

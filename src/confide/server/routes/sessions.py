@@ -102,7 +102,9 @@ async def add_turn(
 async def session_status(
     call_session_id: str, services: Svc, caller: Caller
 ) -> SessionStatusResponse:
-    """A call session's state and its extraction's outcome (times and counts, never text)."""
+    """A call session's state and its extraction's outcome (times and counts, never text);
+    for the keys that hold calls (a read key holds none)."""
+    services.gate.open_call(caller)
     account = caller.account_id
     row = await asyncio.to_thread(services.session_of, call_session_id, account_id=account)
     return SessionStatusResponse.of(row, skip_reason=services.skip_reason(row))
