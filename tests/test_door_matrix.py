@@ -469,7 +469,13 @@ def _snapshot(world: World, seed: Seed) -> list[tuple[str, str, int, str]]:
 
 
 def _seen(cell: Cell, payload: object, needle: str | None = None) -> Out:
-    """``ok`` when the answer shows ``needle`` (the seeded marker), ``empty`` when not."""
+    """``ok`` when the answer shows ``needle`` (the seeded marker), ``empty`` when not.
+
+    A ``memory_query`` answer counts by its results: its delta header lists the user's
+    changes whatever the search found (it showed app memories a search left out).
+    """
+    if isinstance(payload, dict) and "header" in payload:
+        payload = {k: v for k, v in payload.items() if k != "header"}
     found = (needle or cell.seed.marker) in json.dumps(payload, default=str)
     return Out.OK if found else Out.EMPTY
 
