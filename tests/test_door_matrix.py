@@ -11,9 +11,14 @@ another account (``other_account``: every id it names belongs to A, so A's data 
 absent and stay untouched); a service key of A bound to another agent (``other_agent``,
 whose allowlist does not hold the seeded memory's category). MCP over stdio has no key: the
 operator's configured account acts with the service scope (a server configured for another
-account or agent stands for those principals). The embedded SDK and the LangGraph store are
-the process itself, admin of the account they name (naming another account stands for
-``other_account``); their other principals are absent.
+account or agent stands for those principals). The embedded SDK is the process itself, admin
+of the account it names (naming another account stands for ``other_account``); its other
+principals are absent. The LangGraph store acts for the :class:`~confide.gate.Principal` it
+is given, as a key would: every principal has its cells.
+
+Reads and writes through an agent's view of a user (``view_*``: the LangGraph store, the MCP
+memories resource) hold only what the agent's allowlist reaches, so for the other agent the
+seeded fact is not there at all; reads that name no agent act as the principal's own.
 
 Completeness: every public method of :class:`confide.gate.Gate`, every route of the service,
 every MCP tool and resource maps to an operation, and every door has an entry (an adapter or
@@ -49,6 +54,7 @@ from websockets.exceptions import InvalidStatus
 from confide.chat.facts import FACT_MEMORY_CATEGORY
 from confide.client import Confide
 from confide.config import Settings
+from confide.conversation.extraction import ProposedChange
 from confide.crypto.keyring import KeyRing
 from confide.engine import MemoryEngine
 from confide.errors import (
@@ -57,7 +63,7 @@ from confide.errors import (
     PermissionDeniedError,
     ValidationError,
 )
-from confide.gate import Gate
+from confide.gate import Gate, Principal, Scope
 from confide.langgraph.store import ConfideStore
 from confide.mcp_server import McpScope, create_mcp_server, mcp_http_app, open_services
 from confide.remote import AsyncRemoteConfide
@@ -93,18 +99,34 @@ class Op(StrEnum):
     ERASE = "erase"
     FACTS_READ = "facts_read"
     FACTS_WRITE = "facts_write"  # the owner shares or unshares a subject fact
+    FACTS_DELETE = "facts_delete"  # the owner deletes a subject fact
     APP_READ = "app_read"  # the app's memories, listed
     APP_GET = "app_get"  # an app memory, by id
     APP_WRITE = "app_write"  # an app memory forgotten by id
+    APP_CLEAR = "app_clear"  # every memory of the app forgotten
     APP_QUERY = "app_query"  # a query naming the app's owner as its user
     APP_EXPORT = "app_export"  # the export of the app's owner
     APP_CONTEXT = "app_context"  # the app's system message (agents read it)
     APP_END = "app_end"  # an app conversation ended (writes the app's memory)
     APP_CONFIGURE = "app_configure"
+    APP_OWNERS = "app_owners"  # the account's users listed: the app's owner among them
     SESSION_OPEN = "session_open"  # a call session for a line of the account the body names
     SESSION_JOIN = "session_join"  # act on an existing call session by id
-    CHAT_WRITE = "chat_write"
-    CHAT_READ = "chat_read"
+    CHAT_WRITE = "chat_write"  # a message saved
+    CHAT_READ = "chat_read"  # the conversation's messages listed
+    CHAT_RETRIEVE = "chat_retrieve"  # history with memory context; names no agent
+    CHAT_RETRIEVE_AS_AGENT = "chat_retrieve_as_agent"  # names agent "default"
+    CHAT_DELIVER = "chat_deliver"  # what to send agent "default"'s model this turn
+    PROPOSALS_READ = "proposals_read"  # the user's pending consent proposals
+    PROPOSAL_CONFIRM = "proposal_confirm"
+    PROPOSAL_REJECT = "proposal_reject"
+    USERS_LIST = "users_list"  # the ids of the account's users
+    # Reads and writes through an agent's view of a user (Gate.agent_view): only what the
+    # categories of the agent's allowlist hold is there at all.
+    VIEW_GET = "view_get"  # the user's memory by key
+    VIEW_LIST = "view_list"  # the user's memories, listed
+    VIEW_PUT = "view_put"  # the memory the view holds, written again
+    VIEW_DELETE = "view_delete"  # the memory the view holds, deleted
 
 
 class Door(StrEnum):
@@ -144,32 +166,46 @@ class Out(StrEnum):
 
 READS = frozenset({
     Op.GET, Op.HISTORY, Op.LIST, Op.QUERY, Op.QUERY_AS_AGENT, Op.EXPORT, Op.FACTS_READ,
-    Op.APP_READ, Op.APP_GET, Op.APP_QUERY, Op.APP_EXPORT, Op.APP_CONTEXT, Op.CHAT_READ,
+    Op.APP_READ, Op.APP_GET, Op.APP_QUERY, Op.APP_EXPORT, Op.APP_CONTEXT, Op.APP_OWNERS,
+    Op.CHAT_READ, Op.CHAT_RETRIEVE, Op.CHAT_RETRIEVE_AS_AGENT, Op.CHAT_DELIVER,
+    Op.PROPOSALS_READ, Op.USERS_LIST, Op.VIEW_GET, Op.VIEW_LIST,
 })  # fmt: skip
 """Operations that change nothing: a ``read`` principal may call them."""
 
 ADMIN_ONLY = frozenset({
     Op.ERASE, Op.APP_READ, Op.APP_GET, Op.APP_QUERY, Op.APP_EXPORT, Op.APP_WRITE,
-    Op.APP_CONFIGURE,
+    Op.APP_CLEAR, Op.APP_CONFIGURE,
 })  # fmt: skip
-"""Erasure and app memories (owner ``app:<id>``) are the operator's."""
+"""Erasure, app memories (owner ``app:<id>``) and app settings are the operator's."""
+
+OWN_AGENT_READS = frozenset({Op.QUERY, Op.CHAT_RETRIEVE, Op.VIEW_LIST})
+"""Reads that name no agent: they act as the principal's own and carry its allowlist."""
+
+NAMES_AGENT = frozenset({Op.QUERY_AS_AGENT, Op.CHAT_RETRIEVE_AS_AGENT, Op.CHAT_DELIVER})
+"""Operations that name agent ``default``: refused to a principal not bound to it."""
+
+BY_KEY_IN_VIEW = frozenset({Op.VIEW_GET, Op.VIEW_PUT, Op.VIEW_DELETE})
+"""Operations on one memory that the agent's view must hold: absent when it does not."""
 
 OTHER_ACCOUNT = {
     # Ids of account A seen with another account's key: absent.
     **dict.fromkeys(
         (Op.UPDATE, Op.FORGET, Op.RESTORE, Op.MARK_PRIVATE, Op.GET, Op.HISTORY,
-         Op.FACTS_WRITE, Op.APP_GET, Op.APP_WRITE, Op.SESSION_JOIN),
+         Op.FACTS_WRITE, Op.FACTS_DELETE, Op.APP_GET, Op.APP_WRITE, Op.SESSION_JOIN,
+         Op.PROPOSAL_CONFIRM, Op.PROPOSAL_REJECT, Op.VIEW_GET, Op.VIEW_PUT, Op.VIEW_DELETE),
         Out.NOT_FOUND,
     ),
     # Lists and searches of A's user or app in the other account: nothing of A.
     **dict.fromkeys(
         (Op.LIST, Op.QUERY, Op.QUERY_AS_AGENT, Op.EXPORT, Op.FACTS_READ, Op.APP_READ,
-         Op.APP_QUERY, Op.APP_EXPORT, Op.APP_CONTEXT, Op.CHAT_READ),
+         Op.APP_QUERY, Op.APP_EXPORT, Op.APP_CONTEXT, Op.APP_OWNERS, Op.CHAT_READ,
+         Op.CHAT_RETRIEVE, Op.CHAT_RETRIEVE_AS_AGENT, Op.CHAT_DELIVER, Op.PROPOSALS_READ,
+         Op.USERS_LIST, Op.VIEW_LIST),
         Out.EMPTY,
     ),
     # Writes that name a user, an app or a conversation land in the key's own account.
     **dict.fromkeys(
-        (Op.STORE, Op.ERASE, Op.APP_END, Op.APP_CONFIGURE, Op.CHAT_WRITE), Out.OK
+        (Op.STORE, Op.ERASE, Op.APP_END, Op.APP_CONFIGURE, Op.APP_CLEAR, Op.CHAT_WRITE), Out.OK
     ),
     # A body naming account A.
     Op.SESSION_OPEN: Out.DENIED,
@@ -188,12 +224,16 @@ def expected(op: Op, who: Who, *, admin: bool = True) -> Out:
         return OTHER_ACCOUNT[op]
     if op in ADMIN_ONLY and who is not Who.ADMIN:
         return Out.DENIED
+    if op is Op.APP_OWNERS and who is not Who.ADMIN:
+        return Out.EMPTY  # the users' list leaves app owners out for all but an admin
     if op not in READS and who is Who.READ:
         return Out.DENIED
     if who is Who.OTHER_AGENT:
-        if op is Op.QUERY:
-            return Out.EMPTY  # its allowlist holds no fact
-        if op is Op.QUERY_AS_AGENT:
+        if op in OWN_AGENT_READS:
+            return Out.EMPTY  # its allowlist holds none of the seeded categories
+        if op in BY_KEY_IN_VIEW:
+            return Out.NOT_FOUND  # the fact is not in its view
+        if op in NAMES_AGENT:
             return Out.DENIED  # names an agent the key is not bound to
     return Out.OK
 
@@ -231,8 +271,11 @@ class Seed:
     fact: str  # a subject fact the user owns
     app: str
     app_memory: str
-    conversation: str
+    app_key: str
+    conversation: str  # its one message (about SUBJECT) says ``said``, not the marker
+    said: str
     session: str  # a call session of the user in account A ("": none made)
+    proposal: str  # a pending proposal of the user, its value the marker ("": none made)
 
 
 @dataclass
@@ -269,12 +312,17 @@ class Cell:
 
 
 def _categories(tmp: Path) -> Path:
-    """The shipped categories, plus an agent that may read preferences only."""
+    """The shipped categories, plus an agent that may read preferences only and a profile
+    for agent ``default`` (a delivery needs one)."""
     from importlib.resources import files
 
     shipped = files("confide.retrieval").joinpath("default_categories.yaml").read_text()
     path = tmp / "categories.yaml"
-    path.write_text(shipped.rstrip() + f'\n  {OTHER_AGENT}: ["preference"]\n')
+    path.write_text(
+        shipped.rstrip()
+        + f'\n  {OTHER_AGENT}: ["preference"]\n'
+        + f"profiles:\n  {AGENT}:\n    identity: You are the assistant.\n"
+    )
     return path
 
 
@@ -340,11 +388,12 @@ def world(
         key_store.close()
 
 
-def _seed(world: World, *, chat: bool, call: bool) -> Seed:
+def _seed(world: World, *, chat: bool, call: bool, proposal: bool) -> Seed:
     """A fresh user of account A with a memory, a forgotten one, a subject fact and an app
-    memory; with ``chat`` a conversation, with ``call`` a call session."""
+    memory; with ``chat`` a conversation, with ``call`` a call session, with ``proposal`` a
+    pending proposal."""
     n = uuid.uuid4().hex[:10]
-    user, app, marker = f"u-{n}", f"notes-{n}", f"zebra{n}"
+    user, app, marker, said = f"u-{n}", f"notes-{n}", f"zebra{n}", f"okapi{n}"
     engine = world.engine
 
     def store(**fields: Any) -> str:
@@ -370,11 +419,25 @@ def _seed(world: World, *, chat: bool, call: bool) -> Seed:
             user_id=user,
             conversation_id=conversation,
             role="user",
-            content=f"Tell me about {marker}.",
+            content=f"Tell me about {said}.",
+            subject_id=SUBJECT,  # a history of the conversation brings the subject's facts
         )
     session = ""
     if call:
         session = world.services.start_session(account_id=ACCOUNT, user_id=user, is_reminder=False)
+    proposed = ""
+    if proposal:
+        change = ProposedChange(
+            account_id=ACCOUNT,
+            user_id=user,
+            key=f"city_{n}",
+            current_value=None,
+            proposed_value=f"Moved to {marker}",
+            type=MemoryType.FACT,
+            confidence=0.9,
+            session_id="seed",
+        )
+        proposed = world.services.proposals.file(change)
     return Seed(
         user=user,
         marker=marker,
@@ -384,8 +447,11 @@ def _seed(world: World, *, chat: bool, call: bool) -> Seed:
         fact=fact,
         app=app,
         app_memory=app_memory,
+        app_key=f"units_{n}",
         conversation=conversation,
+        said=said,
         session=session,
+        proposal=proposed,
     )
 
 
@@ -402,13 +468,21 @@ def _snapshot(world: World, seed: Seed) -> list[tuple[str, str, int, str]]:
 # ---- outcomes of each door -------------------------------------------------------------------
 
 
-def _seen(cell: Cell, payload: object) -> Out:
-    """``ok`` when the answer shows the seeded marker, ``empty`` when it does not."""
-    return Out.OK if cell.seed.marker in json.dumps(payload, default=str) else Out.EMPTY
+def _seen(cell: Cell, payload: object, needle: str | None = None) -> Out:
+    """``ok`` when the answer shows ``needle`` (the seeded marker), ``empty`` when not.
+
+    A ``memory_query`` answer counts by its results: its delta header lists the user's
+    changes whatever the search found (it showed app memories a search left out).
+    """
+    if isinstance(payload, dict) and "header" in payload:
+        payload = {k: v for k, v in payload.items() if k != "header"}
+    found = (needle or cell.seed.marker) in json.dumps(payload, default=str)
+    return Out.OK if found else Out.EMPTY
 
 
-def _http(response: httpx.Response, cell: Cell | None = None) -> Out:
-    """A REST answer's outcome (``cell``: a read whose answer must show the marker)."""
+def _http(response: httpx.Response, cell: Cell | None = None, needle: str | None = None) -> Out:
+    """A REST answer's outcome (``cell``: a read whose answer must show ``needle``, the
+    marker by default)."""
     code = response.status_code
     if code in (401, 403):
         return Out.DENIED
@@ -418,7 +492,7 @@ def _http(response: httpx.Response, cell: Cell | None = None) -> Out:
         return Out.INVALID
     assert code < 300, (code, response.text)
     if cell is not None:
-        return _seen(cell, response.json())
+        return _seen(cell, response.json(), needle)
     return Out.OK
 
 
@@ -432,8 +506,24 @@ def _error(exc: Exception) -> Out:
     raise exc
 
 
+_ERROR_TYPES = {
+    PermissionDeniedError.__name__: Out.DENIED,
+    NotFoundError.__name__: Out.NOT_FOUND,
+    ValidationError.__name__: Out.INVALID,
+}
+
+
+def _error_answer(answer: dict[str, Any]) -> Out:
+    """A tool's error answer (``{success: false, error, type, ...}``: an MCP tool error's
+    structured content, a Realtime output), by its ``type``."""
+    assert answer.get("success") is False, answer
+    kind = answer.get("type")
+    assert kind in _ERROR_TYPES, answer
+    return _ERROR_TYPES[kind]
+
+
 def _error_text(text: str) -> Out:
-    """An MCP tool error (``<ErrorClass>: message``) or a Realtime ``{"error": ...}``."""
+    """An MCP resource error, which carries its message only."""
     if "PermissionDeniedError" in text or "may not" in text or "needs an API key" in text:
         return Out.DENIED
     if "NotFoundError" in text or "not found" in text:
@@ -642,9 +732,71 @@ async def rest_chat_write(c: Cell) -> Out:
 @cell(Op.CHAT_READ, Door.REST)
 async def rest_chat_read(c: Cell) -> Out:
     async with _rest(c) as http:
-        body = {"user_id": c.seed.user, "input": c.seed.marker}
+        path = f"/v1/conversations/{c.seed.conversation}/messages"
+        return _http(await http.get(path, params={"user_id": c.seed.user}), c, c.seed.said)
+
+
+async def _rest_retrieve(c: Cell, agent: str | None) -> Out:
+    """The conversation's history: the marker only in the memory it brings as context."""
+    body = {"user_id": c.seed.user, "input": f"Where does {c.seed.marker} live?"}
+    if agent is not None:
+        body["agent"] = agent
+    async with _rest(c) as http:
         path = f"/v1/conversations/{c.seed.conversation}/retrieve"
         return _http(await http.post(path, json=body), c)
+
+
+@cell(Op.CHAT_RETRIEVE, Door.REST)
+async def rest_chat_retrieve(c: Cell) -> Out:
+    return await _rest_retrieve(c, None)
+
+
+@cell(Op.CHAT_RETRIEVE_AS_AGENT, Door.REST)
+async def rest_chat_retrieve_as_agent(c: Cell) -> Out:
+    return await _rest_retrieve(c, AGENT)
+
+
+@cell(Op.FACTS_DELETE, Door.REST)
+async def rest_facts_delete(c: Cell) -> Out:
+    async with _rest(c) as http:
+        path = f"/v1/facts/{c.seed.fact}"
+        return _http(await http.delete(path, params={"user_id": c.seed.user}))
+
+
+@cell(Op.APP_CLEAR, Door.REST)
+async def rest_app_clear(c: Cell) -> Out:
+    async with _rest(c) as http:
+        return _http(await http.delete(f"/apps/{c.seed.app}/memories"))
+
+
+@cell(Op.PROPOSALS_READ, Door.REST)
+async def rest_proposals_read(c: Cell) -> Out:
+    async with _rest(c) as http:
+        return _http(await http.get("/v1/proposals", params={"user_id": c.seed.user}), c)
+
+
+@cell(Op.PROPOSAL_CONFIRM, Door.REST)
+async def rest_proposal_confirm(c: Cell) -> Out:
+    async with _rest(c) as http:
+        return _http(await http.post(f"/v1/proposals/{c.seed.proposal}/confirm"))
+
+
+@cell(Op.PROPOSAL_REJECT, Door.REST)
+async def rest_proposal_reject(c: Cell) -> Out:
+    async with _rest(c) as http:
+        return _http(await http.post(f"/v1/proposals/{c.seed.proposal}/reject"))
+
+
+@cell(Op.USERS_LIST, Door.REST)
+async def rest_users_list(c: Cell) -> Out:
+    async with _rest(c) as http:
+        return _http(await http.get("/v1/users"), c, f'"{c.seed.user}"')
+
+
+@cell(Op.APP_OWNERS, Door.REST)
+async def rest_app_owners(c: Cell) -> Out:
+    async with _rest(c) as http:
+        return _http(await http.get("/v1/users"), c, f'"app:{c.seed.app}"')
 
 
 # ---- tool routes -------------------------------------------------------------------------------
@@ -655,8 +807,8 @@ async def _tool_route(c: Cell, tool: str, body: dict[str, Any]) -> Out:
     async with _rest(c) as http:
         response = await http.post(f"/tools/{tool}", json={**call, **body})
     outcome = _http(response)
-    if outcome is Out.OK and tool == "update_memory":
-        return _tool_result(c, Op.UPDATE, response.json())
+    if outcome is Out.OK:
+        return _tool_result(c, _TOOL_OPS[tool], response.json())
     return outcome
 
 
@@ -680,6 +832,21 @@ async def tools_forget(c: Cell) -> Out:
 @cell(Op.MARK_PRIVATE, Door.TOOLS)
 async def tools_mark_private(c: Cell) -> Out:
     return await _tool_route(c, "mark_private", {"memoryId": c.seed.memory})
+
+
+@cell(Op.HISTORY, Door.TOOLS)
+async def tools_history(c: Cell) -> Out:
+    return await _tool_route(c, "memory_history", {"memoryId": c.seed.memory})
+
+
+@cell(Op.QUERY, Door.TOOLS)
+async def tools_query(c: Cell) -> Out:
+    return await _tool_route(c, "memory_query", {"query": c.seed.marker, "topK": 10})
+
+
+@cell(Op.QUERY_AS_AGENT, Door.TOOLS)
+async def tools_query_as_agent(c: Cell) -> Out:
+    return await _tool_route(c, "memory_query", {"query": c.seed.marker, "agent": AGENT})
 
 
 # ---- Realtime socket ---------------------------------------------------------------------------
@@ -707,7 +874,7 @@ async def _socket(c: Cell, tool: str | None, arguments: dict[str, Any] | None = 
     assert item["type"] == "conversation.item.create", item
     result = json.loads(item["item"]["output"])
     if "error" in result:
-        return _error_text(str(result["error"]))
+        return _error_answer(result)
     return _tool_result(c, _TOOL_OPS[tool], result)
 
 
@@ -782,7 +949,10 @@ async def _mcp_tool(c: Cell, door: Door, op: Op, tool: str, args: dict[str, Any]
     if result.is_error:
         first = result.content[0]
         assert isinstance(first, TextContent)
-        return _error_text(first.text)
+        assert result.structured_content is not None, first.text
+        answer = dict(result.structured_content)
+        assert first.text == f"{answer['type']}: {answer['error']}", (first.text, answer)
+        return _error_answer(answer)
     assert result.structured_content is not None
     return _tool_result(c, op, dict(result.structured_content))
 
@@ -836,7 +1006,7 @@ def _mcp_cells(door: Door) -> None:
         args = {"query": c.seed.marker, "agent": AGENT, "user_id": c.seed.user}
         return await _mcp_tool(c, door, Op.QUERY_AS_AGENT, "memory_query", args)
 
-    @cell(Op.LIST, door)
+    @cell(Op.VIEW_LIST, door)
     async def listing(c: Cell) -> Out:
         return await _mcp_resource(c, door, c.seed.user)
 
@@ -862,21 +1032,30 @@ _mcp_cells(Door.MCP_HTTP)
 # ---- embedded SDK: the process, admin of the account it names --------------------------------
 
 
-def _sdk(fn: Callable[[Cell, Confide, str], object], *, shows: bool = False) -> Adapter:
+def _sdk(
+    fn: Callable[[Cell, Confide, str], object],
+    *,
+    shows: bool = False,
+    needle: Callable[[Cell], str] | None = None,
+) -> Adapter:
     async def run(c: Cell) -> Out:
         try:
             result = fn(c, c.world.sdk, c.account)
         except ConfideError as exc:
             return _error(exc)
-        return _seen(c, _plain(result)) if shows else Out.OK
+        if not shows:
+            return Out.OK
+        return _seen(c, _plain(result), None if needle is None else needle(c))
 
     return run
 
 
 def _plain(value: object) -> object:
     """A result as JSON-able data (models dumped)."""
-    if isinstance(value, list):
+    if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
     dump = getattr(value, "model_dump", None)
     if callable(dump):
         return dump(mode="json")
@@ -950,11 +1129,46 @@ SDK_CELLS: dict[Op, Adapter] = {
         )
     ),
     Op.CHAT_READ: _sdk(
+        lambda c, s, a: s.messages(
+            account_id=a, user_id=c.seed.user, conversation_id=c.seed.conversation
+        ),
+        shows=True,
+        needle=lambda c: c.seed.said,
+    ),
+    Op.CHAT_RETRIEVE: _sdk(
         lambda c, s, a: s.retrieve(
-            c.seed.marker, account_id=a, user_id=c.seed.user, conversation_id=c.seed.conversation
+            f"Where does {c.seed.marker} live?",
+            account_id=a,
+            user_id=c.seed.user,
+            conversation_id=c.seed.conversation,
         ),
         shows=True,
     ),
+    Op.CHAT_RETRIEVE_AS_AGENT: _sdk(
+        lambda c, s, a: s.retrieve(
+            f"Where does {c.seed.marker} live?",
+            account_id=a,
+            user_id=c.seed.user,
+            conversation_id=c.seed.conversation,
+            agent=AGENT,
+        ),
+        shows=True,
+    ),
+    Op.CHAT_DELIVER: _sdk(
+        lambda c, s, a: s.deliver(
+            AGENT,
+            f"Where does {c.seed.marker} live?",
+            account_id=a,
+            user_id=c.seed.user,
+            conversation_id=c.seed.conversation,
+            subject_id=SUBJECT,
+        ),
+        shows=True,
+    ),
+    Op.FACTS_DELETE: _sdk(
+        lambda c, s, a: s.chat.delete_fact(account_id=a, user_id=c.seed.user, fact_id=c.seed.fact)
+    ),
+    Op.APP_CLEAR: _sdk(lambda c, s, a: s.apps.delete_all(a, c.seed.app)),
 }
 for _op, _fn in SDK_CELLS.items():
     cell(_op, Door.SDK)(_fn)
@@ -1046,12 +1260,21 @@ for _op, _fn in REMOTE_CELLS.items():
     cell(_op, Door.REMOTE)(_fn)
 
 
-# ---- LangGraph store: the process, for the account its constructor names ----------------------
+# ---- LangGraph store: acts for the principal its constructor is given -------------------------
+
+LG_PRINCIPALS: dict[Who, Principal] = {
+    Who.ADMIN: Principal(ACCOUNT, scope=Scope.ADMIN),
+    Who.SERVICE: Principal(ACCOUNT, scope=Scope.SERVICE),
+    Who.READ: Principal(ACCOUNT, scope=Scope.READ),
+    Who.OTHER_ACCOUNT: Principal(OTHER, scope=Scope.ADMIN),
+    Who.OTHER_AGENT: Principal(ACCOUNT, scope=Scope.SERVICE, agents=(OTHER_AGENT,)),
+}
+"""The principal a program hands the store for each of the matrix's (what a key would be)."""
 
 
 def _lg(fn: Callable[[Cell, ConfideStore], object], *, shows: bool = False) -> Adapter:
     async def run(c: Cell) -> Out:
-        store = ConfideStore(c.world.sdk, account_id=c.account)
+        store = ConfideStore(c.world.sdk, principal=LG_PRINCIPALS[c.who])
         try:
             result = fn(c, store)
         except ConfideError as exc:
@@ -1068,24 +1291,42 @@ def _put(store: ConfideStore, namespace: tuple[str, ...], key: str, value: dict[
     return True
 
 
-def _lg_found(c: Cell, store: ConfideStore, then: Callable[[], object]) -> object:
-    """``then()`` when the seeded memory is an item of the store, else ``None``."""
-    if store.get((c.seed.user,), c.seed.key) is None:
+def _lg_found(
+    store: ConfideStore, namespace: tuple[str, ...], key: str, then: Callable[[], object]
+) -> object:
+    """``then()`` when the item is in the store's view, else ``None``."""
+    if store.get(namespace, key) is None:
         return None
     then()
     return True
 
 
+def _lg_app(c: Cell) -> tuple[str, ...]:
+    return (f"app:{c.seed.app}",)
+
+
 LANGGRAPH_CELLS: dict[Op, Adapter] = {
     Op.STORE: _lg(lambda c, s: _put(s, (c.seed.user, "notes"), "pet", {"pet": "cat"})),
-    Op.UPDATE: _lg(
-        lambda c, s: _lg_found(c, s, lambda: s.put((c.seed.user,), c.seed.key, {"v": "Oslo"}))
+    Op.VIEW_PUT: _lg(
+        lambda c, s: _lg_found(
+            s, (c.seed.user,), c.seed.key, lambda: s.put((c.seed.user,), c.seed.key, {"v": "Oslo"})
+        )
     ),
-    Op.FORGET: _lg(lambda c, s: _lg_found(c, s, lambda: s.delete((c.seed.user,), c.seed.key))),
-    Op.GET: _lg(lambda c, s: s.get((c.seed.user,), c.seed.key), shows=True),
-    Op.LIST: _lg(lambda c, s: s.search((c.seed.user,), limit=100), shows=True),
+    Op.VIEW_DELETE: _lg(
+        lambda c, s: _lg_found(
+            s, (c.seed.user,), c.seed.key, lambda: s.delete((c.seed.user,), c.seed.key)
+        )
+    ),
+    Op.VIEW_GET: _lg(lambda c, s: s.get((c.seed.user,), c.seed.key), shows=True),
+    Op.VIEW_LIST: _lg(lambda c, s: s.search((c.seed.user,), limit=100), shows=True),
     Op.QUERY: _lg(lambda c, s: s.search((c.seed.user,), query=c.seed.marker), shows=True),
-    Op.APP_READ: _lg(lambda c, s: s.search((f"app:{c.seed.app}",)), shows=True),
+    Op.APP_READ: _lg(lambda c, s: s.search(_lg_app(c)), shows=True),
+    Op.APP_QUERY: _lg(lambda c, s: s.search(_lg_app(c), query=c.seed.marker), shows=True),
+    Op.APP_WRITE: _lg(
+        lambda c, s: _lg_found(
+            s, _lg_app(c), c.seed.app_key, lambda: s.delete(_lg_app(c), c.seed.app_key)
+        )
+    ),
 }
 for _op, _fn in LANGGRAPH_CELLS.items():
     cell(_op, Door.LANGGRAPH)(_fn)
@@ -1093,43 +1334,48 @@ for _op, _fn in LANGGRAPH_CELLS.items():
 
 # ---- what does not exist, and why --------------------------------------------------------------
 
-_NO_TOOL = "the memory tools have no such operation"
+_NO_TOOL = "the MCP tools and the memories resource have no such operation"
 _TOOLS_ACT_ON_THE_LINE = (
     "tool routes act on the call's line, never on an app or another route's data"
 )
 _SOCKET = "the socket's tools are the memory tools of the call's user"
-_REST_ONLY = "a REST route only (no tool, socket or SDK call)"
+_REST_ONLY = "a route of the service only (the SDK has no such call)"
 _REMOTE = "the remote SDK offers add, search, query and the engine's memory operations only"
-_LG = "the LangGraph store offers get, put, delete, search and list_namespaces over users"
+_LG = (
+    "the LangGraph store offers get, put, delete, search and list_namespaces over a user's "
+    "items as its agent sees them"
+)
+_VIEW = "reads and writes through an agent's view: the LangGraph store and the MCP resource"
 
 ABSENT: dict[tuple[Op, Door], str] = {
     **{(op, Door.TOOLS): _TOOLS_ACT_ON_THE_LINE for op in Op
-       if op not in (Op.STORE, Op.UPDATE, Op.FORGET, Op.MARK_PRIVATE)},
+       if op not in (Op.STORE, Op.UPDATE, Op.FORGET, Op.MARK_PRIVATE, Op.HISTORY, Op.QUERY,
+                     Op.QUERY_AS_AGENT)},
     **{(op, Door.REALTIME): _SOCKET for op in Op
        if op not in (Op.STORE, Op.UPDATE, Op.FORGET, Op.MARK_PRIVATE, Op.HISTORY, Op.QUERY,
                      Op.QUERY_AS_AGENT, Op.SESSION_JOIN)},
     **{(op, door): _NO_TOOL for door in (Door.MCP_STDIO, Door.MCP_HTTP) for op in Op
        if op not in (Op.STORE, Op.UPDATE, Op.FORGET, Op.MARK_PRIVATE, Op.HISTORY, Op.QUERY,
-                     Op.QUERY_AS_AGENT, Op.LIST, Op.APP_READ, Op.APP_QUERY, Op.APP_WRITE)},
+                     Op.QUERY_AS_AGENT, Op.VIEW_LIST, Op.APP_READ, Op.APP_QUERY, Op.APP_WRITE)},
+    **{(op, door): _VIEW for door in (Door.REST, Door.SDK)
+       for op in (Op.VIEW_GET, Op.VIEW_LIST, Op.VIEW_PUT, Op.VIEW_DELETE)},
+    (Op.CHAT_DELIVER, Door.REST): "a delivery is the SDK's (the service answers retrieve)",
     (Op.APP_END, Door.SDK): "blocks on the configured LLM (the route schedules it)",
     (Op.SESSION_OPEN, Door.SDK): "call sessions are the service's",
     (Op.SESSION_JOIN, Door.SDK): "call sessions are the service's",
+    **{(op, Door.SDK): _REST_ONLY
+       for op in (Op.PROPOSALS_READ, Op.PROPOSAL_CONFIRM, Op.PROPOSAL_REJECT, Op.USERS_LIST,
+                  Op.APP_OWNERS)},
     **{(op, Door.REMOTE): _REMOTE for op in Op if op not in REMOTE_CELLS},
     **{(op, Door.LANGGRAPH): _LG for op in Op if op not in LANGGRAPH_CELLS},
 }  # fmt: skip
 
 _NO_KEY_SCOPE = "stdio has no key: the configured account acts with the service scope"
 _PROCESS = "the process itself, admin of the account it names: it has no other principal"
-_LG_PRINCIPAL = "ConfideStore(confide, account_id=, agent=) takes no principal: the process"
 
 ABSENT_PRINCIPALS: dict[Door, dict[Who, str]] = {
     Door.MCP_STDIO: {Who.ADMIN: _NO_KEY_SCOPE, Who.READ: _NO_KEY_SCOPE},
     Door.SDK: {Who.SERVICE: _PROCESS, Who.READ: _PROCESS, Who.OTHER_AGENT: _PROCESS},
-    Door.LANGGRAPH: {
-        Who.SERVICE: _LG_PRINCIPAL,
-        Who.READ: _LG_PRINCIPAL,
-        Who.OTHER_AGENT: _LG_PRINCIPAL,
-    },
 }
 
 SERVICE_ONLY = frozenset({Door.MCP_STDIO})
@@ -1153,19 +1399,7 @@ def expected_at(op: Op, door: Door, who: Who) -> Out:
     return COARSE.get((op, door), {}).get(want, want)
 
 
-_SEARCH_HIDES_APPS = (
-    "search (Confide.search, /v1/search) leaves app-scoped memories out for the app's owner, "
-    "where memory_query shows them to an admin"
-)
-
-KNOWN_GAPS: dict[tuple[Op, Door, Who], str] = {
-    (Op.APP_QUERY, Door.SDK, Who.ADMIN): _SEARCH_HIDES_APPS,
-    (Op.APP_QUERY, Door.REMOTE, Who.ADMIN): _SEARCH_HIDES_APPS,
-    (Op.APP_READ, Door.LANGGRAPH, Who.ADMIN): (
-        "the store lists the namespace's user with the engine, not the gate: a filter "
-        "without an app leaves the app owner's memories out"
-    ),
-}
+KNOWN_GAPS: dict[tuple[Op, Door, Who], str] = {}
 """Cells whose door answers otherwise than the rules today: the door is to be fixed."""
 
 
@@ -1184,6 +1418,27 @@ GATE_METHODS: dict[str, Op] = {
     "forget": Op.FORGET,
     "restore": Op.RESTORE,
     "export_user": Op.EXPORT,
+    "agent_view": Op.VIEW_LIST,
+    "memories_for": Op.VIEW_LIST,
+    "memory_by_key": Op.VIEW_GET,
+    "user_ids": Op.USERS_LIST,
+    "erase_user": Op.ERASE,
+    "add_message": Op.CHAT_WRITE,
+    "list_messages": Op.CHAT_READ,
+    "retrieve": Op.CHAT_RETRIEVE,
+    "deliver": Op.CHAT_DELIVER,
+    "subject_facts": Op.FACTS_READ,
+    "set_fact_visibility": Op.FACTS_WRITE,
+    "delete_fact": Op.FACTS_DELETE,
+    "app_context": Op.APP_CONTEXT,
+    "open_app_end": Op.APP_END,
+    "configure_app": Op.APP_CONFIGURE,
+    "app_memories": Op.APP_READ,
+    "delete_app_memories": Op.APP_CLEAR,
+    "delete_app_memory": Op.APP_WRITE,
+    "pending_proposals": Op.PROPOSALS_READ,
+    "confirm_proposal": Op.PROPOSAL_CONFIRM,
+    "reject_proposal": Op.PROPOSAL_REJECT,
 }
 
 ROUTES: dict[str, Op] = {
@@ -1191,6 +1446,7 @@ ROUTES: dict[str, Op] = {
     "POST /tools/update_memory": Op.UPDATE,
     "POST /tools/forget_memory": Op.FORGET,
     "POST /tools/mark_private": Op.MARK_PRIVATE,
+    "POST /tools/{name}": Op.QUERY,  # memory_query and memory_history
     "POST /sessions": Op.SESSION_OPEN,
     "POST /sessions/{call_session_id}/connected": Op.SESSION_JOIN,
     "POST /sessions/{call_session_id}/turns": Op.SESSION_JOIN,
@@ -1211,16 +1467,20 @@ ROUTES: dict[str, Op] = {
     "DELETE /v1/users/{user_id}": Op.ERASE,
     "POST /v1/conversations/{conversation_id}/messages": Op.CHAT_WRITE,
     "GET /v1/conversations/{conversation_id}/messages": Op.CHAT_READ,
-    "POST /v1/conversations/{conversation_id}/retrieve": Op.CHAT_READ,
+    "POST /v1/conversations/{conversation_id}/retrieve": Op.CHAT_RETRIEVE,
     "GET /v1/subjects/{subject_id}/facts": Op.FACTS_READ,
     "PATCH /v1/facts/{fact_id}/visibility": Op.FACTS_WRITE,
-    "DELETE /v1/facts/{fact_id}": Op.FACTS_WRITE,
+    "DELETE /v1/facts/{fact_id}": Op.FACTS_DELETE,
     "POST /v1/apps/{app_id}/conversations/{conversation_id}/end": Op.APP_END,
     "GET /v1/apps/{app_id}/context": Op.APP_CONTEXT,
     "PUT /v1/apps/{app_id}": Op.APP_CONFIGURE,
     "GET /apps/{app_id}/memories": Op.APP_READ,
-    "DELETE /apps/{app_id}/memories": Op.APP_WRITE,
+    "DELETE /apps/{app_id}/memories": Op.APP_CLEAR,
     "DELETE /apps/{app_id}/memories/{memory_id}": Op.APP_WRITE,
+    "GET /v1/users": Op.USERS_LIST,
+    "GET /v1/proposals": Op.PROPOSALS_READ,
+    "POST /v1/proposals/{proposal_id}/confirm": Op.PROPOSAL_CONFIRM,
+    "POST /v1/proposals/{proposal_id}/reject": Op.PROPOSAL_REJECT,
 }
 
 EXEMPT_ROUTES: dict[str, str] = {
@@ -1229,10 +1489,6 @@ EXEMPT_ROUTES: dict[str, str] = {
     "GET /v1/account": "the key's own account and agents, nothing stored",
     "GET /v1/usage": "the key's account's LLM usage totals, no memory",
     "GET /v1/ops": "the key's account's event counts, no memory",
-    "GET /v1/users": "ids of the key's own account's users (tests/server/test_users.py)",
-    "GET /v1/proposals": "consent proposals: the isolation state machine drives them",
-    "POST /v1/proposals/{proposal_id}/confirm": "as above",
-    "POST /v1/proposals/{proposal_id}/reject": "as above",
     "GET /ui": "static review page",
     "GET /ui/app.js": "static review page",
     "GET /ui/app.css": "static review page",
@@ -1245,7 +1501,7 @@ MCP_TOOLS: dict[str, Op] = {
     "mark_private": Op.MARK_PRIVATE,
     "memory_query": Op.QUERY,
     "memory_history": Op.HISTORY,
-    "confide://users/{user_id}/memories": Op.LIST,
+    "confide://users/{user_id}/memories": Op.VIEW_LIST,
 }
 
 
@@ -1329,13 +1585,20 @@ def _mcp_names(services: Services) -> set[str]:
     return tools | templates
 
 
+CHAT_OPS = frozenset({
+    Op.CHAT_WRITE, Op.CHAT_READ, Op.CHAT_RETRIEVE, Op.CHAT_RETRIEVE_AS_AGENT, Op.CHAT_DELIVER,
+})  # fmt: skip
+"""Operations on the seeded conversation."""
+
+
 @pytest.mark.asyncio
 @pytest.mark.parametrize(("op", "door", "who"), _params())
 async def test_cell(world: World, op: Op, door: Door, who: Who) -> None:
     seed = _seed(
         world,
-        chat=op in (Op.CHAT_READ, Op.CHAT_WRITE),
+        chat=op in CHAT_OPS,
         call=op is Op.SESSION_JOIN or door in (Door.TOOLS, Door.REALTIME),
+        proposal=op in (Op.PROPOSALS_READ, Op.PROPOSAL_CONFIRM, Op.PROPOSAL_REJECT),
     )
     before = _snapshot(world, seed)
     want = expected_at(op, door, who)

@@ -190,6 +190,17 @@ def check_user_id(user_id: str) -> str:
     return user_id
 
 
+def owner_app_id(user_id: str | None) -> str | None:
+    """The app whose scope the owner ``user_id`` holds (``app:<app_id>``); ``None`` for a user.
+
+    A filter that names an app's owner must name that app too: without an ``app_id`` a filter
+    matches only memories outside every app scope (:class:`MemoryFilter`).
+    """
+    if user_id is None or not user_id.startswith(APP_OWNER_PREFIX):
+        return None
+    return user_id.removeprefix(APP_OWNER_PREFIX)
+
+
 Confidence = Annotated[float, Field(ge=0.0, le=1.0)]
 Importance = Annotated[int, Field(ge=1, le=5)]
 

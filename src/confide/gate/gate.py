@@ -50,6 +50,7 @@ from confide.types import (
     MemoryFilter,
     MemoryState,
     Source,
+    owner_app_id,
 )
 
 __all__ = ["WRITE_TOOLS", "Gate"]
@@ -159,9 +160,7 @@ class Gate:
         return MemoryFilter(
             account_id=principal.account_id,
             user_id=user,
-            app_id=(
-                user.removeprefix(APP_OWNER_PREFIX) if user.startswith(APP_OWNER_PREFIX) else None
-            ),
+            app_id=owner_app_id(user),
             categories=self.readable(principal, agent),
         )
 
@@ -272,10 +271,10 @@ class Gate:
         update: dict[str, Any] = {"account_id": principal.account_id}
         if flt.user_id is not None:
             _check_owner(principal, flt.user_id)
-            if flt.user_id.startswith(APP_OWNER_PREFIX) and flt.app_id is None:
+            if flt.app_id is None:
                 # An app's owner holds only that app's scope, which a filter without an app
                 # leaves out: listing the owner lists the app's memories.
-                update["app_id"] = flt.user_id.removeprefix(APP_OWNER_PREFIX)
+                update["app_id"] = owner_app_id(flt.user_id)
         scoped = flt.model_copy(update=update)
         return self.engine.list_memories(scoped, limit=limit, offset=offset)
 

@@ -41,6 +41,7 @@ from confide.types import (
     MemoryFilter,
     MemoryType,
     Visibility,
+    owner_app_id,
     validated,
 )
 
@@ -220,6 +221,9 @@ class MemoryQueryService:
         base = MemoryFilter(
             account_id=req.account_id,
             user_id=req.user_id,
+            # An app's owner (``app:<app_id>``, an admin's only: the gate checks) searches
+            # that app's scope, which a filter without an app leaves out.
+            app_id=owner_app_id(req.user_id),
             include_shared=True,
             agent_id=f.agent_id,
             run_id=f.run_id,
