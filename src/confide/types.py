@@ -7,7 +7,7 @@ Models are frozen; build a changed copy with ``model_copy(update=...)``.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, TypeVar
@@ -33,6 +33,7 @@ __all__ = [
     "PurgeReport",
     "Source",
     "Visibility",
+    "category_filter",
     "invalid",
     "utcnow",
     "validated",
@@ -352,6 +353,11 @@ class Memory(BaseModel):
     last_accessed_at: datetime | None = None
     purge_at: datetime | None = None
     expires_at: datetime | None = None
+
+
+def category_filter(categories: Iterable[str] | None) -> tuple[str, ...] | None:
+    """``categories`` as :attr:`MemoryFilter.categories` takes them (``None``: every category)."""
+    return None if categories is None else tuple(categories)
 
 
 class MemoryFilter(BaseModel):

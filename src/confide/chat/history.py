@@ -29,7 +29,7 @@ from confide.index.tokenize import terms
 from confide.retrieval.bm25 import BM25Params
 from confide.retrieval.ports import MemoryReader
 from confide.storage.base import ScoredId
-from confide.types import Memory, MemoryFilter
+from confide.types import Memory, MemoryFilter, category_filter
 
 __all__ = [
     "CHUNK_CATEGORY",
@@ -172,7 +172,7 @@ class HistoryBuilder:
             account_id=account_id,
             user_id=user_id,
             importance_min=self.long_term_importance,
-            categories=None if categories is None else tuple(categories),
+            categories=category_filter(categories),
         )
         hits = self.reader.search_index.lexical_search(
             flt, tokens, 2 * self.long_term_limit, k1=self.bm25.k1, b=self.bm25.b
@@ -201,7 +201,7 @@ class HistoryBuilder:
         flt = MemoryFilter(
             account_id=account_id,
             user_id=user_id,
-            categories=None if categories is None else tuple(categories),
+            categories=category_filter(categories),
         )
         hits = self.reader.search_index.vector_search(flt, vector, 4 * self.semantic_limit)
         close = [h for h in hits if h.score >= self.semantic_min]

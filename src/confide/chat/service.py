@@ -40,7 +40,7 @@ from confide.llm.base import LLM
 from confide.llm.registry import llm_from_settings
 from confide.llm.usage import UsageLedger, metered
 from confide.retrieval.profiles import AgentProfile, DeliveryMode
-from confide.types import MemoryFilter, Visibility
+from confide.types import MemoryFilter, Visibility, category_filter
 
 __all__ = ["ChatMemory"]
 
@@ -204,7 +204,7 @@ class ChatMemory:
                 MemoryFilter(
                     account_id=account_id,
                     user_id=user_id,
-                    categories=None if categories is None else tuple(categories),
+                    categories=category_filter(categories),
                 ),
                 limit=memory_limit,
             )

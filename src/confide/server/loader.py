@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 
 from confide.conversation.procedural import in_default_context
 from confide.engine import MemoryEngine
-from confide.types import Memory, MemoryFilter, MemoryType
+from confide.types import Memory, MemoryFilter, MemoryType, category_filter
 
 _DEFAULT_CONTEXT_TYPES = tuple(t for t in MemoryType if t is not MemoryType.PROCEDURAL)
 """Procedural memories reach an agent only when it asks for them (``categories:
@@ -46,7 +46,7 @@ class EngineMemoryLoader:
                 account_id=account_id,
                 user_id=user_id,
                 types=_DEFAULT_CONTEXT_TYPES,
-                categories=None if categories is None else tuple(categories),
+                categories=category_filter(categories),
             ),
             limit=self._limit,
         )
