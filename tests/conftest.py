@@ -59,6 +59,8 @@ def pytest_report_header() -> str | None:
 
 BACKENDS = ("sqlite", "postgres")
 TEST_KEK = bytes(range(32))
+SCRIBE_CATEGORIES = Path(__file__).parent / "fixtures" / "scribe_categories.yaml"
+"""A categories file whose agent ``scribe`` may read facts and preferences only."""
 
 
 @pytest.fixture(scope="session")

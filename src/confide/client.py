@@ -298,7 +298,9 @@ class Confide:
             memory_type=kind,
         )
         if twin is not None:
-            self._sdk_op("merge", twin.memory, status="duplicate", sim=twin.similarity)
+            self.engine.emit_memory_op(
+                "sdk", "merge", twin.memory, status="duplicate", sim=twin.similarity
+            )
             return []
         memory = NewMemory(
             account_id=account_id,
@@ -309,23 +311,8 @@ class Confide:
             source=Source.API,
         )
         stored = self.engine.store(memory, actor="sdk")
-        self._sdk_op("create", stored)
+        self.engine.emit_memory_op("sdk", "create", stored)
         return [stored]
-
-    def _sdk_op(
-        self, op: str, memory: Memory, *, status: str = "ok", sim: float | None = None
-    ) -> None:
-        """An ``add`` of a text as an operational event (node ``sdk``; ids and scores only)."""
-        self.engine.emit_op(
-            "sdk",
-            op,
-            account_id=memory.account_id,
-            user_id=memory.user_id,
-            status=status,
-            memory_id=memory.id,
-            category=memory.category or memory.type.value,
-            sim=sim,
-        )
 
     def _add_messages(
         self, messages: Sequence[Mapping[Any, Any]], *, account_id: str, user_id: str

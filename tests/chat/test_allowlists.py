@@ -5,10 +5,10 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from tests.conftest import SCRIBE_CATEGORIES
 
 from confide.client import Confide
 from confide.config import Settings
@@ -18,32 +18,13 @@ from confide.server import create_app
 from confide.types import MemoryType
 
 ACCOUNT, USER = "acct-1", "ann"
-CATEGORIES = """
-categories:
-  system:
-    fact: {context: rag}
-    preference: {context: all}
-    follow_up: {context: all}
-    wellbeing: {context: rag}
-allowlists:
-  default: ["*"]
-  scribe: [fact, preference]
-profiles:
-  scribe:
-    identity: You are the scribe.
-    delivery: instructions
-  clerk:
-    identity: You are the clerk.
-"""
 ALLOWED = ("Porto", "green tea")
 WITHHELD = ("dentist", "lonely")
 
 
 @pytest.fixture
-def scribe_settings(settings: Settings, tmp_path: Path) -> Settings:
-    path = tmp_path / "categories.yaml"
-    path.write_text(CATEGORIES, encoding="utf-8")
-    return settings.model_copy(update={"categories_file": path})
+def scribe_settings(settings: Settings) -> Settings:
+    return settings.model_copy(update={"categories_file": SCRIBE_CATEGORIES})
 
 
 @pytest.fixture

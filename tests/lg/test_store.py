@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any, TypedDict
 
 import pytest
 from langgraph.graph import END, START, StateGraph
 from langgraph.store.base import BaseStore
+from tests.conftest import SCRIBE_CATEGORIES
 
 from confide.client import Confide
 from confide.config import Settings
@@ -118,25 +118,12 @@ async def test_a_graph_node_reads_and_writes_the_store(store: ConfideStore) -> N
     assert result["answer"] == "lives in Porto"
 
 
-CATEGORIES = """
-categories:
-  system:
-    fact: {context: rag}
-    preference: {context: all}
-    follow_up: {context: all}
-    wellbeing: {context: rag}
-allowlists:
-  default: ["*"]
-  scribe: [fact, preference]
-"""
-
-
 @pytest.fixture
-def scribe_sdk(engine: MemoryEngine, settings: Settings, tmp_path: Path) -> Iterator[Confide]:
-    path = tmp_path / "categories.yaml"
-    path.write_text(CATEGORIES, encoding="utf-8")
+def scribe_sdk(engine: MemoryEngine, settings: Settings) -> Iterator[Confide]:
     client = Confide(
-        engine, embedder=None, settings=settings.model_copy(update={"categories_file": path})
+        engine,
+        embedder=None,
+        settings=settings.model_copy(update={"categories_file": SCRIBE_CATEGORIES}),
     )
     for key, text, kind in (
         ("city", "Ann lives in Porto", MemoryType.FACT),

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import TextResourceContents
+from tests.conftest import SCRIBE_CATEGORIES
 
 from confide.client import Confide
 from confide.config import Settings
@@ -18,27 +18,15 @@ from confide.mcp_server import McpScope, create_mcp_server, mcp_http_app, open_s
 from confide.testing.loopback import serve_on_loopback
 from confide.types import MemoryType
 
-CATEGORIES = """
-categories:
-  system:
-    fact: {context: rag}
-    preference: {context: all}
-    follow_up: {context: all}
-    wellbeing: {context: rag}
-allowlists:
-  default: ["*"]
-  scribe: [fact, preference]
-"""
-
 
 @pytest.mark.asyncio
 async def test_the_memories_resource_holds_the_agents_allowlist(
-    engine: MemoryEngine, settings: Settings, tmp_path: Path
+    engine: MemoryEngine, settings: Settings
 ) -> None:
-    path = tmp_path / "categories.yaml"
-    path.write_text(CATEGORIES, encoding="utf-8")
     confide = Confide(
-        engine, embedder=None, settings=settings.model_copy(update={"categories_file": path})
+        engine,
+        embedder=None,
+        settings=settings.model_copy(update={"categories_file": SCRIBE_CATEGORIES}),
     )
     for key, value, kind in (
         ("home_town", "Porto", MemoryType.FACT),

@@ -109,16 +109,7 @@ class EngineMemorySink:
         self._op("create", stored)
 
     def _op(self, op: str, memory: Memory, *, status: str = "ok", sim: float | None = None) -> None:
-        self._engine.emit_op(
-            self._node,
-            op,
-            account_id=memory.account_id,
-            user_id=memory.user_id,
-            status=status,
-            memory_id=memory.id,
-            category=memory.category or memory.type.value,
-            sim=sim,
-        )
+        self._engine.emit_memory_op(self._node, op, memory, status=status, sim=sim)
 
 
 class _SensitiveAware:

@@ -742,6 +742,27 @@ class EngineCore:
             )
         )
 
+    def emit_memory_op(
+        self,
+        node: str,
+        op: str,
+        memory: Memory,
+        *,
+        status: str = "ok",
+        sim: float | None = None,
+    ) -> None:
+        """:meth:`emit_op` for what a node did to ``memory`` (its owner, id and category)."""
+        self.emit_op(
+            node,
+            op,
+            account_id=memory.account_id,
+            user_id=memory.user_id,
+            status=status,
+            memory_id=memory.id,
+            category=memory.category or memory.type.value,
+            sim=sim,
+        )
+
     def op_counts(
         self,
         *,
