@@ -255,7 +255,11 @@ def test_the_realtime_socket_holds_tool_calls_to_the_key(cli: CliRunner, app: Fa
             assert socket.receive_json()["type"] == "session.update"
             socket.send_text(memory_query_call("c1", {"query": "health", "agent": "clinician"}))
             denied = tool_output([socket.receive_text(), socket.receive_text()])
-            assert denied == {"error": "API key may not act as agent 'clinician'"}
+            assert denied == {
+                "success": False,
+                "error": "API key may not act as agent 'clinician'",
+                "type": "PermissionDeniedError",
+            }
             socket.send_text(memory_query_call("c2", {"query": "health", "top_k": 5}))
             allowed = tool_output([socket.receive_text(), socket.receive_text()])
             results = allowed["results"]
