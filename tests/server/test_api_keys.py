@@ -269,7 +269,11 @@ def test_the_realtime_socket_holds_tool_calls_to_the_key(cli: CliRunner, app: Fa
             assert run(cli, "keys", "revoke", key_id(token))[0] == 0
             socket.send_text(memory_query_call("c3", {"query": "health"}))
             revoked = tool_output([socket.receive_text(), socket.receive_text()])
-            assert revoked == {"error": "API key is no longer valid"}
+            assert revoked == {
+                "success": False,
+                "error": "API key is no longer valid",
+                "type": "PermissionDeniedError",
+            }
             # The socket closed after that answer: a further call gets no answer but the close
             # (were it still open, the call would be answered and receive_text would return).
             socket.send_text(memory_query_call("c4", {"query": "health"}))
