@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -20,7 +21,9 @@ from confide.crypto.keyring import (
     kek_id,
 )
 from confide.errors import ConfideError
-from confide.types import MemoryFilter
+from confide.types import DEFAULT_ACCOUNT, MemoryFilter
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 if TYPE_CHECKING:
     from confide.client import Confide
@@ -56,6 +59,11 @@ class _Group(click.Group):
 
 _PORT = click.IntRange(1, 65535)
 """A TCP port, checked before a command loads anything."""
+
+
+def _account(help_text: str) -> Callable[[_F], _F]:
+    """``--account``, defaulting to the account the SDK writes to (``default``)."""
+    return click.option("--account", default=DEFAULT_ACCOUNT, show_default=True, help=help_text)
 
 
 @click.group(cls=_Group)
@@ -166,7 +174,7 @@ def keys_retire(ctx: click.Context) -> None:
 
 
 @keys.command("create")
-@click.option("--account", required=True, help="The account (tenant) the key may act for.")
+@_account("The account (tenant) the key may act for.")
 @click.option(
     "--agent",
     "agents",
@@ -202,7 +210,7 @@ def _when(ts: float) -> str:
 
 
 @keys.command("list")
-@click.option("--account", required=True, help="The account (tenant) whose keys to list.")
+@_account("The account (tenant) whose keys to list.")
 @click.pass_context
 def keys_list(ctx: click.Context, account: str) -> None:
     """List an account's API keys, one a line: id, created, scope, active or revoked, agents.
@@ -230,7 +238,7 @@ def apps() -> None:
 
 @apps.command("uninstall")
 @click.argument("app_id")
-@click.option("--account", default="default", show_default=True, help="The app's account.")
+@_account("The app's account.")
 @click.option(
     "--purge",
     is_flag=True,
@@ -348,7 +356,11 @@ def worker_cmd(ctx: click.Context, once: bool) -> None:
     type=click.IntRange(1, 65535),
     help="Port (with --http).",
 )
-@click.option("--account", help="The account to act for (required over stdio).")
+@click.option(
+    "--account",
+    show_default=f"{DEFAULT_ACCOUNT} over stdio",
+    help="The account to act for (with --http: refuse keys of other accounts).",
+)
 @click.option("--user", help="Pin every call to this user (else tools take user_id).")
 @click.option("--agent", default="default", show_default=True, help="Agent (stdio).")
 @click.pass_context
@@ -363,7 +375,8 @@ def mcp_cmd(
 ) -> None:
     """Serve the memory tools over the Model Context Protocol (stdio, or HTTP with --http).
 
-    Over stdio the scope comes from --account (and --user, --agent). Over HTTP every request
+    Over stdio the scope comes from --account (the SDK's 'default' unless given; and --user,
+    --agent). Over HTTP every request
     needs a bearer API key from `confide keys create`: its account and agents decide.
     Needs the 'mcp' extra: pip install 'confide[mcp]'.
     """
@@ -375,8 +388,8 @@ def mcp_cmd(
         raise click.ClickException(
             "confide mcp needs the 'mcp' extra: pip install 'confide[mcp]'"
         ) from None
-    if not use_http and not account:
-        raise click.UsageError("over stdio, --account is required")
+    if not use_http and account is None:
+        account = DEFAULT_ACCOUNT
     confide = _confide(ctx)
     services = open_services(confide)
     ctx.call_on_close(services.close)
@@ -394,7 +407,7 @@ def mcp_cmd(
 
 
 @main.command("erase-user")
-@click.option("--account", required=True, help="Account (tenant) id.")
+@_account("Account (tenant) id.")
 @click.option("--user", required=True, help="User id.")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @click.pass_context
@@ -407,7 +420,7 @@ def erase_user(ctx: click.Context, account: str, user: str, yes: bool) -> None:
 
 
 @main.command("export")
-@click.option("--account", required=True, help="Account (tenant) id.")
+@_account("Account (tenant) id.")
 @click.option("--user", required=True, help="User id.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="File to write.")
 @click.pass_context
@@ -467,15 +480,25 @@ def purge(
 
 
 @main.command("list")
-@click.option("--account", required=True, help="Account (tenant) id.")
+@_account("Account (tenant) id.")
 @click.option("--user", help="User id.")
 @click.option("--limit", default=50, show_default=True, help="How many memories.")
 @click.pass_context
 def list_cmd(ctx: click.Context, account: str, user: str | None, limit: int) -> None:
-    """List active memories, newest first."""
-    flt = MemoryFilter(account_id=account, user_id=user)
-    for memory in _engine(ctx).list_memories(flt, limit=limit):
+    """List active memories, newest first.
+
+    An empty listing says on standard error whether the account or the user has none.
+    """
+    engine = _engine(ctx)
+    memories = engine.list_memories(MemoryFilter(account_id=account, user_id=user), limit=limit)
+    for memory in memories:
         click.echo(f"{memory.id}  [{memory.type.value}] {memory.key}: {memory.value}")
+    if memories:
+        return
+    if user is None or not engine.list_memories(MemoryFilter(account_id=account), limit=1):
+        click.echo(f"account {account!r} has no active memories", err=True)
+    else:
+        click.echo(f"user {user!r} has no active memories in account {account!r}", err=True)
 
 
 @main.command("reindex")
@@ -550,7 +573,7 @@ def tools_cmd(form: str) -> None:
 
 @main.command("history")
 @click.argument("memory_id")
-@click.option("--account", required=True, help="Account (tenant) id.")
+@_account("Account (tenant) id.")
 @click.pass_context
 def history_cmd(ctx: click.Context, memory_id: str, account: str) -> None:
     """Print the audit history of a memory (all versions, newest first)."""

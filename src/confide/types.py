@@ -178,6 +178,10 @@ class HistoryEventType(StrEnum):
 
 Identifier = Annotated[str, Field(min_length=1, max_length=256)]
 
+DEFAULT_ACCOUNT = "default"
+"""The account the SDK (``confide.client.Confide``) and the command line act in unless told
+otherwise."""
+
 APP_OWNER_PREFIX = "app:"
 """User ids with this prefix are reserved: an app's memories are kept (and encrypted) under
 the owner ``app:<app_id>``, so no user's data may be sealed under that owner's keys."""
