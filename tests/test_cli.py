@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -72,6 +73,22 @@ def test_demo_is_repeatable_and_ends_with_a_ranked_memory_query(home: Path) -> N
         assert "What is the name of Ali's dog?" in out
         tail = out.split("== memory_query")[1]
         assert "[fact] Ali has a dog named Biscuit.  <- score" in tail
+
+
+def test_a_repeat_demo_shows_no_stale_changes_and_counts_the_same_answer_alike(
+    home: Path,
+) -> None:
+    code, first = run("demo")
+    assert code == 0, first
+    code, second = run("demo")
+    assert code == 0, second
+    # The first run's tour made the changes it shows; the second made none, so shows none.
+    assert first.count("Memory updates since rev 0:") == 3  # alice, bob, the answer's header
+    assert "Memory updates since" not in second
+    counted = [re.findall(r"\((\d+) tokens for the results", out) for out in (first, second)]
+    assert len(counted[0]) == 1 and counted[0] == counted[1]
+    assert re.search(r"; \d+ more for the header\)", first)
+    assert "for the header" not in second
 
 
 def test_demo_prints_nothing_from_the_model_runtimes(home: Path) -> None:
