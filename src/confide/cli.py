@@ -6,10 +6,11 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 import click
 
@@ -21,7 +22,7 @@ from confide.crypto.keyring import (
     kek_id,
 )
 from confide.errors import ConfideError
-from confide.types import DEFAULT_ACCOUNT, MemoryFilter
+from confide.types import DEFAULT_ACCOUNT, MemoryFilter, Progress
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -59,6 +60,35 @@ class _Group(click.Group):
 
 _PORT = click.IntRange(1, 65535)
 """A TCP port, checked before a command loads anything."""
+
+
+def _terminal() -> TextIO | None:
+    """Standard error when it is a terminal: where progress bars go (else none is drawn)."""
+    return sys.stderr if sys.stderr.isatty() else None
+
+
+@contextmanager
+def progress_bar(label: str, unit: str) -> Iterator[Progress]:
+    """A :data:`~confide.types.Progress` drawn as a bar with counts and rate on standard
+    error when it is a terminal; silent otherwise (pipes, logs and tests see nothing).
+
+    The bar is tqdm's, closed (and left on screen) when the block ends.
+    """
+    stream = _terminal()
+    if stream is None:
+        yield lambda done, total: None
+        return
+    from tqdm import tqdm
+
+    with tqdm(desc=label, unit=f" {unit}", file=stream, dynamic_ncols=True) as bar:
+
+        def show(done: int, total: int | None) -> None:
+            if total != bar.total:
+                bar.total = total
+                bar.refresh()
+            bar.update(done - bar.n)
+
+        yield show
 
 
 def _account(help_text: str) -> Callable[[_F], _F]:
@@ -332,7 +362,8 @@ def worker_cmd(ctx: click.Context, once: bool) -> None:
 
     worker = _confide(ctx).components.worker()
     if once:
-        report = worker.run_once()
+        with progress_bar("running jobs", "jobs") as progress:
+            report = worker.run_once(progress=progress)
         click.echo(
             f"ran {report.ran} jobs: {report.done} done, {report.retried} to retry, "
             f"{report.failed} failed, {report.deferred} deferred (budget)"
@@ -340,10 +371,11 @@ def worker_cmd(ctx: click.Context, once: bool) -> None:
         return
     stop = threading.Event()
     click.echo(f"confide: worker {worker.worker_id} running (Ctrl-C stops it)", err=True)
-    try:
-        worker.run_forever(stop)
-    except KeyboardInterrupt:
-        stop.set()
+    with progress_bar("jobs run", "jobs") as progress:
+        try:
+            worker.run_forever(stop, progress=progress)
+        except KeyboardInterrupt:
+            stop.set()
 
 
 @main.command("mcp")
@@ -415,7 +447,9 @@ def erase_user(ctx: click.Context, account: str, user: str, yes: bool) -> None:
     """Crypto-shred a user: destroy their key and delete everything derived from them."""
     if not yes:
         click.confirm(f"Erase every memory of user {user!r} in {account!r}?", abort=True)
-    receipt = _engine(ctx).erase_user(account_id=account, user_id=user)
+    engine = _engine(ctx)
+    with progress_bar("erasing", "steps") as progress:
+        receipt = engine.erase_user(account_id=account, user_id=user, progress=progress)
     click.echo(receipt.model_dump_json(indent=2))
 
 
@@ -426,7 +460,9 @@ def erase_user(ctx: click.Context, account: str, user: str, yes: bool) -> None:
 @click.pass_context
 def export_cmd(ctx: click.Context, account: str, user: str, out: Path | None) -> None:
     """Export everything a user owns as JSON (decrypted: keep the file safe)."""
-    document = _engine(ctx).export_user(account_id=account, user_id=user)
+    engine = _engine(ctx)
+    with progress_bar("exporting", "versions") as progress:
+        document = engine.export_user(account_id=account, user_id=user, progress=progress)
     text = json.dumps(document, indent=2, ensure_ascii=False)
     if out is None:
         click.echo(text)
@@ -447,7 +483,9 @@ def import_cmd(ctx: click.Context, file: Any, account: str | None, user: str | N
         document = json.load(file)
     except ValueError as exc:
         raise click.ClickException(f"not valid JSON: {exc}") from None
-    report = _engine(ctx).import_user(document, account_id=account, user_id=user)
+    engine = _engine(ctx)
+    with progress_bar("importing", "versions") as progress:
+        report = engine.import_user(document, account_id=account, user_id=user, progress=progress)
     click.echo(f"imported {report.imported}, skipped {report.skipped} existing")
 
 
@@ -522,7 +560,7 @@ def reindex_cmd(ctx: click.Context, batch_size: int, yes: bool) -> None:
     it has finished.
     """
     from confide.embedders import embedder_from_settings
-    from confide.engine.reindex import count_live, reindex
+    from confide.engine.reindex import reindex
 
     settings: Settings = ctx.obj["settings"]
     embedder = embedder_from_settings(settings, cache_size=0)
@@ -539,8 +577,7 @@ def reindex_cmd(ctx: click.Context, batch_size: int, yes: bool) -> None:
             "and re-write every memory's search terms?",
             abort=True,
         )
-    total = count_live(engine)
-    with click.progressbar(length=total, label="re-indexing", file=sys.stderr) as bar:
+    with progress_bar("re-indexing", "versions") as progress:
         done = reindex(
             engine,
             embedder,
@@ -548,7 +585,7 @@ def reindex_cmd(ctx: click.Context, batch_size: int, yes: bool) -> None:
             link_top_k=settings.link_top_k,
             link_min=settings.link_min,
             run_context=settings.run_context,
-            progress=bar.update,
+            progress=progress,
         )
     if embedder is None:
         click.echo(f"re-indexed {done} memory versions without an embedder")
