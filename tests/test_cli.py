@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from confide.cli import main
+from confide.client import DEFAULT_ACCOUNT
 
 
 @pytest.fixture
@@ -71,6 +73,22 @@ def test_demo_is_repeatable_and_ends_with_a_ranked_memory_query(home: Path) -> N
         assert "What is the name of Ali's dog?" in out
         tail = out.split("== memory_query")[1]
         assert "[fact] Ali has a dog named Biscuit.  <- score" in tail
+
+
+def test_a_repeat_demo_shows_no_stale_changes_and_counts_the_same_answer_alike(
+    home: Path,
+) -> None:
+    code, first = run("demo")
+    assert code == 0, first
+    code, second = run("demo")
+    assert code == 0, second
+    # The first run's tour made the changes it shows; the second made none, so shows none.
+    assert first.count("Memory updates since rev 0:") == 3  # alice, bob, the answer's header
+    assert "Memory updates since" not in second
+    counted = [re.findall(r"\((\d+) tokens for the results", out) for out in (first, second)]
+    assert len(counted[0]) == 1 and counted[0] == counted[1]
+    assert re.search(r"; \d+ more for the header\)", first)
+    assert "for the header" not in second
 
 
 def test_demo_prints_nothing_from_the_model_runtimes(home: Path) -> None:
@@ -221,3 +239,69 @@ def test_version_prints_the_installed_distributions_version() -> None:
     result = CliRunner().invoke(main, ["--version"])
     assert result.exit_code == 0
     assert result.output == f"confide, version {importlib.metadata.version('confide')}\n"
+
+
+def _store_in_default_account(home: Path, user: str) -> str:
+    from confide.config import Settings
+    from confide.engine import MemoryEngine
+
+    with MemoryEngine.open(Settings(home=home)) as engine:
+        memory = engine.store(
+            {"account_id": DEFAULT_ACCOUNT, "user_id": user, "key": "desk", "value": "Desk 4."}
+        )
+    return memory.id
+
+
+def test_commands_act_in_the_sdks_default_account_unless_told(
+    home: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("CONFIDE_EMBEDDER", "none")
+    memory_id = _store_in_default_account(home, "line-42")
+    code, listing = run("list", "--user", "line-42")
+    assert code == 0 and f"{memory_id}  [fact] desk: Desk 4." in listing
+    code, history = run("history", memory_id)
+    assert code == 0 and "ADD" in history
+    out = tmp_path / "line-42.json"
+    assert run("export", "--user", "line-42", "--out", str(out))[0] == 0
+    assert json.loads(out.read_text())["memories"][0]["account_id"] == DEFAULT_ACCOUNT
+    code, token = run("keys", "create")
+    assert code == 0 and token.startswith("cfk_")
+    code, keys = run("keys", "list")
+    assert code == 0 and token.strip().removeprefix("cfk_").split("_")[0] in keys
+    code, receipt = run("erase-user", "--user", "line-42", "--yes")
+    assert code == 0 and json.loads(receipt)["account_id"] == DEFAULT_ACCOUNT
+    assert "desk" not in run("list", "--user", "line-42")[1]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["list"],
+        ["history"],
+        ["export"],
+        ["erase-user"],
+        ["keys", "create"],
+        ["keys", "list"],
+        ["apps", "uninstall"],
+    ],
+)
+def test_every_account_option_shows_the_default_account(command: list[str]) -> None:
+    code, out = run(*command, "--help")
+    assert code == 0
+    account = " ".join(out.split("--account", 1)[1].split("--", 1)[0].split())
+    assert account.endswith(f"[default: {DEFAULT_ACCOUNT}]"), account
+
+
+def test_an_empty_listing_says_whether_the_account_or_the_user_has_nothing(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CONFIDE_EMBEDDER", "none")
+    _store_in_default_account(home, "line-42")
+    result = CliRunner().invoke(main, ["list", "--account", "nosuch"], catch_exceptions=False)
+    assert result.exit_code == 0 and result.stdout == ""
+    assert result.stderr == "account 'nosuch' has no active memories\n"
+    result = CliRunner().invoke(main, ["list", "--user", "nobody"], catch_exceptions=False)
+    assert result.exit_code == 0 and result.stdout == ""
+    assert result.stderr == "user 'nobody' has no active memories in account 'default'\n"
+    result = CliRunner().invoke(main, ["list", "--account", "nosuch", "--user", "line-42"])
+    assert result.stderr == "account 'nosuch' has no active memories\n"

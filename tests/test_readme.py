@@ -55,7 +55,7 @@ def test_readme_quick_start_prints_what_the_readme_shows(tmp_path: Path) -> None
 
 def test_readme_says_where_a_rotation_keeps_the_former_key_and_how_to_retire_it() -> None:
     text = README.read_text(encoding="utf-8")
-    rotate = text[text.index("confide keys rotate") : text.index("confide list --account")]
+    rotate = text[text.index("confide keys rotate") : text.index("confide list [--account")]
     assert "master.key.old" in rotate and "confide keys retire" in rotate
     assert "delete master.key.old" in rotate
 

@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 import click
 
@@ -20,7 +22,9 @@ from confide.crypto.keyring import (
     kek_id,
 )
 from confide.errors import ConfideError
-from confide.types import MemoryFilter
+from confide.types import DEFAULT_ACCOUNT, MemoryFilter, Progress
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 if TYPE_CHECKING:
     from confide.client import Confide
@@ -56,6 +60,40 @@ class _Group(click.Group):
 
 _PORT = click.IntRange(1, 65535)
 """A TCP port, checked before a command loads anything."""
+
+
+def _terminal() -> TextIO | None:
+    """Standard error when it is a terminal: where progress bars go (else none is drawn)."""
+    return sys.stderr if sys.stderr.isatty() else None
+
+
+@contextmanager
+def progress_bar(label: str, unit: str) -> Iterator[Progress]:
+    """A :data:`~confide.types.Progress` drawn as a bar with counts and rate on standard
+    error when it is a terminal; silent otherwise (pipes, logs and tests see nothing).
+
+    The bar is tqdm's, closed (and left on screen) when the block ends.
+    """
+    stream = _terminal()
+    if stream is None:
+        yield lambda done, total: None
+        return
+    from tqdm import tqdm
+
+    with tqdm(desc=label, unit=f" {unit}", file=stream, dynamic_ncols=True) as bar:
+
+        def show(done: int, total: int | None) -> None:
+            if total != bar.total:
+                bar.total = total
+                bar.refresh()
+            bar.update(done - bar.n)
+
+        yield show
+
+
+def _account(help_text: str) -> Callable[[_F], _F]:
+    """``--account``, defaulting to the account the SDK writes to (``default``)."""
+    return click.option("--account", default=DEFAULT_ACCOUNT, show_default=True, help=help_text)
 
 
 @click.group(cls=_Group)
@@ -166,7 +204,7 @@ def keys_retire(ctx: click.Context) -> None:
 
 
 @keys.command("create")
-@click.option("--account", required=True, help="The account (tenant) the key may act for.")
+@_account("The account (tenant) the key may act for.")
 @click.option(
     "--agent",
     "agents",
@@ -202,7 +240,7 @@ def _when(ts: float) -> str:
 
 
 @keys.command("list")
-@click.option("--account", required=True, help="The account (tenant) whose keys to list.")
+@_account("The account (tenant) whose keys to list.")
 @click.pass_context
 def keys_list(ctx: click.Context, account: str) -> None:
     """List an account's API keys, one a line: id, created, scope, active or revoked, agents.
@@ -230,7 +268,7 @@ def apps() -> None:
 
 @apps.command("uninstall")
 @click.argument("app_id")
-@click.option("--account", default="default", show_default=True, help="The app's account.")
+@_account("The app's account.")
 @click.option(
     "--purge",
     is_flag=True,
@@ -324,7 +362,8 @@ def worker_cmd(ctx: click.Context, once: bool) -> None:
 
     worker = _confide(ctx).components.worker()
     if once:
-        report = worker.run_once()
+        with progress_bar("running jobs", "jobs") as progress:
+            report = worker.run_once(progress=progress)
         click.echo(
             f"ran {report.ran} jobs: {report.done} done, {report.retried} to retry, "
             f"{report.failed} failed, {report.deferred} deferred (budget)"
@@ -332,10 +371,11 @@ def worker_cmd(ctx: click.Context, once: bool) -> None:
         return
     stop = threading.Event()
     click.echo(f"confide: worker {worker.worker_id} running (Ctrl-C stops it)", err=True)
-    try:
-        worker.run_forever(stop)
-    except KeyboardInterrupt:
-        stop.set()
+    with progress_bar("jobs run", "jobs") as progress:
+        try:
+            worker.run_forever(stop, progress=progress)
+        except KeyboardInterrupt:
+            stop.set()
 
 
 @main.command("mcp")
@@ -348,7 +388,11 @@ def worker_cmd(ctx: click.Context, once: bool) -> None:
     type=click.IntRange(1, 65535),
     help="Port (with --http).",
 )
-@click.option("--account", help="The account to act for (required over stdio).")
+@click.option(
+    "--account",
+    show_default=f"{DEFAULT_ACCOUNT} over stdio",
+    help="The account to act for (with --http: refuse keys of other accounts).",
+)
 @click.option("--user", help="Pin every call to this user (else tools take user_id).")
 @click.option("--agent", default="default", show_default=True, help="Agent (stdio).")
 @click.pass_context
@@ -363,7 +407,8 @@ def mcp_cmd(
 ) -> None:
     """Serve the memory tools over the Model Context Protocol (stdio, or HTTP with --http).
 
-    Over stdio the scope comes from --account (and --user, --agent). Over HTTP every request
+    Over stdio the scope comes from --account (the SDK's 'default' unless given; and --user,
+    --agent). Over HTTP every request
     needs a bearer API key from `confide keys create`: its account and agents decide.
     Needs the 'mcp' extra: pip install 'confide[mcp]'.
     """
@@ -375,8 +420,8 @@ def mcp_cmd(
         raise click.ClickException(
             "confide mcp needs the 'mcp' extra: pip install 'confide[mcp]'"
         ) from None
-    if not use_http and not account:
-        raise click.UsageError("over stdio, --account is required")
+    if not use_http and account is None:
+        account = DEFAULT_ACCOUNT
     confide = _confide(ctx)
     services = open_services(confide)
     ctx.call_on_close(services.close)
@@ -394,7 +439,7 @@ def mcp_cmd(
 
 
 @main.command("erase-user")
-@click.option("--account", required=True, help="Account (tenant) id.")
+@_account("Account (tenant) id.")
 @click.option("--user", required=True, help="User id.")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @click.pass_context
@@ -402,18 +447,22 @@ def erase_user(ctx: click.Context, account: str, user: str, yes: bool) -> None:
     """Crypto-shred a user: destroy their key and delete everything derived from them."""
     if not yes:
         click.confirm(f"Erase every memory of user {user!r} in {account!r}?", abort=True)
-    receipt = _engine(ctx).erase_user(account_id=account, user_id=user)
+    engine = _engine(ctx)
+    with progress_bar("erasing", "steps") as progress:
+        receipt = engine.erase_user(account_id=account, user_id=user, progress=progress)
     click.echo(receipt.model_dump_json(indent=2))
 
 
 @main.command("export")
-@click.option("--account", required=True, help="Account (tenant) id.")
+@_account("Account (tenant) id.")
 @click.option("--user", required=True, help="User id.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="File to write.")
 @click.pass_context
 def export_cmd(ctx: click.Context, account: str, user: str, out: Path | None) -> None:
     """Export everything a user owns as JSON (decrypted: keep the file safe)."""
-    document = _engine(ctx).export_user(account_id=account, user_id=user)
+    engine = _engine(ctx)
+    with progress_bar("exporting", "versions") as progress:
+        document = engine.export_user(account_id=account, user_id=user, progress=progress)
     text = json.dumps(document, indent=2, ensure_ascii=False)
     if out is None:
         click.echo(text)
@@ -434,7 +483,9 @@ def import_cmd(ctx: click.Context, file: Any, account: str | None, user: str | N
         document = json.load(file)
     except ValueError as exc:
         raise click.ClickException(f"not valid JSON: {exc}") from None
-    report = _engine(ctx).import_user(document, account_id=account, user_id=user)
+    engine = _engine(ctx)
+    with progress_bar("importing", "versions") as progress:
+        report = engine.import_user(document, account_id=account, user_id=user, progress=progress)
     click.echo(f"imported {report.imported}, skipped {report.skipped} existing")
 
 
@@ -467,15 +518,25 @@ def purge(
 
 
 @main.command("list")
-@click.option("--account", required=True, help="Account (tenant) id.")
+@_account("Account (tenant) id.")
 @click.option("--user", help="User id.")
 @click.option("--limit", default=50, show_default=True, help="How many memories.")
 @click.pass_context
 def list_cmd(ctx: click.Context, account: str, user: str | None, limit: int) -> None:
-    """List active memories, newest first."""
-    flt = MemoryFilter(account_id=account, user_id=user)
-    for memory in _engine(ctx).list_memories(flt, limit=limit):
+    """List active memories, newest first.
+
+    An empty listing says on standard error whether the account or the user has none.
+    """
+    engine = _engine(ctx)
+    memories = engine.list_memories(MemoryFilter(account_id=account, user_id=user), limit=limit)
+    for memory in memories:
         click.echo(f"{memory.id}  [{memory.type.value}] {memory.key}: {memory.value}")
+    if memories:
+        return
+    if user is None or not engine.list_memories(MemoryFilter(account_id=account), limit=1):
+        click.echo(f"account {account!r} has no active memories", err=True)
+    else:
+        click.echo(f"user {user!r} has no active memories in account {account!r}", err=True)
 
 
 @main.command("reindex")
@@ -499,7 +560,7 @@ def reindex_cmd(ctx: click.Context, batch_size: int, yes: bool) -> None:
     it has finished.
     """
     from confide.embedders import embedder_from_settings
-    from confide.engine.reindex import count_live, reindex
+    from confide.engine.reindex import reindex
 
     settings: Settings = ctx.obj["settings"]
     embedder = embedder_from_settings(settings, cache_size=0)
@@ -516,8 +577,7 @@ def reindex_cmd(ctx: click.Context, batch_size: int, yes: bool) -> None:
             "and re-write every memory's search terms?",
             abort=True,
         )
-    total = count_live(engine)
-    with click.progressbar(length=total, label="re-indexing", file=sys.stderr) as bar:
+    with progress_bar("re-indexing", "versions") as progress:
         done = reindex(
             engine,
             embedder,
@@ -525,7 +585,7 @@ def reindex_cmd(ctx: click.Context, batch_size: int, yes: bool) -> None:
             link_top_k=settings.link_top_k,
             link_min=settings.link_min,
             run_context=settings.run_context,
-            progress=bar.update,
+            progress=progress,
         )
     if embedder is None:
         click.echo(f"re-indexed {done} memory versions without an embedder")
@@ -550,7 +610,7 @@ def tools_cmd(form: str) -> None:
 
 @main.command("history")
 @click.argument("memory_id")
-@click.option("--account", required=True, help="Account (tenant) id.")
+@_account("Account (tenant) id.")
 @click.pass_context
 def history_cmd(ctx: click.Context, memory_id: str, account: str) -> None:
     """Print the audit history of a memory (all versions, newest first)."""

@@ -53,14 +53,12 @@ from confide.retrieval.memory_query import (
 )
 from confide.retrieval.results import SearchResult
 from confide.storage.base import Capability
-from confide.types import Memory, MemoryFilter, MemoryType, NewMemory, Source
+from confide.types import DEFAULT_ACCOUNT, Memory, MemoryFilter, MemoryType, NewMemory, Source
 from confide.wiring import Components, build
 from confide.workers.multifact_trigger import MultiFactTrigger
 
 __all__ = ["DEFAULT_ACCOUNT", "Confide", "SearchResult"]
 
-DEFAULT_ACCOUNT = "default"
-"""The account :meth:`Confide.add` and :meth:`Confide.search` use unless told otherwise."""
 
 _MAX_KEYS = 5000
 _WARM_UP_TEXT = "Confide warm-up."

@@ -1,7 +1,9 @@
 """``confide demo``: a short tour of the store on the configured (default: embedded) backend.
 
 The tour ends with ``memory_query``. It is repeatable: a user the demo has written before is
-not written again, so a second run stores nothing and says so.
+not written again, so a second run stores nothing and says so; it shows no changes then (it
+made none), and the answer's header of changes the agent had not seen comes with the first
+answer only, so the results' tokens are counted apart from it.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from confide.engine import MemoryEngine, default_thread
-from confide.retrieval.memory_query import MemoryQueryResult
+from confide.retrieval.memory_query import MemoryQueryResult, header_tokens
 from confide.types import MemoryFilter, MemoryState, MemoryType
 
 ACCOUNT = "demo-account"
@@ -43,7 +45,10 @@ def run_demo(
     for user, items in users.items():
         echo(f"== {user} ==")
         first_key = items[0][0]
-        if _written_before(engine, user):
+        thread = default_thread(ACCOUNT, user)
+        before = engine.current_rev(thread)
+        written_before = _written_before(engine, user)
+        if written_before:
             echo("stored by an earlier run: nothing new stored")
         else:
             _tour(engine, user, items, echo)
@@ -58,9 +63,9 @@ def run_demo(
                     f"  {event.ts:%H:%M:%S} {event.event.value:<8} "
                     f"old={_short(event.old_ref)} new={_short(event.new_ref)} by {event.actor}"
                 )
-        thread = default_thread(ACCOUNT, user)
-        since = max(0, engine.current_rev(thread) - 3)
-        echo(engine.delta_since(thread, since, account_id=ACCOUNT, user_id=user))
+        if not written_before:
+            # What an agent's next answer would be told changed: this run's changes only.
+            echo(engine.delta_since(thread, before, account_id=ACCOUNT, user_id=user))
         echo("")
     if query is not None:
         _ask(query, echo)
@@ -123,6 +128,10 @@ def _ask(query: Query, echo: Callable[[str], None]) -> None:
             "return": "full",
         }
     )
+    if answer.header:
+        echo("  header: the changes this agent had not been shown yet (delivered once)")
+        for line in answer.header.splitlines():
+            echo(f"    {line}")
     for item in answer.results:
         category = item["category"] or item["type"]
         why = (
@@ -131,7 +140,11 @@ def _ask(query: Query, echo: Callable[[str], None]) -> None:
             else f"score {item['score']:.2f}"
         )
         echo(f"  [{category}] {item['value']}  <- {why}")
-    echo(f"({answer.tokens} tokens; the ranked results first, then the 'context: all' categories)")
+    header = header_tokens(answer.header)
+    echo(
+        f"({answer.tokens - header} tokens for the results: the ranked ones first, then the "
+        "'context: all' categories" + (f"; {header} more for the header" if header else "") + ")"
+    )
 
 
 def _short(ref: str | None) -> str:

@@ -30,6 +30,7 @@ __all__ = [
     "MemoryType",
     "NewMemory",
     "OpEvent",
+    "Progress",
     "PurgeReport",
     "Source",
     "Visibility",
@@ -178,6 +179,15 @@ class HistoryEventType(StrEnum):
 
 
 Identifier = Annotated[str, Field(min_length=1, max_length=256)]
+
+Progress = Callable[[int, int | None], None]
+"""Told how far a long job has got: ``progress(done, total)``, the items done so far and how
+many there are (``None`` when not known), first with ``done`` 0, then after each step. The
+command line draws it as a progress bar; the engine knows nothing of terminals."""
+
+DEFAULT_ACCOUNT = "default"
+"""The account the SDK (``confide.client.Confide``) and the command line act in unless told
+otherwise."""
 
 APP_OWNER_PREFIX = "app:"
 """User ids with this prefix are reserved: an app's memories are kept (and encrypted) under

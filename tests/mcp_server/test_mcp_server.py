@@ -29,7 +29,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult, TextContent, TextResourceContents
 
 from confide.cli import main
-from confide.client import Confide
+from confide.client import DEFAULT_ACCOUNT, Confide
 from confide.config import Settings
 from confide.engine import MemoryEngine
 from confide.mcp_server import McpScope, create_mcp_server, mcp_http_app, open_services
@@ -388,8 +388,22 @@ async def test_confide_mcp_http_command_serves_with_keys(tmp_path: Path) -> None
         process.communicate(timeout=30)
 
 
-def test_confide_mcp_has_help_and_needs_an_account_over_stdio() -> None:
+def test_confide_mcp_has_help_naming_the_default_account() -> None:
     help_text = CliRunner().invoke(main, ["mcp", "--help"]).output
     assert "--http" in help_text and "--port" in help_text and "--account" in help_text
-    result = CliRunner().invoke(main, ["mcp"])
-    assert result.exit_code == 2 and "--account is required" in result.output
+    assert f"[default: ({DEFAULT_ACCOUNT} over stdio)]" in " ".join(help_text.split())
+
+
+@pytest.mark.asyncio
+async def test_stdio_without_an_account_acts_in_the_sdks_default_account(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    async with Client(_stdio(home, "--user", "ann")) as client:
+        _data(
+            await client.call_tool(
+                "store_memory", {"memory_type": "fact", "key": "pet", "value": "a cat"}
+            )
+        )
+    settings = Settings(home=home, encryption_key=bytes(range(32)).hex(), embedder="none")
+    with MemoryEngine.open(settings) as engine:
+        memories = engine.list_memories(MemoryFilter(account_id=DEFAULT_ACCOUNT, user_id="ann"))
+    assert [m.key for m in memories] == ["pet"]

@@ -1,11 +1,16 @@
-"""``DELETE /v1/users/{id}``: erasure over HTTP, for admin keys only, while serving."""
+"""``/v1/users``: the account's users (never apps' internal owners), and erasure over HTTP,
+for admin keys only, while serving."""
 
 from __future__ import annotations
+
+import asyncio
 
 import pytest
 from tests.server.conftest import ACCOUNT, Api
 
+from confide.engine import MemoryEngine
 from confide.server.auth import ApiKeys
+from confide.types import APP_OWNER_PREFIX
 
 pytestmark = pytest.mark.asyncio
 
@@ -47,3 +52,25 @@ async def test_erasure_returns_the_receipt_and_the_user_starts_afresh(api: Api) 
     assert [m["value"] for m in listed.json()["memories"]] == ["after"]
     other = await api.client.get("/v1/memories", params={"user_id": "u-2"}, headers=api.auth)
     assert [m["value"] for m in other.json()["memories"]] == ["bystander"]
+
+
+async def test_the_users_list_hides_apps_internal_owners_from_every_key(
+    api: Api, engine: MemoryEngine
+) -> None:
+    keys: ApiKeys = api.app.state.services.keys
+    admin = {"Authorization": f"Bearer {keys.create(ACCOUNT, admin=True)}"}
+    reader = {"Authorization": f"Bearer {keys.create(ACCOUNT, scope='read')}"}
+    assert (await api.post("/v1/memories", {"user_id": "u-1", "key": "k", "value": "v"})).is_success
+    app_memory = {
+        "account_id": ACCOUNT,
+        "user_id": f"{APP_OWNER_PREFIX}notes",
+        "app_id": "notes",
+        "key": "summary",
+        "value": "The team ships on Friday.",
+    }
+    await asyncio.to_thread(engine.store, app_memory)
+    assert await asyncio.to_thread(engine.storage.user_ids, ACCOUNT) == ["app:notes", "u-1"]
+    for headers in (api.auth, admin, reader):
+        response = await api.client.get("/v1/users", headers=headers)
+        assert response.status_code == 200, response.text
+        assert response.json() == {"users": ["u-1"]}

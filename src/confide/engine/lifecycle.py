@@ -15,7 +15,14 @@ from confide.index.codec import MemoryCodec, row_binding
 from confide.keys.owner_keys import USER_KEY, OwnerKeys
 from confide.keys.rotation import rotate_kek
 from confide.storage.base import KEYS_BLINDED, MemoryRow, OpRow, Transaction
-from confide.types import ErasureReceipt, HistoryEventType, MemoryState, PurgeReport, utcnow
+from confide.types import (
+    ErasureReceipt,
+    HistoryEventType,
+    MemoryState,
+    Progress,
+    PurgeReport,
+    utcnow,
+)
 
 log = logging.getLogger(__name__)
 
@@ -185,7 +192,9 @@ class EngineLifecycle(EngineCore):
         log.info("admin purge removed %d memory versions", count)
         return PurgeReport(purged=count, scrubbed=self.storage.scrub() if count else None)
 
-    def erase_user(self, *, account_id: str, user_id: str) -> ErasureReceipt:
+    def erase_user(
+        self, *, account_id: str, user_id: str, progress: Progress | None = None
+    ) -> ErasureReceipt:
         """Crypto-shred a user: delete every row derived from them and destroy their keys.
 
         One data transaction deletes the rows and starts a new key generation, so a process
@@ -193,14 +202,23 @@ class EngineLifecycle(EngineCore):
         check and seals again under a fresh key). Then the user's keys are deleted from the
         key store, and both stores are scrubbed so that neither the deleted rows nor the
         keys can be carved from their files. Re-running finishes an interrupted erasure.
+        ``progress`` is told the steps done of four: the rows deleted, the keys destroyed, the
+        data store scrubbed, the key store scrubbed.
         """
+        step = progress or _no_progress
+        step(0, 4)
         with self.storage.transaction() as tx:
             tx.bump_key_generation(account_id, user_id)
             counts = tx.delete_owner(account_id, user_id)
+        step(1, 4)
         destroyed = self.key_store.destroy(account_id, user_id, USER_KEY)
         self.keys.forget(account_id, user_id)
         counts["user_keys"] = len(destroyed)
-        scrubbed = {"data": self.storage.scrub(), "keys": self.key_store.scrub()}
+        step(2, 4)
+        scrubbed = {"data": self.storage.scrub()}
+        step(3, 4)
+        scrubbed["keys"] = self.key_store.scrub()
+        step(4, 4)
         return ErasureReceipt(
             account_id=account_id,
             user_id=user_id,
@@ -309,3 +327,7 @@ class EngineLifecycle(EngineCore):
         self.storage.drop_legacy_data_keys()
         self.storage.scrub()
         log.info("moved %d keys from the data database into the key store", len(legacy))
+
+
+def _no_progress(done: int, total: int | None) -> None:
+    """A :data:`~confide.types.Progress` that tells no one."""

@@ -7,28 +7,48 @@ from typing import Any
 
 from confide.engine.core import EngineCore, _Write, default_thread
 from confide.errors import ValidationError
-from confide.types import HistoryEventType, ImportReport, Memory, MemoryState, utcnow, validated
+from confide.types import (
+    HistoryEventType,
+    ImportReport,
+    Memory,
+    MemoryState,
+    Progress,
+    utcnow,
+    validated,
+)
 
 EXPORT_FORMAT = "confide.export/1"
 # Ids of copies are derived from the target owner and the source id (uuid5 in this
 # namespace), so importing the same document into the same owner twice skips the second time.
 _COPY_NAMESPACE = uuid.UUID("2c4916c3-a82d-4282-b519-a019e0afe7ab")
+# Versions decrypted, or imported in one transaction, between two progress reports.
+_STEP = 200
 
 
 class EnginePortability(EngineCore):
     """Export and import of one user's memories (see :class:`MemoryEngine`)."""
 
-    def export_user(self, *, account_id: str, user_id: str) -> dict[str, Any]:
+    def export_user(
+        self, *, account_id: str, user_id: str, progress: Progress | None = None
+    ) -> dict[str, Any]:
         """Everything one user owns, decrypted, as a JSON-ready document.
 
         ``memories`` holds every version that is not purged, oldest first; ``audit`` every
         audit event of the user's memories, oldest first, as :meth:`history` shows them
         (ids, actors, events and their meta with the key in clear; never a value). A purged
-        memory's events stay in ``audit`` with its key blinded.
+        memory's events stay in ``audit`` with its key blinded. ``progress`` is told the
+        versions decrypted so far, of how many.
         """
         owned = list(self.storage.iter_owner(account_id, user_id))
         rows = [r for r in owned if r.state != MemoryState.PURGED.value]
-        memories = [m.model_dump(mode="json") for m in self.open_rows(rows)]
+        memories: list[dict[str, Any]] = []
+        for start in range(0, len(rows), _STEP):
+            if progress is not None:
+                progress(start, len(rows))
+            opened = self.open_rows(rows[start : start + _STEP])
+            memories.extend(m.model_dump(mode="json") for m in opened)
+        if progress is not None:
+            progress(len(rows), len(rows))
         audit = self._history_events(
             self.storage.owner_history(account_id, user_id), self._clear_keys(rows)
         )
@@ -48,6 +68,7 @@ class EnginePortability(EngineCore):
         account_id: str | None = None,
         user_id: str | None = None,
         actor: str | None = "import",
+        progress: Progress | None = None,
     ) -> ImportReport:
         """Import an :meth:`export_user` document, optionally into another owner.
 
@@ -60,6 +81,10 @@ class EnginePortability(EngineCore):
         meta ``import``, by ``actor``. An audit trail is evidence of what this store did; a
         document anyone can edit must not be able to write events, actors or times into it.
         The exported events stay in the document as the source store's record.
+
+        The new versions are written in transactions of a few hundred each, and ``progress``
+        is told how many are written, of how many; an interrupted import finishes when run
+        again (it skips what is already there).
         """
         if not isinstance(document, dict) or document.get("format") != EXPORT_FORMAT:
             raise ValidationError(f"not an Confide export (expected format {EXPORT_FORMAT})")
@@ -108,5 +133,10 @@ class EnginePortability(EngineCore):
             )
             for m in fresh
         ]
-        self._commit_versions(writes, log_changes=False)
+        for start in range(0, len(writes), _STEP):
+            if progress is not None:
+                progress(start, len(writes))
+            self._commit_versions(writes[start : start + _STEP], log_changes=False)
+        if progress is not None:
+            progress(len(writes), len(writes))
         return ImportReport(imported=len(fresh), skipped=len(memories) - len(fresh))

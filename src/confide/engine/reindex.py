@@ -8,13 +8,13 @@ vectors and relation edges in one transaction. Last, the store records the token
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from confide.embedders.base import Embedder
 from confide.index.lexical import Indexer, record_tokenizer_version
 from confide.index.vectors import VectorIndexer
-from confide.types import Memory, MemoryState
+from confide.types import Memory, MemoryState, Progress
 
 if TYPE_CHECKING:
     from confide.engine import MemoryEngine
@@ -62,7 +62,7 @@ def reindex(
     link_top_k: int = 5,
     link_min: float = 0.5,
     run_context: float = 0.6,
-    progress: Callable[[int], None] | None = None,
+    progress: Progress | None = None,
 ) -> int:
     """Re-index every live version; returns the count.
 
@@ -70,8 +70,9 @@ def reindex(
     each version's search terms, made by the current tokenizer, and its vector and edges;
     then records the tokenizer version, so an engine refusing the store's terms (see
     :class:`~confide.errors.TokenizerMismatchError`) opens it again. ``engine`` may be one
-    opened with ``reindexing=True``. ``progress`` is called with the size of each batch once
-    it is written. Interrupted, the command can simply be run again.
+    opened with ``reindexing=True``. ``progress`` is told how many versions are written, of
+    how many (:func:`count_live`, counted first when it is given). Interrupted, the command
+    can simply be run again.
     """
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
@@ -87,12 +88,15 @@ def reindex(
         )
         vectors.seal_with(engine.vector_seal)
         indexers.append(vectors)
+    total = count_live(engine) if progress is not None else None
     done = 0
+    if progress is not None:
+        progress(0, total)
     for batch in _batches(engine, batch_size):
         _write(engine, indexers, batch)
         done += len(batch)
         if progress is not None:
-            progress(len(batch))
+            progress(done, total)
     with engine.storage.transaction() as tx:
         record_tokenizer_version(tx)
     return done

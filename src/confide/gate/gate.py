@@ -367,11 +367,13 @@ class Gate:
         return self.engine.export_user(account_id=principal.account_id, user_id=user_id)
 
     def user_ids(self, principal: Principal) -> list[str]:
-        """The ids of the principal's account's users that have memories, sorted (app
-        owners only for an admin)."""
+        """The ids of the principal's account's users that have memories, sorted.
+
+        Internal owners are never listed, whatever the principal's scope: an app's memories
+        are kept under the owner ``app:<app_id>`` (:data:`~confide.types.APP_OWNER_PREFIX`),
+        which no user can be, so a user picker never offers it.
+        """
         users = self.engine.storage.user_ids(principal.account_id)
-        if principal.is_admin:
-            return users
         return [u for u in users if not u.startswith(APP_OWNER_PREFIX)]
 
     def erase_user(self, principal: Principal, user_id: str) -> ErasureReceipt:

@@ -96,6 +96,12 @@ class MemoryQueryResult(BaseModel):
     tokens: int
 
 
+def header_tokens(header: str) -> int:
+    """The tokens a delta header takes in an answer's ``tokens``: its text and the line break
+    after it (``0`` for no header)."""
+    return count_tokens(header) + 1 if header else 0
+
+
 def bullet(memory: Memory) -> dict[str, Any]:
     """``{"id", "category", "text": "[category] value"}``."""
     category = memory.category or memory.type.value
@@ -184,7 +190,7 @@ class MemoryQueryService:
         lines = header.splitlines()
         limit = None if req.budget_tokens is None else req.budget_tokens // 2
         while len(lines) > 1:
-            cost = count_tokens("\n".join(lines)) + 1
+            cost = header_tokens("\n".join(lines))
             if limit is None or cost <= limit:
                 return "\n".join(lines), cost
             lines.pop()  # the oldest bullet goes first

@@ -32,6 +32,7 @@ from confide.engine import MemoryEngine
 from confide.llm.usage import UsageLedger
 from confide.storage.base import Transaction
 from confide.storage.jobs import JobRow, JobState, JobTables, Lease, LeaseLostError
+from confide.types import Progress
 from confide.workers.schedules import Schedule, due_schedules
 
 __all__ = ["Handler", "JobContext", "JobSpec", "RunReport", "Worker"]
@@ -216,11 +217,14 @@ class Worker:
         limit: int | None = None,
         kinds: Collection[str] | None = None,
         schedules: bool = True,
+        progress: Progress | None = None,
     ) -> RunReport:
         """Enqueue due schedules, then run due jobs until none is left (or ``limit`` ran).
 
         ``kinds`` narrows both to those registered kinds; without ``schedules`` only jobs
-        already queued run (e.g. a service draining the jobs its own requests queued)."""
+        already queued run (e.g. a service draining the jobs its own requests queued).
+        ``progress`` is told after each job how many ran (claimed or deferred) of a total
+        not known."""
         report = RunReport(enqueued=self.enqueue_schedules(kinds=kinds) if schedules else 0)
         running = sorted(k for k in self.registry if kinds is None or k in kinds)
         while running and (limit is None or report.ran + report.deferred < limit):
@@ -234,13 +238,26 @@ class Worker:
                 break
             for lease in leases:
                 self._run(lease, report)
+                if progress is not None:
+                    progress(report.ran + report.deferred, None)
         return report
 
-    def run_forever(self, stop: threading.Event) -> None:
-        """Run due jobs until ``stop`` is set, looking for new ones every poll interval."""
+    def run_forever(self, stop: threading.Event, *, progress: Progress | None = None) -> None:
+        """Run due jobs until ``stop`` is set, looking for new ones every poll interval.
+
+        ``progress`` is told after each job how many ran since the worker started."""
+        earlier = seen = 0  # jobs run before this pass, and so far
+
+        def since_start(done: int, total: int | None) -> None:
+            nonlocal seen
+            seen = earlier + done
+            if progress is not None:
+                progress(seen, total)
+
         while not stop.is_set():
+            earlier = seen
             try:
-                report = self.run_once()
+                report = self.run_once(progress=since_start)
             except Exception as exc:  # the store may be briefly unavailable: try again later
                 log.warning("worker run failed: %s", type(exc).__name__)
                 report = RunReport()

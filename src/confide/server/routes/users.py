@@ -15,7 +15,7 @@ UserId = Annotated[str, Path(min_length=1, max_length=256)]
 @router.get("")
 async def list_users(services: Svc, caller: Caller) -> dict[str, list[str]]:
     """The ids of the key's account's users that have memories, sorted (ids only; apps'
-    owners for admin keys only)."""
+    internal owners ``app:<id>`` are never listed)."""
     users = await services.agate.user_ids(caller)
     return {"users": users}
 
