@@ -21,7 +21,7 @@ EXPORT_FORMAT = "confide.export/1"
 # Ids of copies are derived from the target owner and the source id (uuid5 in this
 # namespace), so importing the same document into the same owner twice skips the second time.
 _COPY_NAMESPACE = uuid.UUID("2c4916c3-a82d-4282-b519-a019e0afe7ab")
-# Versions decrypted, or imported in one transaction, between two progress reports.
+# Versions decrypted between two progress reports of an export.
 _STEP = 200
 
 
@@ -82,9 +82,8 @@ class EnginePortability(EngineCore):
         document anyone can edit must not be able to write events, actors or times into it.
         The exported events stay in the document as the source store's record.
 
-        The new versions are written in transactions of a few hundred each, and ``progress``
-        is told how many are written, of how many; an interrupted import finishes when run
-        again (it skips what is already there).
+        The new versions are written in one transaction (the import lands whole or not at
+        all); ``progress`` is told before and after it.
         """
         if not isinstance(document, dict) or document.get("format") != EXPORT_FORMAT:
             raise ValidationError(f"not an Confide export (expected format {EXPORT_FORMAT})")
@@ -133,10 +132,10 @@ class EnginePortability(EngineCore):
             )
             for m in fresh
         ]
-        for start in range(0, len(writes), _STEP):
-            if progress is not None:
-                progress(start, len(writes))
-            self._commit_versions(writes[start : start + _STEP], log_changes=False)
+        # One transaction: an import lands whole or not at all.
+        if progress is not None:
+            progress(0, len(writes))
+        self._commit_versions(writes, log_changes=False)
         if progress is not None:
             progress(len(writes), len(writes))
         return ImportReport(imported=len(fresh), skipped=len(memories) - len(fresh))
