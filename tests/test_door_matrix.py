@@ -109,7 +109,7 @@ class Op(StrEnum):
     APP_CONTEXT = "app_context"  # the app's system message (agents read it)
     APP_END = "app_end"  # an app conversation ended (writes the app's memory)
     APP_CONFIGURE = "app_configure"
-    APP_OWNERS = "app_owners"  # the account's users listed: the app's owner among them
+    APP_OWNERS = "app_owners"  # the account's users listed: never the app's internal owner
     SESSION_OPEN = "session_open"  # a call session for a line of the account the body names
     SESSION_JOIN = "session_join"  # act on an existing call session by id
     CHAT_WRITE = "chat_write"  # a message saved
@@ -224,8 +224,8 @@ def expected(op: Op, who: Who, *, admin: bool = True) -> Out:
         return OTHER_ACCOUNT[op]
     if op in ADMIN_ONLY and who is not Who.ADMIN:
         return Out.DENIED
-    if op is Op.APP_OWNERS and who is not Who.ADMIN:
-        return Out.EMPTY  # the users' list leaves app owners out for all but an admin
+    if op is Op.APP_OWNERS:
+        return Out.EMPTY  # the users' list never shows an app's internal owner
     if op not in READS and who is Who.READ:
         return Out.DENIED
     if who is Who.OTHER_AGENT:
