@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from confide.client import Confide
 from confide.conversation.dedup import DedupPolicy, distinct_facts
 from confide.embedders.local import LocalMiniLMEmbedder
 from confide.engine import MemoryEngine
@@ -68,3 +69,16 @@ def test_a_near_twin_is_still_a_duplicate(engine: MemoryEngine) -> None:
         existing=[stored],
     )  # fmt: skip
     assert twin is not None and twin.memory.id == stored.id
+
+
+@pytest.mark.slow
+def test_add_with_the_local_embedder_keeps_both_and_says_what_it_matched(
+    engine: MemoryEngine, minilm: LocalMiniLMEmbedder
+) -> None:
+    with Confide(engine, embedder=minilm) as sdk:
+        for one, other in DISTINCT[:2]:
+            [a] = sdk.add(one, user_id="u")
+            [b] = sdk.add(other, user_id="u")
+            assert (a.status, b.status) == ("created", "created")
+        [again] = sdk.add("meeting with Sam on monday!", user_id="u")
+        assert again.status == "duplicate" and again.value == "Meeting with Sam on Monday"
