@@ -10,6 +10,8 @@ from pathlib import Path
 import confide
 
 EXPECTED = {
+    "AddResult",
+    "AsyncConfide",
     "AsyncMemoryEngine",
     "ConflictError",
     "Confide",

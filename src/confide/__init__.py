@@ -19,6 +19,7 @@ from confide.errors import (
     ValidationError,
 )
 from confide.types import (
+    AddResult,
     HistoryEvent,
     HistoryEventType,
     Memory,
@@ -33,17 +34,20 @@ from confide.types import (
 
 if TYPE_CHECKING:
     from confide.async_engine import AsyncMemoryEngine
-    from confide.client import Confide, SearchResult
+    from confide.client import AsyncConfide, Confide, SearchResult
     from confide.engine import MemoryEngine
 
 _LAZY = {
     "AsyncMemoryEngine": "confide.async_engine",
+    "AsyncConfide": "confide.client",
     "Confide": "confide.client",
     "SearchResult": "confide.client",
     "MemoryEngine": "confide.engine",
 }
 
 __all__ = [
+    "AddResult",
+    "AsyncConfide",
     "AsyncMemoryEngine",
     "Confide",
     "ConfideError",

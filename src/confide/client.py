@@ -7,10 +7,18 @@ embedder and the indexers that keep its vectors, the categories and agent allowl
 ``create_app``, the CLI and background workers all start from it.
 
 Besides the engine (``Confide.engine``) and ``memory_query`` (:meth:`Confide.query`), it offers
-the two calls known from other memory layers: :meth:`Confide.add` (a text, or a conversation
-whose memories are extracted) and :meth:`Confide.search` (ranked memories with scores). The
-client is embedded: it opens the store itself. Remote callers use the HTTP service
-(``confide serve``), whose ``/v1/memories`` and ``/v1/memory_query`` routes do the same.
+the everyday calls known from other memory layers, each in the account :data:`DEFAULT_ACCOUNT`
+unless told otherwise: :meth:`Confide.add` (a text, or a conversation whose memories are
+extracted), :meth:`Confide.search` (ranked memories with scores), :meth:`Confide.get`,
+:meth:`Confide.get_all`, :meth:`Confide.update`, :meth:`Confide.delete` (restorable),
+:meth:`Confide.restore`, :meth:`Confide.history`, :meth:`Confide.export` and
+:meth:`Confide.erase`. Every call runs through the gate (``components.gate``) as the process,
+the operator of the account it names. An id a caller holds keeps naming its memory across
+updates: ``get`` and ``update`` follow it to the memory's current version.
+
+:class:`AsyncConfide` (``Confide.open_async``, or ``confide.aio``) offers every call awaited.
+The client is embedded: it opens the store itself. Remote callers use
+:meth:`Confide.remote` over the HTTP service (``confide serve``), with the same calls.
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from confide.apps import AppMessage, EndOutcome
 from confide.chat import ConversationHistory, MessagePage, SavedMessage
@@ -53,17 +61,33 @@ from confide.retrieval.memory_query import (
 )
 from confide.retrieval.results import SearchResult
 from confide.storage.base import Capability
-from confide.types import DEFAULT_ACCOUNT, Memory, MemoryFilter, MemoryType, NewMemory, Source
+from confide.types import (
+    DEFAULT_ACCOUNT,
+    AddResult,
+    ErasureReceipt,
+    HistoryEvent,
+    Memory,
+    MemoryFilter,
+    MemoryPatch,
+    MemoryType,
+    NewMemory,
+    Source,
+    listing_filter,
+    update_patch,
+)
 from confide.wiring import Components, build
 from confide.workers.multifact_trigger import MultiFactTrigger
 
-__all__ = ["DEFAULT_ACCOUNT", "Confide", "SearchResult"]
+__all__ = ["DEFAULT_ACCOUNT", "AddResult", "AsyncConfide", "Confide", "SearchResult"]
 
 
 _MAX_KEYS = 5000
+_PAGE_MAX = 1000  # as GET /v1/memories, so the remote SDK answers alike
 _WARM_UP_TEXT = "Confide warm-up."
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
+_P = ParamSpec("_P")
+_ACTOR = "sdk"
 
 
 class Confide:
@@ -128,6 +152,17 @@ class Confide:
         """
         return cls.of(build(settings or Settings()))
 
+    @classmethod
+    def open_async(cls, settings: Settings | None = None) -> AsyncConfide:
+        """:meth:`open` for asyncio callers: every call of the client awaited
+        (:class:`AsyncConfide`; ``async with Confide.open_async() as memory: ...``)."""
+        return AsyncConfide(cls.open(settings))
+
+    @functools.cached_property
+    def aio(self) -> AsyncConfide:
+        """This client's calls, awaitable (:class:`AsyncConfide`; closing either closes both)."""
+        return AsyncConfide(self)
+
     @staticmethod
     def remote(url: str, api_key: str, *, timeout: float = 30.0) -> RemoteConfide:
         """The same calls against a running ``confide serve`` (blocking).
@@ -191,7 +226,7 @@ class Confide:
         account_id: str = DEFAULT_ACCOUNT,
         key: str | None = None,
         type: MemoryType | str = MemoryType.FACT,
-    ) -> list[Memory]:
+    ) -> list[AddResult]:
         """Remember a text, or what a conversation says about the user.
 
         A string is stored as one memory of ``type`` (default ``fact``) under ``key``
@@ -199,11 +234,17 @@ class Confide:
         ``{"role": "user" | "assistant", "content": ...}`` messages goes through end-of-session
         extraction: the LLM when one is configured (``CONFIDE_LLM_*``, ``XAI_API_KEY``), else
         the offline extractor; only what the user said is kept; ``system`` messages are
-        skipped and extraction never changes a key the user already has. Either way a near
-        duplicate of an active memory is not stored again.
+        skipped and extraction never changes a key the user already has (such a fact is
+        neither stored nor returned). Either way a near duplicate of an active memory is not
+        stored again: the memory it repeats is returned instead. Facts that differ in a
+        number, a date word, a name or a negation are never duplicates
+        (:class:`~confide.conversation.dedup.DedupPolicy`).
 
         Returns:
-            The memories stored, in order; empty when there was nothing new.
+            An :class:`AddResult` per memory, in order: a :class:`Memory` whose ``status`` is
+            ``"created"`` (stored now) or ``"duplicate"`` (an active memory the text repeats,
+            not stored again; ``similarity`` says how close). Empty when nothing was found
+            to remember.
 
         Raises:
             TypeError: ``data`` is neither a string nor a list of message dicts.
@@ -263,6 +304,115 @@ class Confide:
             for memory, extra in self.memory_query.rank(request)
         ]
 
+    def get(self, memory_id: str, *, account_id: str = DEFAULT_ACCOUNT) -> Memory:
+        """The memory ``memory_id`` names, as it is now.
+
+        Any id the memory has had works: an update writes a new version with a new id and
+        supersedes the old one, and the old id still leads to the current version (forgotten
+        ones too; ``state`` says which). ``engine.get`` reads one exact version instead.
+
+        Raises:
+            NotFoundError: no memory has had this id in the account.
+        """
+        return self.components.gate.current(_process(account_id), memory_id)
+
+    def get_all(
+        self,
+        *,
+        user_id: str,
+        account_id: str = DEFAULT_ACCOUNT,
+        filters: Mapping[str, Any] | None = None,
+        limit: int = 100,
+        offset: int = 0,
+        include_forgotten: bool = False,
+    ) -> list[Memory]:
+        """The user's active memories, newest first, a page at a time.
+
+        ``filters`` narrows them: ``type`` and ``category`` (a name or a list of names),
+        ``agent_id``, ``run_id``. ``limit`` (1..1000) and ``offset`` page through them;
+        ``include_forgotten`` adds the forgotten ones :meth:`restore` can still bring back.
+
+        Raises:
+            ValidationError: an unknown filter, a bad value, ``limit``/``offset`` out of range.
+        """
+        if not 1 <= limit <= _PAGE_MAX:
+            raise ValidationError(f"limit must be 1..{_PAGE_MAX}", fields=["limit"])
+        flt = listing_filter(
+            account_id=account_id,
+            user_id=user_id,
+            filters=filters,
+            include_forgotten=include_forgotten,
+        )
+        return self.components.gate.list_memories(
+            _process(account_id), flt, limit=limit, offset=offset
+        )
+
+    def update(
+        self,
+        memory_id: str,
+        data: str | MemoryPatch | Mapping[str, Any],
+        *,
+        account_id: str = DEFAULT_ACCOUNT,
+    ) -> Memory:
+        """Change a memory: ``data`` is its new text, or the fields to change (``value``,
+        ``type``, ``confidence``, ``importance``, ``visibility``, ``tags``).
+
+        The change is written as a new version, which is returned, with a new ``id``; the
+        ``id`` you hold (the old one, or any earlier) still names the memory: :meth:`get`,
+        :meth:`update`, :meth:`delete` and :meth:`history` follow it to the current version.
+        (The REST ``PATCH`` of a superseded version answers 409 instead: this call asks for
+        the current version first, ``GET /v1/memories/{id}/current``, and patches that.)
+
+        Raises:
+            NotFoundError: no memory has had this id in the account.
+            ConflictError: the memory is forgotten (:meth:`restore` it first), or another
+                writer changed it meanwhile (read it and retry).
+            ValidationError: an empty text or an invalid field.
+        """
+        principal = _process(account_id)
+        current = self.components.gate.current(principal, memory_id)
+        return self.components.gate.update(principal, current.id, update_patch(data), actor=_ACTOR)
+
+    def delete(self, memory_id: str, *, account_id: str = DEFAULT_ACCOUNT) -> Memory:
+        """Forget a memory (any id it has had): it leaves searches and listings at once and
+        :meth:`restore` brings it back until it is purged (``purge_at``). Returns it as
+        forgotten. :meth:`erase` removes a user for good.
+
+        Raises:
+            NotFoundError: no memory has had this id in the account.
+            ConflictError: the memory is already forgotten.
+        """
+        return self.components.gate.forget(_process(account_id), memory_id, actor=_ACTOR)
+
+    def restore(self, memory_id: str, *, account_id: str = DEFAULT_ACCOUNT) -> Memory:
+        """Bring a forgotten memory back (any id it has had); returns it active again.
+
+        Raises:
+            NotFoundError: no memory has had this id in the account.
+            ConflictError: the memory is not forgotten.
+        """
+        return self.components.gate.restore(_process(account_id), memory_id, actor=_ACTOR)
+
+    def history(self, memory_id: str, *, account_id: str = DEFAULT_ACCOUNT) -> list[HistoryEvent]:
+        """What happened to a memory (any id it has had), newest first: each version's
+        ``ADD``/``UPDATE``, ``DELETE``, ``RESTORE``... with ids and actors, never values.
+
+        Raises:
+            NotFoundError: no memory has had this id in the account.
+        """
+        return self.components.gate.history(_process(account_id), memory_id)
+
+    def export(self, *, user_id: str, account_id: str = DEFAULT_ACCOUNT) -> dict[str, Any]:
+        """Everything the user owns, decrypted, as a JSON-ready document: ``memories``
+        (every version not purged, oldest first) and ``audit`` (see
+        :meth:`MemoryEngine.export_user`)."""
+        return self.components.gate.export_user(_process(account_id), user_id)
+
+    def erase(self, *, user_id: str, account_id: str = DEFAULT_ACCOUNT) -> ErasureReceipt:
+        """Erase the user for good (crypto-shred): every row derived from them is deleted
+        and their keys destroyed. Returns the receipt; nothing can be restored."""
+        return self.components.gate.erase_user(_process(account_id), user_id)
+
     def _dedup(self) -> DedupPolicy:
         return self.components.dedup
 
@@ -274,7 +424,7 @@ class Confide:
         user_id: str,
         key: str | None,
         memory_type: MemoryType | str,
-    ) -> list[Memory]:
+    ) -> list[AddResult]:
         value = text.strip()
         if not value:
             raise ValidationError("add() needs a non-empty text")
@@ -299,7 +449,7 @@ class Confide:
             self.engine.emit_memory_op(
                 "sdk", "merge", twin.memory, status="duplicate", sim=twin.similarity
             )
-            return []
+            return [AddResult.of(twin.memory, "duplicate", twin.similarity)]
         memory = NewMemory(
             account_id=account_id,
             user_id=user_id,
@@ -308,13 +458,13 @@ class Confide:
             type=kind,
             source=Source.API,
         )
-        stored = self.engine.store(memory, actor="sdk")
+        stored = self.engine.store(memory, actor=_ACTOR)
         self.engine.emit_memory_op("sdk", "create", stored)
-        return [stored]
+        return [AddResult.of(stored)]
 
     def _add_messages(
         self, messages: Sequence[Mapping[Any, Any]], *, account_id: str, user_id: str
-    ) -> list[Memory]:
+    ) -> list[AddResult]:
         buffer = SessionBuffer(max_turns=max(1, len(messages)))
         session_id = f"sdk-{uuid.uuid4().hex}"
         buffer.start(session_id, account_id=account_id, user_id=user_id)
@@ -345,10 +495,20 @@ class Confide:
         )
         with metered(account_id, "extraction", f"user:{user_id}"):
             _run(pipeline.run(session))
-        stored = list(sink.stored)
-        # Then the multi-fact pass over each long user turn (the model's, or offline).
+        results = [
+            AddResult.of(m) if twin is None else AddResult.of(m, "duplicate", twin.similarity)
+            for m, twin in sink.outcomes
+        ]
+        # Then the multi-fact pass over each long user turn (the model's, or offline); what
+        # it finds already stored is mostly what the pass above just wrote, so only what it
+        # stores is reported.
+        stored: list[Memory] = []
         _run(self._multifact.conversation_ended(session, collect=stored))
-        return stored
+        results += [AddResult.of(m) for m in stored]
+        unique: dict[str, AddResult] = {}
+        for result in results:
+            unique.setdefault(result.id, result)
+        return list(unique.values())
 
     @functools.cached_property
     def _multifact(self) -> MultiFactTrigger:
@@ -516,7 +676,7 @@ class Confide:
         self.close()
 
 
-def _process(account_id: str, agent: str) -> Principal:
+def _process(account_id: str, agent: str = DEFAULT_AGENT) -> Principal:
     """Who an embedded SDK call acts as: the process itself, the operator of the account it
     names (admin), as the agent the call names; the gate applies that agent's allowlist."""
     return Principal(account_id, Scope.ADMIN, agents=(agent,))
@@ -535,3 +695,66 @@ def _run(coroutine: Coroutine[Any, Any, _T]) -> _T:
         return asyncio.run(coroutine)
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
         return pool.submit(asyncio.run, coroutine).result()
+
+
+def _awaitable(
+    method: Callable[Concatenate[Confide, _P], _T],
+) -> Callable[Concatenate[AsyncConfide, _P], Coroutine[Any, Any, _T]]:
+    """``method`` of :class:`Confide`, awaited: run in a worker thread, off the event loop
+    (the one place the asyncio client decides that), with its signature and docstring."""
+
+    async def call(client: AsyncConfide, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        return await asyncio.to_thread(method, client.sync, *args, **kwargs)
+
+    functools.update_wrapper(call, method)
+    return call
+
+
+class AsyncConfide:
+    """:class:`Confide` for asyncio callers: every call awaited, with the same arguments,
+    results and errors.
+
+    One implementation: each call is the blocking client's, run in a worker thread, so the
+    event loop never waits for the store, the embedder or a model. Build it with
+    :meth:`Confide.open_async` or from a client (``Confide.aio``).
+    """
+
+    def __init__(self, sync: Confide) -> None:
+        self.sync = sync
+        """The blocking client whose calls these are."""
+
+    @property
+    def engine(self) -> MemoryEngine:
+        """The memory engine (blocking; its asyncio face is :class:`AsyncMemoryEngine`)."""
+        return self.sync.engine
+
+    warm_up = _awaitable(Confide.warm_up)
+    query = _awaitable(Confide.query)
+    add = _awaitable(Confide.add)
+    search = _awaitable(Confide.search)
+    get = _awaitable(Confide.get)
+    get_all = _awaitable(Confide.get_all)
+    update = _awaitable(Confide.update)
+    delete = _awaitable(Confide.delete)
+    restore = _awaitable(Confide.restore)
+    history = _awaitable(Confide.history)
+    export = _awaitable(Confide.export)
+    erase = _awaitable(Confide.erase)
+    add_message = _awaitable(Confide.add_message)
+    messages = _awaitable(Confide.messages)
+    retrieve = _awaitable(Confide.retrieve)
+    deliver = _awaitable(Confide.deliver)
+    end_app_conversation = _awaitable(Confide.end_app_conversation)
+    app_context = _awaitable(Confide.app_context)
+    usage_since_last_poll = _awaitable(Confide.usage_since_last_poll)
+    close = _awaitable(Confide.close)
+
+    async def aclose(self) -> None:
+        """As :meth:`close`."""
+        await self.close()
+
+    async def __aenter__(self) -> AsyncConfide:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

@@ -2,12 +2,13 @@
 
 :class:`RemoteConfide` (blocking, over ``httpx.Client``) and :class:`AsyncRemoteConfide`
 (asyncio, over ``httpx.AsyncClient``) offer what :class:`~confide.client.Confide` offers:
-``add``, ``search``, ``query`` and, on ``engine``, the memory operations ``store``, ``get``,
-``list_memories``, ``update``, ``forget``, ``restore`` and ``history``. They return the same
-types and raise the same errors: an error answer becomes the class of Confide's exception tree
-it names (its ``type``), else the class its status stands for in the tree's own table
-(:data:`confide.errors.HTTP_STATUS`), with the service's message; a transport failure is a
-:class:`~confide.errors.StorageError`-like :class:`RemoteUnavailableError`.
+``add``, ``search``, ``query``, ``get``, ``get_all``, ``update``, ``delete``, ``restore``,
+``history``, ``export`` and ``erase`` and, on ``engine``, the memory operations ``store``,
+``get``, ``list_memories``, ``update``, ``forget``, ``restore`` and ``history``. They return
+the same types and raise the same errors: an error answer becomes the class of Confide's
+exception tree it names (its ``type``), else the class its status stands for in the tree's own
+table (:data:`confide.errors.HTTP_STATUS`), with the service's message; a transport failure is
+a :class:`~confide.errors.StorageError`-like :class:`RemoteUnavailableError`.
 
 The two share one request builder (:class:`_Calls`): each call is a :class:`_Request` plus
 a parser, sent by a blocking or an async transport. The API key decides the account: a call
@@ -37,12 +38,16 @@ from confide.errors import (
 from confide.retrieval.memory_query import MemoryQueryRequest, MemoryQueryResult
 from confide.retrieval.results import SearchResult
 from confide.types import (
+    AddResult,
+    ErasureReceipt,
     HistoryEvent,
     Memory,
     MemoryFilter,
     MemoryPatch,
     MemoryType,
     NewMemory,
+    listing_filter,
+    update_patch,
 )
 
 __all__ = [
@@ -109,6 +114,12 @@ def _memory(data: Mapping[str, Any]) -> Memory:
     return Memory.model_validate(fields)
 
 
+def _added(data: Mapping[str, Any]) -> AddResult:
+    fields = {k: v for k, v in data.items() if v is not None and k in AddResult.model_fields}
+    fields["tags"] = tuple(fields.get("tags", ()))
+    return AddResult.model_validate(fields)
+
+
 def _type_name(value: object) -> str:
     return type(value).__name__
 
@@ -154,7 +165,7 @@ class _Calls:
         account_id: str | None,
         key: str | None,
         type: MemoryType | str,
-    ) -> _Request[list[Memory]]:
+    ) -> _Request[list[AddResult]]:
         _check_add(data, key)
         body: dict[str, Any] = {
             "data": data if isinstance(data, str) else [dict(m) for m in data],
@@ -163,7 +174,7 @@ class _Calls:
             "key": key,
             "type": MemoryType(type).value,
         }
-        return _Request("POST", "/v1/add", lambda d: [_memory(m) for m in d["memories"]], json=body)
+        return _Request("POST", "/v1/add", lambda d: [_added(m) for m in d["memories"]], json=body)
 
     def search(
         self,
@@ -235,7 +246,7 @@ class _Calls:
         body["tags"] = list(memory.tags)
         return _Request("POST", "/v1/memories", _memory, json=body)
 
-    def get(self, memory_id: str, *, account_id: str) -> _Request[Memory]:
+    def get(self, memory_id: str, *, account_id: str | None) -> _Request[Memory]:
         self.account_for(account_id)
         return _Request("GET", f"/v1/memories/{_segment(memory_id)}", _memory)
 
@@ -270,15 +281,68 @@ class _Calls:
             "PATCH", f"/v1/memories/{_segment(memory_id)}", _memory, json=body, headers=headers
         )
 
-    def forget(self, memory_id: str, *, account_id: str) -> _Request[Memory]:
+    def forget(self, memory_id: str, *, account_id: str | None) -> _Request[Memory]:
         self.account_for(account_id)
         return _Request("DELETE", f"/v1/memories/{_segment(memory_id)}", _memory)
 
-    def restore(self, memory_id: str, *, account_id: str) -> _Request[Memory]:
+    def restore(self, memory_id: str, *, account_id: str | None) -> _Request[Memory]:
         self.account_for(account_id)
         return _Request("POST", f"/v1/memories/{_segment(memory_id)}/restore", _memory)
 
-    def history(self, memory_id: str, *, account_id: str) -> _Request[list[HistoryEvent]]:
+    def current(self, memory_id: str, *, account_id: str | None) -> _Request[Memory]:
+        self.account_for(account_id)
+        return _Request("GET", f"/v1/memories/{_segment(memory_id)}/current", _memory)
+
+    def get_all(
+        self,
+        *,
+        user_id: str,
+        account_id: str | None,
+        filters: Mapping[str, Any] | None,
+        limit: int,
+        offset: int,
+        include_forgotten: bool,
+    ) -> _Request[list[Memory]]:
+        account = self.account_for(account_id) or self.account or ""
+        flt = listing_filter(
+            account_id=account,
+            user_id=user_id,
+            filters=filters,
+            include_forgotten=include_forgotten,
+        )
+        params: dict[str, Any] = {"user_id": user_id, "limit": limit, "offset": offset}
+        if include_forgotten:
+            params["include_forgotten"] = "true"
+        if flt.types:
+            params["type"] = [t.value for t in flt.types]
+        if flt.categories:
+            params["category"] = list(flt.categories)
+        if flt.agent_id is not None:
+            params["agent_id"] = flt.agent_id
+        if flt.run_id is not None:
+            params["run_id"] = flt.run_id
+        return _Request(
+            "GET", "/v1/memories", lambda d: [_memory(m) for m in d["memories"]], params=params
+        )
+
+    def patch(self, memory_id: str, data: Any, *, account_id: str | None) -> _Request[Memory]:
+        """``PATCH`` of exactly this version (the SDK's ``update`` finds the current one)."""
+        self.account_for(account_id)
+        fields = update_patch(data)
+        body = MemoryPatch.model_validate(fields).model_dump(
+            mode="json", exclude_none=True, include=set(fields)
+        )
+        return _Request("PATCH", f"/v1/memories/{_segment(memory_id)}", _memory, json=body)
+
+    def export(self, *, user_id: str, account_id: str | None) -> _Request[dict[str, Any]]:
+        self.account_for(account_id)
+        return _Request("GET", f"/v1/users/{_segment(user_id)}/export", dict)
+
+    def erase(self, *, user_id: str, account_id: str | None) -> _Request[ErasureReceipt]:
+        self.account_for(account_id)
+        return _Request("DELETE", f"/v1/users/{_segment(user_id)}", ErasureReceipt.model_validate)
+
+    def history(self, memory_id: str, *, account_id: str | None) -> _Request[list[HistoryEvent]]:
         self.account_for(account_id)
 
         def parse(d: Any) -> list[HistoryEvent]:
@@ -423,7 +487,7 @@ class RemoteConfide:
         account_id: str | None = None,
         key: str | None = None,
         type: MemoryType | str = MemoryType.FACT,
-    ) -> list[Memory]:
+    ) -> list[AddResult]:
         """Remember a text or a conversation (see :meth:`Confide.add`) in the key's account."""
         return self._send(
             lambda c: c.add(data, user_id=user_id, account_id=account_id, key=key, type=type)
@@ -454,6 +518,65 @@ class RemoteConfide:
     def query(self, request: MemoryQueryRequest | Mapping[str, Any]) -> MemoryQueryResult:
         """Answer a ``memory_query`` request (see :meth:`Confide.query`)."""
         return self._send(lambda c: c.query(request))
+
+    def get(self, memory_id: str, *, account_id: str | None = None) -> Memory:
+        """The memory ``memory_id`` names, as it is now (any id it has had; see
+        :meth:`Confide.get`)."""
+        return self._send(lambda c: c.current(memory_id, account_id=account_id))
+
+    def get_all(
+        self,
+        *,
+        user_id: str,
+        account_id: str | None = None,
+        filters: Mapping[str, Any] | None = None,
+        limit: int = 100,
+        offset: int = 0,
+        include_forgotten: bool = False,
+    ) -> list[Memory]:
+        """The user's memories, newest first, a page at a time (see :meth:`Confide.get_all`)."""
+        return self._send(
+            lambda c: c.get_all(
+                user_id=user_id,
+                account_id=account_id,
+                filters=filters,
+                limit=limit,
+                offset=offset,
+                include_forgotten=include_forgotten,
+            )
+        )
+
+    def update(
+        self,
+        memory_id: str,
+        data: str | MemoryPatch | Mapping[str, Any],
+        *,
+        account_id: str | None = None,
+    ) -> Memory:
+        """Change a memory (any id it has had): its current version is read, then patched;
+        the new version is returned (see :meth:`Confide.update`)."""
+        current = self._send(lambda c: c.current(memory_id, account_id=account_id))
+        return self._send(lambda c: c.patch(current.id, data, account_id=account_id))
+
+    def delete(self, memory_id: str, *, account_id: str | None = None) -> Memory:
+        """Forget a memory, restorable (see :meth:`Confide.delete`)."""
+        return self._send(lambda c: c.forget(memory_id, account_id=account_id))
+
+    def restore(self, memory_id: str, *, account_id: str | None = None) -> Memory:
+        """Bring a forgotten memory back (see :meth:`Confide.restore`)."""
+        return self._send(lambda c: c.restore(memory_id, account_id=account_id))
+
+    def history(self, memory_id: str, *, account_id: str | None = None) -> list[HistoryEvent]:
+        """What happened to a memory, newest first (see :meth:`Confide.history`)."""
+        return self._send(lambda c: c.history(memory_id, account_id=account_id))
+
+    def export(self, *, user_id: str, account_id: str | None = None) -> dict[str, Any]:
+        """Everything the user owns, decrypted (see :meth:`Confide.export`)."""
+        return self._send(lambda c: c.export(user_id=user_id, account_id=account_id))
+
+    def erase(self, *, user_id: str, account_id: str | None = None) -> ErasureReceipt:
+        """Erase the user for good (an admin key; see :meth:`Confide.erase`)."""
+        return self._send(lambda c: c.erase(user_id=user_id, account_id=account_id))
 
     def close(self) -> None:
         """Close the HTTP connections."""
@@ -567,7 +690,7 @@ class AsyncRemoteConfide:
         account_id: str | None = None,
         key: str | None = None,
         type: MemoryType | str = MemoryType.FACT,
-    ) -> list[Memory]:
+    ) -> list[AddResult]:
         """Remember a text or a conversation (see :meth:`Confide.add`)."""
         return await self._send(
             lambda c: c.add(data, user_id=user_id, account_id=account_id, key=key, type=type)
@@ -598,6 +721,65 @@ class AsyncRemoteConfide:
     async def query(self, request: MemoryQueryRequest | Mapping[str, Any]) -> MemoryQueryResult:
         """Answer a ``memory_query`` request (see :meth:`Confide.query`)."""
         return await self._send(lambda c: c.query(request))
+
+    async def get(self, memory_id: str, *, account_id: str | None = None) -> Memory:
+        """The memory ``memory_id`` names, as it is now (any id it has had; see
+        :meth:`Confide.get`)."""
+        return await self._send(lambda c: c.current(memory_id, account_id=account_id))
+
+    async def get_all(
+        self,
+        *,
+        user_id: str,
+        account_id: str | None = None,
+        filters: Mapping[str, Any] | None = None,
+        limit: int = 100,
+        offset: int = 0,
+        include_forgotten: bool = False,
+    ) -> list[Memory]:
+        """The user's memories, newest first, a page at a time (see :meth:`Confide.get_all`)."""
+        return await self._send(
+            lambda c: c.get_all(
+                user_id=user_id,
+                account_id=account_id,
+                filters=filters,
+                limit=limit,
+                offset=offset,
+                include_forgotten=include_forgotten,
+            )
+        )
+
+    async def update(
+        self,
+        memory_id: str,
+        data: str | MemoryPatch | Mapping[str, Any],
+        *,
+        account_id: str | None = None,
+    ) -> Memory:
+        """Change a memory (any id it has had): its current version is read, then patched;
+        the new version is returned (see :meth:`Confide.update`)."""
+        current = await self._send(lambda c: c.current(memory_id, account_id=account_id))
+        return await self._send(lambda c: c.patch(current.id, data, account_id=account_id))
+
+    async def delete(self, memory_id: str, *, account_id: str | None = None) -> Memory:
+        """Forget a memory, restorable (see :meth:`Confide.delete`)."""
+        return await self._send(lambda c: c.forget(memory_id, account_id=account_id))
+
+    async def restore(self, memory_id: str, *, account_id: str | None = None) -> Memory:
+        """Bring a forgotten memory back (see :meth:`Confide.restore`)."""
+        return await self._send(lambda c: c.restore(memory_id, account_id=account_id))
+
+    async def history(self, memory_id: str, *, account_id: str | None = None) -> list[HistoryEvent]:
+        """What happened to a memory, newest first (see :meth:`Confide.history`)."""
+        return await self._send(lambda c: c.history(memory_id, account_id=account_id))
+
+    async def export(self, *, user_id: str, account_id: str | None = None) -> dict[str, Any]:
+        """Everything the user owns, decrypted (see :meth:`Confide.export`)."""
+        return await self._send(lambda c: c.export(user_id=user_id, account_id=account_id))
+
+    async def erase(self, *, user_id: str, account_id: str | None = None) -> ErasureReceipt:
+        """Erase the user for good (an admin key; see :meth:`Confide.erase`)."""
+        return await self._send(lambda c: c.erase(user_id=user_id, account_id=account_id))
 
     async def aclose(self) -> None:
         """Close the HTTP connections."""

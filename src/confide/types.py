@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic import ValidationError as PydanticValidationError
@@ -18,6 +18,9 @@ from pydantic import ValidationError as PydanticValidationError
 from confide.errors import ValidationError
 
 __all__ = [
+    "LISTING_FILTERS",
+    "UPDATE_FIELDS",
+    "AddResult",
     "ChangeEvent",
     "ErasureReceipt",
     "HistoryEvent",
@@ -36,6 +39,8 @@ __all__ = [
     "Visibility",
     "category_filter",
     "invalid",
+    "listing_filter",
+    "update_patch",
     "utcnow",
     "validated",
 ]
@@ -370,6 +375,36 @@ def category_filter(categories: Iterable[str] | None) -> tuple[str, ...] | None:
     return None if categories is None else tuple(categories)
 
 
+class AddResult(Memory):
+    """One memory an ``add`` of the SDK answers with: a :class:`Memory` (read it as one) that
+    also says what ``add`` did with it.
+
+    ``status`` is ``"created"`` (stored now) or ``"duplicate"`` (the text nearly repeats
+    this active memory, which ``add`` returns instead of storing it again; ``similarity`` is
+    the score that decided it, see :class:`~confide.conversation.dedup.DedupPolicy`).
+    """
+
+    status: Literal["created", "duplicate"] = "created"
+    similarity: float | None = None
+
+    @property
+    def memory(self) -> Memory:
+        """The memory itself, as a plain :class:`Memory`."""
+        return Memory.model_validate(self.model_dump(exclude={"status", "similarity"}))
+
+    @classmethod
+    def of(
+        cls,
+        memory: Memory,
+        status: Literal["created", "duplicate"] = "created",
+        similarity: float | None = None,
+    ) -> AddResult:
+        """``memory`` with what ``add`` did with it."""
+        return cls.model_validate(
+            {**memory.model_dump(), "status": status, "similarity": similarity}
+        )
+
+
 class MemoryFilter(BaseModel):
     """Filters for listing and retrieval; every one is applied inside the database query.
 
@@ -404,6 +439,83 @@ class MemoryFilter(BaseModel):
     updated_after: datetime | None = None
     updated_before: datetime | None = None
     include_shared: bool = False
+
+
+LISTING_FILTERS = ("type", "category", "agent_id", "run_id")
+"""The filters the SDK's ``get_all`` takes (embedded and remote alike)."""
+
+
+def listing_filter(
+    *,
+    account_id: str,
+    user_id: str,
+    filters: Mapping[str, Any] | None = None,
+    include_forgotten: bool = False,
+) -> MemoryFilter:
+    """The :class:`MemoryFilter` of an SDK listing: one user's memories, active (and
+    forgotten, still restorable, with ``include_forgotten``), narrowed by ``filters``:
+    ``type`` and ``category`` (one name or a list of them), ``agent_id``, ``run_id``.
+
+    Raises:
+        ValidationError: a filter not among :data:`LISTING_FILTERS`, or an invalid value.
+    """
+    given = dict(filters or {})
+    unknown = sorted(set(given) - set(LISTING_FILTERS))
+    if unknown:
+        raise ValidationError(
+            f"unknown filter {', '.join(unknown)}; get_all filters by {', '.join(LISTING_FILTERS)}",
+            fields=unknown,
+            allowed={"filters": list(LISTING_FILTERS)},
+        )
+
+    def names(value: Any) -> tuple[str, ...] | None:
+        if value is None:
+            return None
+        return (value,) if isinstance(value, str) else tuple(value)
+
+    fields: dict[str, Any] = {
+        "account_id": account_id,
+        "user_id": user_id,
+        "types": names(given.get("type")),
+        "categories": names(given.get("category")),
+        "agent_id": given.get("agent_id"),
+        "run_id": given.get("run_id"),
+    }
+    if include_forgotten:
+        fields["states"] = (MemoryState.ACTIVE, MemoryState.SOFT_DELETED)
+    return validated(MemoryFilter, fields)
+
+
+UPDATE_FIELDS = ("value", "type", "confidence", "importance", "visibility", "tags")
+"""The fields the SDK's ``update`` changes (embedded and remote alike)."""
+
+
+def update_patch(data: str | MemoryPatch | Mapping[str, Any]) -> dict[str, Any]:
+    """The fields an SDK ``update`` changes, validated: a text is the new ``value``; a
+    :class:`MemoryPatch` or a mapping names fields among :data:`UPDATE_FIELDS`.
+
+    Raises:
+        TypeError: ``data`` is neither a text, a patch nor a mapping.
+        ValidationError: an empty text, another field, or an invalid value.
+    """
+    if isinstance(data, str):
+        data = {"value": data.strip()}
+    if isinstance(data, MemoryPatch):
+        data = data.model_dump(exclude_none=True)
+    if not isinstance(data, Mapping):
+        raise TypeError(
+            f"update() takes the new text or a dict of fields to change, not {type(data).__name__}"
+        )
+    other = sorted(set(data) - set(UPDATE_FIELDS))
+    if other:
+        raise ValidationError(
+            f"update() cannot change {', '.join(other)}; it changes {', '.join(UPDATE_FIELDS)}",
+            fields=other,
+        )
+    if not data:
+        raise ValidationError("update() needs a field to change", fields=["value"])
+    patch = validated(MemoryPatch, data)
+    return patch.model_dump(exclude_none=True, include=set(UPDATE_FIELDS))
 
 
 class HistoryEvent(BaseModel):

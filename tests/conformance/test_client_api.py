@@ -55,8 +55,9 @@ def test_add_text_stores_one_memory_under_a_note_key_in_the_default_account(app:
 
 
 def test_adding_the_same_text_twice_stores_nothing_the_second_time(app: Confide) -> None:
-    assert len(app.add("Bob grew up in Lisbon.", user_id="bob")) == 1
-    assert app.add("Bob grew up in Lisbon.", user_id="bob") == []
+    [first] = app.add("Bob grew up in Lisbon.", user_id="bob")
+    [again] = app.add("Bob grew up in Lisbon.", user_id="bob")
+    assert (first.status, again.status, again.id) == ("created", "duplicate", first.id)
     assert _count(app, "bob") == 1
 
 

@@ -12,7 +12,8 @@ def test_adding_a_text_records_a_create_then_a_duplicate_with_its_similarity(
 ) -> None:
     sdk = Confide(engine, embedder=None)
     [stored] = sdk.add("Ann grows tomatoes on her balcony", user_id="ann", account_id="acct")
-    assert sdk.add("Ann grows tomatoes on her balcony", user_id="ann", account_id="acct") == []
+    [again] = sdk.add("Ann grows tomatoes on her balcony", user_id="ann", account_id="acct")
+    assert (again.id, again.status) == (stored.id, "duplicate")
     events = engine.op_events(account_id="acct", node="sdk")
     assert [(e.op, e.status, e.memory_id) for e in events] == [
         ("create", "ok", stored.id),

@@ -82,7 +82,8 @@ async def test_add_text_stores_one_memory_and_skips_a_duplicate(sdk: Client) -> 
         ("default", "alice", "note", "Ali has a dog named Biscuit.", MemoryType.FACT)
     ]
     assert isinstance(stored[0], Memory) and stored[0].source is Source.API
-    assert await _(sdk.add("Ali has a dog named Biscuit.", user_id="alice")) == []
+    [again] = await _(sdk.add("Ali has a dog named Biscuit.", user_id="alice"))
+    assert (again.status, again.id) == ("duplicate", stored[0].id)
     more = await _(sdk.add("Ali's favourite film is Amelie.", user_id="alice"))
     assert [m.key for m in more] == ["note.2"]
     typed = await _(sdk.add("Ali likes tea.", user_id="alice", key="drink", type="preference"))
@@ -98,7 +99,8 @@ async def test_add_messages_extracts_what_the_user_said(sdk: Client) -> None:
     stored = await _(sdk.add(messages, user_id="carol"))
     # city is sensitive: it waits as a proposal (filed once, however often it is heard).
     assert {m.key: m.value for m in stored} == {"daughter_name": "Maya"}
-    assert all(m.source is Source.EXTRACTION for m in stored)
+    assert all(m.source is Source.EXTRACTION and m.status == "created" for m in stored)
+    # Extraction skips the keys the user has: nothing is found to store or to match.
     assert await _(sdk.add(messages, user_id="carol")) == []
 
 

@@ -170,8 +170,8 @@ async def test_a_key_for_planner_cannot_query_as_clinician(
         "error": "API key may not act as agent 'clinician'",
         "type": "PermissionDeniedError",
     }
-    assert values(await query(http, token, "planner")) == {"[fact] Lisbon"}
-    assert values(await query(http, token)) == {"[fact] Lisbon"}  # its first agent
+    assert values(await query(http, token, "planner")) == {"[fact] city: Lisbon"}
+    assert values(await query(http, token)) == {"[fact] city: Lisbon"}  # its first agent
     assert (await query(http, token, "default")).status_code == 403
 
 
@@ -182,8 +182,8 @@ async def test_a_key_without_agents_acts_as_default_only(
     token = create_key(cli)
     denied = await query(http, token, "clinician")
     assert denied.status_code == 403 and "'clinician'" in denied.json()["error"]
-    assert values(await query(http, token, "default")) == {"[fact] Lisbon"}
-    assert values(await query(http, token)) == {"[fact] Lisbon"}
+    assert values(await query(http, token, "default")) == {"[fact] city: Lisbon"}
+    assert values(await query(http, token)) == {"[fact] city: Lisbon"}
 
 
 @pytest.mark.asyncio
@@ -191,8 +191,11 @@ async def test_a_key_with_several_agents_may_act_as_each(
     cli: CliRunner, http: httpx.AsyncClient
 ) -> None:
     token = create_key(cli, "clinician", "planner")
-    assert values(await query(http, token, "planner")) == {"[fact] Lisbon"}
-    assert values(await query(http, token)) == {"[fact] Lisbon", "[clinical] Type 2 diabetes"}
+    assert values(await query(http, token, "planner")) == {"[fact] city: Lisbon"}
+    assert values(await query(http, token)) == {
+        "[fact] city: Lisbon",
+        "[clinical] diagnosis: Type 2 diabetes",
+    }
     assert (await query(http, token, "default")).status_code == 403
 
 
@@ -264,7 +267,7 @@ def test_the_realtime_socket_holds_tool_calls_to_the_key(cli: CliRunner, app: Fa
             allowed = tool_output([socket.receive_text(), socket.receive_text()])
             results = allowed["results"]
             assert allowed["success"] is True and isinstance(results, list)
-            assert [r["text"] for r in results] == ["[fact] Lisbon"]
+            assert [r["text"] for r in results] == ["[fact] city: Lisbon"]
 
             assert run(cli, "keys", "revoke", key_id(token))[0] == 0
             socket.send_text(memory_query_call("c3", {"query": "health"}))

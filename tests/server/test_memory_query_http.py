@@ -61,7 +61,7 @@ async def test_memory_query_finds_the_relevant_memory(client: httpx.AsyncClient)
     assert results[0] == {
         "id": dog,
         "category": "fact",
-        "text": "[fact] Ann's dog is a beagle called Biscuit.",
+        "text": "[fact] dog name: Ann's dog is a beagle called Biscuit.",
     }
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-__all__ = ["MAX_NAMES", "Intent", "Speaker", "classify_intent", "extract_entities"]
+__all__ = ["MAX_NAMES", "NOT_NAMES", "Intent", "Speaker", "classify_intent", "extract_entities"]
 
 Speaker = Literal["user", "assistant"]
 Intent = Literal["question", "request", "statement", "response"]
@@ -35,8 +35,9 @@ _TIME_WORDS = re.compile(
     re.IGNORECASE,
 )
 _CAPITALISED = re.compile(r"\b[A-Z][a-z]+(?:[-'][A-Z]?[a-z]+)?\b")
-# Capitalised words that start sentences far more often than they name anyone.
-_NOT_NAMES = (
+# Capitalised words that start sentences far more often than they name anyone (write-time
+# de-duplication reads names with it too).
+NOT_NAMES = (
     frozenset(
         [
             "i",
@@ -174,7 +175,7 @@ def extract_entities(text: str) -> tuple[str, ...]:
     for match in _CAPITALISED.finditer(text):
         word = match.group(0)
         low = word.lower()
-        if low in _NOT_NAMES or low in seen:
+        if low in NOT_NAMES or low in seen:
             continue
         seen.add(low)
         names.append(word)

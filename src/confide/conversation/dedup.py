@@ -7,7 +7,11 @@ Two tests, either is enough:
 * meaning, when an embedder is configured: the cosine of the two ``key: value`` embeddings
   must reach ``cosine_threshold``.
 
-A memory of another type never counts as a duplicate unless the keys match too.
+A memory of another type never counts as a duplicate unless the keys match too, and two
+values that differ in what makes a fact this fact are never duplicates, however similar they
+read or mean (:func:`distinct_facts`): a number (``1`` / ``0``, ``two`` / ``three``), a day,
+month or date word (``Monday`` / ``Tuesday``), a capitalised name (``Sam`` / ``Alex``) or a
+negation (``likes`` / ``doesn't like``).
 
 :meth:`DedupPolicy.find_duplicate` asks the indexes for the few nearest active memories
 (blind BM25 and, with an embedder, the vector index) instead of scanning the user's whole
@@ -24,6 +28,7 @@ from typing import Literal, Protocol
 
 import numpy as np
 
+from confide.conversation.analysis import NOT_NAMES
 from confide.engine import MemoryEngine
 from confide.index.memory_text import index_text
 from confide.index.tokenize import terms
@@ -31,9 +36,32 @@ from confide.llm.candidates import Candidate
 from confide.llm.key_vocabulary import family, to_vocabulary
 from confide.types import Memory, MemoryFilter, MemoryType, utcnow
 
-__all__ = ["DedupPolicy", "Duplicate", "TextEmbedder", "normalise"]
+__all__ = ["DedupPolicy", "Duplicate", "TextEmbedder", "distinct_facts", "normalise"]
 
 _NON_WORD = re.compile(r"[^\w\s]+")
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+_TOKEN = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)*")
+_NUMBER_WORDS = _words(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+    "fifteen sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty seventy "
+    "eighty ninety hundred thousand million billion first second third fourth fifth sixth "
+    "seventh eighth ninth tenth once twice half dozen"
+)
+_DATE_WORDS = _words(
+    "monday tuesday wednesday thursday friday saturday sunday january february march april "
+    "june july august september october november december jan feb mar apr jun jul aug "
+    "sep sept oct nov dec today tonight tomorrow yesterday weekend weekday morning afternoon "
+    "evening night noon midnight spring summer autumn winter"
+)
+_NEGATIONS = _words(
+    "not no never none nobody nothing nowhere neither nor without cannot dont doesnt didnt "
+    "isnt arent wasnt werent wont cant couldnt shouldnt wouldnt hasnt havent hadnt"
+)
 
 
 class TextEmbedder(Protocol):
@@ -47,6 +75,41 @@ class TextEmbedder(Protocol):
 def normalise(text: str) -> str:
     """Lower-case, drop punctuation, turn ``_`` into spaces and collapse whitespace."""
     return " ".join(_NON_WORD.sub(" ", text.replace("_", " ").lower()).split())
+
+
+def _markers(value: str) -> tuple[frozenset[str], frozenset[str], int]:
+    """What distinguishes one fact from a near twin: its capitalised words (``names``, which a
+    lower-case spelling of the same word in the other text still matches), its number and
+    date words, and how many negations it has."""
+    names: set[str] = set()
+    fixed: set[str] = set()
+    negations = 0
+    for match in _TOKEN.finditer(value):
+        word = match.group(0)
+        low = word.lower().replace("\u2019", "'")
+        if low.endswith("n't") or low.replace("'", "") in _NEGATIONS:
+            negations += 1
+        elif any(c.isdigit() for c in low) or low in _NUMBER_WORDS or low in _DATE_WORDS:
+            fixed.add(low)
+        elif word[0].isupper() and low not in NOT_NAMES:
+            names.add(low)
+    return frozenset(names), frozenset(fixed), negations
+
+
+def distinct_facts(a: str, b: str) -> bool:
+    """Whether two values state different facts whatever their similarity: they differ in a
+    number, a day, month or other date word, a capitalised name, or a negation.
+
+    A name counts when it is capitalised in either text and missing (in any case) from the
+    other, so ``"ali likes tea"`` and ``"Ali likes tea."`` stay duplicates.
+    """
+    names_a, fixed_a, negations_a = _markers(a)
+    names_b, fixed_b, negations_b = _markers(b)
+    if fixed_a != fixed_b or negations_a != negations_b:
+        return True
+    words_a = {m.group(0).lower() for m in _TOKEN.finditer(a)}
+    words_b = {m.group(0).lower() for m in _TOKEN.finditer(b)}
+    return not (names_a <= words_b and names_b <= words_a)
 
 
 def _text(key: str, value: str) -> str:
@@ -139,6 +202,7 @@ class DedupPolicy:
             for m in nearby
             if (ids.get(m.id) or 0.0) >= self.cosine_threshold
             and (m.type == memory_type or m.key.lower() == key.lower())
+            and not distinct_facts(value, m.value)
         ]
         best = max(close, key=lambda m: ids.get(m.id) or 0.0, default=None)
         return (
@@ -174,7 +238,12 @@ class DedupPolicy:
         use_embedder: bool = True,
     ) -> Duplicate | None:
         """As :meth:`duplicate_of`, with the similarity that decided it."""
-        candidates = [m for m in existing if m.type == memory_type or m.key.lower() == key.lower()]
+        candidates = [
+            m
+            for m in existing
+            if (m.type == memory_type or m.key.lower() == key.lower())
+            and not distinct_facts(value, m.value)
+        ]
         if not candidates:
             return None
         new_text = _text(key, value)

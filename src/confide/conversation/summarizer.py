@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from confide.config import Settings
 from confide.conversation.buffer import Session
 from confide.conversation.consent import ConsentPolicy
-from confide.conversation.dedup import DedupPolicy
+from confide.conversation.dedup import DedupPolicy, Duplicate
 from confide.conversation.extraction import (
     DEFAULT_SENSITIVE_KEYS,
     ExtractionPipeline,
@@ -55,7 +55,9 @@ _MAX_KEYS = 5000
 class EngineMemorySink:
     """A :class:`MemorySink` that creates memories in the engine, skipping duplicates.
 
-    ``stored`` holds the memories it created, in order (in process memory only). Each
+    ``stored`` holds the memories it created, in order, ``outcomes`` those and the active
+    memories a candidate duplicated (with the :class:`Duplicate` that decided it), in the
+    order they came (both in process memory only). Each
     write is an operational event under ``node``: ``create``, or ``merge`` with status
     ``duplicate``, the memory it repeats and the similarity that decided it as ``sim``.
     """
@@ -69,6 +71,7 @@ class EngineMemorySink:
         self.duplicates = 0
         self.created = 0
         self.stored: list[Memory] = []
+        self.outcomes: list[tuple[Memory, Duplicate | None]] = []
 
     async def existing_keys(self, *, account_id: str, user_id: str) -> set[str]:
         """Keys of the user's active memories, lower-cased."""
@@ -101,10 +104,12 @@ class EngineMemorySink:
         )
         if twin is not None:
             self.duplicates += 1
+            self.outcomes.append((twin.memory, twin))
             self._op("merge", twin.memory, status="duplicate", sim=twin.similarity)
             return
         stored = self._engine.store(memory, actor="extraction")
         self.stored.append(stored)
+        self.outcomes.append((stored, None))
         self.created += 1
         self._op("create", stored)
 

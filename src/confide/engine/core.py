@@ -599,6 +599,14 @@ class EngineCore:
             raise NotFoundError(f"memory {memory_id} not found")
         return self._open(row)
 
+    def current(self, memory_id: str, *, account_id: str) -> Memory:
+        """The current version of the memory ``memory_id`` names: the id of any of its
+        versions (an update supersedes the old one) leads to its newest, whatever its state.
+
+        Raises :class:`NotFoundError` if no version has this id in the account.
+        """
+        return self._head(account_id, memory_id)
+
     def get_by_key(
         self, *, account_id: str, user_id: str, key: str, include_forgotten: bool = False
     ) -> Memory | None:

@@ -85,6 +85,10 @@ class AsyncGate:
         """See :meth:`Gate.get`."""
         return await asyncio.to_thread(self.gate.get, principal, memory_id)
 
+    async def current(self, principal: Principal, memory_id: str) -> Memory:
+        """See :meth:`Gate.current`."""
+        return await asyncio.to_thread(self.gate.current, principal, memory_id)
+
     async def list_memories(
         self, principal: Principal, flt: MemoryFilter, *, limit: int, offset: int
     ) -> list[Memory]:

@@ -259,6 +259,18 @@ class Gate:
         _check_owner(principal, memory.user_id)
         return memory
 
+    def current(self, principal: Principal, memory_id: str) -> Memory:
+        """The current version of the memory ``memory_id`` names (the id of any of its
+        versions): where the SDK's calls by id follow a memory across its updates.
+
+        Raises:
+            NotFoundError: no version of this id in the account.
+            PermissionDeniedError: an app memory for a non-admin principal.
+        """
+        memory = self.engine.current(memory_id, account_id=principal.account_id)
+        _check_owner(principal, memory.user_id)
+        return memory
+
     def list_memories(
         self, principal: Principal, flt: MemoryFilter, *, limit: int, offset: int
     ) -> list[Memory]:

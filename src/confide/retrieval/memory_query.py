@@ -20,6 +20,7 @@ among the ranked answers it returns (``None`` when none was ranked by meaning).
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from datetime import datetime
 from typing import Annotated, Any, Literal
@@ -102,10 +103,35 @@ def header_tokens(header: str) -> int:
     return count_tokens(header) + 1 if header else 0
 
 
+# Keys Confide makes up itself: their words say nothing about the value.
+_GENERATED_KEYS = frozenset({"note", "insight", "app_memory"})
+_GENERATED_PREFIXES = ("conversation_summary", "subject_fact")
+# A sibling counter (``likes.2``), a test key's number (``k3``) or an id's hex.
+_OPAQUE_PART = re.compile(r"\d+|[a-z]\d+|[0-9a-f]{8,}", re.IGNORECASE)
+_KEY_PARTS = re.compile(r"[._\-\s]+")
+
+
+def key_label(key: str) -> str | None:
+    """The words of a memory's key, for a reader: ``daughter_name`` → ``daughter name``,
+    ``likes.2`` → ``likes``. ``None`` for a key Confide generated (``note``, ``note.2``,
+    ``insight.3``, ``subject_fact.…``) or an opaque one (``k3``, a hex id)."""
+    words = [w for w in _KEY_PARTS.split(key.strip()) if w and not _OPAQUE_PART.fullmatch(w)]
+    joined = "_".join(words).lower()
+    if not words or joined in _GENERATED_KEYS or joined.startswith(_GENERATED_PREFIXES):
+        return None
+    return " ".join(words)
+
+
 def bullet(memory: Memory) -> dict[str, Any]:
-    """``{"id", "category", "text": "[category] value"}``."""
+    """``{"id", "category", "text": "[category] key label: value"}``, the key's words as
+    :func:`key_label` reads them (``[fact] daughter name: Maya``), or ``"[category] value"``
+    for a generated or opaque key."""
     category = memory.category or memory.type.value
-    return {"id": memory.id, "category": category, "text": f"[{category}] {memory.value}"}
+    label = key_label(memory.key)
+    text = (
+        f"[{category}] {memory.value}" if label is None else f"[{category}] {label}: {memory.value}"
+    )
+    return {"id": memory.id, "category": category, "text": text}
 
 
 class MemoryQueryService:

@@ -20,7 +20,7 @@ from confide.server.schemas import (
     PatchMemoryBody,
     ToolResponse,
 )
-from confide.types import Memory, MemoryFilter, MemoryState
+from confide.types import Memory, listing_filter
 
 router = APIRouter(prefix="/v1/memories", tags=["memories"])
 
@@ -69,13 +69,22 @@ async def list_memories(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
     include_forgotten: bool = False,
+    type: Annotated[list[str] | None, Query(description="Only these types (repeatable)")] = None,
+    category: Annotated[
+        list[str] | None, Query(description="Only these categories (repeatable)")
+    ] = None,
+    agent_id: Annotated[str | None, Query(max_length=256)] = None,
+    run_id: Annotated[str | None, Query(max_length=256)] = None,
 ) -> MemoryList:
     """A user's active memories (and forgotten ones, still restorable, on request), newest
-    first."""
-    states = (MemoryState.ACTIVE, MemoryState.SOFT_DELETED) if include_forgotten else None
-    flt = MemoryFilter(account_id=caller.account_id, user_id=user_id)
-    if states is not None:
-        flt = flt.model_copy(update={"states": states})
+    first; ``type``, ``category``, ``agent_id`` and ``run_id`` narrow the list."""
+    filters = {"type": type, "category": category, "agent_id": agent_id, "run_id": run_id}
+    flt = listing_filter(
+        account_id=caller.account_id,
+        user_id=user_id,
+        filters={k: v for k, v in filters.items() if v is not None},
+        include_forgotten=include_forgotten,
+    )
     memories = await services.agate.list_memories(caller, flt, limit=limit, offset=offset)
     return MemoryList(memories=[MemoryOut.of(m) for m in memories])
 
@@ -94,6 +103,15 @@ async def get_memory(
 ) -> MemoryOut:
     """One memory version; its ``ETag`` is what ``PATCH`` takes as ``If-Match``."""
     return _out(await services.agate.get(caller, memory_id), response)
+
+
+@router.get("/{memory_id}/current", response_model=MemoryOut)
+async def current_memory(
+    memory_id: str, services: Svc, caller: Caller, response: Response
+) -> MemoryOut:
+    """The current version of the memory this id names (the id of any of its versions,
+    superseded ones included); its ``ETag`` is what ``PATCH`` of that version takes."""
+    return _out(await services.agate.current(caller, memory_id), response)
 
 
 @router.patch("/{memory_id}", response_model=MemoryOut, responses=_PATCH_ERRORS)

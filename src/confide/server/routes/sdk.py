@@ -7,7 +7,7 @@ They let :meth:`Confide.remote <confide.client.Confide.remote>` offer the embedd
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
@@ -42,10 +42,20 @@ class AddBody(BaseModel):
     type: str = "fact"
 
 
-class AddOut(BaseModel):
-    """The memories stored, in order (empty when there was nothing new)."""
+class AddedOut(MemoryOut):
+    """A memory ``add`` answers with, and what it did: ``created`` (stored now) or
+    ``duplicate`` (an active memory the text repeats, not stored again; ``similarity`` is
+    the score that decided it)."""
 
-    memories: list[MemoryOut]
+    status: Literal["created", "duplicate"]
+    similarity: float | None = None
+
+
+class AddOut(BaseModel):
+    """The memories stored or matched, in order (empty when nothing was found to
+    remember)."""
+
+    memories: list[AddedOut]
 
 
 class SearchBody(BaseModel):
@@ -110,7 +120,12 @@ async def add(body: AddBody, key: Key, services: Svc) -> AddOut:
     except (TypeError, ValueError) as exc:
         # Confide's ValidationError is a ValueError too: one message, a 400 either way.
         raise ValidationError(str(exc)) from None
-    return AddOut(memories=[MemoryOut.of(m) for m in stored])
+    return AddOut(
+        memories=[
+            AddedOut(**MemoryOut.of(m).model_dump(), status=m.status, similarity=m.similarity)
+            for m in stored
+        ]
+    )
 
 
 @router.post("/search", response_model=SearchOut)

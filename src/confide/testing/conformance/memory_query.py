@@ -312,7 +312,7 @@ class MemoryQueryConformance(StorageHarness):
         assert "likes strong tea" in default.header and "Boil" not in default.header
         asked = app.query({**request, "categories": ["procedural"]})
         assert _ids(asked) == {steps.id}
-        assert asked.results[0]["text"].startswith("[procedural] 1. Boil the water.")
+        assert asked.results[0]["text"].startswith("[procedural] tea steps: 1. Boil the water.")
 
     def test_top_k_ranked_results_come_before_the_context_all_listing(
         self, make_app: AppFactory
