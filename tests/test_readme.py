@@ -1,56 +1,45 @@
-"""The README's Python quick-start runs and prints what the README says it prints."""
+"""What the README says beyond its blocks (tests/test_snippets.py runs those): the quick
+start is repeatable, the key rotation and the voice-bridge walk-through say what they must."""
 
 from __future__ import annotations
 
-import os
-import re
 import subprocess
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from tests.clock import clock_env
-
-README = Path(__file__).resolve().parent.parent / "README.md"
-WRITTEN = datetime(2026, 11, 28, 12, tzinfo=UTC)
-"""When the quick start's output in the README was printed."""
+from tests.test_snippets import README, Block, blocks_of, snippet_env
 
 
-def quick_start() -> tuple[str, str]:
-    """The first python block of the "Python API" section and the text block after it."""
+def quick_start() -> Block:
+    """The first python block of the "Python API" section, with the output it shows."""
     text = README.read_text(encoding="utf-8")
-    section = text[text.index("## Python API") :]
-    found = re.search(r"```python\n(.*?)```.*?```text\n(.*?)```", section, re.DOTALL)
-    assert found is not None, "the Python API section needs a python block and its output"
-    return found.group(1), found.group(2)
+    after = text[: text.index("## Python API")].count("\n") + 1
+    block = next(b for b in blocks_of(README) if b.line > after and b.lang == "python")
+    assert block.output is not None, "the quick start shows what it prints"
+    return block
 
 
 @pytest.mark.slow
-def test_readme_quick_start_prints_what_the_readme_shows(tmp_path: Path) -> None:
-    code, expected = quick_start()
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("CONFIDE_", "XAI_")) and k != "MEMORY_ENCRYPTION_KEY"
-    }
-    env["CONFIDE_HOME"] = str(tmp_path / "home")
-    # A memory's vector embeds its date ("(28 November 2026) Her dog ..."), so the scores the
-    # README prints are those of the day it was written: the script runs on that day.
-    env = clock_env(env, WRITTEN)
+def test_readme_quick_start_run_again_finds_nothing_new(tmp_path: Path) -> None:
+    # test_snippets compares the first run with the README; here, the second run.
+    block = quick_start()
     script = tmp_path / "quick_start.py"
-    script.write_text(code, encoding="utf-8")
-    first = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300
-    )
-    assert first.returncode == 0, first.stderr
-    assert first.stdout == expected
-    again = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300
-    )
-    assert again.returncode == 0, again.stderr
-    answers = expected.splitlines()[1:]
-    assert again.stdout.splitlines() == ["extracted: nothing new", *answers]
+    script.write_text(block.code, encoding="utf-8")
+    runs = [
+        subprocess.run(
+            [sys.executable, str(script)],
+            capture_output=True,
+            text=True,
+            env=snippet_env(tmp_path),
+            timeout=300,
+        )
+        for _ in range(2)
+    ]
+    assert [r.returncode for r in runs] == [0, 0], runs[-1].stderr
+    assert block.output is not None
+    answers = block.output.code.splitlines()[1:]
+    assert runs[1].stdout.splitlines() == ["extracted: nothing new", *answers]
 
 
 def test_readme_says_where_a_rotation_keeps_the_former_key_and_how_to_retire_it() -> None:
