@@ -238,7 +238,7 @@ def run_bash(name: str, script: str, folder: Path, env: dict[str, str]) -> str:
         start_new_session=True,
     ) as process:
         try:
-            stdout, stderr = process.communicate(timeout=300)
+            stdout, stderr = process.communicate(timeout=180)
         finally:
             # The service a block started in the background, and anything else it left.
             with contextlib.suppress(ProcessLookupError):
