@@ -67,5 +67,5 @@ def test_a_bad_setting_is_one_line_naming_its_variable(tmp_path: Path) -> None:
 def test_a_port_out_of_range_is_refused_before_anything_loads(command: list[str]) -> None:
     result = CliRunner().invoke(main, [*command, "--port", "99999"])
     assert result.exit_code == 2
-    assert "Invalid value for '--port': 99999 is not in the range 1<=x<=65535" in result.output
+    assert "Invalid value for '--port': 99999 is not in the range 0<=x<=65535" in result.output
     assert "Traceback" not in result.output

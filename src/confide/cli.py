@@ -58,8 +58,8 @@ class _Group(click.Group):
             ctx.exit(1)
 
 
-_PORT = click.IntRange(1, 65535)
-"""A TCP port, checked before a command loads anything."""
+_PORT = click.IntRange(0, 65535)
+"""A TCP port (0: one the system picks), checked before a command loads anything."""
 
 
 def _terminal() -> TextIO | None:
