@@ -297,9 +297,7 @@ def keys_revoke(ctx: click.Context, key_id: str) -> None:
 
 @main.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to bind.")
-@click.option(
-    "--port", default=8000, show_default=True, type=click.IntRange(1, 65535), help="TCP port."
-)
+@click.option("--port", default=8000, show_default=True, type=_PORT, help="TCP port.")
 @click.option(
     "--json-logs", is_flag=True, help="Structured JSON log lines (route templates, no paths)."
 )
@@ -385,7 +383,7 @@ def worker_cmd(ctx: click.Context, once: bool) -> None:
     "--port",
     default=8765,
     show_default=True,
-    type=click.IntRange(1, 65535),
+    type=_PORT,
     help="Port (with --http).",
 )
 @click.option(
