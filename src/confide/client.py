@@ -49,9 +49,8 @@ from confide.embedders import Embedder
 from confide.engine import MemoryEngine
 from confide.errors import ProviderError, ValidationError
 from confide.gate import DEFAULT_AGENT, Principal, Scope
+from confide.gate.gate import next_note_key
 from confide.llm.base import LLM
-from confide.llm.candidates import Candidate
-from confide.llm.key_vocabulary import to_vocabulary
 from confide.llm.usage import UsageReport, metered
 from confide.remote import AsyncRemoteConfide, RemoteConfide
 from confide.retrieval.budget import token_counter
@@ -67,7 +66,6 @@ from confide.types import (
     ErasureReceipt,
     HistoryEvent,
     Memory,
-    MemoryFilter,
     MemoryPatch,
     MemoryType,
     NewMemory,
@@ -430,13 +428,9 @@ class Confide:
             raise ValidationError("add() needs a non-empty text")
         kind = MemoryType(memory_type)
         if key is None:
-            taken = {
-                m.key.lower()
-                for m in self.engine.list_memories(
-                    MemoryFilter(account_id=account_id, user_id=user_id), limit=_MAX_KEYS
-                )
-            }
-            key = to_vocabulary(Candidate(type=kind, key="note", value=value), taken).key
+            key = next_note_key(
+                self.engine, account_id=account_id, user_id=user_id, memory_type=kind, value=value
+            )
         twin = self._dedup().find_twin(
             self.engine,
             account_id=account_id,

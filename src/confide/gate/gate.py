@@ -41,6 +41,8 @@ from confide.errors import (
     PreconditionFailedError,
 )
 from confide.gate.principal import Principal
+from confide.llm.candidates import Candidate
+from confide.llm.key_vocabulary import to_vocabulary
 from confide.retrieval.categories import CategoriesConfig
 from confide.types import (
     APP_OWNER_PREFIX,
@@ -49,11 +51,12 @@ from confide.types import (
     Memory,
     MemoryFilter,
     MemoryState,
+    MemoryType,
     Source,
     owner_app_id,
 )
 
-__all__ = ["WRITE_TOOLS", "Gate"]
+__all__ = ["WRITE_TOOLS", "Gate", "next_note_key"]
 
 WRITE_TOOLS = frozenset({"store_memory", "update_memory", "forget_memory", "mark_private"})
 """The memory tools that change something (a ``read`` principal may call none of them)."""
@@ -77,6 +80,24 @@ def require_admin(principal: Principal, action: str) -> None:
     """
     if not principal.is_admin:
         raise PermissionDeniedError(f"{action} needs an API key with the admin scope")
+
+
+_MAX_KEYS = 5000
+_TYPE_NAMES = frozenset(t.value for t in MemoryType)
+
+
+def next_note_key(
+    engine: MemoryEngine, *, account_id: str, user_id: str, memory_type: MemoryType, value: str
+) -> str:
+    """The key a memory stored without one gets, on every door: the user's next free
+    ``note`` key (``note``, ``note.2``, ...)."""
+    taken = {
+        m.key.lower()
+        for m in engine.list_memories(
+            MemoryFilter(account_id=account_id, user_id=user_id), limit=_MAX_KEYS
+        )
+    }
+    return to_vocabulary(Candidate(type=memory_type, key="note", value=value), taken).key
 
 
 def _check_owner(principal: Principal, owner: str) -> None:
@@ -306,8 +327,20 @@ class Gate:
         owner = fields.get("user_id")
         if isinstance(owner, str):
             _check_owner(principal, owner)
+        key, value = fields.get("key"), fields.get("value")
+        if key is None and isinstance(owner, str) and isinstance(value, str) and value.strip():
+            kind = fields.get("type")
+            key = next_note_key(
+                self.engine,
+                account_id=principal.account_id,
+                user_id=owner,
+                # An invalid type is the store's to refuse, with its own message.
+                memory_type=MemoryType(kind) if kind in _TYPE_NAMES else MemoryType.FACT,
+                value=value,
+            )
         return self.engine.store(
-            {**fields, "account_id": principal.account_id, "source": Source.API}, actor=actor
+            {**fields, "key": key, "account_id": principal.account_id, "source": Source.API},
+            actor=actor,
         )
 
     def update(

@@ -307,7 +307,10 @@ class NewMemoryBody(BaseModel):
          "tags": ["pets"]}
     )  # fmt: skip
     user_id: str
-    key: str
+    key: str | None = Field(
+        default=None,
+        description="default: the user's next free note key (note, note.2, ...), as the SDK's add",
+    )
     value: str
     type: str = "fact"
     confidence: float = Field(default=1.0, ge=0.0, le=1.0)
