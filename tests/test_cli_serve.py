@@ -44,6 +44,11 @@ def test_every_new_command_has_help(home: Path) -> None:
     assert "create" in CliRunner().invoke(main, ["keys", "--help"]).output
 
 
-def test_keys_create_requires_an_account(home: Path) -> None:
+def test_keys_create_without_an_account_makes_a_key_of_the_default_account(home: Path) -> None:
     result = CliRunner().invoke(main, ["keys", "create"])
-    assert result.exit_code == 2 and "--account" in result.output
+    assert result.exit_code == 0, result.output
+    storage = open_storage(Settings().resolved_storage_url())
+    try:
+        assert ApiKeys.over(storage).account_of(result.stdout.strip()) == "default"
+    finally:
+        storage.close()
