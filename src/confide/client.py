@@ -37,7 +37,6 @@ from confide.chat import ConversationHistory, MessagePage, SavedMessage
 from confide.chat.prompt import Delivery
 from confide.config import Settings
 from confide.conversation.buffer import SessionBuffer
-from confide.conversation.dedup import DedupPolicy
 from confide.conversation.extraction import (
     ExtractionPipeline,
     Extractor,
@@ -411,9 +410,6 @@ class Confide:
         and their keys destroyed. Returns the receipt; nothing can be restored."""
         return self.components.gate.erase_user(_process(account_id), user_id)
 
-    def _dedup(self) -> DedupPolicy:
-        return self.components.dedup
-
     def _add_text(
         self,
         text: str,
@@ -431,7 +427,7 @@ class Confide:
             key = next_note_key(
                 self.engine, account_id=account_id, user_id=user_id, memory_type=kind, value=value
             )
-        twin = self._dedup().find_twin(
+        twin = self.components.dedup.find_duplicate(
             self.engine,
             account_id=account_id,
             user_id=user_id,
@@ -476,7 +472,7 @@ class Confide:
         session = buffer.clear(session_id)
         if session is None:  # pragma: no cover - started above, cleared only here
             return []
-        sink = EngineMemorySink(self.engine, dedup=self._dedup())
+        sink = EngineMemorySink(self.engine, dedup=self.components.dedup)
         # Consent as in a call: a sensitive key, or a benign one too few signals corroborate,
         # waits as a proposal (listed and confirmed through the service's /v1/proposals).
         pipeline = ExtractionPipeline(
@@ -509,7 +505,12 @@ class Confide:
         """The multi-fact pass of the conversation text the SDK receives, run before each
         call returns (see :mod:`confide.workers.multifact_trigger`)."""
         return MultiFactTrigger(
-            self.engine, self.llm, self.settings, dedup=self._dedup(), ledger=self.usage
+            self.engine,
+            self.llm,
+            self.settings,
+            dedup=self.components.dedup,
+            proposals=self.components.proposals,
+            ledger=self.usage,
         )
 
     def add_message(

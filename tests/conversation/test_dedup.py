@@ -56,7 +56,9 @@ def test_no_write_path_merges_a_distinct_fact(
     )
     # Thresholds a near twin would pass: only the rule keeps the facts apart.
     policy = DedupPolicy(text_threshold=0.5, cosine_threshold=0.5, embedder=minilm)
-    twin = policy.twin_of(key="note.2", value=new, memory_type=MemoryType.FACT, existing=[stored])
+    twin = policy.duplicate_of(
+        key="note.2", value=new, memory_type=MemoryType.FACT, existing=[stored]
+    )
     assert twin is None
 
 
@@ -64,7 +66,7 @@ def test_a_near_twin_is_still_a_duplicate(engine: MemoryEngine) -> None:
     stored = engine.store(
         {"account_id": "a", "user_id": "u", "key": "note", "value": "Ali has a dog named Biscuit."}
     )
-    twin = DedupPolicy().twin_of(
+    twin = DedupPolicy().duplicate_of(
         key="note.2", value="ali has a dog named biscuit", memory_type=MemoryType.FACT,
         existing=[stored],
     )  # fmt: skip

@@ -65,10 +65,11 @@ def test_dedup_policy_text_threshold(engine: MemoryEngine) -> None:
                       "value": "Loves green tea.", "type": "preference"})
     ]  # fmt: skip
     policy = DedupPolicy(text_threshold=0.9)
-    assert policy.duplicate_of(
+    twin = policy.duplicate_of(
         key="likes_tea", value="loves green tea", memory_type=MemoryType.PREFERENCE,
         existing=existing,
-    ) is existing[0]  # fmt: skip
+    )  # fmt: skip
+    assert twin is not None and twin.memory is existing[0]
     assert (
         policy.duplicate_of(
             key="likes_coffee", value="black coffee", memory_type=MemoryType.PREFERENCE,

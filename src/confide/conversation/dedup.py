@@ -155,29 +155,9 @@ class DedupPolicy:
         key: str,
         value: str,
         memory_type: MemoryType,
-    ) -> Memory | None:
-        """The user's active memory that the new one duplicates, found through the indexes."""
-        twin = self.find_twin(
-            engine,
-            account_id=account_id,
-            user_id=user_id,
-            key=key,
-            value=value,
-            memory_type=memory_type,
-        )
-        return None if twin is None else twin.memory
-
-    def find_twin(
-        self,
-        engine: MemoryEngine,
-        *,
-        account_id: str,
-        user_id: str,
-        key: str,
-        value: str,
-        memory_type: MemoryType,
     ) -> Duplicate | None:
-        """As :meth:`find_duplicate`, with the similarity that decided it."""
+        """The user's active memory that the new one duplicates, found through the indexes,
+        with the similarity that decided it; ``None`` when there is none."""
         flt = MemoryFilter(account_id=account_id, user_id=user_id)
         index = engine.search_index
         ids: dict[str, float | None] = {}
@@ -192,7 +172,7 @@ class DedupPolicy:
         if not ids:
             return None
         nearby = engine.open_rows(engine.rows_in_filter(flt, list(ids)))
-        twin = self.twin_of(
+        twin = self.duplicate_of(
             key=key, value=value, memory_type=memory_type, existing=nearby, use_embedder=False
         )
         if twin is not None or self.embedder is None:
@@ -217,27 +197,9 @@ class DedupPolicy:
         memory_type: MemoryType,
         existing: Sequence[Memory],
         use_embedder: bool = True,
-    ) -> Memory | None:
-        """The memory among ``existing`` that the new one duplicates, or ``None``."""
-        twin = self.twin_of(
-            key=key,
-            value=value,
-            memory_type=memory_type,
-            existing=existing,
-            use_embedder=use_embedder,
-        )
-        return None if twin is None else twin.memory
-
-    def twin_of(
-        self,
-        *,
-        key: str,
-        value: str,
-        memory_type: MemoryType,
-        existing: Sequence[Memory],
-        use_embedder: bool = True,
     ) -> Duplicate | None:
-        """As :meth:`duplicate_of`, with the similarity that decided it."""
+        """The memory among ``existing`` that the new one duplicates, with the similarity
+        that decided it; ``None`` when there is none."""
         candidates = [
             m
             for m in existing

@@ -307,7 +307,7 @@ class EngineDispatcher:
             self._op("update", owner, memory, status=status)
             return memory, "updated"
         kind = memory_type or MemoryType.FACT
-        twin = self._dedup.find_twin(
+        twin = self._dedup.find_duplicate(
             self._engine,
             account_id=owner.account_id,
             user_id=owner.user_id,

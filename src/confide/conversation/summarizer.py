@@ -94,7 +94,7 @@ class EngineMemorySink:
         await asyncio.to_thread(self._create, memory)
 
     def _create(self, memory: NewMemory) -> None:
-        twin = self._dedup.find_twin(
+        twin = self._dedup.find_duplicate(
             self._engine,
             account_id=memory.account_id,
             user_id=memory.user_id,
