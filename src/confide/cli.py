@@ -22,7 +22,7 @@ from confide.crypto.keyring import (
     kek_id,
 )
 from confide.errors import ConfideError
-from confide.types import DEFAULT_ACCOUNT, MemoryFilter, Progress
+from confide.types import DEFAULT_ACCOUNT, ErasureReceipt, MemoryFilter, Progress, ScrubReport
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -171,6 +171,9 @@ def keys_rotate(ctx: click.Context, new_key: str | None) -> None:
             err=True,
         )
     click.echo(f"re-wrapped {count} keys under key-encryption key {kek_id(target)}")
+    if engine.rotation_scrub is not None:
+        scrub = engine.rotation_scrub
+        click.echo(f"the keys as wrapped before: {scrub.status} ({scrub.detail})", err=True)
     if settings.encryption_key is not None and new_key is not None:
         click.echo("now set MEMORY_ENCRYPTION_KEY to the new key", err=True)
 
@@ -440,15 +443,103 @@ def mcp_cmd(
 @_account("Account (tenant) id.")
 @click.option("--user", required=True, help="User id.")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option(
+    "--wait",
+    "wait_seconds",
+    type=click.FloatRange(min=0),
+    default=60.0,
+    show_default=True,
+    help="Seconds to keep retrying a scrub that something blocks (the worker goes on after).",
+)
 @click.pass_context
-def erase_user(ctx: click.Context, account: str, user: str, yes: bool) -> None:
-    """Crypto-shred a user: destroy their key and delete everything derived from them."""
+def erase_user(ctx: click.Context, account: str, user: str, yes: bool, wait_seconds: float) -> None:
+    """Crypto-shred a user: destroy their key and delete everything derived from them.
+
+    Prints the receipt. Exits non-zero when the scrub of the files is still pending after
+    --wait seconds (naming what blocks it); the worker keeps retrying it.
+    """
     if not yes:
         click.confirm(f"Erase every memory of user {user!r} in {account!r}?", abort=True)
     engine = _engine(ctx)
     with progress_bar("erasing", "steps") as progress:
         receipt = engine.erase_user(account_id=account, user_id=user, progress=progress)
+    if receipt.status == "pending":
+        told: set[str] = set()
+
+        def tell(report: ScrubReport) -> None:
+            if report.detail not in told:
+                told.add(report.detail)
+                click.echo(f"waiting for the scrub: {report.detail}", err=True)
+
+        report = engine.wait_for_scrub(receipt.id, timeout=wait_seconds, on_pending=tell)
+        receipt = receipt.model_copy(
+            update={
+                "status": report.status,
+                "blocked_by": report.detail if report.status == "pending" else None,
+                "scan": report.scan or receipt.scan,
+            }
+        )
     click.echo(receipt.model_dump_json(indent=2))
+    if receipt.status == "pending":
+        raise click.ClickException(
+            f"the erasure is not finished after {wait_seconds:g} s: {receipt.blocked_by}. "
+            "The rows and keys are deleted; the worker retries the scrub until it is done "
+            f"(confide verify-erasure on the receipt, or GET /v1/erasures/{receipt.id})"
+        )
+
+
+@main.command("verify-erasure")
+@click.argument("receipt_file", metavar="RECEIPT", type=click.File("r"))
+@click.option(
+    "--path",
+    "extra",
+    multiple=True,
+    type=click.Path(exists=True, path_type=Path),
+    help="Also scan this file or folder (a backup, a copied data directory). Repeatable.",
+)
+@click.pass_context
+def verify_erasure(ctx: click.Context, receipt_file: TextIO, extra: tuple[Path, ...]) -> None:
+    """Scan the store's files for what an erasure deleted (RECEIPT: its JSON, or -).
+
+    Reads the data and key-store files of the configured stores as raw bytes (SQLite: the
+    database, its WAL and journal; PostgreSQL: the relation files and pg_wal, where this
+    host and user may read them) and reports every occurrence of the receipt's key ids,
+    wrapped-key tags and ciphertext fragments. Exits 1 when something is found or a file
+    could not be read, 0 when the files are clean.
+    """
+    from confide.engine.residue import scan_files
+
+    try:
+        receipt = ErasureReceipt.model_validate_json(receipt_file.read())
+    except ValueError as exc:
+        raise click.ClickException(f"not an erasure receipt: {exc}") from None
+    engine = _engine(ctx)
+    files = engine.residue_files()
+    if files is None:
+        click.echo(
+            "the store's files are not readable from here: run this on the database's host "
+            "as a user that may read them (or pass them with --path)",
+            err=True,
+        )
+        files = []
+    files = [*files, *(p for root in extra for p in _files_under(root))]
+    if not files:
+        raise click.ClickException("no file to scan")
+    scan = scan_files(files, receipt.markers)
+    for finding in scan.found:
+        click.echo(f"found {finding.marker} in {finding.file} at byte {finding.offset}")
+    for name in scan.unreadable:
+        click.echo(f"could not read {name}", err=True)
+    click.echo(
+        f"{scan.files_read} files read, {scan.occurrences} occurrences of "
+        f"{len(receipt.markers.key_ids)} key ids and {len(receipt.markers.fragments)} fragments"
+    )
+    if not scan.clean:
+        ctx.exit(1)
+
+
+def _files_under(root: Path) -> list[Path]:
+    return [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
 
 
 @main.command("export")

@@ -35,6 +35,11 @@ __all__ = [
     "OpEvent",
     "Progress",
     "PurgeReport",
+    "ResidueFinding",
+    "ResidueMarkers",
+    "ResidueScan",
+    "ScrubReport",
+    "ScrubStatus",
     "Source",
     "Visibility",
     "category_filter",
@@ -573,17 +578,67 @@ class PurgeReport(BaseModel):
     """How the database's files were cleared of the purged rows (None: nothing purged)."""
 
 
+class ResidueMarkers(BaseModel):
+    """What an erasure's scan looks for in the files: the ids of the destroyed keys, and
+    16-byte fragments (hex) of the wrapped keys and the ciphertexts it deleted."""
+
+    model_config = _FROZEN
+
+    key_ids: list[str] = []
+    fragments: list[str] = []
+
+
+class ResidueFinding(BaseModel):
+    """One marker found in a file, at a byte offset."""
+
+    model_config = _FROZEN
+
+    marker: str
+    file: str
+    offset: int
+
+
+class ResidueScan(BaseModel):
+    """What a scan of the store's files found (``verify-erasure``).
+
+    ``occurrences`` counts every place a marker was found (``found`` lists the first
+    ones); ``unreadable`` names the files that exist but could not be read from here.
+    """
+
+    model_config = _FROZEN
+
+    files_read: int
+    unreadable: list[str] = []
+    occurrences: int = 0
+    found: list[ResidueFinding] = []
+
+    @property
+    def clean(self) -> bool:
+        """Nothing found, and every file read."""
+        return self.occurrences == 0 and not self.unreadable
+
+
+ScrubStatus = Literal["verified", "scrubbed", "pending"]
+"""``verified``: scrubbed, and a scan of the files found no marker; ``scrubbed``: every scrub
+step ran but the files are not readable here to verify it; ``pending``: a step was refused
+or the scan found residue, and the worker retries until it is done."""
+
+
 class ErasureReceipt(BaseModel):
     """Proof of a crypto-shred: what was destroyed, where, and how.
 
     ``key_ids_destroyed`` are the user's keys deleted from the key store (``key_store`` says
     where it lives: apart from the data, so copies of the data hold no key); ``deleted``
     counts the rows deleted per table; ``scrubbed`` says how the data files and the key
-    store's files were cleared of them.
+    store's files were cleared of them. ``status`` says whether that is finished and
+    verified (see :data:`ScrubStatus`), ``blocked_by`` what holds it up while pending;
+    ``markers`` are what ``confide verify-erasure`` looks for, and ``scan`` what the erasure's
+    own scan of the files found. ``id`` names the erasure (``GET /v1/erasures/{id}``).
     """
 
     model_config = _FROZEN
 
+    id: str = ""
     account_id: str
     user_id: str
     key_id_destroyed: str | None
@@ -591,7 +646,24 @@ class ErasureReceipt(BaseModel):
     key_store: str = ""
     deleted: dict[str, int]
     scrubbed: dict[str, str] = {}
+    status: ScrubStatus = "verified"
+    blocked_by: str | None = None
+    markers: ResidueMarkers = ResidueMarkers()
+    scan: ResidueScan | None = None
     erased_at: datetime
+
+
+class ScrubReport(BaseModel):
+    """Where an owed scrub (an erasure's, a purge's or a key rotation's) stands."""
+
+    model_config = _FROZEN
+
+    id: str
+    kind: str
+    status: ScrubStatus
+    detail: str
+    attempts: int
+    scan: ResidueScan | None = None
 
 
 class ImportReport(BaseModel):

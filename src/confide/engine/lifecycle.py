@@ -9,7 +9,9 @@ from typing import Any
 
 from confide.crypto.envelope import Envelope
 from confide.crypto.keyring import KeyRing
-from confide.engine.core import EngineCore, default_thread
+from confide.engine.core import default_thread
+from confide.engine.residue import FRAGMENT_BYTES, MARKER_ROWS, key_markers, markers_of
+from confide.engine.scrubbing import EngineScrubbing
 from confide.errors import ConflictError, IntegrityError
 from confide.index.codec import MemoryCodec, row_binding
 from confide.keys.owner_keys import USER_KEY, OwnerKeys
@@ -21,6 +23,8 @@ from confide.types import (
     MemoryState,
     Progress,
     PurgeReport,
+    ResidueMarkers,
+    ScrubReport,
     utcnow,
 )
 
@@ -39,7 +43,7 @@ def _per_account_chunks(heads: Sequence[MemoryRow], size: int) -> Iterator[list[
             yield rows[start : start + size]
 
 
-class EngineLifecycle(EngineCore):
+class EngineLifecycle(EngineScrubbing):
     """Purge, erasure and key management over the core (see :class:`MemoryEngine`)."""
 
     def purge_expired(self, *, now: float | None = None, batch: int = 500) -> PurgeReport:
@@ -60,8 +64,16 @@ class EngineLifecycle(EngineCore):
             if purged == before:
                 break  # every head changed state meanwhile: nothing left for this run
         if purged:
-            scrubbed = self.storage.scrub()
+            scrubbed = self._scrub_after_purge(None)
         return PurgeReport(purged=purged, scrubbed=scrubbed)
+
+    def _scrub_after_purge(self, account_id: str | None) -> str:
+        """Scrub the data store after a purge; a scrub it could not finish is owed."""
+        outcome = self.storage.scrub()
+        if outcome.complete:
+            return outcome.detail
+        report, _ = self.owe_scrub("purge", account_id, ResidueMarkers())
+        return f"{outcome.detail}; {report.status}: {report.detail}"
 
     def expire_idle(
         self,
@@ -190,7 +202,9 @@ class EngineLifecycle(EngineCore):
                 )
             )
         log.info("admin purge removed %d memory versions", count)
-        return PurgeReport(purged=count, scrubbed=self.storage.scrub() if count else None)
+        return PurgeReport(
+            purged=count, scrubbed=self._scrub_after_purge(account_id) if count else None
+        )
 
     def erase_user(
         self, *, account_id: str, user_id: str, progress: Progress | None = None
@@ -201,25 +215,31 @@ class EngineLifecycle(EngineCore):
         still caching the old key cannot write under it (its write fails the generation
         check and seals again under a fresh key). Then the user's keys are deleted from the
         key store, and both stores are scrubbed so that neither the deleted rows nor the
-        keys can be carved from their files. Re-running finishes an interrupted erasure.
-        ``progress`` is told the steps done of four: the rows deleted, the keys destroyed, the
-        data store scrubbed, the key store scrubbed.
+        keys can be carved from their files, and the files are scanned for markers of what
+        was deleted where they are readable here. The receipt's ``status`` says whether that
+        is verified; a scrub that was refused stays ``pending`` and is retried by the worker
+        (:meth:`settle_scrub`). Re-running finishes an interrupted erasure. ``progress`` is
+        told the steps done of four: the rows deleted, the keys destroyed, the stores
+        scrubbed and scanned.
         """
         step = progress or _no_progress
         step(0, 4)
         with self.storage.transaction() as tx:
             tx.bump_key_generation(account_id, user_id)
+            sealed = tx.sealed_values(account_id, user_id, limit=MARKER_ROWS)
             counts = tx.delete_owner(account_id, user_id)
         step(1, 4)
+        markers = markers_of(key_markers(self.key_store, account_id, user_id, USER_KEY), sealed)
         destroyed = self.key_store.destroy(account_id, user_id, USER_KEY)
         self.keys.forget(account_id, user_id)
         counts["user_keys"] = len(destroyed)
         step(2, 4)
-        scrubbed = {"data": self.storage.scrub()}
-        step(3, 4)
-        scrubbed["keys"] = self.key_store.scrub()
+        report, scrubbed = self.owe_scrub(
+            "erasure", account_id, markers, scrubbed=lambda: step(3, 4)
+        )
         step(4, 4)
         return ErasureReceipt(
+            id=report.id,
             account_id=account_id,
             user_id=user_id,
             key_id_destroyed=destroyed[0] if destroyed else None,
@@ -227,6 +247,10 @@ class EngineLifecycle(EngineCore):
             key_store=self.key_store.location,
             deleted=counts,
             scrubbed=scrubbed,
+            status=report.status,
+            blocked_by=report.detail if report.status == "pending" else None,
+            markers=markers,
+            scan=report.scan,
             erased_at=utcnow(),
         )
 
@@ -234,8 +258,11 @@ class EngineLifecycle(EngineCore):
         """Re-wrap every stored key under ``new_ring``'s primary KEK and switch to it.
 
         Values are not re-encrypted. Safe to re-run after an interruption; ``new_ring`` must
-        still hold the former KEK(s) until every key is re-wrapped.
+        still hold the former KEK(s) until every key is re-wrapped. The keys as they were
+        wrapped before stay in the key store's files until a scrub clears them: the rotation
+        owes one (see :meth:`rotation_scrub`).
         """
+        before = self.key_store.rows(not_kek_id=new_ring.primary_id, limit=MARKER_ROWS)
         count = rotate_kek(self.key_store, self.envelope, new_ring)
         self.keyring = new_ring
         self.envelope = Envelope(self.envelope.cipher, new_ring)
@@ -248,7 +275,16 @@ class EngineLifecycle(EngineCore):
         self.codec = MemoryCodec(self.envelope, legacy=self.codec.legacy)
         self.lexical.rebind(self.keys)
         self.vector_seal.rebind(self.keys)
+        if before:
+            # The tags of the keys as wrapped before: the key ids live on, re-wrapped.
+            tags = [r.wrapped[-FRAGMENT_BYTES:].hex() for r in before]
+            self.rotation_scrub = self.owe_scrub("rotation", None, ResidueMarkers(fragments=tags))[
+                0
+            ]
         return count
+
+    rotation_scrub: ScrubReport | None = None
+    """Where the scrub owed by this engine's last :meth:`rotate_kek` stands."""
 
     def retire_former_keks(self) -> list[str]:
         """Drop every former KEK from the key ring (and ``master.key.old``); their ids.
@@ -264,7 +300,11 @@ class EngineLifecycle(EngineCore):
                 f"former key-encryption keys still wrap stored keys: {listed}; "
                 "run 'confide keys rotate' to finish the rotation first"
             )
-        return self.keyring.retire_former()
+        retired = self.keyring.retire_former()
+        for pending in self.storage.scrub_tables().pending():
+            if pending.kind == "rotation":
+                self.settle_scrub(pending.id)
+        return retired
 
     def upgrade_keys(self, *, batch: int = 500) -> int:
         """Blind the keys of memory rows an older version wrote in clear; return how many.
@@ -325,7 +365,7 @@ class EngineLifecycle(EngineCore):
             if row.purpose == USER_KEY:
                 self.storage.key_generation(row.account_id, row.user_id)
         self.storage.drop_legacy_data_keys()
-        self.storage.scrub()
+        self._scrub_after_purge(None)
         log.info("moved %d keys from the data database into the key store", len(legacy))
 
 

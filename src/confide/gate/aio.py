@@ -22,7 +22,7 @@ from confide.chat.types import SubjectFact
 from confide.conversation.proposals import Proposal
 from confide.gate.gate import Gate
 from confide.gate.principal import Principal
-from confide.types import ErasureReceipt, HistoryEvent, Memory, MemoryFilter
+from confide.types import ErasureReceipt, HistoryEvent, Memory, MemoryFilter, ScrubReport
 
 __all__ = ["AsyncGate"]
 
@@ -143,6 +143,10 @@ class AsyncGate:
     async def erase_user(self, principal: Principal, user_id: str) -> ErasureReceipt:
         """See :meth:`Gate.erase_user`."""
         return await asyncio.to_thread(self.gate.erase_user, principal, user_id)
+
+    async def erasure(self, principal: Principal, erasure_id: str) -> ScrubReport:
+        """See :meth:`Gate.erasure`."""
+        return await asyncio.to_thread(self.gate.erasure, principal, erasure_id)
 
     async def add_message(self, principal: Principal, fields: Mapping[str, Any]) -> SavedMessage:
         """See :meth:`Gate.add_message`."""

@@ -37,6 +37,7 @@ from confide.engine import MemoryEngine
 from confide.errors import (
     ConfigurationError,
     ConflictError,
+    NotFoundError,
     PermissionDeniedError,
     PreconditionFailedError,
 )
@@ -52,6 +53,7 @@ from confide.types import (
     MemoryFilter,
     MemoryState,
     MemoryType,
+    ScrubReport,
     Source,
     owner_app_id,
 )
@@ -429,6 +431,21 @@ class Gate:
         """
         require_admin(principal, "erasing a user")
         return self.engine.erase_user(account_id=principal.account_id, user_id=user_id)
+
+    def erasure(self, principal: Principal, erasure_id: str) -> ScrubReport:
+        """Where an erasure of the principal's account stands: whether the scrub of the
+        files is verified, done but unverifiable here, or still pending (and why).
+
+        Raises:
+            PermissionDeniedError: the principal is not an admin.
+            NotFoundError: no erasure of this account has that id.
+        """
+        require_admin(principal, "reading an erasure")
+        report = self.engine.scrub_report(erasure_id)
+        row = self.engine.storage.scrub_tables().get(erasure_id)
+        if report is None or row is None or row.account_id != principal.account_id:
+            raise NotFoundError("no such erasure")
+        return report
 
     # ---- chat -----------------------------------------------------------------------------
     def add_message(self, principal: Principal, fields: Mapping[str, Any]) -> SavedMessage:

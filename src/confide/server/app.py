@@ -172,6 +172,7 @@ def create_app(
     ):
         app.include_router(module.router)
     app.include_router(apps.admin_router)
+    app.include_router(users.erasures)
 
     # Counts across every tenant: any valid API key (read scope) unless made public.
     guard = [] if settings.metrics_public else [Depends(require_key)]

@@ -16,7 +16,12 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
@@ -59,7 +64,8 @@ class Metrics:
     """Counters and histograms of one service process (thread-safe).
 
     ``integrity_failures`` reads the engine's count of rows that failed authentication;
-    ``sessions_evicted`` the session buffer's count of idle sessions it dropped.
+    ``sessions_evicted`` the session buffer's count of idle sessions it dropped;
+    ``scrubs_pending`` the store's count of scrubs still pending (erasures not verified yet).
     ``registry`` is this process's prometheus-client registry; :meth:`render` its exposition.
     """
 
@@ -68,9 +74,11 @@ class Metrics:
         *,
         integrity_failures: Callable[[], int] | None = None,
         sessions_evicted: Callable[[], int] | None = None,
+        scrubs_pending: Callable[[], int] | None = None,
     ) -> None:
         self._integrity_failures = integrity_failures
         self._sessions_evicted = sessions_evicted
+        self._scrubs_pending = scrubs_pending
         self._lock = threading.Lock()
         self.memories_stored = 0
         self.memories_updated = 0
@@ -164,6 +172,7 @@ class _Collector(Collector):
         m = self._metrics
         integrity = 0 if m._integrity_failures is None else m._integrity_failures()
         evicted = 0 if m._sessions_evicted is None else m._sessions_evicted()
+        pending = 0 if m._scrubs_pending is None else m._scrubs_pending()
         with m._lock:
             counters = (
                 ("confide_memories_stored", "Memories created.", m.memories_stored),
@@ -200,6 +209,13 @@ class _Collector(Collector):
                     "confide_sessions_evicted",
                     "Call sessions dropped from process memory after 30 idle minutes.",
                     value=evicted,
+                )
+            )
+            families.append(
+                GaugeMetricFamily(
+                    "confide_scrubs_pending",
+                    "Scrubs of erased, purged or re-wrapped data not finished and verified yet.",
+                    value=pending,
                 )
             )
             families += _labelled(m)

@@ -137,6 +137,7 @@ class Services:
         self.metrics = Metrics(
             integrity_failures=lambda: engine.integrity_failures,
             sessions_evicted=lambda: self.buffer.evicted,
+            scrubs_pending=lambda: len(engine.storage.scrub_tables().pending(limit=10_000)),
         )
         self.tasks = TaskRegistry()
         self.usage = components.usage

@@ -29,6 +29,7 @@ from confide.storage.checkpoints import CheckpointTables
 from confide.storage.consolidation import ConsolidationTables
 from confide.storage.jobs import JobTables, JobWrites
 from confide.storage.messages import MessageTables, MessageWrites
+from confide.storage.scrubs import ScrubOutcome, ScrubTables
 from confide.storage.service import ServiceTables
 from confide.types import MemoryFilter
 
@@ -235,6 +236,11 @@ class RowWrites(Protocol):
 
     def delete_memories(self, memory_ids: Sequence[str]) -> int:
         """Hard-delete memory versions (history and change log stay: they hold no text)."""
+        ...
+
+    def sealed_values(self, account_id: str, user_id: str, *, limit: int) -> list[bytes]:
+        """Ciphertexts and wrapped data keys of one user's rows (at most ``limit`` rows of
+        each table), read before an erasure deletes them."""
         ...
 
     def delete_owner(self, account_id: str, user_id: str) -> dict[str, int]:
@@ -630,10 +636,12 @@ class StoreAdmin(Protocol):
         """The user's current key generation, recorded (as 0) when the user has none yet."""
         ...
 
-    def scrub(self) -> str:
+    def scrub(self) -> ScrubOutcome:
         """Make deleted rows unrecoverable from the database's files; says what was done.
 
-        Called after erasure and purge. The words go into receipts and reports.
+        Called after erasure, purge and key rotation; its words go into receipts and
+        reports. An outcome that is not ``complete`` names what blocked it, and the caller
+        records the scrub as owed (see :meth:`scrub_tables`).
         """
         ...
 
@@ -677,6 +685,10 @@ class StoreAdmin(Protocol):
 
     def job_tables(self) -> JobTables:
         """The background job queue kept in this store."""
+        ...
+
+    def scrub_tables(self) -> ScrubTables:
+        """The scrubs owed by erasures, purges and rotations, kept in this store."""
         ...
 
     def user_ids(self, account_id: str, *, limit: int = 1000) -> list[str]:

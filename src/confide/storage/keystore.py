@@ -23,6 +23,7 @@ from typing import Any, Protocol
 from confide.errors import ConfigurationError, StorageError
 from confide.storage.base import DataKeyRow
 from confide.storage.migrations import key_tables, no_statistics
+from confide.storage.scrubs import ScrubOutcome
 from confide.storage.sql import SqlExecutor
 
 __all__ = ["KeyStore", "SqlKeyStore", "open_key_store"]
@@ -65,11 +66,15 @@ class KeyStore(Protocol):
         """Replace a wrapped key if it is still under ``expected_kek_id``; True if replaced."""
         ...
 
+    def owner_keys(self, account_id: str, user_id: str, purpose: str) -> list[DataKeyRow]:
+        """Every key of an owner and purpose (each generation), oldest first."""
+        ...
+
     def destroy(self, account_id: str, user_id: str, purpose: str) -> list[str]:
         """Delete every key of an owner and purpose; the ids of the keys destroyed."""
         ...
 
-    def scrub(self) -> str:
+    def scrub(self) -> ScrubOutcome:
         """Make deleted keys unrecoverable from the store's files; says what was done."""
         ...
 
@@ -104,7 +109,7 @@ class SqlRunner(Protocol):
 
     def transaction(self) -> AbstractContextManager[Any]: ...
     def reader_across_accounts(self) -> AbstractContextManager[SqlExecutor]: ...
-    def scrub(self) -> str: ...
+    def scrub(self) -> ScrubOutcome: ...
     def data_files(self, *, shared: bool = True) -> list[Path]: ...
     def close(self) -> None: ...
 
@@ -164,6 +169,16 @@ class SqlKeyStore:
         with self._runner.reader_across_accounts() as db:
             row = db.run(sql + " ORDER BY generation DESC LIMIT 1", params).fetchone()
         return None if row is None else _row(row)
+
+    def owner_keys(self, account_id: str, user_id: str, purpose: str) -> list[DataKeyRow]:
+        """Every key of an owner and purpose (each generation), oldest first."""
+        with self._runner.reader_across_accounts() as db:
+            rows = db.run(
+                f"SELECT {_KEY_COLUMNS} FROM user_keys WHERE account_id = ? AND user_id = ? "
+                "AND purpose = ? ORDER BY generation",
+                [account_id, user_id, purpose],
+            ).fetchall()
+        return [_row(r) for r in rows]
 
     def add(self, row: DataKeyRow) -> DataKeyRow:
         """Insert ``row`` unless its owner has a key of that generation; return the stored one."""
@@ -242,10 +257,10 @@ class SqlKeyStore:
             )
         return ids
 
-    def scrub(self) -> str:
+    def scrub(self) -> ScrubOutcome:
         """Make deleted keys unrecoverable from the store's files (see the runner's scrub)."""
         if not self._owned:
-            return "keys live in the data database, scrubbed with it"
+            return ScrubOutcome("keys live in the data database, scrubbed with it")
         return self._runner.scrub()
 
     def data_files(self, *, shared: bool = True) -> list[Path]:

@@ -691,3 +691,27 @@ MIGRATIONS = (
         postgres=checkpoint_owner_ddl("postgres", "BYTEA", "DOUBLE PRECISION"),
     ),
 )
+
+
+def _scrubs(real: str) -> tuple[str, ...]:
+    return (
+        f"""CREATE TABLE IF NOT EXISTS scrubs (
+            id TEXT PRIMARY KEY, kind TEXT NOT NULL, account_id TEXT, state TEXT NOT NULL,
+            detail TEXT NOT NULL, attempts INTEGER NOT NULL, markers TEXT NOT NULL,
+            created_at {real} NOT NULL, updated_at {real} NOT NULL)""",
+        "CREATE INDEX IF NOT EXISTS scrubs_state ON scrubs (state, created_at)",
+    )
+
+
+MIGRATIONS = (
+    *MIGRATIONS,
+    Migration(
+        version=23,
+        name="scrubs-owed",
+        # What an erasure, a purge or a key rotation must still clear from the files, until
+        # a scrub completes and a scan verifies it (see confide.storage.scrubs). Store-wide
+        # maintenance with no user id, so it is not confined to an account.
+        sqlite=_scrubs("REAL"),
+        postgres=_scrubs("DOUBLE PRECISION"),
+    ),
+)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import struct
 import threading
@@ -25,6 +26,7 @@ from confide.storage.base import (
 )
 from confide.storage.filters import compile_filter
 from confide.storage.migrations import HNSW_EF_SEARCH, POSTGRES_HNSW_INDEX, account_policy
+from confide.storage.scrubs import ScrubOutcome
 from confide.storage.sql import (
     MEMORY_SELECT,
     NO_NEIGHBOUR_COLUMN,
@@ -44,6 +46,11 @@ try:  # psycopg is the optional "postgres" extra
 except ImportError:  # exercised by tests/test_missing_extras.py
     psycopg = None  # type: ignore[assignment]
     ConnectionPool = None  # type: ignore[assignment,misc]
+
+log = logging.getLogger(__name__)
+
+_WARNED_SCRUB: set[str] = set()
+"""The servers whose missing scrub grants this process has warned about."""
 
 
 class VectorParam:
@@ -296,6 +303,22 @@ class PostgresStorage(SqlStorage):
             tx.across_accounts()  # the schema, and data upgrades of every account
             tx.run("SELECT pg_advisory_xact_lock(hashtext('confide-migrations'))")
             self._apply_migrations(tx)
+        self._warn_scrub_privileges()
+
+    def _warn_scrub_privileges(self) -> None:
+        """Warn once per process and server about what erasure's scrub will be refused."""
+        try:
+            missing = self.scrub_privileges()
+        except psycopg.Error:
+            return
+        where = self.conninfo.rsplit("@", 1)[-1]
+        if missing and where not in _WARNED_SCRUB:
+            _WARNED_SCRUB.add(where)
+            log.warning(
+                "erasure cannot scrub PostgreSQL's files completely until: %s "
+                "(see docs/security.md)",
+                "; ".join(missing),
+            )
 
     def _vector_space_ddl(self, dims: int) -> Sequence[str]:
         return (
@@ -485,45 +508,97 @@ class PostgresStorage(SqlStorage):
     )
     """Tables that hold ciphertexts, wrapped keys or key ids."""
 
-    def scrub(self) -> str:
+    def scrub(self) -> ScrubOutcome:
         """Rewrite the tables that held deleted ciphertexts or keys, then retire the WAL.
 
         PostgreSQL keeps a deleted row's bytes as a dead tuple, and a plain ``VACUUM`` frees
         the space without overwriting it; ``VACUUM FULL`` writes the live rows into new files
-        and drops the old ones (it locks each table for as long as the copy takes). The WAL
-        still holds the rows as they were inserted until checkpoints retire its segments;
-        with ``wal_recycle = off`` retired segments are deleted rather than reused.
+        and drops the old ones (it locks each table for as long as the copy takes, and only
+        the table's owner may run it). The WAL still holds the rows as they were inserted
+        until a checkpoint after a segment switch retires their segment; with
+        ``wal_recycle = off`` retired segments are deleted rather than reused. Each step the
+        role is refused makes the outcome incomplete, naming the grant that would allow it
+        (:meth:`scrub_privileges` lists them up front).
         """
         done: list[str] = []
+        blocked: list[str] = []
         try:
             with self._pool.connection() as conn:
+                role = str(conn.execute("SELECT current_user").fetchone()[0])
+                not_owned = []
                 for table in self._SCRUBBED_TABLES:
-                    exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL", [table])
-                    if exists.fetchone()[0]:
-                        conn.execute(f"VACUUM (FULL) {table}")
+                    owned = conn.execute(
+                        "SELECT pg_has_role(current_user, relowner, 'MEMBER') FROM pg_class "
+                        "WHERE oid = to_regclass(%s)",
+                        [table],
+                    ).fetchone()
+                    if owned is None:
+                        continue
+                    if not owned[0]:
+                        not_owned.append(table)
+                        continue
+                    conn.execute(f"VACUUM (FULL) {table}")
                 done.append("tables with ciphertexts or keys rewritten (VACUUM FULL)")
-                try:
-                    conn.execute("CHECKPOINT")
-                    conn.execute("SELECT pg_switch_wal()")
-                    conn.execute("CHECKPOINT")
-                    recycle = conn.execute("SHOW wal_recycle").fetchone()[0]
-                    done.append(
-                        "WAL switched and checkpointed; "
-                        + (
-                            "retired segments deleted (wal_recycle off)"
-                            if recycle == "off"
-                            else "retired segments are reused, old records stay in them "
-                            "until overwritten (set wal_recycle = off)"
-                        )
+                if not_owned:
+                    blocked.append(
+                        f"role {role} does not own {', '.join(not_owned)} (VACUUM FULL takes "
+                        "the owner: run the service as the role that created its tables)"
                     )
-                except psycopg.errors.InsufficientPrivilege:
-                    done.append(
-                        "no privilege to checkpoint (grant pg_checkpoint): old WAL segments "
-                        "keep the rows until the server's own checkpoints retire them"
-                    )
+                blocked += self._retire_wal(conn, role, done)
         except psycopg.Error as exc:
             raise StorageError(f"PostgreSQL scrub failed: {type(exc).__name__}") from exc
-        return "; ".join(done)
+        return ScrubOutcome(
+            "; ".join(done), complete=not blocked, blocked_by="; ".join(blocked) or None
+        )
+
+    @staticmethod
+    def _retire_wal(conn: Any, role: str, done: list[str]) -> list[str]:
+        """Checkpoint, switch the WAL segment and checkpoint again; what was refused."""
+        blocked: list[str] = []
+        for statement, grant in (
+            ("CHECKPOINT", f"GRANT pg_checkpoint TO {role}"),
+            ("SELECT pg_switch_wal()", f"GRANT EXECUTE ON FUNCTION pg_switch_wal() TO {role}"),
+            ("CHECKPOINT", f"GRANT pg_checkpoint TO {role}"),
+        ):
+            try:
+                conn.execute(statement)
+            except psycopg.errors.InsufficientPrivilege:
+                conn.rollback()
+                if f"({grant})" not in " ".join(blocked):
+                    blocked.append(
+                        f"role {role} may not run {statement.removeprefix('SELECT ')} "
+                        f"({grant}): the WAL keeps the deleted rows until the server's own "
+                        "checkpoints retire its segment"
+                    )
+        if not blocked:
+            done.append("WAL switched and checkpointed")
+        if conn.execute("SHOW wal_recycle").fetchone()[0] != "off":
+            blocked.append(
+                "wal_recycle is on: retired WAL segments are reused and keep old records until "
+                "overwritten (set wal_recycle = off)"
+            )
+        return blocked
+
+    def scrub_privileges(self) -> list[str]:
+        """The grants and settings the scrub needs that this role or server lacks (empty:
+        every step of :meth:`scrub` is allowed)."""
+        with self._pool.connection() as conn:
+            row = conn.execute(
+                "SELECT current_user, rolsuper, "
+                "pg_has_role(current_user, 'pg_checkpoint', 'MEMBER'), "
+                "has_function_privilege('pg_switch_wal()', 'EXECUTE'), "
+                "current_setting('wal_recycle') "
+                "FROM pg_roles WHERE rolname = current_user"
+            ).fetchone()
+        role, superuser, checkpoint, switch, recycle = row
+        missing = []
+        if not superuser and not checkpoint:
+            missing.append(f"GRANT pg_checkpoint TO {role}")
+        if not superuser and not switch:
+            missing.append(f"GRANT EXECUTE ON FUNCTION pg_switch_wal() TO {role}")
+        if recycle != "off":
+            missing.append("ALTER SYSTEM SET wal_recycle = off")
+        return missing
 
 
 def create_database_if_missing(url: str, *, via: str) -> None:

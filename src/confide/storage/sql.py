@@ -42,6 +42,7 @@ from confide.storage.filters import compile_filter, compile_others_shared
 from confide.storage.jobs import JobTables, SqlJobTables, SqlJobWrites
 from confide.storage.messages import MessageTables, SqlMessageTables, SqlMessageWrites
 from confide.storage.migrations import MIGRATIONS, Migration
+from confide.storage.scrubs import ScrubOutcome, ScrubTables, SqlScrubTables
 from confide.storage.service import ServiceTables
 from confide.types import MemoryFilter, MemoryState
 
@@ -108,6 +109,8 @@ _OPTIONAL_OWNER_TABLES = (
     "supervisor_checkpoints",
     "consolidation_pairs",
 )
+# Owner tables with a sealed value (ciphertext and wrapped data key) in each row.
+_SEALED_TABLES = ("memories", "messages", "proposals")
 _OWNER_TABLES = ("history", "ops_events", *_OPTIONAL_OWNER_TABLES, "memories", "data_keys")
 
 
@@ -429,6 +432,25 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlJobWrites, SqlExecutor):
             [account_id, user_id],
         ).fetchone()
         return int(row[0])
+
+    def sealed_values(self, account_id: str, user_id: str, *, limit: int) -> list[bytes]:
+        """Ciphertexts and wrapped data keys of one user's rows (newest first, at most
+        ``limit`` rows per table): the markers an erasure looks for after deleting them."""
+        self.scope_to(account_id)
+        found: list[bytes] = []
+        for table in _SEALED_TABLES:
+            if not self.has_table(table):
+                continue
+            rows = self.run(
+                f"SELECT ciphertext, wrapped_key FROM {table} "
+                "WHERE account_id = ? AND user_id = ? ORDER BY created_at DESC LIMIT ?",
+                [account_id, user_id, limit],
+            ).fetchall()
+            for ciphertext, wrapped in rows:
+                if ciphertext is not None:
+                    found.append(bytes(ciphertext))
+                found.append(bytes(wrapped))
+        return found
 
     def delete_owner(self, account_id: str, user_id: str) -> dict[str, int]:
         """Delete every row of one user in every table; returns the count per table."""
@@ -1019,6 +1041,10 @@ class SqlStorage:
         """The background job queue kept in this database."""
         return SqlJobTables(self, claim_suffix=self.job_claim_suffix)
 
+    def scrub_tables(self) -> ScrubTables:
+        """The scrubs owed by erasures, purges and rotations, kept in this database."""
+        return SqlScrubTables(self)
+
     def user_ids(self, account_id: str, *, limit: int = 1000) -> list[str]:
         """See :meth:`Storage.user_ids`."""
         with self._reader(account_id) as db:
@@ -1029,7 +1055,7 @@ class SqlStorage:
             ).fetchall()
         return [str(r[0]) for r in rows]
 
-    def scrub(self) -> str:
+    def scrub(self) -> ScrubOutcome:
         """Make deleted rows unrecoverable from the database's files (per backend)."""
         raise NotImplementedError
 

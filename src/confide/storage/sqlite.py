@@ -24,6 +24,7 @@ except ImportError:  # pragma: no cover - platforms without the wheel
 from confide.errors import StorageError
 from confide.storage.base import Capability, ScoredId, SealedVector, StoredVector, Vector
 from confide.storage.filters import compile_filter, compile_others_shared
+from confide.storage.scrubs import ScrubOutcome
 from confide.storage.sql import (
     LexicalTuning,
     SqlExecutor,
@@ -499,22 +500,28 @@ class SqliteStorage(SqlStorage):
         files = (self.path + suffix for suffix in ("", "-wal", "-shm", "-journal"))
         return [Path(f) for f in files if Path(f).is_file()]
 
-    def scrub(self) -> str:
+    def scrub(self) -> ScrubOutcome:
         """Fold the WAL into the (zeroed) database file and truncate it.
 
         With ``secure_delete`` the database file holds no deleted content; the WAL, though,
         still holds every page as it was written before, until a checkpoint truncates it.
-        The checkpoint waits (up to the busy timeout) for readers of older snapshots.
+        The checkpoint waits (up to the busy timeout) for readers of older snapshots; while
+        one holds on, the outcome is incomplete and the caller owes a later scrub.
         """
         if self.path == ":memory:":
-            return "in-memory database: nothing on disk"
+            return ScrubOutcome("in-memory database: nothing on disk")
         try:
             busy, _, _ = self._connection().execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
         except sqlite3.Error as exc:
             raise StorageError(f"SQLite checkpoint failed: {type(exc).__name__}") from exc
         if busy:
-            return (
-                "SQLite secure_delete zeroed the deleted rows; a reader held the WAL, so older "
-                "page images stay in it until the next full checkpoint"
+            return ScrubOutcome(
+                "SQLite secure_delete zeroed the deleted rows; the WAL still holds older page "
+                "images",
+                complete=False,
+                blocked_by=f"a reader holds the WAL of {Path(self.path).name} (a backup, "
+                "another process or a long read): the scrub is retried until it closes",
             )
-        return "SQLite secure_delete zeroed the deleted rows; WAL checkpointed and truncated"
+        return ScrubOutcome(
+            "SQLite secure_delete zeroed the deleted rows; WAL checkpointed and truncated"
+        )

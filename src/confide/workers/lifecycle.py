@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from confide.chat.messages import MessageStore
+from confide.errors import ConflictError
 from confide.workers.worker import JobContext
 
-__all__ = ["JOB_RETENTION_DAYS", "purge_job", "ttl_job"]
+__all__ = ["JOB_RETENTION_DAYS", "ScrubPendingError", "purge_job", "scrub_job", "ttl_job"]
 
 JOB_RETENTION_DAYS = 7.0
 """Days finished jobs stay in the queue (their dedupe keys keep schedules idempotent)."""
@@ -33,4 +34,20 @@ def purge_job(ctx: JobContext) -> int:
     report = ctx.engine.purge_expired(now=ctx.now)
     MessageStore(ctx.engine).purge(retention_days=ctx.settings.message_retention_days, now=ctx.now)
     ctx.engine.storage.job_tables().prune_jobs(ctx.now - JOB_RETENTION_DAYS * 86_400.0)
+    # Scrubs still pending after their own job gave up are retried here, hourly, for good.
+    ctx.engine.retry_scrubs()
     return report.purged
+
+
+class ScrubPendingError(ConflictError):
+    """A scrub is still refused or its scan still finds markers: the job is retried."""
+
+
+def scrub_job(ctx: JobContext) -> str:
+    """Run a pending scrub again (an erasure's, a purge's or a rotation's) and scan for what
+    it must have cleared; raises :class:`ScrubPendingError` while it stays pending, so the
+    worker retries it with backoff. Returns the scrub's status."""
+    report = ctx.engine.settle_scrub(str(ctx.payload["scrub_id"]), retry=False)
+    if report.status == "pending":
+        raise ScrubPendingError("the scrub is still pending")
+    return report.status

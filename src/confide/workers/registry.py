@@ -24,10 +24,11 @@ from confide.chat import ChatMemory
 from confide.config import Settings
 from confide.embedders.base import Embedder
 from confide.engine import MemoryEngine
+from confide.engine.scrubbing import SCRUB_JOB
 from confide.llm.base import LLM
 from confide.llm.usage import UsageLedger
 from confide.workers.conversation_jobs import ConversationJobs, ConversationParts
-from confide.workers.lifecycle import purge_job, ttl_job
+from confide.workers.lifecycle import purge_job, scrub_job, ttl_job
 from confide.workers.memory_jobs import MemoryJobs
 from confide.workers.schedules import DEFAULT_SCHEDULES
 from confide.workers.worker import Worker
@@ -41,9 +42,10 @@ __all__ = [
 
 
 def register_lifecycle_jobs(worker: Worker) -> None:
-    """Register the ``ttl`` and ``purge`` jobs (no LLM)."""
+    """Register the ``ttl``, ``purge`` and ``scrub`` jobs (no LLM)."""
     worker.register("ttl", ttl_job)
     worker.register("purge", purge_job)
+    worker.register(SCRUB_JOB, scrub_job)
 
 
 def register_memory_jobs(

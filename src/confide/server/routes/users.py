@@ -39,3 +39,20 @@ async def erase_user(
     """
     receipt = await services.agate.erase_user(caller, user_id)
     return receipt.model_dump(mode="json")
+
+
+erasures = APIRouter(prefix="/v1/erasures", tags=["users"])
+
+
+@erasures.get("/{erasure_id}")
+async def get_erasure(
+    erasure_id: Annotated[str, Path(min_length=1, max_length=64)],
+    services: Svc,
+    caller: Caller,
+) -> dict[str, Any]:
+    """Where an erasure stands (the receipt's ``id``): ``status`` is ``verified`` once a
+    scrub completed and a scan of the files found nothing, ``scrubbed`` when the files are
+    not readable by the service to verify it, ``pending`` (with ``detail`` naming what
+    blocks it) while the worker retries. Needs an admin key."""
+    report = await services.agate.erasure(caller, erasure_id)
+    return report.model_dump(mode="json")
