@@ -74,3 +74,29 @@ async def test_the_users_list_hides_apps_internal_owners_from_every_key(
         response = await api.client.get("/v1/users", headers=headers)
         assert response.status_code == 200, response.text
         assert response.json() == {"users": ["u-1"]}
+
+
+async def test_an_erasure_can_be_looked_up_by_its_id_by_its_accounts_admins_only(
+    api: Api,
+) -> None:
+    keys: ApiKeys = api.app.state.services.keys
+    admin = {"Authorization": f"Bearer {keys.create(ACCOUNT, admin=True)}"}
+    stranger = {"Authorization": f"Bearer {keys.create('another-account', admin=True)}"}
+    await api.post("/v1/memories", {"user_id": "u-1", "key": "k", "value": "to be erased"})
+    receipt = (await api.client.delete("/v1/users/u-1", headers=admin)).json()
+    assert receipt["status"] in {"verified", "scrubbed"} and receipt["id"]
+    assert receipt["markers"]["key_ids"] == receipt["key_ids_destroyed"]
+
+    looked_up = await api.client.get(f"/v1/erasures/{receipt['id']}", headers=admin)
+    assert looked_up.status_code == 200, looked_up.text
+    assert looked_up.json()["status"] == receipt["status"]
+    assert looked_up.json()["kind"] == "erasure" and "u-1" not in looked_up.text
+    assert (
+        await api.client.get(f"/v1/erasures/{receipt['id']}", headers=api.auth)
+    ).status_code == 403
+    assert (
+        await api.client.get(f"/v1/erasures/{receipt['id']}", headers=stranger)
+    ).status_code == 404
+    assert (await api.client.get("/v1/erasures/no-such-id", headers=admin)).status_code == 404
+    metrics = await api.client.get("/metrics", headers=admin)
+    assert "confide_scrubs_pending 0.0" in metrics.text

@@ -181,7 +181,8 @@ def create_app(
     async def metrics() -> PlainTextResponse:
         """Prometheus text-format metrics (counts and durations, never user data); needs an
         API key unless ``CONFIDE_METRICS_PUBLIC=1``."""
-        return PlainTextResponse(services.metrics.render(), media_type=CONTENT_TYPE_PLAIN_0_0_4)
+        text = await asyncio.to_thread(services.metrics.render)  # it counts pending scrubs
+        return PlainTextResponse(text, media_type=CONTENT_TYPE_PLAIN_0_0_4)
 
     @app.get("/healthz", tags=["ops"])
     async def healthz() -> dict[str, str]:

@@ -44,6 +44,12 @@ _ADD_COLUMN = re.compile(
 )
 
 
+BUSY_TIMEOUT_MS = 30_000
+"""How long a statement waits for another connection's lock before it fails."""
+SCRUB_WAIT_MS = 1_000
+"""How long a scrub's checkpoint waits for readers before it is left pending (retried)."""
+
+
 def _connect(path: str) -> sqlite3.Connection:
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30.0)
     conn.execute("PRAGMA journal_mode = WAL")
@@ -52,7 +58,7 @@ def _connect(path: str) -> sqlite3.Connection:
     # Deleted cells and freed pages are overwritten with zeros, so an erased or purged value
     # (and a destroyed key) cannot be carved from the file's free space afterwards.
     conn.execute("PRAGMA secure_delete = ON")
-    conn.execute("PRAGMA busy_timeout = 30000")
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     # Checkpoints run in a background thread (see Checkpointer), not inside a writer's commit.
     conn.execute("PRAGMA wal_autocheckpoint = 0")
     # Reads map the database file instead of copying pages through read() calls: a query
@@ -301,9 +307,12 @@ class SqliteStorage(SqlStorage):
         self.vector_index.close()
         self._checkpointer.stop()
         if not self._closed and self.path != ":memory:":
-            # If another process holds the database, its own close folds the WAL.
+            # If another process holds the database, its own close folds the WAL; waiting
+            # here for its readers would hold off its writers all the while.
             with contextlib.suppress(sqlite3.Error):
-                self._connection().execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                conn = self._connection()
+                conn.execute(f"PRAGMA busy_timeout = {SCRUB_WAIT_MS}")
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         self._closed = True
         with self._connections_lock:
             for conn in self._connections:
@@ -510,10 +519,17 @@ class SqliteStorage(SqlStorage):
         """
         if self.path == ":memory:":
             return ScrubOutcome("in-memory database: nothing on disk")
+        conn = self._connection()
+        # A checkpoint that waits for readers also holds off new writers meanwhile, so it
+        # waits only briefly: a scrub left pending is retried, a writer held for the whole
+        # busy timeout would fail its request.
+        conn.execute(f"PRAGMA busy_timeout = {SCRUB_WAIT_MS}")
         try:
-            busy, _, _ = self._connection().execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
         except sqlite3.Error as exc:
             raise StorageError(f"SQLite checkpoint failed: {type(exc).__name__}") from exc
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         if busy:
             return ScrubOutcome(
                 "SQLite secure_delete zeroed the deleted rows; the WAL still holds older page "

@@ -18,6 +18,7 @@ from confide.chat.messages import MessageStore
 from confide.config import Settings
 from confide.crypto.keyring import KeyRing
 from confide.engine import MemoryEngine
+from confide.engine.residue import markers_of, scan_files
 from confide.errors import IntegrityError
 from confide.storage import open_storage
 from confide.storage.base import Capability, MemoryRow, Storage
@@ -26,7 +27,7 @@ from confide.storage.messages import MessageRow
 from confide.testing.builders import ACCOUNT, add
 from confide.testing.conformance.harness import StorageHarness
 from confide.testing.forensics import CarveReport, carve
-from confide.types import MemoryFilter
+from confide.types import MemoryFilter, ResidueMarkers
 
 SENTINELS = ("ultramarine-okapi-1", "ultramarine-okapi-2", "ultramarine-okapi-3")
 MESSAGE_SENTINELS = ("ultramarine-okapi-said-1", "ultramarine-okapi-said-2")
@@ -132,6 +133,58 @@ class ErasureConformance(StorageHarness):
         assert receipt.deleted["messages"] == len(MESSAGE_SENTINELS)
         assert after.clean, "\n".join(after.lines())
         assert engine.list_memories(MemoryFilter(account_id=ACCOUNT, user_id="user-2"))
+
+    @pytest.mark.requires(Capability.DATA_FILES)
+    def test_erasure_verifies_itself_with_a_scan_of_the_files(
+        self, engine: MemoryEngine, storage: Storage, key_store: KeyStore
+    ) -> None:
+        rows = _fill(engine)
+        storage.scrub()
+        key_store.scrub()
+        keys = key_store.owner_keys(ACCOUNT, "user-1", "user")
+        sealed = [blob for row in rows for blob in (row.ciphertext, row.wrapped_key)]
+        markers = markers_of([(k.key_id, k.wrapped) for k in keys], sealed)
+        files = engine.residue_files()
+        assert files is not None
+        # The scan finds the markers while the rows are there (it can fail).
+        assert scan_files(files, markers).occurrences >= len(markers.fragments)
+
+        receipt = engine.erase_user(account_id=ACCOUNT, user_id="user-1")
+
+        assert receipt.status == "verified", receipt.blocked_by
+        assert receipt.scan is not None and receipt.scan.clean and receipt.scan.files_read
+        assert set(markers.fragments) <= set(receipt.markers.fragments)
+        assert receipt.markers.key_ids == [k.key_id for k in keys]
+        assert scan_files(engine.residue_files() or [], receipt.markers).clean
+        report = engine.scrub_report(receipt.id)
+        assert report is not None and report.status == "verified" and report.kind == "erasure"
+        assert engine.storage.scrub_tables().pending() == []
+
+    @pytest.mark.requires(Capability.DATA_FILES)
+    def test_rotation_and_retire_leave_no_key_wrapped_under_the_former_kek(
+        self, engine: MemoryEngine, storage: Storage, key_store: KeyStore
+    ) -> None:
+        _fill(engine)
+        before = key_store.rows(limit=100)
+        assert {r.user_id for r in before} >= {"user-1", "user-2"}
+        tags = ResidueMarkers(fragments=[r.wrapped[-16:].hex() for r in before])
+        storage.scrub()
+        key_store.scrub()
+        files = engine.residue_files()
+        assert files is not None and scan_files(files, tags).occurrences >= len(before)
+
+        former = engine.keyring
+        engine.rotate_kek(
+            KeyRing(primary=bytes(range(32, 64)), former={former.primary_id: former.primary})
+        )
+        assert engine.rotation_scrub is not None
+        assert engine.rotation_scrub.status == "verified", engine.rotation_scrub.detail
+        assert engine.retire_former_keks() == [former.primary_id]
+
+        found = scan_files(engine.residue_files() or [], tags)
+        assert found.clean, found.found
+        listed = engine.list_memories(MemoryFilter(account_id=ACCOUNT, user_id="user-2"))
+        assert [m.value for m in listed] == ["someone else's"]
 
     @pytest.mark.requires(Capability.DATA_FILES)
     def test_purge_leaves_nothing_to_carve(
