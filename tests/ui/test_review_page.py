@@ -508,6 +508,11 @@ def test_long_lists_page_and_weak_matches_hide_in_a_real_browser(
     assert _in_view(browser, "history-panel")
     shot("06-narrow-history.png")
 
+    # Signing out leaves nothing read under the key in the page.
+    browser.find_element(By.ID, "sign-out").click()
+    _status(browser, "Signed out.")
+    assert browser.find_elements(By.CSS_SELECTOR, "li.memory, li.event, #user-select option") == []
+
     # Values, and the query, went only in bodies: the history fetched versions by id.
     secrets = [*PREFERENCES.values(), HOSTILE, "dog"]
     assert any(p.startswith("/v1/memories/") for p in served.paths)

@@ -97,6 +97,10 @@ async function signIn(event) {
 
 function signOut() {
   Object.assign(state, { key: null, user: null, mode: "list", page: 0, hits: [], selected: null });
+  // Nothing read under the key stays in the page.
+  closeHistory();
+  for (const id of ["memories", "proposals", "user-select"]) $(id).replaceChildren();
+  $("query").value = "";
   $("review").hidden = true;
   $("browse").hidden = true;
   $("sign-in").hidden = false;
@@ -212,7 +216,6 @@ function cutoff() {
 }
 
 function renderSearch(page) {
-  state.page = page;
   const best = state.hits.length ? state.hits[0].score : 0;
   const kept = state.hits.filter((hit) => hit.score >= best * cutoff());
   const hidden = state.hits.length - kept.length;
