@@ -17,6 +17,7 @@ import pytest
 from confide.chat import ChatMemory, FactCategory
 from confide.chat.facts import FACT_MEMORY_CATEGORY
 from confide.chat.history import CHUNK_CATEGORY
+from confide.chat.summaries import ACTOR as SUMMARY_ACTOR
 from confide.chat.summaries import SUMMARY_PROMPT, LLMSummariser, OfflineSummariser
 from confide.chat.types import ChatMessage
 from confide.embedders.openai import OpenAICompatibleEmbedder
@@ -25,7 +26,7 @@ from confide.errors import ProviderError, StorageError
 from confide.index.vectors import VectorIndexer
 from confide.llm.openai_compat import OpenAICompatibleLLM
 from confide.testing.scripted_llm import RecordedRequest, ScriptedLLMServer, ScriptedReply
-from confide.types import MemoryFilter, MemoryType, Visibility
+from confide.types import HistoryEventType, MemoryFilter, MemoryType, Visibility
 
 ACCOUNT = "acct-1"
 GOOD = json.dumps(
@@ -147,6 +148,13 @@ def test_a_restated_fact_supersedes_and_a_repeated_one_is_kept_once(
     assert son.version == 2
     versions = engine.versions(son.id, account_id=ACCOUNT)
     assert [v.value for v in versions] == ["Ann's son is called Tom", "Ann's son is called Thomas"]
+    # Every write of a summary names who made it, the first version's as much as the restated.
+    assert [(e.event, e.actor) for e in engine.history(son.id, account_id=ACCOUNT)] == [
+        (HistoryEventType.UPDATE, SUMMARY_ACTOR),
+        (HistoryEventType.ADD, SUMMARY_ACTOR),
+    ]
+    [chunk, _] = _state(engine)["chunks"]
+    assert [e.actor for e in engine.history(chunk.id, account_id=ACCOUNT)] == [SUMMARY_ACTOR]
 
 
 def _assert_nothing_stored(engine: MemoryEngine) -> None:

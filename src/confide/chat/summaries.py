@@ -39,6 +39,7 @@ from confide.storage.messages import SummaryRange
 from confide.types import Memory, MemoryType, Source
 
 __all__ = [
+    "ACTOR",
     "SUMMARY_PROMPT",
     "LLMSummariser",
     "OfflineSummariser",
@@ -49,6 +50,9 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+ACTOR = "summaries"
+"""The actor a summary's writes are audited under (its chunk, new facts and restated ones)."""
 
 SUMMARY_PROMPT = (
     "You summarise part of a conversation between a user and an assistant so that nothing "
@@ -341,7 +345,7 @@ class RollingSummaries:
 
         try:
             written = self.engine.commit_batch(
-                new=[chunk, *plan.new], revisions=plan.revisions, within=record
+                new=[chunk, *plan.new], revisions=plan.revisions, within=record, actor=ACTOR
             )
         except _AlreadySummarised:
             log.info("range %d-%d already summarised", start, end)

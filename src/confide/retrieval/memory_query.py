@@ -28,6 +28,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from confide.embedders.base import Embedder
+from confide.engine.delta import category_label
 from confide.engine.ops import OpsSink
 from confide.retrieval.access import AccessTracker
 from confide.retrieval.budget import count_tokens
@@ -120,6 +121,28 @@ def key_label(key: str) -> str | None:
     if not words or joined in _GENERATED_KEYS or joined.startswith(_GENERATED_PREFIXES):
         return None
     return " ".join(words)
+
+
+def display_label(key: str, *, category: str | None, memory_type: str) -> str:
+    """A heading for a memory in a listing, never empty: the key's words as :func:`key_label`
+    reads them (``daughter_name`` → ``Daughter name``); for a key Confide generated, what it
+    is and its own words (``subject_fact.hobby.0a1b2c3d4e5f`` → ``Subject fact: hobby``,
+    ``note.2`` → ``Note``); for an opaque key, the memory's category, else its type
+    (``k3`` → ``Fact``)."""
+    label = key_label(key)
+    if label is None:
+        segments = [_words(segment) for segment in key.split(".")]
+        named = [s for s in segments if s]
+        if not named:
+            return category_label(category, memory_type)
+        label = named[0] + (f": {', '.join(named[1:])}" if len(named) > 1 else "")
+    return label[:1].upper() + label[1:]
+
+
+def _words(segment: str) -> str:
+    """A key segment's readable words (counters and hex ids left out)."""
+    parts = _KEY_PARTS.split(segment.strip())
+    return " ".join(w for w in parts if w and not _OPAQUE_PART.fullmatch(w))
 
 
 def bullet(memory: Memory) -> dict[str, Any]:

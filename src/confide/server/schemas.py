@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 from pydantic.alias_generators import to_camel
 
 from confide.conversation.tools import tool_parameters
+from confide.retrieval.memory_query import display_label
 from confide.storage.service import CallSessionRow
 from confide.types import MAX_VALUE_CHARS, Memory
 
@@ -236,7 +237,9 @@ class MemoryOut(BaseModel):
     """A memory as ``/v1`` shows it.
 
     ``row_version`` counts in-place changes of this version (forget, restore, visibility);
-    it is also the ``ETag`` of single-memory answers, for ``PATCH``'s ``If-Match``.
+    it is also the ``ETag`` of single-memory answers, for ``PATCH``'s ``If-Match``. ``label``
+    is the key as a person reads it (``daughter_name`` → ``Daughter name``, a generated
+    ``subject_fact.hobby.0a1b2c3d4e5f`` → ``Subject fact: hobby``), for display only.
     """
 
     id: str
@@ -262,6 +265,7 @@ class MemoryOut(BaseModel):
     supersedes_id: str | None = None
     tags: list[str] = Field(default_factory=list)
     expires_at: datetime | None = None
+    label: str
 
     @classmethod
     def of(cls, memory: Memory) -> MemoryOut:
@@ -289,6 +293,9 @@ class MemoryOut(BaseModel):
             supersedes_id=memory.supersedes_id,
             tags=list(memory.tags),
             expires_at=memory.expires_at,
+            label=display_label(
+                memory.key, category=memory.category, memory_type=memory.type.value
+            ),
         )
 
 
@@ -361,6 +368,8 @@ class ProposalOut(BaseModel):
     status: str
     created_at: datetime
     expires_at: datetime
+    label: str
+    """The key as a person reads it (as :class:`MemoryOut`'s)."""
 
 
 class ProposalList(BaseModel):

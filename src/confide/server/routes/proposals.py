@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from confide.conversation.proposals import Proposal
+from confide.retrieval.memory_query import display_label
 from confide.server.deps import Caller, Svc
 from confide.server.schemas import MemoryOut, OkResponse, ProposalList, ProposalOut
 
@@ -24,6 +25,7 @@ def _out(p: Proposal) -> ProposalOut:
         status=p.status,
         created_at=p.created_at,
         expires_at=p.expires_at,
+        label=display_label(p.key, category=None, memory_type=p.type.value),
     )
 
 
