@@ -15,6 +15,7 @@ import tempfile
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 import time_machine
@@ -28,11 +29,13 @@ if "XDG_RUNTIME_DIR" not in os.environ:
 from confide.config import Settings
 from confide.crypto.keyring import KeyRing
 from confide.engine import MemoryEngine
+from confide.engine.lifecycle import EngineLifecycle
 from confide.storage.base import Capability, Storage
 from confide.storage.keystore import KeyStore, open_key_store
 from confide.storage.postgres import PostgresStorage
 from confide.storage.sqlite import SqliteStorage
 from confide.testing.postgres import EmbeddedPostgres, create_schema
+from confide.types import ErasureReceipt
 
 # The conformance suites' markers and their asserts rewritten into detailed failures; pytest's
 # own tester, to run a backend's suite as its author would.
@@ -106,6 +109,27 @@ def storage(storage_url: str) -> Iterator[Storage]:
         yield store
     finally:
         store.close()
+
+
+@pytest.fixture(autouse=True)
+def _every_erasure_ends_verified(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every erasure a test makes in this process ends with its scrub finished: ``verified``
+    by the erasure's own scan of the files, or ``scrubbed`` where this process cannot read
+    them (never ``pending``), unless the test is marked ``erasure_may_pend``."""
+    if request.node.get_closest_marker("erasure_may_pend"):
+        return
+    erase = EngineLifecycle.erase_user
+
+    def checked(self: EngineLifecycle, **kwargs: Any) -> ErasureReceipt:
+        receipt = erase(self, **kwargs)
+        assert receipt.status != "pending", f"an erasure was left pending: {receipt.blocked_by}"
+        if receipt.status == "verified":
+            assert receipt.scan is not None and receipt.scan.clean
+        return receipt
+
+    monkeypatch.setattr(EngineLifecycle, "erase_user", checked)
 
 
 @pytest.fixture(autouse=True)

@@ -78,6 +78,7 @@ def reader(engine: MemoryEngine, home: Path) -> Iterator[Reader]:
     held.release()
 
 
+@pytest.mark.erasure_may_pend
 def test_a_reader_on_the_key_store_leaves_the_erasure_pending_until_the_worker_settles_it(
     engine: MemoryEngine, reader: Reader
 ) -> None:
@@ -104,6 +105,7 @@ def test_a_reader_on_the_key_store_leaves_the_erasure_pending_until_the_worker_s
     assert scan_files(engine.residue_files() or [], receipt.markers).clean
 
 
+@pytest.mark.erasure_may_pend
 def test_the_hourly_purge_settles_pending_scrubs_too(engine: MemoryEngine, reader: Reader) -> None:
     receipt = engine.erase_user(account_id=ACCOUNT, user_id="u-1")
     assert receipt.status == "pending"
@@ -112,6 +114,7 @@ def test_the_hourly_purge_settles_pending_scrubs_too(engine: MemoryEngine, reade
     assert engine.storage.scrub_tables().pending() == []
 
 
+@pytest.mark.erasure_may_pend
 def test_waiting_for_a_scrub_retries_until_the_reader_is_gone(
     engine: MemoryEngine, reader: Reader
 ) -> None:
@@ -131,6 +134,7 @@ def test_waiting_for_a_scrub_retries_until_the_reader_is_gone(
     assert len(heard) == 1 and "a reader holds the WAL" in heard[0]
 
 
+@pytest.mark.erasure_may_pend
 def test_the_command_line_names_what_blocks_the_erasure_and_exits_non_zero(
     engine: MemoryEngine, reader: Reader, tmp_path: Path
 ) -> None:

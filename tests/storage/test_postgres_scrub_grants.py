@@ -119,6 +119,7 @@ def test_with_the_documented_grants_an_erasure_leaves_nothing_in_the_servers_fil
     assert receipt.markers.key_ids and receipt.markers.fragments
 
 
+@pytest.mark.erasure_may_pend
 def test_a_missing_grant_is_named_and_the_scrub_stays_pending_until_it_is_given(
     role: ServiceRole, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -133,6 +133,8 @@ class EngineScrubbing(EngineCore):
                 "scrubbed; the store's files are not readable from this process: run "
                 "'confide verify-erasure' with the receipt on the database's host",
             )
+        elif not files:
+            state, detail = ScrubState.SCRUBBED, "scrubbed (the store keeps no file on disk)"
         else:
             scan = scan_files(files, markers)
             if scan.occurrences:
