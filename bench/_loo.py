@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from _locomo_data import SCORED_CATEGORIES, Dataset
+from _progress import progress_bar
 from _prototype import ConfideSide, LinkParams
 from confide.retrieval.ranking import RankingWeights
 
@@ -153,18 +154,21 @@ def report(
     """
     points: list[dict[str, float]] = []
     recalls: list[list[float]] = []
-    for index_point in grid_points(index_grid):
-        side = stored(
-            LinkParams(
-                top_k=0,
-                run_context=index_point["run_context"],
-                part_min_words=int(index_point.get("part_min_words", 0)),
+    total = len(list(grid_points(index_grid))) * len(list(grid_points()))
+    with progress_bar("leave-one-out grid", "points") as progress:
+        for index_point in grid_points(index_grid):
+            side = stored(
+                LinkParams(
+                    top_k=0,
+                    run_context=index_point["run_context"],
+                    part_min_words=int(index_point.get("part_min_words", 0)),
+                )
             )
-        )
-        for p in grid_points():
-            points.append({**index_point, **p})
-            weights = RankingWeights().model_copy(update=p)
-            recalls.append(question_recalls(side, data, weights))
+            for p in grid_points():
+                points.append({**index_point, **p})
+                weights = RankingWeights().model_copy(update=p)
+                recalls.append(question_recalls(side, data, weights))
+                progress(len(points), total)
     fold_list = folds(data, points, recalls)
     cats = " ".join(f"cat{c:<4}" for c in SCORED_CATEGORIES)
     say(

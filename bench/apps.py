@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from _engine_side import bench_storage, pct_ms
+from _progress import counted, progress_bar
 from confide.apps import AppMemories
 from confide.config import Settings
 from confide.crypto.keyring import KeyRing
@@ -89,7 +90,9 @@ async def creation(engine: MemoryEngine, ends: int, delay: float) -> dict[str, A
         apps = AppMemories(engine, llm=llm)
         for n in range(CAP):
             await end(apps, "creation", n)
-        samples = [await end(apps, "creation", CAP + n) for n in range(ends)]
+        samples = [
+            await end(apps, "creation", CAP + n) for n in counted(range(ends), "creation", "ends")
+        ]
         calls = len(server.requests)
     assert len(apps.memories(ACCOUNT, "creation")) == CAP
     return {
@@ -107,7 +110,7 @@ def context(engine: MemoryEngine, calls: int = 500) -> dict[str, Any]:
     apps = AppMemories(engine, llm=None)
     samples = []
     text = ""
-    for _ in range(calls):
+    for _ in counted(range(calls), "context", "calls"):
         start = time.perf_counter()
         text = apps.context(ACCOUNT, "creation")
         samples.append(time.perf_counter() - start)
@@ -132,15 +135,21 @@ async def scale(
         )
         apps = AppMemories(engine, llm=llm)
         gate = asyncio.Semaphore(concurrency)
+        done = 0
 
-        async def one_app(app: int) -> None:
-            for n in range(conversations):
-                async with gate:
-                    await end(apps, f"app-{app:04d}", n, app)
+        with progress_bar("scale", "ends") as progress:
 
-        start = time.perf_counter()
-        await asyncio.gather(*(one_app(a) for a in range(n_apps)))
-        seconds = time.perf_counter() - start
+            async def one_app(app: int) -> None:
+                nonlocal done
+                for n in range(conversations):
+                    async with gate:
+                        await end(apps, f"app-{app:04d}", n, app)
+                    done += 1
+                    progress(done, n_apps * conversations)
+
+            start = time.perf_counter()
+            await asyncio.gather(*(one_app(a) for a in range(n_apps)))
+            seconds = time.perf_counter() - start
     finally:
         if server is not None:
             server.stop()

@@ -24,6 +24,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import ChannelVersions, Checkpoint, empty_checkpoint
 from langgraph.checkpoint.base.id import uuid6
 
+from _progress import counted
 from confide.config import Settings
 from confide.crypto.keyring import KeyRing
 from confide.engine import MemoryEngine
@@ -80,7 +81,7 @@ def run(kind: str, n: int, keep_last: int | None, workdir: Path) -> dict[str, fl
         saves: list[float] = []
         loads: list[float] = []
         version: str | None = None
-        for step in range(n):
+        for step in counted(range(n), f"{kind} checkpoints", "steps"):
             messages = [*messages, {"role": "user", "content": MESSAGE}]
             messages.append({"role": "assistant", "content": MESSAGE[::-1]})
             version = saver.get_next_version(version, None)

@@ -48,6 +48,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _engine_side import bench_storage, settle
+from _progress import progress_bar
 from confide.client import Confide
 from confide.config import Settings
 from confide.crypto.keyring import KeyRing
@@ -260,13 +261,15 @@ def throughput(
         app = open_confide(storage, embedder, Path(tmp))
         engine = app.engine
         t0 = time.perf_counter()
-        for start in range(0, size, 1000):
-            engine.store_many(
-                [
-                    {"account_id": ACCOUNT, "user_id": "big", "key": "note", "value": text}
-                    for text in texts[start : start + 1000]
-                ]
-            )
+        with progress_bar(f"{backend} store", "memories") as progress:
+            for start in range(0, size, 1000):
+                engine.store_many(
+                    [
+                        {"account_id": ACCOUNT, "user_id": "big", "key": "note", "value": text}
+                        for text in texts[start : start + 1000]
+                    ]
+                )
+                progress(min(size, start + 1000), size)
         load_s = time.perf_counter() - t0
         settle(storage)
         judge = OfflineJudge(embedder, same_cosine=threshold, same_key_cosine=threshold)

@@ -22,21 +22,31 @@ TTL events and fading notes left active all 0).
 from __future__ import annotations
 
 import argparse
-import functools
+import itertools
 import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _progress import progress_bar, say
 from _served import served_store
 from confide.testing.crash import crash_rounds
+from confide.types import Progress
 
 
-def _say(backend: str, line: str) -> None:
-    print(f"{backend}: {line}", flush=True)
+def _rounds(backend: str, kills: int, show: Progress) -> Callable[[str], None]:
+    """``crash_rounds``' progress: its line (one a round) printed, and the bar moved on."""
+    done = itertools.count(1)
+
+    def progress(line: str) -> None:
+        say(f"{backend}: {line}")
+        show(next(done), kills)
+
+    return progress
 
 
 def main() -> int:
@@ -59,6 +69,7 @@ def main() -> int:
         with (
             tempfile.TemporaryDirectory(prefix="confide-crash-") as tmp,
             served_store(backend, Path(tmp)) as store,
+            progress_bar(f"{backend} kills", "rounds") as show,
         ):
             started = time.perf_counter()
             report = crash_rounds(
@@ -69,7 +80,7 @@ def main() -> int:
                 concurrency=args.clients,
                 seed=args.seed,
                 worker=args.worker,
-                progress=functools.partial(_say, backend),
+                progress=_rounds(backend, args.kills, show),
             )
         in_flight = sum(r.lost_in_flight for r in report.rounds)
         worst = max((c.orphaned for c in report.checks), default=0)

@@ -13,6 +13,7 @@ import random
 import statistics
 import time
 
+from _progress import counted
 from confide.embedders.local import LocalMiniLMEmbedder
 
 _TEXT = (
@@ -38,7 +39,7 @@ def main() -> None:
         embedder.embed_one(text)
     for round_ in range(args.rounds):
         times = []
-        for text in queries(args.queries, seed=round_ + 1):
+        for text in counted(queries(args.queries, seed=round_ + 1), f"round {round_}", "queries"):
             start = time.perf_counter()
             embedder.embed_one(text)
             times.append((time.perf_counter() - start) * 1000)

@@ -15,6 +15,7 @@ import time
 from collections import Counter
 
 from _engine_side import bench_engine
+from _progress import progress_bar, say
 from confide.testing.fuzz import FuzzReport, fuzz_app
 from confide.testing.isolation import isolation_service
 
@@ -27,15 +28,23 @@ def run(backend: str, cases: int) -> tuple[FuzzReport, float]:
     total = FuzzReport()
     with bench_engine(backend, prefix="confide-fuzz-", pool_max=4) as engine:
         start = time.perf_counter()
-        with isolation_service(engine, engine.settings) as service:
+        with (
+            isolation_service(engine, engine.settings) as service,
+            progress_bar(f"{backend} fuzz", "cases") as progress,
+        ):
             token = service.app.state.services.keys.create("acct-fuzz", admin=True)
             while total.cases < cases:
-                report = fuzz_app(service, token, cases_per_operation=PER_ROUND)
+                report = fuzz_app(
+                    service,
+                    token,
+                    cases_per_operation=PER_ROUND,
+                    progress=lambda r: progress(total.cases + r.cases, cases),
+                )
                 total.cases += report.cases
                 total.operations = report.operations
                 total.statuses.update(report.statuses)
                 total.problems.extend(report.problems)
-                print(f"  {backend}: {total.cases} cases", flush=True)
+                say(f"  {backend}: {total.cases} cases")
         return total, time.perf_counter() - start
 
 

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from _engine_side import bench_storage, pct_ms
+from _progress import counted
 from confide.chat import ChatMemory
 from confide.chat.summaries import OfflineSummariser
 from confide.config import Settings
@@ -125,7 +126,7 @@ def run(kind: str, messages: int, retrieves: int, workdir: Path) -> dict[str, An
         chat = ChatMemory(engine, embedder=embedder, summariser=OfflineSummariser())
         save: list[float] = []
         summarise: list[float] = []
-        for role, text in conversation(messages):
+        for role, text in counted(conversation(messages), f"{kind} messages", "messages"):
             started = time.perf_counter()
             chat.add_message(
                 {
@@ -162,7 +163,7 @@ def run(kind: str, messages: int, retrieves: int, workdir: Path) -> dict[str, An
         inputs = [f"{text} ({i})" for i, (_, text) in enumerate(conversation(retrieves + 1, 5))]
         ask(inputs.pop())  # warm up (first embedding, connections)
         latencies = []
-        for text in inputs[:retrieves]:
+        for text in counted(inputs[:retrieves], f"{kind} retrieve", "calls"):
             started = time.perf_counter()
             ask(text)
             latencies.append(time.perf_counter() - started)

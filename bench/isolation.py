@@ -18,6 +18,7 @@ import logging
 from collections import Counter
 
 from _engine_side import bench_engine
+from _progress import progress_bar, say
 from confide.storage.base import Capability
 from confide.testing.forensics import logical_dumps
 from confide.testing.isolation import (
@@ -49,17 +50,19 @@ def run(backend: str, steps: int) -> tuple[IsolationReport, int]:
     root.setLevel(logging.DEBUG)
     try:
         with bench_engine(backend, prefix="confide-isolation-", pool_max=4) as engine:
-            with isolation_service(engine, engine.settings) as service:
-                report = run_isolation(
-                    service,
-                    min_steps=steps,
-                    strict=False,
-                    progress=lambda r: print(
+            with (
+                isolation_service(engine, engine.settings) as service,
+                progress_bar(f"{backend} isolation", "steps") as show,
+            ):
+
+                def progress(r: IsolationReport) -> None:
+                    show(r.steps, steps)
+                    say(
                         f"  {backend}: {r.steps} steps, {len(r.violations)} violations"
-                        + "".join(f"\n    {v}" for v in r.violations[-3:]),
-                        flush=True,
-                    ),
-                )
+                        + "".join(f"\n    {v}" for v in r.violations[-3:])
+                    )
+
+                report = run_isolation(service, min_steps=steps, strict=False, progress=progress)
             storage = engine.storage
             has_files = Capability.DATA_FILES in storage.capabilities
             files = storage.data_files() if has_files else []

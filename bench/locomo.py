@@ -58,6 +58,7 @@ from _locomo_data import (
 from _loo import INDEX_GRID, SENTENCE_VECTORS
 from _loo import report as loo_report
 from _mem0_side import make_mem0_side
+from _progress import counted, progress_bar
 from _prototype import ConfideSide, LinkParams, memory_text
 from confide.embedders import CachedEmbedder, Embedder
 from confide.embedders.local import LocalMiniLMEmbedder
@@ -113,14 +114,18 @@ def evaluate(side: Side, data: Dataset, *, timed: bool = True) -> dict[str, Any]
     """Ingest every conversation, ask every question, return the metrics."""
     turns = sum(len(c.turns) for c in data.conversations)
     start = time.perf_counter()
-    for conv in data.conversations:
-        side.ingest(conv.conv_id, conv.turns)
+    with progress_bar("ingesting", "turns") as progress:
+        done = 0
+        for conv in data.conversations:
+            side.ingest(conv.conv_id, conv.turns)
+            done += len(conv.turns)
+            progress(done, turns)
     ingest_s = time.perf_counter() - start
     recall: dict[int, list[float]] = {k: [] for k in KS}
     by_cat: dict[int, dict[int, list[float]]] = defaultdict(lambda: {k: [] for k in KS})
     by_conv: dict[str, list[float]] = defaultdict(list)
     latencies: list[float] = []
-    for q in data.questions:
+    for q in counted(data.questions, "asking", "questions"):
         t0 = time.perf_counter()
         found = side.query(q.conv_id, q.text, max(KS))
         latencies.append((time.perf_counter() - t0) * 1000)

@@ -62,7 +62,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +72,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _engine_side import open_storage, settle
 from _locomo_data import DEFAULT_DATA, REPO_ROOT, load_conversations
+from _progress import counted, progress_bar
 from confide.client import Confide
 from confide.config import Settings
 from confide.crypto.keyring import KeyRing
@@ -256,7 +257,8 @@ def pool_vectors(local: Embedder, pool: list[str]) -> np.ndarray:
         cached: np.ndarray = np.load(cache)
         return cached
     print(f"embedding a pool of {len(pool)} sentences once (cached in {cache.name})")
-    vectors = np.vstack([local.embed(pool[i : i + 256]) for i in range(0, len(pool), 256)])
+    starts = counted(range(0, len(pool), 256), "embedding the pool", "batches")
+    vectors = np.vstack([local.embed(pool[i : i + 256]) for i in starts])
     cache.parent.mkdir(parents=True, exist_ok=True)
     np.save(cache, vectors)
     return vectors
@@ -330,7 +332,7 @@ def ann_recall(
     row_of = {memory_id: i for i, memory_id in enumerate(ids)}
     flt = MemoryFilter(account_id=ACCOUNT, user_id=USER)
     shares: list[float] = []
-    for question in asked:
+    for question in counted(asked, "ANN recall", "queries"):
         q = local.embed_one(question)
         exact = vectors @ q
         kth = float(np.partition(exact, -k)[-k])
@@ -353,14 +355,14 @@ def search_timings(storage: Storage, local: Embedder, asked: list[str]) -> tuple
     the search itself costs; the retrieval overhead pays it once per query.
     """
     flt = MemoryFilter(account_id=ACCOUNT, user_id=USER)
-    vectors = [local.embed_one(q) for q in asked]
+    vectors = [local.embed_one(q) for q in counted(asked, "embedding", "queries")]
     back_to_back: list[float] = []
-    for vector in vectors:
+    for vector in counted(vectors, "searches", "searches"):
         t0 = time.perf_counter()
         storage.vector_search(flt, vector, SEARCH_K)
         back_to_back.append((time.perf_counter() - t0) * 1000)
     after_embedding: list[float] = []
-    for question in asked:
+    for question in counted(asked, "searches after embedding", "searches"):
         vector = local.embed_one(question)
         t0 = time.perf_counter()
         storage.vector_search(flt, vector, SEARCH_K)
@@ -371,7 +373,7 @@ def search_timings(storage: Storage, local: Embedder, asked: list[str]) -> tuple
     )
 
 
-def _time_queries(app: Confide, asked: list[str], top_k: int) -> list[float]:
+def _time_queries(app: Confide, asked: Iterable[str], top_k: int) -> list[float]:
     """Milliseconds of ``memory_query`` for each question (query embedding included)."""
     totals: list[float] = []
     for q in asked:
@@ -457,20 +459,22 @@ def run(backend: str, size: int, local: Embedder, args: argparse.Namespace) -> d
         try:
             start = time.perf_counter()
             user_ids: list[str] = []
-            for lo in range(0, len(texts), 1000):
-                stored = app.engine.store_many(
-                    [
-                        {
-                            "account_id": ACCOUNT,
-                            "user_id": USER if i < size else f"other{i % 20}",
-                            "key": "note",
-                            "value": texts[i],
-                            "run_id": f"s{i // RUN}",
-                        }
-                        for i in range(lo, min(lo + 1000, len(texts)))
-                    ]
-                )
-                user_ids += [m.id for m in stored if m.user_id == USER]
+            with progress_bar(f"{backend} {size}: storing", "rows") as progress:
+                for lo in range(0, len(texts), 1000):
+                    stored = app.engine.store_many(
+                        [
+                            {
+                                "account_id": ACCOUNT,
+                                "user_id": USER if i < size else f"other{i % 20}",
+                                "key": "note",
+                                "value": texts[i],
+                                "run_id": f"s{i // RUN}",
+                            }
+                            for i in range(lo, min(lo + 1000, len(texts)))
+                        ]
+                    )
+                    user_ids += [m.id for m in stored if m.user_id == USER]
+                    progress(min(lo + 1000, len(texts)), len(texts))
             fill_s = time.perf_counter() - start
             # A progress line (stderr): a large size takes a while to fill, and the timed
             # part that follows wants the machine to itself.
@@ -482,13 +486,17 @@ def run(backend: str, size: int, local: Embedder, args: argparse.Namespace) -> d
             settle(storage)
             asked = questions(args.queries + 20)
             warm, timed = asked[:20], asked[20:]
-            for q in warm:
+            for q in counted(warm, "warm-up", "queries"):
                 app.query({"agent": "default", "account_id": ACCOUNT, "user_id": USER, "query": q})
             settle_index(storage)
-            totals = _time_queries(app, timed, args.top_k)
-            wide = _time_queries(app, timed, 10) if args.top_k != 10 else totals
+            totals = _time_queries(app, counted(timed, "queries", "queries"), args.top_k)
+            wide = (
+                _time_queries(app, counted(timed, "queries, top 10", "queries"), 10)
+                if args.top_k != 10
+                else totals
+            )
             embeds: list[float] = []
-            for q in timed:
+            for q in counted(timed, "bare embedding", "queries"):
                 t0 = time.perf_counter()
                 local.embed_one(q)
                 embeds.append((time.perf_counter() - t0) * 1000)
@@ -553,7 +561,9 @@ def time_ef_search(
     try:
         for q in timed[:20]:
             twin.query({"agent": "default", "account_id": ACCOUNT, "user_id": USER, "query": q})
-        totals = _time_queries(twin, timed, args.top_k)
+        totals = _time_queries(
+            twin, counted(timed, f"ef_search {ef_search}", "queries"), args.top_k
+        )
         user_ids, user_vectors = user
         recall = ann_recall(other, local, timed[: args.recall_queries], user_ids, user_vectors)
         search, search_after_embedding = search_timings(other, local, timed)
@@ -581,7 +591,7 @@ def ingestion_ratio(
     """
     batches = [list(texts[i : i + batch]) for i in range(0, len(texts), batch)]
     start = time.perf_counter()
-    for b in batches:
+    for b in counted(batches, f"{backend} bare embedder", "batches"):
         local.embed(b)
     bare_s = time.perf_counter() - start
     with tempfile.TemporaryDirectory(prefix=f"confide-ingest-{backend}-") as tmp:
@@ -592,7 +602,7 @@ def ingestion_ratio(
         app = Confide(engine, embedder=local, settings=settings)
         try:
             start = time.perf_counter()
-            for n, b in enumerate(batches):
+            for n, b in enumerate(counted(batches, f"{backend} ingest", "batches")):
                 app.engine.store_many(
                     [
                         {

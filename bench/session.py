@@ -44,6 +44,7 @@ from confide.testing.loopback import serve_on_loopback
 from confide.testing.scripted_llm import ScriptedLLMServer
 
 sys.path.insert(0, str(Path(__file__).parent))
+from _progress import counted
 from extractor import DEFAULT_LABELS, score
 
 ACCOUNT = "bench-acct"
@@ -134,7 +135,7 @@ def http_figures(calls: int, embedder_spec: str) -> dict[str, Any]:
                         "/tools/store_memory",
                         {**owner, "memoryType": "fact", "key": f"fact_{i}", "value": value},
                     )
-                    for i, value in enumerate(values)
+                    for i, value in enumerate(counted(values, "store_memory", "calls"))
                 ]
                 listed = client.get(
                     "/v1/memories", params={"user_id": "line-1", "limit": 1000}
@@ -146,10 +147,10 @@ def http_figures(calls: int, embedder_spec: str) -> dict[str, Any]:
                         "/tools/update_memory",
                         {**owner, "existingKey": f"fact_{i}", "newValue": f"changed {i}"},
                     )
-                    for i in range(calls // 2)
+                    for i in counted(range(calls // 2), "update_memory", "calls")
                 ]
                 ends = []
-                for i in range(50):
+                for i in counted(range(50), "session end", "sessions"):
                     line_sid = session(f"end-{i}")
                     client.post(
                         f"/sessions/{line_sid}/turns",

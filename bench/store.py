@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from _engine_side import bench_storage, pct_ms
+from _progress import counted
 from confide.config import Settings
 from confide.crypto.envelope import Envelope
 from confide.crypto.keyring import KeyRing
@@ -91,7 +92,7 @@ def run(kind: str, n: int, workdir: Path) -> dict[str, Any]:
         users = [f"user-{i}" for i in range(50)]
         store: list[float] = []
         ids: list[str] = []
-        for i in range(n):
+        for i in counted(range(n), f"{kind} store", "memories"):
             memory = _timed(
                 lambda i=i: engine.store(
                     {
@@ -108,16 +109,16 @@ def run(kind: str, n: int, workdir: Path) -> dict[str, Any]:
         seal_share = TimedEnvelope.seconds / sum(store)
         sample = rng.sample(ids, min(1000, n))
         update: list[float] = []
-        for memory_id in sample:
+        for memory_id in counted(sample, f"{kind} update", "memories"):
             _timed(
                 lambda m=memory_id: engine.update(m, {"value": _sentence(rng)}, account_id="bench"),
                 update,
             )
         get: list[float] = []
-        for memory_id in rng.sample(ids, min(2000, n)):
+        for memory_id in counted(rng.sample(ids, min(2000, n)), f"{kind} get", "memories"):
             _timed(lambda m=memory_id: engine.get(m, account_id="bench"), get)
         listing: list[float] = []
-        for i in range(300):
+        for i in counted(range(300), f"{kind} list", "lists"):
             flt = MemoryFilter(account_id="bench", user_id=users[i % len(users)])
             _timed(lambda f=flt: engine.list_memories(f, limit=20), listing)
     result: dict[str, Any] = {

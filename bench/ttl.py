@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from _engine_side import bench_storage
+from _progress import progress_bar
 from confide.config import Settings
 from confide.crypto.keyring import KeyRing
 from confide.engine import MemoryEngine
@@ -35,18 +36,20 @@ def run(backend: str, memories: int) -> dict[str, Any]:
         engine = MemoryEngine(storage, KeyRing(primary=KEK), settings=settings)
         started = time.perf_counter()
         ids: list[str] = []
-        for start in range(0, memories, 1000):
-            batch = [
-                {
-                    "account_id": ACCOUNT,
-                    "user_id": f"user-{n % 100}",
-                    "key": f"fact.{n}",
-                    "value": f"remembered detail number {n}",
-                    "importance": 1 + n % 5,
-                }
-                for n in range(start, min(memories, start + 1000))
-            ]
-            ids += [m.id for m in engine.store_many(batch)]
+        with progress_bar(f"{backend} store", "memories") as progress:
+            for start in range(0, memories, 1000):
+                batch = [
+                    {
+                        "account_id": ACCOUNT,
+                        "user_id": f"user-{n % 100}",
+                        "key": f"fact.{n}",
+                        "value": f"remembered detail number {n}",
+                        "importance": 1 + n % 5,
+                    }
+                    for n in range(start, min(memories, start + 1000))
+                ]
+                ids += [m.id for m in engine.store_many(batch)]
+                progress(len(ids), memories)
         load_s = time.perf_counter() - started
         long_ago = time.time() - 61 * DAY
         with storage.transaction() as tx:
@@ -55,7 +58,8 @@ def run(backend: str, memories: int) -> dict[str, Any]:
         expected = sum(1 for n in range(0, memories, 2) if 1 + n % 5 < 3)
 
         started = time.perf_counter()
-        first = standard_worker(engine, settings).run_once()
+        with progress_bar(f"{backend} worker --once", "jobs") as progress:
+            first = standard_worker(engine, settings).run_once(progress=progress)
         ttl_s = time.perf_counter() - started
         retired = engine.op_counts(by="op").get("ttl", 0)
         started = time.perf_counter()
