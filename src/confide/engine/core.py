@@ -12,7 +12,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Self
 
@@ -1006,6 +1006,7 @@ class EngineCore:
                     raise stale(_CHANGED_CONCURRENTLY)
                 tx.update_memory(expected_head.id, {"state": MemoryState.SUPERSEDED.value})
                 tx.delete_index([expected_head.id])
+            prepared = _without_vanished_edges(tx, writes, prepared)
             linked: list[tuple[_Write, list[Link]]] = []
             for index, (write, row) in enumerate(zip(writes, rows, strict=True)):
                 tx.insert_memory(row)
@@ -1218,6 +1219,38 @@ class Link:
             "relation": self.relation,
             "strength": self.strength,
         }
+
+
+def _without_vanished_edges(
+    tx: Transaction, writes: Sequence[_Write], prepared: list[list[Any]]
+) -> list[list[Any]]:
+    """``prepared`` without the edges to memories deleted since their neighbours were
+    searched (outside the transaction): an erasure or a purge committed in between would
+    otherwise fail the write on the edge's foreign key."""
+    batch = {w.memory.id for w in writes}
+    outside: dict[str, set[str]] = {}
+    for entries in prepared:
+        for write, entry in zip(writes, entries, strict=True):
+            if isinstance(entry, VectorEntry):
+                ends = {e.from_id for e in entry.edges} | {e.to_id for e in entry.edges}
+                outside.setdefault(write.memory.account_id, set()).update(ends - batch)
+    if not any(outside.values()):
+        return prepared
+    existing = set(batch)
+    for account_id, ids in outside.items():
+        existing |= tx.existing_memory_ids(account_id, sorted(ids))
+    return [
+        [
+            replace(
+                entry,
+                edges=[e for e in entry.edges if e.from_id in existing and e.to_id in existing],
+            )
+            if isinstance(entry, VectorEntry)
+            else entry
+            for entry in entries
+        ]
+        for entries in prepared
+    ]
 
 
 def _links_of(memory_id: str, prepared: Sequence[Any]) -> list[Link]:

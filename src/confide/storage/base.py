@@ -234,6 +234,11 @@ class RowWrites(Protocol):
         """Ids of every version of one memory, oldest first (read in this transaction)."""
         ...
 
+    def existing_memory_ids(self, account_id: str, memory_ids: Sequence[str]) -> set[str]:
+        """Which of these memory versions of the account still exist (read in this
+        transaction)."""
+        ...
+
     def delete_memories(self, memory_ids: Sequence[str]) -> int:
         """Hard-delete memory versions (history and change log stay: they hold no text)."""
         ...

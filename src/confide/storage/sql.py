@@ -249,6 +249,20 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlJobWrites, SqlExecutor):
         ).fetchall()
         return [str(r[0]) for r in rows]
 
+    def existing_memory_ids(self, account_id: str, memory_ids: Sequence[str]) -> set[str]:
+        """Which of these memory versions of the account still exist (read in this
+        transaction)."""
+        self.scope_to(account_id)
+        found: set[str] = set()
+        for chunk in _chunks(memory_ids):
+            marks = ", ".join("?" for _ in chunk)
+            rows = self.run(
+                f"SELECT id FROM memories WHERE account_id = ? AND id IN ({marks})",
+                [account_id, *chunk],
+            ).fetchall()
+            found.update(str(r[0]) for r in rows)
+        return found
+
     def add_history(self, row: HistoryRow) -> None:
         """Append an audit event (the database assigns its ``id``)."""
         self.scope_to(row.account_id)

@@ -32,6 +32,7 @@ from confide.testing.conformance.call_sessions import CallSessionsConformance
 from confide.testing.conformance.concurrent_writes import ConcurrentWritesConformance
 from confide.testing.conformance.consolidation import ConsolidationConformance
 from confide.testing.conformance.erasure import ErasureConformance
+from confide.testing.conformance.erasure_derived import DerivedErasureConformance
 from confide.testing.conformance.harness import TEST_KEK, StorageHarness
 from confide.testing.conformance.index_snapshots import IndexSnapshotsConformance
 from confide.testing.conformance.index_versions import IndexVersionsConformance
@@ -64,6 +65,7 @@ __all__ = [
     "CallSessionsConformance",
     "ConcurrentWritesConformance",
     "ConsolidationConformance",
+    "DerivedErasureConformance",
     "ErasureConformance",
     "IndexSnapshotsConformance",
     "IndexVersionsConformance",
@@ -110,6 +112,7 @@ class StorageConformance(
     CallSessionsConformance,
     ConcurrentWritesConformance,
     ConsolidationConformance,
+    DerivedErasureConformance,
     ErasureConformance,
     IndexVersionsConformance,
     InsightsConformance,
