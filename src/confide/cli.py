@@ -342,8 +342,16 @@ def serve(ctx: click.Context, host: str, port: int, json_logs: bool) -> None:
             timeout_keep_alive=settings.keep_alive_seconds,
         )
         return
+    from confide.server.logs import text_access_log
+
+    text_access_log()  # route templates in place of uvicorn's access lines (raw paths, queries)
     uvicorn.run(
-        app, host=host, port=port, log_level="info", timeout_keep_alive=settings.keep_alive_seconds
+        app,
+        host=host,
+        port=port,
+        log_level="info",
+        access_log=False,
+        timeout_keep_alive=settings.keep_alive_seconds,
     )
 
 

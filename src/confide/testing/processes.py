@@ -53,10 +53,16 @@ class ConfideProcess:
         env: the child's whole environment (see :func:`confide_env`).
         ready: a pattern of the line that says the process is ready; its first group, if
             any, is kept as :attr:`address`.
+        with_stdout: read its standard output into :attr:`lines` too (else it is dropped).
     """
 
     def __init__(
-        self, args: Sequence[str], *, env: Mapping[str, str], ready: re.Pattern[str]
+        self,
+        args: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        ready: re.Pattern[str],
+        with_stdout: bool = False,
     ) -> None:
         command = [sys.executable, "-c", "from confide.cli import main; main()", *args]
         self._ready_pattern = ready
@@ -71,16 +77,17 @@ class ConfideProcess:
             command,
             env=dict(env),
             stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
+            stdout=subprocess.PIPE if with_stdout else subprocess.DEVNULL,
+            stderr=subprocess.STDOUT if with_stdout else subprocess.PIPE,
             text=True,
         )
         self._reader = threading.Thread(target=self._read, name="confide-stderr", daemon=True)
         self._reader.start()
 
     def _read(self) -> None:
-        assert self.process.stderr is not None
-        for line in self.process.stderr:
+        output = self.process.stderr or self.process.stdout  # stdout when merged into it
+        assert output is not None
+        for line in output:
             self.lines.append(line.rstrip())
             if line.startswith(("WARNING", "ERROR", "CRITICAL", "Traceback")):
                 self.warnings.append(line.rstrip())
@@ -129,8 +136,9 @@ class ConfideProcess:
 
     def _finish(self) -> None:
         self._reader.join()
-        if self.process.stderr is not None:
-            self.process.stderr.close()
+        for output in (self.process.stderr, self.process.stdout):
+            if output is not None:
+                output.close()
 
     def __enter__(self) -> ConfideProcess:
         return self
@@ -144,10 +152,18 @@ class ConfideProcess:
         self.stop()
 
 
-def serve(env: Mapping[str, str], *, host: str = "127.0.0.1") -> ConfideProcess:
+def serve(
+    env: Mapping[str, str], *, host: str = "127.0.0.1", with_stdout: bool = False
+) -> ConfideProcess:
     """Start ``confide serve`` on a free port of ``host``; :meth:`~ConfideProcess.wait_ready`
-    gives its base URL once it accepts requests."""
-    return ConfideProcess(["serve", "--host", host, "--port", "0"], env=env, ready=_RUNNING)
+    gives its base URL once it accepts requests. ``with_stdout`` keeps its standard output
+    (where a log handler may write) in :attr:`~ConfideProcess.lines` too."""
+    return ConfideProcess(
+        ["serve", "--host", host, "--port", "0"],
+        env=env,
+        ready=_RUNNING,
+        with_stdout=with_stdout,
+    )
 
 
 def worker(env: Mapping[str, str]) -> ConfideProcess:
