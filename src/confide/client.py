@@ -627,12 +627,15 @@ class Confide:
         *,
         reason: str | None = None,
         account_id: str = DEFAULT_ACCOUNT,
+        user_id: str | None = None,
     ) -> EndOutcome:
         """Write one memory of an ended conversation for the app and keep it within its cap.
 
         Blocks until done (the service's route answers at once and works in the background).
         The messages (``{"role", "content"}``) are not stored. While the account has less
         than 20% of its daily LLM budget left the work is deferred (``outcome.deferred``).
+        ``user_id``, the user the conversation was with, is recorded with the memory (as a
+        keyed pseudonym): erasing that user deletes it.
         Raises :class:`~confide.errors.ValidationError` for a bad app id or messages.
         """
         return _run(
@@ -642,6 +645,7 @@ class Confide:
                 conversation_id=conversation_id,
                 messages=[m if isinstance(m, AppMessage) else dict(m) for m in messages],
                 reason=reason,
+                user_id=user_id,
             )
         )
 

@@ -9,6 +9,9 @@ edit whose content the writing guard rejects: :func:`~confide.apps.writer.check_
 counted in :attr:`Compactor.writing`) or a database error after one retry falls back to
 FIFO: the oldest memory is forgotten.
 
+An edit gives the target the merged memory's sources (the users whose words it was written
+from, see :mod:`confide.storage.derived`), so erasing one of them deletes the target too.
+
 Each change commits in one engine transaction that ends by locking the scope (an advisory
 lock on PostgreSQL; SQLite has one writer) and counting it: a change that would take the
 scope below its cap (another worker compacted it meanwhile) rolls back, so concurrent ends
@@ -319,11 +322,18 @@ class Compactor:
         content: str,
         meta: dict[str, Any],
     ) -> bool:
+        at_cap = self._at_cap(scope, cap)
+
+        def merge_sources(tx: Transaction, written: Sequence[Memory]) -> None:
+            # The target now holds the merged memory's words: it derives from its users too.
+            tx.copy_memory_sources(scope.account_id, merged.lineage_id, target.lineage_id)
+            at_cap(tx, written)
+
         try:
             self.engine.commit_batch(
                 revisions=[(target, {"value": content})],
                 forget=[merged],
-                within=self._at_cap(scope, cap),
+                within=merge_sources,
                 event=HistoryEventType.MERGE,
                 meta={"compaction": "edit", "merged_ids": [merged.id], **meta},
                 actor="app-compaction",

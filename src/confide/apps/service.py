@@ -8,6 +8,9 @@ sealed while the account's LLM budget defers the work.
 
 The memories are ordinary encrypted memories (versions, history, erasure) stored under the
 owner ``app:<app_id>`` with ``app_id`` set, so every read filters the scope in the database.
+An end that names its user records, beside the memory, a keyed pseudonym of that user (see
+:mod:`confide.storage.derived`): erasing the user deletes the app memories written from
+their words, and every memory they were merged into.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from confide.errors import ConflictError, NotFoundError, ProviderError, Validati
 from confide.llm.base import LLM
 from confide.llm.usage import UsageLedger, metered
 from confide.storage.apps import DeferredRow
+from confide.storage.base import Transaction
 from confide.types import Memory, MemoryState, MemoryType, NewMemory, Source
 
 __all__ = ["AppMemories", "AppSettings", "EndOutcome"]
@@ -171,23 +175,31 @@ class AppMemories:
         conversation_id: str,
         messages: Sequence[AppMessage | dict[str, Any]],
         reason: str | None = None,
+        user_id: str | None = None,
     ) -> EndOutcome:
         """Write the conversation's memory and bring the scope back to its cap.
 
         Deferred (the messages kept sealed until the budget refills) while the account has
-        less than 20% of its daily LLM budget left.
+        less than 20% of its daily LLM budget left. ``user_id``: the user the conversation
+        was with; the memory records them (as a keyed pseudonym), so that erasing them
+        deletes it.
 
         Raises:
-            ValidationError: a bad app id or messages.
+            ValidationError: a bad app id or messages, an empty user id.
         """
         scope = AppScope(account_id, app_id)
         parsed = parse_messages(messages)
+        if user_id is not None and not user_id.strip():
+            raise ValidationError("user id must not be empty")
+        source = None
+        if user_id is not None:
+            source = await asyncio.to_thread(self.engine.pseudonym, scope.account_id, user_id)
         if await asyncio.to_thread(self._must_defer, account_id):
-            await asyncio.to_thread(self._defer, scope, conversation_id, parsed, reason)
+            await asyncio.to_thread(self._defer, scope, conversation_id, parsed, reason, source)
             if self.on_defer is not None:
                 await asyncio.to_thread(self.on_defer, scope.account_id)
             return EndOutcome(None, None, None, deferred=True)
-        return await self._end(scope, conversation_id, parsed, reason)
+        return await self._end(scope, conversation_id, parsed, reason, source)
 
     def _must_defer(self, account_id: str) -> bool:
         """Whether the account's budget is too low for this work now (reads the ledger: call
@@ -202,6 +214,7 @@ class AppMemories:
         conversation_id: str,
         messages: Sequence[AppMessage],
         reason: str | None,
+        source: str | None,
     ) -> EndOutcome:
         written_by = "offline"
         paragraph = None
@@ -229,7 +242,7 @@ class AppMemories:
                     **({"end_reason": reason} if reason else {}),
                 },
             )
-            memory = await asyncio.to_thread(self.engine.store, new, actor="app-memory")
+            memory = await asyncio.to_thread(self._write, new, source)
             app = await asyncio.to_thread(self.settings_of, scope.account_id, scope.app_id)
         self.engine.emit_op(
             "episodic",
@@ -256,12 +269,26 @@ class AppMemories:
             self.on_compaction(outcome)
         return EndOutcome(memory, written_by, outcome)
 
+    def _write(self, new: NewMemory, source: str | None) -> Memory:
+        """Store the app memory and, in its transaction, the user it was written from."""
+        if source is None:
+            return self.engine.store(new, actor="app-memory")
+
+        def record(tx: Transaction, written: Sequence[Memory]) -> None:
+            for memory in written:
+                tx.add_memory_sources(
+                    memory.account_id, memory.user_id, memory.lineage_id, [source]
+                )
+
+        return self.engine.commit_batch(new=[new], within=record, actor="app-memory")[0]
+
     def _defer(
         self,
         scope: AppScope,
         conversation_id: str,
         messages: Sequence[AppMessage],
         reason: str | None,
+        source: str | None,
     ) -> None:
         work_id = str(uuid.uuid4())
         payload = json.dumps(
@@ -285,6 +312,7 @@ class AppMemories:
                 key_id=key_id,
                 ciphertext=sealed.ciphertext,
                 wrapped_key=sealed.wrapped_key,
+                source=source,
             )
         )
 
@@ -316,6 +344,7 @@ class AppMemories:
                     str(work["conversation_id"]),
                     parse_messages(work["messages"]),
                     work.get("reason"),
+                    row.source,
                 )
             except Exception:
                 # Deferred, never dropped: the work goes back for the next round.

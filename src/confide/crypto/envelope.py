@@ -194,6 +194,27 @@ def blind_key(blinding_key: bytes, key: str) -> str:
     return BLIND_KEY_PREFIX + digest[:32]
 
 
+_PSEUDONYMS = b"confide-pseudonym/1"
+PSEUDONYM_PREFIX = "p:"
+
+
+def pseudonym_key(index_key: bytes) -> bytes:
+    """The sub-key that turns ids into pseudonyms, derived from an account's index key (apart
+    from the memory keys' and the search tokens' keys)."""
+    return hmac.new(index_key, _PSEUDONYMS, hashlib.sha256).digest()
+
+
+def pseudonym(pseudonym_key: bytes, value: str) -> str:
+    """A keyed pseudonym of an id (a user id, say): stored where a row must name the id
+    without holding it in clear.
+
+    Case-sensitive, unlike :func:`blind_key`: ids are. 128 bits of HMAC-SHA256 as hex after
+    :data:`PSEUDONYM_PREFIX`; ``pseudonym_key`` comes from :func:`pseudonym_key`.
+    """
+    digest = hmac.new(pseudonym_key, value.encode(), hashlib.sha256).hexdigest()
+    return PSEUDONYM_PREFIX + digest[:32]
+
+
 def is_blinded(stored_key: str) -> bool:
     """Whether a stored key is blinded (as opposed to a clear key of an older store)."""
     return stored_key.startswith(BLIND_KEY_PREFIX)

@@ -165,6 +165,11 @@ class EngineCore:
         """The stored (blinded) form of a memory key in this account; case-insensitive."""
         return self.keys.blind_key(account_id, key)
 
+    def pseudonym(self, account_id: str, user_id: str) -> str:
+        """The keyed pseudonym of a user id in this account: what a row stores to name the
+        user without holding the id in clear (the provenance of an app memory, say)."""
+        return self.keys.pseudonym(account_id, user_id)
+
     def seal_value(
         self,
         payload: bytes,

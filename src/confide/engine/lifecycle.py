@@ -17,6 +17,7 @@ from confide.index.codec import MemoryCodec, row_binding
 from confide.keys.owner_keys import USER_KEY, OwnerKeys
 from confide.keys.rotation import rotate_kek
 from confide.storage.base import KEYS_BLINDED, MemoryRow, OpRow, Transaction
+from confide.storage.derived import Derived
 from confide.types import (
     ErasureReceipt,
     HistoryEventType,
@@ -224,10 +225,11 @@ class EngineLifecycle(EngineScrubbing):
         """
         step = progress or _no_progress
         step(0, 4)
+        derived = self._derived_from(account_id, user_id)
         with self.storage.transaction() as tx:
             tx.bump_key_generation(account_id, user_id)
             sealed = tx.sealed_values(account_id, user_id, limit=MARKER_ROWS)
-            counts = tx.delete_owner(account_id, user_id)
+            counts = tx.delete_owner(account_id, user_id, derived=derived)
         step(1, 4)
         markers = markers_of(key_markers(self.key_store, account_id, user_id, USER_KEY), sealed)
         destroyed = self.key_store.destroy(account_id, user_id, USER_KEY)
@@ -252,6 +254,17 @@ class EngineLifecycle(EngineScrubbing):
             markers=markers,
             scan=report.scan,
             erased_at=utcnow(),
+        )
+
+    def _derived_from(self, account_id: str, user_id: str) -> Derived:
+        """What the store needs to find the rows derived from a user (see
+        :mod:`confide.storage.derived`): the pseudonym their words are recorded under and
+        their change-log thread. Operational events queued so far are written first, where
+        the erasure finds them."""
+        self.ops.flush()
+        return Derived(
+            sources=(self.pseudonym(account_id, user_id),),
+            threads=(default_thread(account_id, user_id),),
         )
 
     def rotate_kek(self, new_ring: KeyRing) -> int:

@@ -243,9 +243,9 @@ class AsyncGate:
         """See :meth:`Gate.app_context`."""
         return await asyncio.to_thread(self.gate.app_context, principal, app_id)
 
-    async def open_app_end(self, principal: Principal) -> None:
+    async def open_app_end(self, principal: Principal, user_id: str | None = None) -> str | None:
         """See :meth:`Gate.open_app_end`."""
-        self.gate.open_app_end(principal)
+        return self.gate.open_app_end(principal, user_id)
 
     async def configure_app(
         self, principal: Principal, app_id: str, *, name: str | None, memory_cap: int | None

@@ -572,13 +572,19 @@ class Gate:
         """The app's system message (what its agents read before a conversation)."""
         return self.apps.context(principal.account_id, app_id)
 
-    def open_app_end(self, principal: Principal) -> None:
-        """Check that ``principal`` may end an app conversation (it writes the app's memory).
+    def open_app_end(self, principal: Principal, user_id: str | None = None) -> str | None:
+        """Check that ``principal`` may end an app conversation (it writes the app's memory);
+        the user the conversation was with: the pinned one, or the one named (``None``:
+        neither). The memory records that user, so that erasing them deletes it.
 
         Raises:
-            PermissionDeniedError: the principal may only read.
+            PermissionDeniedError: the principal may only read; it names another user than
+                the pinned one, or an app's owner without the admin scope.
         """
         require_write(principal, "ending an app conversation")
+        if user_id is None and principal.user_id is None:
+            return None
+        return self.user(principal, user_id)
 
     def configure_app(
         self, principal: Principal, app_id: str, *, name: str | None, memory_cap: int | None

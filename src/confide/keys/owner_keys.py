@@ -14,7 +14,14 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from confide.crypto.aead import new_key
-from confide.crypto.envelope import Envelope, WrappedUserKey, blind_key, key_blinding_key
+from confide.crypto.envelope import (
+    Envelope,
+    WrappedUserKey,
+    blind_key,
+    key_blinding_key,
+    pseudonym,
+    pseudonym_key,
+)
 from confide.errors import IntegrityError, KeyMismatchError, KeyUnavailableError
 from confide.storage.base import DataKeyRow, Storage
 from confide.storage.keystore import PRIMARY_KEK, KeyStore
@@ -54,6 +61,7 @@ class OwnerKeys:
         self._current: OrderedDict[tuple[str, str, str], OwnerKey] = OrderedDict()
         self._by_id: OrderedDict[tuple[str, str, str], bytes] = OrderedDict()
         self._blinding: OrderedDict[str, bytes] = OrderedDict()
+        self._pseudonyms: OrderedDict[str, bytes] = OrderedDict()
         self._lock = threading.Lock()
         self._cache_size = cache_size
 
@@ -132,6 +140,19 @@ class OwnerKeys:
                     self._blinding.popitem(last=False)
         return blind_key(sub, key)
 
+    def pseudonym(self, account_id: str, value: str) -> str:
+        """The keyed pseudonym of an id in this account (see
+        :func:`confide.crypto.envelope.pseudonym`)."""
+        with self._lock:
+            sub = self._pseudonyms.get(account_id)
+        if sub is None:
+            sub = pseudonym_key(self.index_key(account_id))
+            with self._lock:
+                self._pseudonyms[account_id] = sub
+                if len(self._pseudonyms) > self._cache_size:
+                    self._pseudonyms.popitem(last=False)
+        return pseudonym(sub, value)
+
     def forget(self, account_id: str, user_id: str) -> None:
         """Drop a user's keys from the cache (after erasure, or a stale generation)."""
         with self._lock:
@@ -145,6 +166,7 @@ class OwnerKeys:
             self._current.clear()
             self._by_id.clear()
             self._blinding.clear()
+            self._pseudonyms.clear()
 
     def _remember(self, cache_key: tuple[str, str, str], entry: OwnerKey) -> None:
         with self._lock:

@@ -171,10 +171,12 @@ class Services:
         conversation_id: str,
         messages: Sequence[AppMessage],
         reason: str | None,
+        user_id: str | None = None,
     ) -> None:
-        """Write the app memory of an ended conversation in the background."""
+        """Write the app memory of an ended conversation in the background (recording the
+        user it was with, when known)."""
         self.tasks.spawn(
-            self._app_end(account_id, app_id, conversation_id, messages, reason),
+            self._app_end(account_id, app_id, conversation_id, messages, reason, user_id),
             name="app-memory",
         )
 
@@ -198,6 +200,7 @@ class Services:
         conversation_id: str,
         messages: Sequence[AppMessage],
         reason: str | None,
+        user_id: str | None,
     ) -> None:
         try:
             outcome = await self.apps.end_conversation(
@@ -206,6 +209,7 @@ class Services:
                 conversation_id=conversation_id,
                 messages=messages,
                 reason=reason,
+                user_id=user_id,
             )
             if not outcome.deferred:
                 # Work an earlier end left for the budget may run now.

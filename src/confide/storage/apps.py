@@ -59,7 +59,8 @@ class UsageRow:
 @dataclass(frozen=True, slots=True)
 class DeferredRow:
     """Background work held back by the account's LLM budget; its payload sealed by the
-    caller under the scope owner's key, bound to ``id``."""
+    caller under the scope owner's key, bound to ``id``. ``source``: the keyed pseudonym of
+    the user whose words the payload holds (erasing the user deletes the work)."""
 
     id: str
     account_id: str
@@ -69,6 +70,7 @@ class DeferredRow:
     key_id: str
     ciphertext: bytes
     wrapped_key: bytes
+    source: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,7 +314,8 @@ class SqlAppTables:
         with self._storage.transaction() as tx:
             tx.scope_to(row.account_id)
             tx.run(
-                f"INSERT INTO deferred_work ({_DEFERRED_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                f"INSERT INTO deferred_work ({_DEFERRED_COLUMNS}) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     row.id,
                     row.account_id,
@@ -322,6 +325,7 @@ class SqlAppTables:
                     row.key_id,
                     row.ciphertext,
                     row.wrapped_key,
+                    row.source,
                 ],
             )
 
@@ -350,6 +354,7 @@ class SqlAppTables:
                 key_id=r[5],
                 ciphertext=bytes(r[6]),
                 wrapped_key=bytes(r[7]),
+                source=r[8],
             )
             for r in rows
         ]
@@ -365,4 +370,6 @@ class SqlAppTables:
         return int(cursor.rowcount) == 1
 
 
-_DEFERRED_COLUMNS = "id, account_id, operation, scope, created_at, key_id, ciphertext, wrapped_key"
+_DEFERRED_COLUMNS = (
+    "id, account_id, operation, scope, created_at, key_id, ciphertext, wrapped_key, source"
+)

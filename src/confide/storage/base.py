@@ -27,6 +27,7 @@ from numpy.typing import NDArray
 from confide.storage.apps import AppTables, AppWrites
 from confide.storage.checkpoints import CheckpointTables
 from confide.storage.consolidation import ConsolidationTables
+from confide.storage.derived import Derived, DerivedWrites
 from confide.storage.jobs import JobTables, JobWrites
 from confide.storage.messages import MessageTables, MessageWrites
 from confide.storage.scrubs import ScrubOutcome, ScrubTables
@@ -248,8 +249,12 @@ class RowWrites(Protocol):
         each table), read before an erasure deletes them."""
         ...
 
-    def delete_owner(self, account_id: str, user_id: str) -> dict[str, int]:
-        """Delete every row of one user in every table; counts per table."""
+    def delete_owner(
+        self, account_id: str, user_id: str, *, derived: Derived | None = None
+    ) -> dict[str, int]:
+        """Delete every row of one user in every table, and first every row derived from
+        them (see :mod:`confide.storage.derived`; ``derived``: what the engine knows of
+        them); counts per table."""
         ...
 
     def key_generation(self, account_id: str, user_id: str) -> int | None:
@@ -380,7 +385,14 @@ class IndexWrites(Protocol):
 
 
 class Transaction(
-    RowWrites, AuditWrites, IndexWrites, MessageWrites, AppWrites, JobWrites, Protocol
+    RowWrites,
+    AuditWrites,
+    IndexWrites,
+    MessageWrites,
+    AppWrites,
+    JobWrites,
+    DerivedWrites,
+    Protocol,
 ):
     """Writes inside one database transaction; see :meth:`Storage.transaction`."""
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from confide.storage.checkpoints import checkpoint_ddl, checkpoint_owner_ddl
+from confide.storage.derived import memory_sources_ddl
 from confide.storage.jobs import jobs_ddl
 
 
@@ -713,5 +714,20 @@ MIGRATIONS = (
         # maintenance with no user id, so it is not confined to an account.
         sqlite=_scrubs("REAL"),
         postgres=_scrubs("DOUBLE PRECISION"),
+    ),
+)
+
+
+MIGRATIONS = (
+    *MIGRATIONS,
+    Migration(
+        version=24,
+        name="memory-sources",
+        # Which users' words an app memory was written from, as keyed pseudonyms (never the
+        # ids in clear), so that erasing a user deletes the app memories derived from them;
+        # deferred app work records the same for the conversation it holds. See
+        # confide.storage.derived.
+        sqlite=memory_sources_ddl(),
+        postgres=(*memory_sources_ddl(), *account_policy("memory_sources")),
     ),
 )

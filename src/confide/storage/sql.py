@@ -38,6 +38,7 @@ from confide.storage.base import (
 )
 from confide.storage.checkpoints import CheckpointTables, SqlCheckpointTables
 from confide.storage.consolidation import ConsolidationTables, SqlConsolidationTables
+from confide.storage.derived import Derived, SqlDerivedWrites
 from confide.storage.filters import compile_filter, compile_others_shared
 from confide.storage.jobs import JobTables, SqlJobTables, SqlJobWrites
 from confide.storage.messages import MessageTables, SqlMessageTables, SqlMessageWrites
@@ -108,6 +109,7 @@ _OPTIONAL_OWNER_TABLES = (
     "checkpoint_writes",
     "supervisor_checkpoints",
     "consolidation_pairs",
+    "memory_sources",
 )
 # Owner tables with a sealed value (ciphertext and wrapped data key) in each row.
 _SEALED_TABLES = ("memories", "messages", "proposals")
@@ -194,7 +196,7 @@ class SqlExecutor:
         """
 
 
-class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlJobWrites, SqlExecutor):
+class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlJobWrites, SqlDerivedWrites, SqlExecutor):
     """Implements :class:`confide.storage.base.Transaction` on one open transaction."""
 
     lock_suffix: ClassVar[str] = ""
@@ -466,9 +468,12 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlJobWrites, SqlExecutor):
                 found.append(bytes(wrapped))
         return found
 
-    def delete_owner(self, account_id: str, user_id: str) -> dict[str, int]:
-        """Delete every row of one user in every table; returns the count per table."""
-        self.scope_to(account_id)
+    def delete_owner(
+        self, account_id: str, user_id: str, *, derived: Derived | None = None
+    ) -> dict[str, int]:
+        """Delete every row derived from one user (:meth:`delete_derived`), then every row of
+        theirs in every table; returns the count per table."""
+        derived_counts = self.delete_derived(account_id, user_id, derived or Derived())
         ids = [
             r[0]
             for r in self.run(
@@ -503,7 +508,7 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlJobWrites, SqlExecutor):
             counts[table] = self.run(
                 f"DELETE FROM {table} WHERE account_id = ? AND user_id = ?", owner
             ).rowcount
-        return counts
+        return derived_counts | counts
 
     def delete_memories(self, memory_ids: Sequence[str]) -> int:
         """Hard-delete memory versions and their index rows; returns how many versions."""

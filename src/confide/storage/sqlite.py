@@ -23,6 +23,7 @@ except ImportError:  # pragma: no cover - platforms without the wheel
 
 from confide.errors import StorageError
 from confide.storage.base import Capability, ScoredId, SealedVector, StoredVector, Vector
+from confide.storage.derived import Derived
 from confide.storage.filters import compile_filter, compile_others_shared
 from confide.storage.scrubs import ScrubOutcome
 from confide.storage.sql import (
@@ -166,9 +167,11 @@ def _has_table(db: SqlExecutor, name: str) -> bool:
 class SqliteTransaction(SqlTransaction):
     """A ``BEGIN IMMEDIATE`` transaction on the writer connection."""
 
-    def delete_owner(self, account_id: str, user_id: str) -> dict[str, int]:
+    def delete_owner(
+        self, account_id: str, user_id: str, *, derived: Derived | None = None
+    ) -> dict[str, int]:
         """Delete the user's rows, including the vector index bookkeeping."""
-        counts = super().delete_owner(account_id, user_id)
+        counts = super().delete_owner(account_id, user_id, derived=derived)
         for table in ("vector_owners", "vector_snapshots"):
             if self.has_table(table):
                 self.run(

@@ -27,17 +27,19 @@ MemoryId = Annotated[str, Path(min_length=1, max_length=256)]
 
 
 class EndConversationBody(BaseModel):
-    """The ended conversation's messages (read once, not stored) and why it ended."""
+    """The ended conversation's messages (read once, not stored), why it ended, and the user
+    it was with (the memory records them, so that erasing the user deletes it)."""
 
-    model_config = ConfigDict(extra="forbid") | documented(
+    model_config = ConfigDict(extra="forbid", populate_by_name=True) | documented(
         {"messages": [{"role": "user", "content": "Use metric units from now on, please."},
                       {"role": "assistant", "content": "Done: metric units from now on."}],
-         "reason": "user closed the app"},
+         "reason": "user closed the app", "userId": "line-42"},
         required=["messages"],
     )  # fmt: skip
 
     messages: list[AppMessage] = Field(min_length=1, max_length=1000)
     reason: str | None = Field(default=None, max_length=500)
+    user_id: str | None = Field(default=None, min_length=1, max_length=256, alias="userId")
 
 
 class EndConversationOut(BaseModel):
@@ -90,13 +92,14 @@ async def end_conversation(
 ) -> EndConversationOut:
     """Write one memory of the conversation for the app, in the background, and keep the
     app within its cap (deferred while the account's LLM budget is below 20%)."""
-    await services.agate.open_app_end(caller)
+    user_id = await services.agate.open_app_end(caller, body.user_id)
     services.schedule_app_end(
         account_id=caller.account_id,
         app_id=app_id,
         conversation_id=conversation_id,
         messages=body.messages,
         reason=body.reason,
+        user_id=user_id,
     )
     return EndConversationOut(app_id=app_id, conversation_id=conversation_id)
 
