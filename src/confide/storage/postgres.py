@@ -503,6 +503,11 @@ class PostgresStorage(SqlStorage):
         "memories",
         "proposals",
         "messages",
+        "deferred_work",
+        "checkpoints",
+        "checkpoint_blobs",
+        "checkpoint_writes",
+        "supervisor_checkpoints",
         "user_keys",
         "data_keys",
     )
