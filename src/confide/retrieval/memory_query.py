@@ -21,15 +21,17 @@ among the ranked answers it returns (``None`` when none was ranked by meaning).
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from confide.embedders.base import Embedder
 from confide.engine.delta import category_label
 from confide.engine.ops import OpsSink
+from confide.errors import ValidationError
 from confide.retrieval.access import AccessTracker
 from confide.retrieval.budget import count_tokens
 from confide.retrieval.categories import CategoriesConfig, ContextMode
@@ -48,6 +50,34 @@ from confide.types import (
 )
 
 _STRICT = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+_FILTER_USER = ("user_id", "userId")
+
+
+def split_user(
+    user_id: str | None, filters: Mapping[str, Any]
+) -> tuple[str | None, dict[str, Any]]:
+    """The user a ``memory_query`` names and its filters without one.
+
+    The user is named at the top level (``user_id``), in ``filters`` (``filters.user_id``,
+    or ``userId``), or both alike; the answer is that user (``None`` when neither names one)
+    and the other filters.
+
+    Raises:
+        ValidationError: ``filters.user_id`` is not a string, or names another user than
+            ``user_id`` (the error names both fields).
+    """
+    rest = {k: v for k, v in filters.items() if k not in _FILTER_USER}
+    named = [(k, filters[k]) for k in _FILTER_USER if k in filters]
+    for key, value in named:
+        if not isinstance(value, str):
+            raise ValidationError(f"filters.{key} must be a string", fields=(f"filters.{key}",))
+    given = {value for _, value in named} | ({user_id} if user_id is not None else set())
+    if len(given) > 1:
+        raise ValidationError(
+            "user_id and filters.user_id name different users",
+            fields=("user_id", *(f"filters.{k}" for k, _ in named)),
+        )
+    return (given.pop() if given else None), rest
 
 
 class QueryFilters(BaseModel):
@@ -71,7 +101,8 @@ class QueryFilters(BaseModel):
 
 
 class MemoryQueryRequest(BaseModel):
-    """One ``memory_query`` call."""
+    """One ``memory_query`` call; its user is ``user_id``, or ``filters.user_id`` (both
+    alike, or :class:`ValidationError`: see :func:`split_user`)."""
 
     model_config = _STRICT
 
@@ -85,6 +116,18 @@ class MemoryQueryRequest(BaseModel):
     return_: Literal["bullets", "full"] = Field(default="bullets", alias="return")
     budget_tokens: Annotated[int, Field(ge=1, le=100_000)] | None = None
     threshold: Annotated[float, Field(ge=-1.0, le=1.0)] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _user_in_filters(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping) or not isinstance(data.get("filters"), Mapping):
+            return data
+        top = data.get("user_id")
+        user, filters = split_user(top if isinstance(top, str) else None, data["filters"])
+        out = {**data, "filters": filters}
+        if user is not None and top is None:
+            out["user_id"] = user
+        return out
 
 
 class MemoryQueryResult(BaseModel):
