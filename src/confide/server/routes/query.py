@@ -50,7 +50,8 @@ class MemoryQueryBody(BaseModel):
 
 class MemoryQueryResponse(BaseModel):
     """The delta header (``""`` when nothing changed since the agent's last answer), results
-    as bullets (``{id, category, text}``) or full memories, and their tokens."""
+    as bullets (``{id, category, text}``; up to two related memories last, ``[related] ...``
+    with ``related_to``) or full memories, and their tokens."""
 
     header: str = ""
     success: bool
