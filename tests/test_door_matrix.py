@@ -1424,6 +1424,7 @@ GATE_METHODS: dict[str, Op] = {
     "memory_by_key": Op.VIEW_GET,
     "user_ids": Op.USERS_LIST,
     "erase_user": Op.ERASE,
+    "erasure": Op.ERASE,  # the erasure's scrub report: the operator's, as erasing is
     "add_message": Op.CHAT_WRITE,
     "list_messages": Op.CHAT_READ,
     "retrieve": Op.CHAT_RETRIEVE,
@@ -1467,6 +1468,7 @@ ROUTES: dict[str, Op] = {
     "POST /v1/add": Op.STORE,
     "GET /v1/users/{user_id}/export": Op.EXPORT,
     "DELETE /v1/users/{user_id}": Op.ERASE,
+    "GET /v1/erasures/{erasure_id}": Op.ERASE,
     "POST /v1/conversations/{conversation_id}/messages": Op.CHAT_WRITE,
     "GET /v1/conversations/{conversation_id}/messages": Op.CHAT_READ,
     "POST /v1/conversations/{conversation_id}/retrieve": Op.CHAT_RETRIEVE,
