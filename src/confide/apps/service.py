@@ -35,7 +35,7 @@ from confide.errors import ConflictError, NotFoundError, ProviderError, Validati
 from confide.llm.base import LLM
 from confide.llm.usage import UsageLedger, metered
 from confide.storage.apps import DeferredRow
-from confide.types import Memory, MemoryState, MemoryType, NewMemory, Source
+from confide.types import ErasureReceipt, Memory, MemoryState, MemoryType, NewMemory, Source
 
 __all__ = ["AppMemories", "AppSettings", "EndOutcome"]
 
@@ -373,9 +373,21 @@ class AppMemories:
     def uninstall(self, account_id: str, app_id: str, *, purge: bool = False) -> int:
         """Mark the app uninstalled; with ``purge`` crypto-shred its memories (their rows
         deleted and the scope's keys destroyed). Returns how many memory rows were deleted."""
+        receipt = self.uninstall_with_receipt(account_id, app_id, purge=purge)
+        return 0 if receipt is None else int(receipt.deleted.get("memories", 0))
+
+    def uninstall_with_receipt(
+        self, account_id: str, app_id: str, *, purge: bool = False
+    ) -> ErasureReceipt | None:
+        """:meth:`uninstall`, answering the erasure's receipt when ``purge`` shreds the
+        memories (``None`` without ``purge``: they are kept, and found again when the app is
+        configured again).
+
+        Raises:
+            ValidationError: a bad app id.
+        """
         scope = AppScope(account_id, app_id)
         self.tables.mark_uninstalled(scope.account_id, scope.app_id, time.time())
         if not purge:
-            return 0
-        receipt = self.engine.erase_user(account_id=scope.account_id, user_id=scope.owner)
-        return int(receipt.deleted.get("memories", 0))
+            return None
+        return self.engine.erase_user(account_id=scope.account_id, user_id=scope.owner)

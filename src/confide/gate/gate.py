@@ -596,6 +596,19 @@ class Gate:
         require_admin(principal, "configuring an app")
         return self.apps.configure(principal.account_id, app_id, name=name, memory_cap=memory_cap)
 
+    def uninstall_app(
+        self, principal: Principal, app_id: str, *, purge: bool = False
+    ) -> ErasureReceipt | None:
+        """Uninstall an app of the principal's account (admin only); with ``purge`` its
+        memories are crypto-shredded and the erasure's receipt is the answer.
+
+        Raises:
+            PermissionDeniedError: the principal is not an admin.
+            ValidationError: a bad app id.
+        """
+        require_admin(principal, "uninstalling an app")
+        return self.apps.uninstall_with_receipt(principal.account_id, app_id, purge=purge)
+
     def app_memories(self, principal: Principal, app_id: str) -> list[Memory]:
         """Every memory of the app, newest first (admin only)."""
         require_admin(principal, "app memories")
