@@ -109,6 +109,7 @@ class Op(StrEnum):
     APP_CONTEXT = "app_context"  # the app's system message (agents read it)
     APP_END = "app_end"  # an app conversation ended (writes the app's memory)
     APP_CONFIGURE = "app_configure"
+    APP_UNINSTALL = "app_uninstall"  # the app uninstalled (its memories kept)
     APP_OWNERS = "app_owners"  # the account's users listed: never the app's internal owner
     SESSION_OPEN = "session_open"  # a call session for a line of the account the body names
     SESSION_JOIN = "session_join"  # act on an existing call session by id
@@ -174,7 +175,7 @@ READS = frozenset({
 
 ADMIN_ONLY = frozenset({
     Op.ERASE, Op.APP_READ, Op.APP_GET, Op.APP_QUERY, Op.APP_EXPORT, Op.APP_WRITE,
-    Op.APP_CLEAR, Op.APP_CONFIGURE,
+    Op.APP_CLEAR, Op.APP_CONFIGURE, Op.APP_UNINSTALL,
 })  # fmt: skip
 """Erasure, app memories (owner ``app:<id>``) and app settings are the operator's."""
 
@@ -205,7 +206,9 @@ OTHER_ACCOUNT = {
     ),
     # Writes that name a user, an app or a conversation land in the key's own account.
     **dict.fromkeys(
-        (Op.STORE, Op.ERASE, Op.APP_END, Op.APP_CONFIGURE, Op.APP_CLEAR, Op.CHAT_WRITE), Out.OK
+        (Op.STORE, Op.ERASE, Op.APP_END, Op.APP_CONFIGURE, Op.APP_CLEAR, Op.APP_UNINSTALL,
+         Op.CHAT_WRITE),
+        Out.OK,
     ),
     # A body naming account A.
     Op.SESSION_OPEN: Out.DENIED,
@@ -707,6 +710,12 @@ async def rest_app_configure(c: Cell) -> Out:
         return _http(await http.put(f"/v1/apps/{c.seed.app}", json={"name": "Notes"}))
 
 
+@cell(Op.APP_UNINSTALL, Door.REST)
+async def rest_app_uninstall(c: Cell) -> Out:
+    async with _rest(c) as http:
+        return _http(await http.delete(f"/v1/apps/{c.seed.app}"))
+
+
 @cell(Op.SESSION_OPEN, Door.REST)
 async def rest_session_open(c: Cell) -> Out:
     async with _rest(c) as http:
@@ -1119,6 +1128,7 @@ SDK_CELLS: dict[Op, Adapter] = {
     ),
     Op.APP_CONTEXT: _sdk(lambda c, s, a: s.app_context(c.seed.app, account_id=a), shows=True),
     Op.APP_CONFIGURE: _sdk(lambda c, s, a: s.apps.configure(a, c.seed.app, name="Notes")),
+    Op.APP_UNINSTALL: _sdk(lambda c, s, a: s.apps.uninstall(a, c.seed.app)),
     Op.CHAT_WRITE: _sdk(
         lambda c, s, a: s.add_message(
             account_id=a,
@@ -1424,6 +1434,7 @@ GATE_METHODS: dict[str, Op] = {
     "memory_by_key": Op.VIEW_GET,
     "user_ids": Op.USERS_LIST,
     "erase_user": Op.ERASE,
+    "erasure": Op.ERASE,  # the erasure's scrub report: the operator's, as erasing is
     "add_message": Op.CHAT_WRITE,
     "list_messages": Op.CHAT_READ,
     "retrieve": Op.CHAT_RETRIEVE,
@@ -1434,6 +1445,7 @@ GATE_METHODS: dict[str, Op] = {
     "app_context": Op.APP_CONTEXT,
     "open_app_end": Op.APP_END,
     "configure_app": Op.APP_CONFIGURE,
+    "uninstall_app": Op.APP_UNINSTALL,
     "app_memories": Op.APP_READ,
     "delete_app_memories": Op.APP_CLEAR,
     "delete_app_memory": Op.APP_WRITE,
@@ -1467,6 +1479,7 @@ ROUTES: dict[str, Op] = {
     "POST /v1/add": Op.STORE,
     "GET /v1/users/{user_id}/export": Op.EXPORT,
     "DELETE /v1/users/{user_id}": Op.ERASE,
+    "GET /v1/erasures/{erasure_id}": Op.ERASE,
     "POST /v1/conversations/{conversation_id}/messages": Op.CHAT_WRITE,
     "GET /v1/conversations/{conversation_id}/messages": Op.CHAT_READ,
     "POST /v1/conversations/{conversation_id}/retrieve": Op.CHAT_RETRIEVE,
@@ -1476,9 +1489,14 @@ ROUTES: dict[str, Op] = {
     "POST /v1/apps/{app_id}/conversations/{conversation_id}/end": Op.APP_END,
     "GET /v1/apps/{app_id}/context": Op.APP_CONTEXT,
     "PUT /v1/apps/{app_id}": Op.APP_CONFIGURE,
+    "DELETE /v1/apps/{app_id}": Op.APP_UNINSTALL,
+    "DELETE /apps/{app_id}": Op.APP_UNINSTALL,
     "GET /apps/{app_id}/memories": Op.APP_READ,
     "DELETE /apps/{app_id}/memories": Op.APP_CLEAR,
     "DELETE /apps/{app_id}/memories/{memory_id}": Op.APP_WRITE,
+    "GET /v1/apps/{app_id}/memories": Op.APP_READ,
+    "DELETE /v1/apps/{app_id}/memories": Op.APP_CLEAR,
+    "DELETE /v1/apps/{app_id}/memories/{memory_id}": Op.APP_WRITE,
     "GET /v1/users": Op.USERS_LIST,
     "GET /v1/proposals": Op.PROPOSALS_READ,
     "POST /v1/proposals/{proposal_id}/confirm": Op.PROPOSAL_CONFIRM,

@@ -160,6 +160,13 @@ class Settings(BaseSettings):
         default=False,
         description="Serve /metrics without an API key (counts across every tenant).",
     )
+    metrics_app_labels: int = Field(
+        default=100,
+        ge=0,
+        le=10_000,
+        description="App ids /metrics labels per-app counts with (later apps: '_other'; "
+        "0: none, no app id shown).",
+    )
     api_docs: Literal["auto", "on", "off"] = Field(
         default="auto",
         description="/docs, /redoc and /openapi.json: auto serves them only on loopback.",

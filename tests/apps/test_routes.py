@@ -115,6 +115,71 @@ async def test_admin_routes_need_the_admin_scope(apps_api: ApiFactory) -> None:
                 assert response.status_code == (401 if not headers else 403), (method, path)
 
 
+async def test_the_admin_routes_are_served_under_v1_too(apps_api: ApiFactory) -> None:
+    async with apps_api() as api:
+        await _filled(api, "notes", 3)
+        admin = api.headers(admin=True)
+        v1 = await api.client.get("/v1/apps/notes/memories", headers=admin)
+        assert v1.status_code == 200
+        assert v1.json() == (await api.client.get("/apps/notes/memories", headers=admin)).json()
+        first = v1.json()["memories"][0]["id"]
+        one = await api.client.delete(f"/v1/apps/notes/memories/{first}", headers=admin)
+        assert (one.status_code, one.json()) == (200, {"success": True})
+        rest = await api.client.delete("/v1/apps/notes/memories", headers=admin)
+        assert (rest.status_code, rest.json()) == (200, {"success": True, "deletedCount": 2})
+        for method, path in (
+            ("GET", "/v1/apps/notes/memories"),
+            ("DELETE", "/v1/apps/notes/memories"),
+            ("DELETE", "/v1/apps/notes/memories/x"),
+            ("DELETE", "/v1/apps/notes"),
+            ("DELETE", "/apps/notes"),
+        ):
+            refused = await api.client.request(method, path, headers=api.headers())
+            assert refused.status_code == 403, (method, path)
+
+
+async def test_uninstall_route_keeps_the_memories_unless_purge(apps_api: ApiFactory) -> None:
+    async with apps_api() as api:
+        await _filled(api, "notes", 3)
+        await _filled(api, "mail", 1)
+        admin = api.headers(admin=True)
+        kept = await api.client.delete("/v1/apps/notes", headers=admin)
+        assert (kept.status_code, kept.json()) == (
+            200,
+            {"success": True, "appId": "notes", "purged": False, "deletedCount": 0,
+             "erasure": None},
+        )  # fmt: skip
+        assert api.apps.settings_of(ACCOUNT, "notes").uninstalled
+        assert len(api.apps.memories(ACCOUNT, "notes")) == 3
+        purged = await api.client.delete("/apps/notes", params={"purge": "true"}, headers=admin)
+        assert purged.status_code == 200, purged.text
+        answer = purged.json()
+        assert (answer["purged"], answer["deletedCount"]) == (True, 3)
+        assert answer["erasure"]["user_id"] == "app:notes"
+        report = await api.client.get(f"/v1/erasures/{answer['erasure']['id']}", headers=admin)
+        assert report.status_code == 200, report.text
+        assert api.apps.memories(ACCOUNT, "notes") == []
+        assert len(api.apps.memories(ACCOUNT, "mail")) == 1
+        bad = await api.client.delete("/v1/apps/bad app!", headers=admin)
+        assert bad.status_code == 400
+        # Configured again, the app is installed again.
+        await api.client.put("/v1/apps/notes", json={"name": "Notes"}, headers=admin)
+        assert not api.apps.settings_of(ACCOUNT, "notes").uninstalled
+
+
+async def test_uninstall_is_documented_in_openapi(apps_api: ApiFactory) -> None:
+    async with apps_api() as api:
+        paths = api.app.openapi()["paths"]
+        for path in ("/v1/apps/{app_id}", "/apps/{app_id}"):
+            operation = paths[path]["delete"]
+            assert "Uninstall the app" in operation["description"]
+            [purge] = [p for p in operation["parameters"] if p["name"] == "purge"]
+            assert purge["in"] == "query" and "crypto-shred" in purge["description"]
+            schema = operation["responses"]["200"]["content"]["application/json"]["schema"]
+            assert schema["$ref"].endswith("/UninstalledOut")
+        assert {"get", "delete"} <= set(paths["/v1/apps/{app_id}/memories"])
+
+
 async def test_read_scope_reads_but_never_writes(apps_api: ApiFactory) -> None:
     async with apps_api() as api:
         keys = api.app.state.services.keys

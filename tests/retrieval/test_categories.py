@@ -2,27 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
 
 from confide.errors import ConfigurationError, PermissionDeniedError, ValidationError
-from confide.retrieval.categories import ContextMode, load_categories
+from confide.retrieval.categories import SYSTEM_CATEGORIES, ContextMode, load_categories
 
-SYSTEM = [
-    "fact",
-    "preference",
-    "follow_up",
-    "context",
-    "history",
-    "wellbeing",
-    "insight",
-    "relationship_dynamic",
-    "procedural",
-    "episodic",
-    "conversation_summary",
-    "subject_fact",
-]
+SYSTEM = list(SYSTEM_CATEGORIES)
 
 
 def _write(tmp_path: Path, text: str) -> Path:
@@ -77,7 +65,11 @@ allowlists:
         ("categories: {system: {fact: {context: rag, rag_length: 0}}}", "rag_length"),
         ("categories: {system: {fact: {}}, custom: {fact: {}}}", "redefine"),
         ("categories: {system: {Fact: {}}}", "snake_case"),
-        ("categories: {system: {fact: {}}}\nallowlists: {a: [ghost]}", "ghost"),
+        ("categories: [{context: rag}]", "name"),
+        ("categories: [{name: fact}, {name: fact}]", "twice"),
+        ("categories: [{name: Fact}]", "snake_case"),
+        ("categories: {system: [{name: fact}], custom: [{name: fact}]}", "redefine"),
+        ("categories: {fact: {context: sometimes}}", "context"),
         ("categories: {system: {fact: {}}}\nextra: 1", "extra"),
         ("- just a list", "mapping"),
     ],
@@ -92,3 +84,86 @@ def test_unreadable_or_unparsable_file_raises_configuration_error(tmp_path: Path
         load_categories(tmp_path / "missing.yaml")
     with pytest.raises(ConfigurationError, match="YAML"):
         load_categories(_write(tmp_path, "categories: [unclosed"))
+
+
+LISTED = """
+categories:
+  - name: fact
+    context: rag
+    rag_length: 10
+    description: What is true of the user.
+  - name: preference
+    context: all
+  - name: billing
+    context: explicit
+    rag_length: 3
+allowlists:
+  support: [fact, billing]
+  admin: "*"
+"""
+
+
+def test_the_list_form_is_read_as_the_sections_form(tmp_path: Path) -> None:
+    listed = load_categories(_write(tmp_path, LISTED))
+    sections = load_categories(
+        _write(
+            tmp_path,
+            """
+categories:
+  system:
+    fact: {context: rag, rag_length: 10, description: What is true of the user.}
+    preference: {context: all}
+  custom:
+    billing: {context: explicit, rag_length: 3}
+allowlists:
+  support: [fact, billing]
+  admin: "*"
+""",
+        )
+    )
+    assert listed == sections
+    # Confide's own names are system categories, the others custom.
+    assert list(listed.categories.system) == ["fact", "preference"]
+    assert list(listed.categories.custom) == ["billing"]
+    assert listed.spec("billing").context is ContextMode.EXPLICIT
+    assert listed.resolve("admin") == ("fact", "preference")
+    assert listed.resolve("support", ["billing"]) == ("billing",)
+
+
+def test_a_mapping_of_names_and_listed_sections_are_read_too(tmp_path: Path) -> None:
+    flat = load_categories(
+        _write(tmp_path, "categories: {fact: {context: rag}, billing: {context: all}}")
+    )
+    assert (list(flat.categories.system), list(flat.categories.custom)) == (["fact"], ["billing"])
+    listed = load_categories(
+        _write(
+            tmp_path,
+            "categories: {system: [{name: fact, rag_length: 4}], custom: [{name: billing}]}",
+        )
+    )
+    assert listed.spec("fact").rag_length == 4 and "billing" in listed.categories.custom
+
+
+def test_an_allowlist_naming_an_undefined_category_loads_with_one_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = _write(
+        tmp_path,
+        """
+categories: [{name: fact}, {name: preference, context: all}]
+allowlists:
+  support: [fact, ghost, wellbeing]
+  admin: "*"
+""",
+    )
+    with caplog.at_level(logging.WARNING, logger="confide.retrieval.categories"):
+        config = load_categories(path)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert "support: ghost, wellbeing" in warnings[0] and str(path) in warnings[0]
+    assert config.undefined_in_allowlists() == {"support": ("ghost", "wellbeing")}
+    # The undefined names grant nothing: asking for one is refused like any other.
+    assert config.resolve("support") == ("fact",)
+    with pytest.raises(PermissionDeniedError, match="ghost"):
+        config.resolve("support", ["ghost"])
+    assert config.resolve("admin") == ("fact", "preference")

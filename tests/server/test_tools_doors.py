@@ -120,6 +120,15 @@ CASES: list[tuple[str, str, dict[str, Any], Answer]] = [
         ),
     ),
     (
+        "query-names-another-user-in-its-filters",
+        "memory_query",
+        {"query": "city", "filters": {"user_id": "someone-else"}},
+        Answer(
+            "ValidationError", "user_id and filters.user_id name different users",
+            ["user_id", "filters.user_id"],
+        ),
+    ),
+    (
         "no-such-memory",
         "forget_memory",
         {"key": "no_such_key"},
@@ -209,5 +218,5 @@ async def test_every_door_refuses_the_same_arguments_alike(
     # Nothing of the validation library, and no value the caller sent, comes back.
     told = json.dumps([a.error for a in answers.values()])
     assert "pydantic" not in told and "http" not in told
-    for value in ("Oslo", "gossip"):
+    for value in ("Oslo", "gossip", "someone-else"):
         assert value not in told

@@ -10,12 +10,13 @@ LLM usage ledger; the SDK and the service reach it through :class:`AppMemories`.
 from confide.apps.compaction import CompactionOutcome, Decision, parse_decision, reason_of
 from confide.apps.context import render_context
 from confide.apps.scope import AppMessage, AppScope
-from confide.apps.service import AppMemories, AppSettings, EndOutcome
+from confide.apps.service import AppMemories, AppMonitor, AppSettings, EndOutcome
 from confide.apps.writer import offline_paragraph
 
 __all__ = [
     "AppMemories",
     "AppMessage",
+    "AppMonitor",
     "AppScope",
     "AppSettings",
     "CompactionOutcome",

@@ -22,7 +22,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import TypeAdapter
 from pydantic import ValidationError as PydanticValidationError
@@ -39,9 +39,9 @@ from confide.llm.base import LLM
 from confide.llm.usage import UsageLedger, metered
 from confide.storage.apps import DeferredRow
 from confide.storage.base import Transaction
-from confide.types import Memory, MemoryState, MemoryType, NewMemory, Source
+from confide.types import ErasureReceipt, Memory, MemoryState, MemoryType, NewMemory, Source
 
-__all__ = ["AppMemories", "AppSettings", "EndOutcome"]
+__all__ = ["AppMemories", "AppMonitor", "AppSettings", "EndOutcome"]
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +49,20 @@ _MAX_MESSAGES = 1000
 _MAX_NAME = 100
 _MESSAGES = TypeAdapter(list[AppMessage])
 _END_OPERATION = "app_memory"
+
+
+class AppMonitor(Protocol):
+    """Told of each app's activity by app id alone (never an account, a user or a text):
+    what the service's per-app metrics count."""
+
+    def app_memory_created(self, app_id: str) -> None:
+        """A conversation's memory was written for the app."""
+
+    def app_cap_used(self, app_id: str, *, held: int, cap: int) -> None:
+        """After a write and its compaction, the app's scope holds ``held`` of ``cap``."""
+
+    def app_context_served(self, app_id: str, *, memories: int) -> None:
+        """The app's context was read, carrying ``memories`` memories (``0``: empty)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +116,8 @@ class AppMemories:
         on_compaction: told of every compaction's outcome (metrics).
         on_defer: told the account whose work was just deferred (a service queues the job
             that resumes it once the budget allows).
+        monitor: told of each memory written, the cap it leaves used and each context read
+            (the service's per-app metrics).
     """
 
     def __init__(
@@ -114,6 +130,7 @@ class AppMemories:
         writer: MemoryWriter | None = None,
         on_compaction: Callable[[CompactionOutcome], None] | None = None,
         on_defer: Callable[[str], object] | None = None,
+        monitor: AppMonitor | None = None,
     ) -> None:
         self.engine = engine
         self.settings = settings or engine.settings
@@ -125,6 +142,7 @@ class AppMemories:
         self.tables = engine.app_tables()
         self.on_compaction = on_compaction
         self.on_defer = on_defer
+        self.monitor = monitor
 
     # ---- settings ----------------------------------------------------------------------------
     def settings_of(self, account_id: str, app_id: str) -> AppSettings:
@@ -243,6 +261,8 @@ class AppMemories:
                 },
             )
             memory = await asyncio.to_thread(self._write, new, source)
+            if self.monitor is not None:
+                self.monitor.app_memory_created(scope.app_id)
             app = await asyncio.to_thread(self.settings_of, scope.account_id, scope.app_id)
         self.engine.emit_op(
             "episodic",
@@ -267,6 +287,8 @@ class AppMemories:
             )
         if self.on_compaction is not None:
             self.on_compaction(outcome)
+        if self.monitor is not None:
+            self.monitor.app_cap_used(scope.app_id, held=outcome.count, cap=app.memory_cap)
         return EndOutcome(memory, written_by, outcome)
 
     def _write(self, new: NewMemory, source: str | None) -> Memory:
@@ -366,7 +388,10 @@ class AppMemories:
         way; ``""`` when the app has none.
         """
         app = self.settings_of(account_id, app_id)
-        return render_context(app.name, self.memories(account_id, app_id)[: app.memory_cap])
+        shown = self.memories(account_id, app_id)[: app.memory_cap]
+        if self.monitor is not None:
+            self.monitor.app_context_served(app_id, memories=len(shown))
+        return render_context(app.name, shown)
 
     def delete_all(self, account_id: str, app_id: str) -> int:
         """Forget every memory of the app in one transaction; how many."""
@@ -402,9 +427,21 @@ class AppMemories:
     def uninstall(self, account_id: str, app_id: str, *, purge: bool = False) -> int:
         """Mark the app uninstalled; with ``purge`` crypto-shred its memories (their rows
         deleted and the scope's keys destroyed). Returns how many memory rows were deleted."""
+        receipt = self.uninstall_with_receipt(account_id, app_id, purge=purge)
+        return 0 if receipt is None else int(receipt.deleted.get("memories", 0))
+
+    def uninstall_with_receipt(
+        self, account_id: str, app_id: str, *, purge: bool = False
+    ) -> ErasureReceipt | None:
+        """:meth:`uninstall`, answering the erasure's receipt when ``purge`` shreds the
+        memories (``None`` without ``purge``: they are kept, and found again when the app is
+        configured again).
+
+        Raises:
+            ValidationError: a bad app id.
+        """
         scope = AppScope(account_id, app_id)
         self.tables.mark_uninstalled(scope.account_id, scope.app_id, time.time())
         if not purge:
-            return 0
-        receipt = self.engine.erase_user(account_id=scope.account_id, user_id=scope.owner)
-        return int(receipt.deleted.get("memories", 0))
+            return None
+        return self.engine.erase_user(account_id=scope.account_id, user_id=scope.owner)

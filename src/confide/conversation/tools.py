@@ -217,7 +217,7 @@ _SPECS: tuple[tuple[str, str, dict[str, Any]], ...] = (
                 },
                 "filters": {
                     "type": "object",
-                    "description": 'Extra filters, e.g. {"types": ["follow_up"]}.',
+                    "description": 'Extra filters, e.g. {"type": "follow_up"}.',
                 },
                 "top_k": {"type": "integer", "minimum": 1, "maximum": 50, "default": 3},
                 "return": {"type": "string", "enum": ["bullets", "full"], "default": "bullets"},

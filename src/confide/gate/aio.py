@@ -255,6 +255,12 @@ class AsyncGate:
             self.gate.configure_app, principal, app_id, name=name, memory_cap=memory_cap
         )
 
+    async def uninstall_app(
+        self, principal: Principal, app_id: str, *, purge: bool = False
+    ) -> ErasureReceipt | None:
+        """See :meth:`Gate.uninstall_app`."""
+        return await asyncio.to_thread(self.gate.uninstall_app, principal, app_id, purge=purge)
+
     async def app_memories(self, principal: Principal, app_id: str) -> list[Memory]:
         """See :meth:`Gate.app_memories`."""
         return await asyncio.to_thread(self.gate.app_memories, principal, app_id)

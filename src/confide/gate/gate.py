@@ -45,6 +45,7 @@ from confide.gate.principal import Principal
 from confide.llm.candidates import Candidate
 from confide.llm.key_vocabulary import to_vocabulary
 from confide.retrieval.categories import CategoriesConfig
+from confide.retrieval.memory_query import split_user
 from confide.types import (
     APP_OWNER_PREFIX,
     ErasureReceipt,
@@ -228,7 +229,8 @@ class Gate:
         user_id: str | None = None,
         session_id: str | None = None,
     ) -> dict[str, Any]:
-        """Run memory tool ``name`` for ``principal`` on ``user_id`` (or the pinned user).
+        """Run memory tool ``name`` for ``principal`` on ``user_id`` (or the pinned user);
+        ``memory_query`` may name its user in ``filters.user_id`` instead, or as well.
 
         ``arguments`` are the tool's validated arguments, or its raw JSON arguments (a
         mapping or text, either spelling) to validate here, by
@@ -238,13 +240,20 @@ class Gate:
         Raises:
             PermissionDeniedError: a write tool for a ``read`` principal, an agent the
                 principal is not bound to, another user than the pinned one.
-            ValidationError: an unknown tool, invalid arguments, no user.
+            ValidationError: an unknown tool, invalid arguments, no user, or a
+                ``filters.user_id`` naming another user than ``user_id``.
         """
         if name in WRITE_TOOLS:
             require_write(principal, name)
         args = arguments if isinstance(arguments, BaseModel) else parse_arguments(name, arguments)
         if isinstance(args, MemoryQueryArgs):
-            args = args.model_copy(update={"agent": principal.agent_for(args.agent)})
+            # The user may be named in the filters too (``filters.user_id``): the same one
+            # as the call's (named, or pinned to the principal).
+            named = user_id if user_id is not None else principal.user_id
+            user_id, filters = split_user(named, args.filters)
+            args = args.model_copy(
+                update={"agent": principal.agent_for(args.agent), "filters": filters}
+            )
         owner = Owner(principal.account_id, self.user(principal, user_id), session_id)
         return await self.dispatcher.call(name, args, owner=owner)
 
@@ -592,6 +601,19 @@ class Gate:
         """Set an app's display name and cap override (admin only)."""
         require_admin(principal, "configuring an app")
         return self.apps.configure(principal.account_id, app_id, name=name, memory_cap=memory_cap)
+
+    def uninstall_app(
+        self, principal: Principal, app_id: str, *, purge: bool = False
+    ) -> ErasureReceipt | None:
+        """Uninstall an app of the principal's account (admin only); with ``purge`` its
+        memories are crypto-shredded and the erasure's receipt is the answer.
+
+        Raises:
+            PermissionDeniedError: the principal is not an admin.
+            ValidationError: a bad app id.
+        """
+        require_admin(principal, "uninstalling an app")
+        return self.apps.uninstall_with_receipt(principal.account_id, app_id, purge=purge)
 
     def app_memories(self, principal: Principal, app_id: str) -> list[Memory]:
         """Every memory of the app, newest first (admin only)."""

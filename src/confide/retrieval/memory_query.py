@@ -7,6 +7,14 @@ agent's allowlist is a :class:`PermissionDeniedError`; every filter runs in the 
 ``rag_length`` each); results below ``threshold`` similarity are dropped; the answer never
 exceeds ``budget_tokens``.
 
+Related memories (``related_to`` edges): with ``return: "full"`` each ranked result carries
+up to two as ``related`` bullets; with ``return: "bullets"`` up to :data:`RELATED_BULLETS`
+are appended after every other result, each marked (``"related_to"``: the result it is
+related to; its text starts ``[related]``). Either way they are read with the request's own
+filter (the agent's allowlist, the user and the visibility rules) and respect each
+category's ``rag_length``; last in the answer, they are the first to give way to
+``budget_tokens`` and never move a ranked result.
+
 With a :class:`~confide.retrieval.ports.DeltaFeed` the answer starts with the delta header:
 the changes to the user's memory the agent has not been shown yet, in the categories it may
 read (see :mod:`confide.engine.delta`); delivering it marks them seen, so each shows once.
@@ -21,15 +29,17 @@ among the ranked answers it returns (``None`` when none was ranked by meaning).
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from confide.embedders.base import Embedder
 from confide.engine.delta import category_label
 from confide.engine.ops import OpsSink
+from confide.errors import ValidationError
 from confide.retrieval.access import AccessTracker
 from confide.retrieval.budget import count_tokens
 from confide.retrieval.categories import CategoriesConfig, ContextMode
@@ -48,6 +58,34 @@ from confide.types import (
 )
 
 _STRICT = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+_FILTER_USER = ("user_id", "userId")
+
+
+def split_user(
+    user_id: str | None, filters: Mapping[str, Any]
+) -> tuple[str | None, dict[str, Any]]:
+    """The user a ``memory_query`` names and its filters without one.
+
+    The user is named at the top level (``user_id``), in ``filters`` (``filters.user_id``,
+    or ``userId``), or both alike; the answer is that user (``None`` when neither names one)
+    and the other filters.
+
+    Raises:
+        ValidationError: ``filters.user_id`` is not a string, or names another user than
+            ``user_id`` (the error names both fields).
+    """
+    rest = {k: v for k, v in filters.items() if k not in _FILTER_USER}
+    named = [(k, filters[k]) for k in _FILTER_USER if k in filters]
+    for key, value in named:
+        if not isinstance(value, str):
+            raise ValidationError(f"filters.{key} must be a string", fields=(f"filters.{key}",))
+    given = {value for _, value in named} | ({user_id} if user_id is not None else set())
+    if len(given) > 1:
+        raise ValidationError(
+            "user_id and filters.user_id name different users",
+            fields=("user_id", *(f"filters.{k}" for k, _ in named)),
+        )
+    return (given.pop() if given else None), rest
 
 
 class QueryFilters(BaseModel):
@@ -71,7 +109,8 @@ class QueryFilters(BaseModel):
 
 
 class MemoryQueryRequest(BaseModel):
-    """One ``memory_query`` call."""
+    """One ``memory_query`` call; its user is ``user_id``, or ``filters.user_id`` (both
+    alike, or :class:`ValidationError`: see :func:`split_user`)."""
 
     model_config = _STRICT
 
@@ -85,6 +124,18 @@ class MemoryQueryRequest(BaseModel):
     return_: Literal["bullets", "full"] = Field(default="bullets", alias="return")
     budget_tokens: Annotated[int, Field(ge=1, le=100_000)] | None = None
     threshold: Annotated[float, Field(ge=-1.0, le=1.0)] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _user_in_filters(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping) or not isinstance(data.get("filters"), Mapping):
+            return data
+        top = data.get("user_id")
+        user, filters = split_user(top if isinstance(top, str) else None, data["filters"])
+        out = {**data, "filters": filters}
+        if user is not None and top is None:
+            out["user_id"] = user
+        return out
 
 
 class MemoryQueryResult(BaseModel):
@@ -145,6 +196,11 @@ def _words(segment: str) -> str:
     return " ".join(w for w in parts if w and not _OPAQUE_PART.fullmatch(w))
 
 
+RELATED_BULLETS = 2
+"""How many related memories a bullets answer appends, at most."""
+RELATED_MARK = "[related] "
+
+
 def bullet(memory: Memory) -> dict[str, Any]:
     """``{"id", "category", "text": "[category] key label: value"}``, the key's words as
     :func:`key_label` reads them (``[fact] daughter name: Maya``), or ``"[category] value"``
@@ -155,6 +211,13 @@ def bullet(memory: Memory) -> dict[str, Any]:
         f"[{category}] {memory.value}" if label is None else f"[{category}] {label}: {memory.value}"
     )
     return {"id": memory.id, "category": category, "text": text}
+
+
+def related_bullet(memory: Memory, *, related_to: str) -> dict[str, Any]:
+    """:func:`bullet` of a memory related to result ``related_to``, marked: its text
+    starts ``[related]`` and ``related_to`` names the result."""
+    item = bullet(memory)
+    return {**item, "text": RELATED_MARK + item["text"], "related_to": related_to}
 
 
 class MemoryQueryService:
@@ -200,12 +263,14 @@ class MemoryQueryService:
             else None
         )
         retrieved: list[tuple[Memory, dict[str, Any]]] = []
+        related: list[tuple[Memory, dict[str, Any]]] = []
         if rag:
             rag_filter = base.model_copy(update={"categories": tuple(rag)})
-            retrieved = self._retrieve(req, rag_filter, scope)
+            retrieved, related = self._retrieve(req, rag_filter, scope, related=True)
         # The ranked answers come first: ``top_k`` reads as "my best k", and a caller that
-        # keeps the first few bullets must get them, not the standing context.
-        picked = retrieved + (listing.result() if listing is not None else [])
+        # keeps the first few bullets must get them, not the standing context; related
+        # memories come last, the first to give way to the budget.
+        picked = retrieved + (listing.result() if listing is not None else []) + related
         header, header_tokens = self._header(req, allowed)
         budget = None if req.budget_tokens is None else req.budget_tokens - header_tokens
         results, tokens = self._render(req, picked, budget)
@@ -257,10 +322,11 @@ class MemoryQueryService:
         req = validated(MemoryQueryRequest, request)
         allowed, base = self._scope(req)
         scope = SharedScope(self.reader, base)
-        ranked = self._retrieve(
+        ranked, _ = self._retrieve(
             req.model_copy(update={"return_": "bullets"}),
             base.model_copy(update={"categories": tuple(allowed)}),
             scope,
+            related=False,
         )
         if self.access is not None and ranked:
             self.access.record(req.account_id, [m.id for m, _ in ranked])
@@ -302,8 +368,10 @@ class MemoryQueryService:
         return [(memory, {"context": "all"}) for memory in listed]
 
     def _retrieve(
-        self, req: MemoryQueryRequest, flt: MemoryFilter, scope: SharedScope
-    ) -> list[tuple[Memory, dict[str, Any]]]:
+        self, req: MemoryQueryRequest, flt: MemoryFilter, scope: SharedScope, *, related: bool
+    ) -> tuple[list[tuple[Memory, dict[str, Any]]], list[tuple[Memory, dict[str, Any]]]]:
+        """The ranked results, and (``related``, in a bullets answer) the related memories
+        to append after every other result."""
         source = StorageCandidateSource(
             self.reader, flt, scope, vector_expected=self.embedder is not None
         )
@@ -330,28 +398,55 @@ class MemoryQueryService:
             similarity = scored.candidate.dense
             if req.threshold is not None and (similarity is None or similarity < req.threshold):
                 continue
-            category = memory.category or memory.type.value
-            cap = (
-                self.categories.spec(category).rag_length
-                if category in (self.categories.all_categories())
-                else None
-            )
-            if cap is not None and per_category.get(category, 0) >= cap:
+            if not self._take(memory, per_category):
                 continue
-            per_category[category] = per_category.get(category, 0) + 1
             out.append((memory, {"score": round(scored.score, 4), "similarity": similarity}))
             if len(out) >= req.top_k:
                 break
-        if req.return_ == "full" and out:
-            related = self._related(source, [m.id for m, _ in out])
+        if not related or not out:
+            return out, []
+        others = self._related(source, [m.id for m, _ in out])
+        if req.return_ == "full":
             for memory, extra in out:
-                extra["related"] = related.get(memory.id, [])
+                extra["related"] = [bullet(m) for m in others.get(memory.id, [])]
+            return out, []
+        return out, self._appended(out, others, per_category)
+
+    def _take(self, memory: Memory, per_category: dict[str, int]) -> bool:
+        """Count ``memory`` in ``per_category``, unless its category's ``rag_length`` is
+        reached (then ``False``)."""
+        category = memory.category or memory.type.value
+        known = self.categories.all_categories().get(category)
+        cap = None if known is None else known.rag_length
+        if cap is not None and per_category.get(category, 0) >= cap:
+            return False
+        per_category[category] = per_category.get(category, 0) + 1
+        return True
+
+    def _appended(
+        self,
+        ranked: list[tuple[Memory, dict[str, Any]]],
+        others: dict[str, list[Memory]],
+        per_category: dict[str, int],
+    ) -> list[tuple[Memory, dict[str, Any]]]:
+        """Up to :data:`RELATED_BULLETS` related memories, the best result's first."""
+        seen = {m.id for m, _ in ranked}
+        out: list[tuple[Memory, dict[str, Any]]] = []
+        for memory, _ in ranked:
+            for other in others.get(memory.id, []):
+                if len(out) >= RELATED_BULLETS:
+                    return out
+                if other.id in seen or not self._take(other, per_category):
+                    continue
+                seen.add(other.id)
+                out.append((other, {"related_to": memory.id}))
         return out
 
     def _related(
         self, source: StorageCandidateSource, memory_ids: list[str]
-    ) -> dict[str, list[dict[str, Any]]]:
-        """Up to two ``related_to`` bullets per result (one edges query for all of them)."""
+    ) -> dict[str, list[Memory]]:
+        """Up to two ``related_to`` memories per result, strongest first, that the request's
+        filter reaches (one edges query for all of them)."""
         wanted = set(memory_ids)
         others: dict[str, list[tuple[float, str]]] = {m: [] for m in memory_ids}
         for e in self.reader.search_index.edges(source.flt.account_id, memory_ids):
@@ -360,9 +455,13 @@ class MemoryQueryService:
             for here, there in ((e.from_id, e.to_id), (e.to_id, e.from_id)):
                 if here in wanted and there not in wanted:
                     others[here].append((e.strength, there))
-        best = {m: [i for _, i in sorted(o, reverse=True)[:2]] for m, o in others.items()}
-        found = source.load(sorted({i for ids in best.values() for i in ids}))
-        return {m: [bullet(found[i]) for i in ids if i in found] for m, ids in best.items()}
+        # A memory has a handful of edges (``link_top_k`` and consolidation's): all of them
+        # are read, so one outside the filter leaves room for the next strongest.
+        found = source.load(sorted({i for o in others.values() for _, i in o}))
+        return {
+            m: [found[i] for _, i in sorted(o, reverse=True) if i in found][:2]
+            for m, o in others.items()
+        }
 
     def _render(
         self,
@@ -378,7 +477,8 @@ class MemoryQueryService:
                 continue
             seen.add(memory.id)
             if req.return_ == "bullets":
-                item = bullet(memory)
+                of = extra.get("related_to")
+                item = bullet(memory) if of is None else related_bullet(memory, related_to=of)
                 text = item["text"]
             else:
                 item = {**memory.model_dump(mode="json"), **extra}

@@ -5,7 +5,16 @@ collector in a :class:`prometheus_client.CollectorRegistry` of the app's own, re
 ``generate_latest``. Every metric name of the earlier hand-written exposition is kept
 (``confide_memories_stored_total`` and so on); ``confide_http_request_duration_seconds`` adds a
 latency histogram per route template (never the raw path), method and status. Labels carry
-route templates and status codes only: no id, no value.
+route templates, status codes, operations and app ids only: no account, no user, no memory id,
+no value.
+
+Per app (fed by :class:`~confide.apps.AppMemories` through its monitor, whichever door or
+worker did the work): ``confide_app_memories_created_total``, the
+``confide_app_cap_utilisation`` histogram (the share of its cap an app's scope holds after
+each write and compaction) and ``confide_app_context_requests_total`` (by ``injected``:
+whether the context carried any memory) with ``confide_app_context_memories_total``. The
+``app`` label is bounded: the first ``app_labels`` app ids this process sees keep their own,
+every later one is counted under :data:`OTHER_APPS`.
 """
 
 from __future__ import annotations
@@ -35,6 +44,10 @@ COUNT_BUCKETS = (0.0, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0)
 REQUEST_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 UNMATCHED = "unmatched"
 """The route label of a request no route matched (its path is not a label)."""
+UTILISATION_BUCKETS = (0.25, 0.5, 0.75, 0.9, 1.0)
+OTHER_APPS = "_other"
+"""The ``app`` label of apps past the label bound (no app id starts with ``_``)."""
+APP_LABELS = 100
 
 
 class Histogram:
@@ -66,7 +79,9 @@ class Metrics:
     ``integrity_failures`` reads the engine's count of rows that failed authentication;
     ``sessions_evicted`` the session buffer's count of idle sessions it dropped;
     ``scrubs_pending`` the store's count of scrubs still pending (erasures not verified yet).
-    ``registry`` is this process's prometheus-client registry; :meth:`render` its exposition.
+    ``app_labels``: how many app ids get a label of their own (later ones share
+    :data:`OTHER_APPS`; ``0``: every app does, no app id is shown). ``registry`` is this process's
+    prometheus-client registry; :meth:`render` its exposition.
     """
 
     def __init__(
@@ -75,6 +90,7 @@ class Metrics:
         integrity_failures: Callable[[], int] | None = None,
         sessions_evicted: Callable[[], int] | None = None,
         scrubs_pending: Callable[[], int] | None = None,
+        app_labels: int = APP_LABELS,
     ) -> None:
         self._integrity_failures = integrity_failures
         self._sessions_evicted = sessions_evicted
@@ -94,6 +110,12 @@ class Metrics:
         self.llm_cost_units: dict[str, float] = {}
         self.app_compactions: dict[tuple[str, str], int] = {}
         self.app_memory_failures = 0
+        self.app_labels = app_labels
+        self._labelled: set[str] = set()
+        self.app_created: dict[str, int] = {}
+        self.app_utilisation: dict[str, Histogram] = {}
+        self.app_contexts: dict[tuple[str, str], int] = {}
+        self.app_context_memories: dict[str, int] = {}
         self.registry = CollectorRegistry(auto_describe=True)
         self.registry.register(_Collector(self))
 
@@ -115,6 +137,39 @@ class Metrics:
             for action, decided_by, _cause in outcome.changes:
                 key = (action, decided_by)
                 self.app_compactions[key] = self.app_compactions.get(key, 0) + 1
+
+    def _app(self, app_id: str) -> str:
+        """The ``app`` label of ``app_id``: its own while the bound allows (call under the
+        lock)."""
+        if app_id in self._labelled:
+            return app_id
+        if len(self._labelled) < self.app_labels:
+            self._labelled.add(app_id)
+            return app_id
+        return OTHER_APPS
+
+    def app_memory_created(self, app_id: str) -> None:
+        """Count a memory written for an app (an :class:`~confide.apps.AppMonitor` call)."""
+        with self._lock:
+            label = self._app(app_id)
+            self.app_created[label] = self.app_created.get(label, 0) + 1
+
+    def app_cap_used(self, app_id: str, *, held: int, cap: int) -> None:
+        """Observe the share of its cap an app's scope holds after a write."""
+        with self._lock:
+            label = self._app(app_id)
+            histogram = self.app_utilisation.get(label)
+            if histogram is None:
+                histogram = self.app_utilisation[label] = Histogram(UTILISATION_BUCKETS)
+            histogram.observe(held / cap if cap > 0 else 0.0)
+
+    def app_context_served(self, app_id: str, *, memories: int) -> None:
+        """Count an app context read, and the memories it injected."""
+        with self._lock:
+            label = self._app(app_id)
+            key = (label, "true" if memories else "false")
+            self.app_contexts[key] = self.app_contexts.get(key, 0) + 1
+            self.app_context_memories[label] = self.app_context_memories.get(label, 0) + memories
 
     def app_memory_failed(self) -> None:
         """Count an app memory that could not be written."""
@@ -267,7 +322,37 @@ def _labelled(m: Metrics) -> list[Metric]:
     failures = CounterMetricFamily(
         "confide_app_memory_failures", "App memories that failed.", value=m.app_memory_failures
     )
-    return [calls, tokens, units, compactions, failures]
+    return [calls, tokens, units, compactions, failures, *_per_app(m)]
+
+
+def _per_app(m: Metrics) -> list[Metric]:
+    """The per-app families, labelled by app id (bounded: see :class:`Metrics`)."""
+    created = CounterMetricFamily(
+        "confide_app_memories_created", "App memories written, by app.", labels=("app",)
+    )
+    for app, n in sorted(m.app_created.items()):
+        created.add_metric([app], n)
+    utilisation = HistogramMetricFamily(
+        "confide_app_cap_utilisation",
+        "Share of its cap an app's scope holds after each write and compaction, by app.",
+        labels=("app",),
+    )
+    for app, histogram in sorted(m.app_utilisation.items()):
+        utilisation.add_metric([app], histogram.samples(), histogram.sum)
+    contexts = CounterMetricFamily(
+        "confide_app_context_requests",
+        "App contexts read, by app and whether they injected any memory.",
+        labels=("app", "injected"),
+    )
+    for (app, carried), n in sorted(m.app_contexts.items()):
+        contexts.add_metric([app, carried], n)
+    injected = CounterMetricFamily(
+        "confide_app_context_memories", "Memories injected by app contexts, by app.",
+        labels=("app",),
+    )  # fmt: skip
+    for app, n in sorted(m.app_context_memories.items()):
+        injected.add_metric([app], n)
+    return [created, utilisation, contexts, injected]
 
 
 def _histogram(name: str, text: str, histogram: Histogram) -> HistogramMetricFamily:

@@ -138,6 +138,7 @@ class Services:
             integrity_failures=lambda: engine.integrity_failures,
             sessions_evicted=lambda: self.buffer.evicted,
             scrubs_pending=lambda: len(engine.storage.scrub_tables().pending(limit=10_000)),
+            app_labels=components.settings.metrics_app_labels,
         )
         self.tasks = TaskRegistry()
         self.usage = components.usage
@@ -158,6 +159,7 @@ class Services:
         self.chat = components.chat
         self.apps = components.apps
         self.apps.on_compaction = self.metrics.app_compacted
+        self.apps.monitor = self.metrics
         self.apps.on_defer = self._deferred
         self.jobs: JobWorker | None = None
         """The job worker over this service's chat and app memories (set by

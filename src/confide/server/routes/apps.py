@@ -1,15 +1,17 @@
-"""App memories: ``/v1/apps/{app_id}/...`` for agents, ``/apps/{appId}/memories`` for admins.
+"""App memories: ``/v1/apps/{app_id}/...`` for agents, ``/apps/{appId}/...`` for admins.
 
 Ending a conversation answers at once (202); the memory is written and the scope compacted
 in the background (tests wait with ``app.state.services.tasks.join()``). The messages are
-never stored nor logged. The admin routes need an API key with the ``admin`` scope.
+never stored nor logged. The admin routes need an API key with the ``admin`` scope; each is
+served under ``/v1/apps`` too (``/v1/apps/{app_id}/memories``, ``DELETE /v1/apps/{app_id}``),
+so every app route has a ``/v1`` path.
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Path, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from confide.apps.scope import AppMessage
@@ -152,6 +154,43 @@ class DeletedOut(BaseModel):
     success: bool = True
 
 
+class UninstalledOut(BaseModel):
+    """The app is uninstalled; with ``purge``, how many memory rows were deleted and the
+    erasure's receipt (follow its scrub at ``GET /v1/erasures/{id}``)."""
+
+    success: bool = True
+    app_id: str = Field(serialization_alias="appId")
+    purged: bool
+    deleted_count: int = Field(serialization_alias="deletedCount")
+    erasure: dict[str, Any] | None = None
+
+
+@router.delete("/{app_id}", response_model=UninstalledOut, response_model_by_alias=True)
+@admin_router.delete("/{app_id}", response_model=UninstalledOut, response_model_by_alias=True)
+async def uninstall_app(
+    app_id: AppId,
+    services: Svc,
+    caller: Caller,
+    purge: Annotated[
+        bool,
+        Query(
+            description="Also crypto-shred the app's memories (deleted with their keys; "
+            "cannot be undone). Without it they are kept, and found again when the app is "
+            "configured again (PUT /v1/apps/{app_id})."
+        ),
+    ] = False,
+) -> UninstalledOut:
+    """Uninstall the app (admin keys only); its memories are kept unless ``purge``."""
+    receipt = await services.agate.uninstall_app(caller, app_id, purge=purge)
+    return UninstalledOut(
+        app_id=app_id,
+        purged=receipt is not None,
+        deleted_count=0 if receipt is None else int(receipt.deleted.get("memories", 0)),
+        erasure=None if receipt is None else receipt.model_dump(mode="json"),
+    )
+
+
+@router.get("/{app_id}/memories", response_model=AdminMemoriesOut, response_model_by_alias=True)
 @admin_router.get(
     "/{app_id}/memories", response_model=AdminMemoriesOut, response_model_by_alias=True
 )
@@ -171,6 +210,7 @@ async def list_app_memories(app_id: AppId, services: Svc, caller: Caller) -> Adm
     )
 
 
+@router.delete("/{app_id}/memories", response_model=DeletedAllOut, response_model_by_alias=True)
 @admin_router.delete(
     "/{app_id}/memories", response_model=DeletedAllOut, response_model_by_alias=True
 )
@@ -180,6 +220,7 @@ async def delete_app_memories(app_id: AppId, services: Svc, caller: Caller) -> D
     return DeletedAllOut(deleted_count=count)
 
 
+@router.delete("/{app_id}/memories/{memory_id}", response_model=DeletedOut)
 @admin_router.delete("/{app_id}/memories/{memory_id}", response_model=DeletedOut)
 async def delete_app_memory(
     app_id: AppId, memory_id: MemoryId, services: Svc, caller: Caller

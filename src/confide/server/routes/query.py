@@ -32,7 +32,12 @@ class MemoryQueryBody(BaseModel):
         },
     )  # fmt: skip
 
-    user_id: str = Field(min_length=1, max_length=256)
+    user_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=256,
+        description="The user; or give it as filters.user_id (both: the same user).",
+    )
     agent: str | None = None
     query: str = Field(min_length=1, max_length=4000)
     categories: list[str] | None = None
@@ -45,7 +50,8 @@ class MemoryQueryBody(BaseModel):
 
 class MemoryQueryResponse(BaseModel):
     """The delta header (``""`` when nothing changed since the agent's last answer), results
-    as bullets (``{id, category, text}``) or full memories, and their tokens."""
+    as bullets (``{id, category, text}``; up to two related memories last, ``[related] ...``
+    with ``related_to``) or full memories, and their tokens."""
 
     header: str = ""
     success: bool
@@ -58,7 +64,8 @@ async def memory_query(body: MemoryQueryBody, caller: Caller, services: Svc) -> 
     """Hybrid retrieval under the agent's category allowlist, filters and token budget.
 
     The agent must be one the API key is bound to (403 otherwise); a body naming none acts
-    as the key's first agent, or ``default`` for a key made without agents.
+    as the key's first agent, or ``default`` for a key made without agents. The user is
+    ``user_id`` or ``filters.user_id``; both naming different users is a 400.
     """
     fields = body.model_dump(by_alias=True, exclude={"user_id"}, exclude_none=True)
     args = validated(MemoryQueryArgs, fields)

@@ -28,7 +28,7 @@ from confide.retrieval.budget import count_tokens
 from confide.retrieval.categories import DEFAULT_CATEGORIES_FILE, load_categories
 from confide.retrieval.memory_query import MemoryQueryService
 from confide.storage import open_storage
-from confide.storage.base import Capability, Storage
+from confide.storage.base import Capability, EdgeRow, Storage
 from confide.testing.conformance.harness import TEST_KEK as KEK
 from confide.testing.conformance.harness import StorageHarness
 from confide.testing.embedders import HashingEmbedder
@@ -334,6 +334,67 @@ class MemoryQueryConformance(StorageHarness):
         assert set(got[2:]) == {m.id for m in profile}
         assert notes[2].id not in got
 
+    def test_related_memories_follow_the_ranked_bullets_within_the_rules(
+        self, make_app: AppFactory
+    ) -> None:
+        app = make_app(HashingEmbedder(), link_top_k=0)  # only the edges made here
+        dog, walk, vet, tea, sofa, gone = app.engine.store_many(
+            [
+                _mem("u1", "dog", "the dog Biscuit is a beagle"),
+                _mem("u1", "walk", "walks by the river every morning"),
+                _mem("u1", "vet", "the vet visit is on Friday"),
+                _mem("u1", "tea", "likes green tea"),
+                _mem("u1", "sofa", "the dog sleeps on the sofa"),
+                _mem("u1", "gone", "used to live in Leeds"),
+            ]
+        )
+        secret = app.engine.store(_mem("u1", "secret", "a secret kept", category="secrets"))
+        theirs = app.engine.store(_mem("u2", "theirs", "another user's private note"))
+        moods = app.engine.store_many(
+            [_mem("u1", f"m{i}", f"felt happy in the rain {i}", category="mood") for i in range(3)]
+        )
+        app.engine.forget(gone.id, account_id=ACCOUNT)
+        edges = [
+            # Stronger than the rest, but outside the request's filter: never shown.
+            EdgeRow(dog.id, gone.id, "related_to", 0.99),
+            EdgeRow(secret.id, dog.id, "related_to", 0.98),
+            EdgeRow(dog.id, theirs.id, "related_to", 0.97),
+            EdgeRow(dog.id, walk.id, "related_to", 0.9),
+            EdgeRow(vet.id, dog.id, "related_to", 0.6),
+            EdgeRow(dog.id, tea.id, "related_to", 0.5),
+            EdgeRow(sofa.id, tea.id, "related_to", 0.95),
+            EdgeRow(moods[0].id, moods[2].id, "related_to", 0.9),
+            EdgeRow(moods[1].id, moods[2].id, "related_to", 0.9),
+        ]
+        with app.engine.storage.transaction() as tx:
+            tx.put_edges(ACCOUNT, "u1", edges)
+        got = _ask(app, query="dog Biscuit beagle", top_k=1).results
+        # The ranked result first, then the two strongest related memories the agent may
+        # read, marked as related.
+        assert [r["id"] for r in got] == [dog.id, walk.id, vet.id]
+        assert got[1] == {
+            "id": walk.id,
+            "category": "notes",
+            "text": "[related] [notes] walk: walks by the river every morning",
+            "related_to": dog.id,
+        }
+        assert "related_to" not in got[0]
+        # Two at most, whatever the ranked results: the best result's first.
+        two = _ask(app, query="dog Biscuit beagle sofa", top_k=2).results
+        assert [r["id"] for r in two[:2]] == [dog.id, sofa.id]
+        assert [r["id"] for r in two[2:]] == [walk.id, vet.id]
+        # A category's rag_length counts them: mood's two ranked leave no room.
+        happy = _ask(app, query="felt happy rain", top_k=5, categories=["mood"]).results
+        assert len(happy) == 2 and {r["id"] for r in happy} <= {m.id for m in moods}
+        # Within the budget, after the ranked result: the related ones give way first.
+        first = count_tokens(got[0]["text"]) + 1
+        tight = _ask(app, query="dog Biscuit beagle", top_k=1, budget_tokens=first)
+        assert [r["id"] for r in tight.results] == [dog.id] and tight.tokens <= first
+        # The full form keeps them on each result, unmarked.
+        full = _ask(app, query="dog Biscuit beagle", top_k=1, **{"return": "full"}).results
+        assert [r["id"] for r in full] == [dog.id]
+        assert [r["id"] for r in full[0]["related"]] == [walk.id, vet.id]
+
     def test_concurrent_queries_each_get_their_own_answer(self, make_app: AppFactory) -> None:
         # More queries at once than the query path has worker threads: each query hands work to
         # the pool, and none of that work may wait on another task (or the pool would deadlock).
@@ -421,7 +482,8 @@ class MemoryQueryConformance(StorageHarness):
     ) -> None:
         app = make_app(HashingEmbedder())
         read, unread = app.engine.store_many(
-            [_mem("u1", "r", "note about apples"), _mem("u1", "n", "kitchen sink")]
+            # Unread: in a category the agent may not read, so never related to the answer.
+            [_mem("u1", "r", "note about apples"), _mem("u1", "n", "sink", category="secrets")]
         )
         tracker = AccessTracker(engine.storage, interval=3600)
         service = MemoryQueryService(
