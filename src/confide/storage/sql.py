@@ -420,13 +420,15 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlJobWrites, SqlExecutor):
         return None if row is None else int(row[0])
 
     def bump_key_generation(self, account_id: str, user_id: str) -> int:
-        """Start a new key generation for the user (1 for the first); returns it."""
+        """Start a new key generation for the user (1 for the first), noting when (the
+        erasure's time, see :meth:`record_ops`); returns it."""
         self.scope_to(account_id)
         row = self.run(
-            "INSERT INTO key_generations (account_id, user_id, generation) VALUES (?, ?, 1) "
-            "ON CONFLICT (account_id, user_id) DO UPDATE "
-            "SET generation = key_generations.generation + 1 RETURNING generation",
-            [account_id, user_id],
+            "INSERT INTO key_generations (account_id, user_id, generation, erased_at) "
+            "VALUES (?, ?, 1, ?) ON CONFLICT (account_id, user_id) DO UPDATE "
+            "SET generation = key_generations.generation + 1, erased_at = excluded.erased_at "
+            "RETURNING generation",
+            [account_id, user_id, time.time()],
         ).fetchone()
         return int(row[0])
 
@@ -510,12 +512,21 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlJobWrites, SqlExecutor):
         self.record_ops([row])
 
     def record_ops(self, rows: Sequence[OpRow]) -> None:
-        """Append operational events of one account (one statement for a batch)."""
+        """Append operational events of one account (one statement for a batch).
+
+        Events of a user erased since they happened are dropped: a process writes what it
+        queued some seconds later, and the erasure deleted the user's events written until
+        then (the erasure's row is locked meanwhile, so the two do not cross).
+        """
         accounts = {row.account_id for row in rows if row.account_id is not None}
         if len(accounts) > 1:
             raise ValueError("operational events of several accounts in one transaction")
         for account_id in accounts:
             self.scope_to(account_id)
+            erased = self._erased_at(account_id, {r.user_id for r in rows if r.user_id})
+            rows = [r for r in rows if r.user_id not in erased or r.ts > erased[r.user_id]]
+        if not rows:
+            return
         self.insert_many(
             "INSERT INTO ops_events (account_id, user_id, thread_id, node, op, status, "
             "memory_id, category, sim, ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -535,6 +546,23 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlJobWrites, SqlExecutor):
                 for row in rows
             ],
         )
+
+    def _erased_at(self, account_id: str, user_ids: set[str]) -> dict[str, float]:
+        """When each of ``user_ids`` was last erased (those never erased are left out), read
+        with ``share_suffix`` so that an erasure under way is waited for."""
+        found: dict[str, float] = {}
+        for chunk in _chunks(sorted(user_ids)):
+            marks = ", ".join("?" for _ in chunk)
+            # Every row is read (and locked), erased or not: a row an erasure is changing
+            # is waited for, then read as that erasure left it.
+            for user_id, erased_at in self.run(
+                "SELECT user_id, erased_at FROM key_generations WHERE account_id = ? "
+                f"AND user_id IN ({marks})" + self.share_suffix,
+                [account_id, *chunk],
+            ).fetchall():
+                if erased_at is not None:
+                    found[str(user_id)] = float(erased_at)
+        return found
 
 
 def select_ids_where(
