@@ -457,12 +457,15 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlJobWrites, SqlExecutor):
                     params += chunk
                 deleted += self.run(f"DELETE FROM {table} WHERE {where}", params).rowcount
             counts[table] = deleted
+        threads = self._threads_of(ids)
         changes = 0
         for chunk in _chunks(ids):
             marks = ", ".join("?" for _ in chunk)
             changes += self.run(f"DELETE FROM changes WHERE memory_id IN ({marks})", chunk).rowcount
         counts["changes"] = changes
+        counts["threads"] = self._drop_emptied_threads(threads)
         owner = [account_id, user_id]
+        counts["llm_usage"] = self._unname_usage(account_id, user_id)
         for table in _OWNER_TABLES:
             if table in _OPTIONAL_OWNER_TABLES and not self.has_table(table):
                 continue
@@ -470,6 +473,51 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlJobWrites, SqlExecutor):
                 f"DELETE FROM {table} WHERE account_id = ? AND user_id = ?", owner
             ).rowcount
         return counts
+
+    def _threads_of(self, memory_ids: Sequence[str]) -> set[str]:
+        """The change-log threads that logged changes of ``memory_ids``."""
+        found: set[str] = set()
+        for chunk in _chunks(memory_ids):
+            marks = ", ".join("?" for _ in chunk)
+            sql = f"SELECT DISTINCT thread_id FROM changes WHERE memory_id IN ({marks})"
+            found.update(str(r[0]) for r in self.run(sql, chunk).fetchall())
+        return found
+
+    def _drop_emptied_threads(self, threads: set[str]) -> int:
+        """Delete each of ``threads`` left without changes, with its readers' positions (a
+        user's own thread is named after them); how many were deleted."""
+        dropped = 0
+        for thread in sorted(threads):
+            if self.run("SELECT 1 FROM changes WHERE thread_id = ? LIMIT 1", [thread]).fetchone():
+                continue  # others' changes are logged there too
+            if self.has_table("thread_reads"):
+                self.run("DELETE FROM thread_reads WHERE thread_id = ?", [thread])
+            dropped += self.run("DELETE FROM threads WHERE thread_id = ?", [thread]).rowcount
+        return dropped
+
+    def _unname_usage(self, account_id: str, user_id: str) -> int:
+        """Clear the scope of the LLM ledger's entries scoped to the user or one of their
+        conversations (the entries stay: the day's budget was spent all the same)."""
+        if not self.has_table("llm_usage"):
+            return 0
+        scopes = [f"user:{user_id}"]
+        if self.has_table("messages"):
+            scopes += [
+                f"conversation:{r[0]}"
+                for r in self.run(
+                    "SELECT DISTINCT conversation_id FROM messages "
+                    "WHERE account_id = ? AND user_id = ?",
+                    [account_id, user_id],
+                ).fetchall()
+            ]
+        cleared = 0
+        for chunk in _chunks(scopes):
+            marks = ", ".join("?" for _ in chunk)
+            cleared += self.run(
+                f"UPDATE llm_usage SET scope = NULL WHERE account_id = ? AND scope IN ({marks})",
+                [account_id, *chunk],
+            ).rowcount
+        return cleared
 
     def delete_memories(self, memory_ids: Sequence[str]) -> int:
         """Hard-delete memory versions and their index rows; returns how many versions."""

@@ -239,8 +239,9 @@ class ErasedUser:
 
 def owner_rows(url: str, user_id: str, memory_ids: Collection[str]) -> dict[str, int]:
     """Rows of ``user_id`` (of :data:`ACCOUNT`) in every table of the database at ``url``
-    (its ``search_path`` schema), by table: any with its ``user_id``, or naming one of
-    ``memory_ids`` (goal after erasure: none).
+    (its ``search_path`` schema), by table: any with its ``user_id``, naming one of
+    ``memory_ids``, or with the user's id in any text column (a scope, a payload, a
+    conversation id made from it); goal after erasure: none.
 
     Found by the tables' columns, not by a list the erasure keeps, so a table the erasure
     does not know of is counted too; :data:`KEPT_BY_ERASURE` is left out. Read as a
@@ -249,31 +250,33 @@ def owner_rows(url: str, user_id: str, memory_ids: Collection[str]) -> dict[str,
     import psycopg
 
     ids = sorted(memory_ids)
+    mention = "%" + user_id.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
     counts: dict[str, int] = {}
     with psycopg.connect(url, autocommit=True) as conn:
-        columns: dict[str, set[str]] = {}
-        for table, column in conn.execute(
-            "SELECT table_name, column_name FROM information_schema.columns "
-            "WHERE table_schema = current_schema() AND column_name = ANY(%s)",
-            [["account_id", "user_id", "memory_id", "from_id", "to_id"]],
+        columns: dict[str, dict[str, str]] = {}
+        for table, column, kind in conn.execute(
+            "SELECT c.table_name, c.column_name, c.data_type FROM information_schema.columns c "
+            "JOIN information_schema.tables t ON t.table_schema = c.table_schema "
+            "AND t.table_name = c.table_name AND t.table_type = 'BASE TABLE' "
+            "WHERE c.table_schema = current_schema()"
         ).fetchall():
-            columns.setdefault(str(table), set()).add(str(column))
+            columns.setdefault(str(table), {})[str(column)] = str(kind)
         for table, names in sorted(columns.items()):
             if table in KEPT_BY_ERASURE:
                 continue
             where: list[str] = []
             params: list[object] = []
             if "user_id" in names:
-                where.append(
-                    "(user_id = %s AND account_id = %s)"
-                    if "account_id" in names
-                    else "user_id = %s"
-                )
-                params += [user_id, ACCOUNT] if "account_id" in names else [user_id]
+                where.append("user_id = %s")
+                params.append(user_id)
             for column in ("memory_id", "from_id", "to_id"):
                 if column in names and ids:
                     where.append(f"{column} = ANY(%s)")
                     params.append(ids)
+            for column, kind in names.items():
+                if kind in ("text", "character varying", "json", "jsonb") and column != "user_id":
+                    where.append(f'"{column}"::text LIKE %s')
+                    params.append(mention)
             if not where:
                 continue
             sql = f'SELECT count(*) FROM "{table}" WHERE ' + " OR ".join(where)
