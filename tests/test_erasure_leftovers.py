@@ -71,6 +71,9 @@ def test_the_users_thread_and_ledger_scopes_go_with_the_erasure(
             account_id=ACCOUNT, operation="extraction", scope=scope, prompt_tokens=10,
             completion_tokens=5,
         )  # fmt: skip
+    queue = engine.storage.job_tables()
+    for payload in ({"conversation_id": "talk-1"}, {"user_id": "user-1"}, {"user_id": "user-2"}):
+        queue.enqueue("chat_summary", account_id=ACCOUNT, payload=payload, run_at=0, now=0)
     threads = "SELECT thread_id FROM threads ORDER BY thread_id"
     reads = "SELECT thread_id FROM thread_reads ORDER BY thread_id"
     assert _rows(storage, threads) == [(f"{ACCOUNT}/user-1",), (f"{ACCOUNT}/user-2",)]
@@ -84,3 +87,6 @@ def test_the_users_thread_and_ledger_scopes_go_with_the_erasure(
     scopes = "SELECT scope, calls FROM llm_usage ORDER BY id"
     assert _rows(storage, scopes) == [(None, 1), (None, 1), ("user:user-2", 1), ("app:notes", 1)]
     assert receipt.deleted["threads"] == 1 and receipt.deleted["llm_usage"] == 2
+    # Its jobs have nothing left to work on.
+    assert [j.payload for j in queue.jobs()] == [{"user_id": "user-2"}]
+    assert receipt.deleted["jobs"] == 2

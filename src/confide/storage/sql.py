@@ -465,7 +465,9 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlJobWrites, SqlExecutor):
         counts["changes"] = changes
         counts["threads"] = self._drop_emptied_threads(threads)
         owner = [account_id, user_id]
-        counts["llm_usage"] = self._unname_usage(account_id, user_id)
+        conversations = self._conversations_of(account_id, user_id)
+        counts["llm_usage"] = self._unname_usage(account_id, user_id, conversations)
+        counts["jobs"] = self._drop_jobs_of(account_id, user_id, conversations)
         for table in _OWNER_TABLES:
             if table in _OPTIONAL_OWNER_TABLES and not self.has_table(table):
                 continue
@@ -495,21 +497,19 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlJobWrites, SqlExecutor):
             dropped += self.run("DELETE FROM threads WHERE thread_id = ?", [thread]).rowcount
         return dropped
 
-    def _unname_usage(self, account_id: str, user_id: str) -> int:
+    def _conversations_of(self, account_id: str, user_id: str) -> list[str]:
+        """The ids of the user's chat conversations."""
+        if not self.has_table("messages"):
+            return []
+        sql = "SELECT DISTINCT conversation_id FROM messages WHERE account_id = ? AND user_id = ?"
+        return [str(r[0]) for r in self.run(sql, [account_id, user_id]).fetchall()]
+
+    def _unname_usage(self, account_id: str, user_id: str, conversations: list[str]) -> int:
         """Clear the scope of the LLM ledger's entries scoped to the user or one of their
-        conversations (the entries stay: the day's budget was spent all the same)."""
+        ``conversations`` (the entries stay: the day's budget was spent all the same)."""
         if not self.has_table("llm_usage"):
             return 0
-        scopes = [f"user:{user_id}"]
-        if self.has_table("messages"):
-            scopes += [
-                f"conversation:{r[0]}"
-                for r in self.run(
-                    "SELECT DISTINCT conversation_id FROM messages "
-                    "WHERE account_id = ? AND user_id = ?",
-                    [account_id, user_id],
-                ).fetchall()
-            ]
+        scopes = [f"user:{user_id}", *(f"conversation:{c}" for c in conversations)]
         cleared = 0
         for chunk in _chunks(scopes):
             marks = ", ".join("?" for _ in chunk)
@@ -518,6 +518,25 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlJobWrites, SqlExecutor):
                 [account_id, *chunk],
             ).rowcount
         return cleared
+
+    def _drop_jobs_of(self, account_id: str, user_id: str, conversations: list[str]) -> int:
+        """Delete the account's jobs (queued or finished) whose payload names the user or one
+        of their ``conversations``: nothing of the user is left for them to work on."""
+        if not self.has_table("jobs"):
+            return 0
+        named = set(conversations)
+        doomed = [
+            str(job_id)
+            for job_id, payload in self.run(
+                "SELECT id, payload FROM jobs WHERE account_id = ?", [account_id]
+            ).fetchall()
+            if _names(json.loads(payload), user_id, named)
+        ]
+        deleted = 0
+        for chunk in _chunks(doomed):
+            marks = ", ".join("?" for _ in chunk)
+            deleted += self.run(f"DELETE FROM jobs WHERE id IN ({marks})", chunk).rowcount
+        return deleted
 
     def delete_memories(self, memory_ids: Sequence[str]) -> int:
         """Hard-delete memory versions and their index rows; returns how many versions."""
@@ -637,6 +656,13 @@ def select_ids_where(
 
 def _real(value: Any) -> float | None:
     return None if value is None else float(value)
+
+
+def _names(payload: object, user_id: str, conversations: set[str]) -> bool:
+    """Whether a job's payload names the user or one of their conversations."""
+    if not isinstance(payload, dict):
+        return False
+    return payload.get("user_id") == user_id or payload.get("conversation_id") in conversations
 
 
 def _chunks(items: Sequence[str], size: int = 500) -> Iterator[list[str]]:
