@@ -614,6 +614,11 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlJobWrites, SqlExecutor):
             ],
         )
 
+    def erased_at(self, account_id: str, user_id: str) -> float | None:
+        """When the user was last erased (``None``: never), read with ``share_suffix``."""
+        self.scope_to(account_id)
+        return self._erased_at(account_id, {user_id}).get(user_id)
+
     def _erased_at(self, account_id: str, user_ids: set[str]) -> dict[str, float]:
         """When each of ``user_ids`` was last erased (those never erased are left out), read
         with ``share_suffix`` so that an erasure under way is waited for."""
