@@ -40,6 +40,26 @@ class ScaleoutModel:
         self.extractions: Counter[str] = Counter()
         self.calls: Counter[str] = Counter()
         """Requests by kind (``extraction``, ``summary``, ``app_memory``, ...)."""
+        self._held: dict[str, threading.Event] = {}
+        self._asked = threading.Condition(self._lock)
+
+    def hold(self, tag: str) -> None:
+        """Keep the answer to the extraction of the call tagged ``tag`` until
+        :meth:`release` (the extraction is in flight meanwhile)."""
+        with self._lock:
+            self._held[tag] = threading.Event()
+
+    def wait_asked(self, tag: str, timeout: float) -> bool:
+        """Wait until the extraction of the call ``tag`` was asked for; whether it was."""
+        with self._asked:
+            return self._asked.wait_for(lambda: self.extractions[tag] > 0, timeout)
+
+    def release(self, tag: str) -> None:
+        """Let the held extraction of ``tag`` be answered."""
+        with self._lock:
+            held = self._held.pop(tag, None)
+        if held is not None:
+            held.set()
 
     def __call__(self, request: RecordedRequest) -> ScriptedReply:
         """The answer to one request."""
@@ -47,18 +67,27 @@ class ScaleoutModel:
         system = str(messages[0].get("content", "")) if messages else ""
         said = str(messages[-1].get("content", "")) if messages else ""
         kind, content = self._answer(system, said)
-        with self._lock:
+        tags = set(CALL_TAG.findall(said)) if kind == "extraction" else set()
+        with self._asked:
             self.calls[kind] += 1
-            if kind == "extraction":
-                for tag in set(CALL_TAG.findall(said)):
-                    self.extractions[tag] += 1
+            for tag in tags:
+                self.extractions[tag] += 1
+            held = [self._held[t] for t in tags if t in self._held]
+            self._asked.notify_all()
+        for event in held:
+            event.wait(120)
         return ScriptedReply(content=content)
 
     def _answer(self, system: str, said: str) -> tuple[str, str]:
         if system.startswith(_opening(EXTRACTION_PROMPT)):
             tags = sorted(set(CALL_TAG.findall(said)))
             found = [
-                {"type": "context", "key": "visit", "value": f"Spoke on {tag}.", "confidence": 0.9}
+                {
+                    "type": "fact",
+                    "key": f"visit_{tag.removeprefix('call-')}",
+                    "value": f"The user walked to the harbour during {tag}.",
+                    "confidence": 0.9,
+                }
                 for tag in tags[:1]
             ]
             return "extraction", json.dumps(found)

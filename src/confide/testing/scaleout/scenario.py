@@ -41,7 +41,14 @@ from confide.testing.scaleout.checks import (
     residue,
 )
 from confide.testing.scaleout.model import ScaleoutModel
-from confide.testing.scaleout.traffic import ACCOUNT, Client, Cluster, Ledger, Weights
+from confide.testing.scaleout.traffic import (
+    ACCOUNT,
+    Client,
+    Cluster,
+    Ledger,
+    Weights,
+    new_call_tag,
+)
 from confide.testing.scripted_llm import ScriptedLLMServer
 
 __all__ = ["ScaleoutOptions", "ScaleoutReport", "run_scaleout"]
@@ -332,11 +339,16 @@ def run_scaleout(
             thread.start()
         total = options.ops * options.clients
         killed: set[tuple[int, int]] = set()
-        erasures: list[tuple[ErasedUser, list[str]]] = []
+        erasures: list[tuple[ErasedUser, list[str], bool]] = []
 
         def erase() -> str:
-            erasures.append(_erase(engine, cluster, token, ledger, erased, quiet, locks))
-            return f"erased {erased} over HTTP ({len(erasures[0][1])} key destroyed)"
+            erasures.append(_erase(engine, model, cluster, token, ledger, erased, quiet, locks))
+            _, keys, in_flight = erasures[0]
+            during = "during" if in_flight else "NOT during"
+            return (
+                f"erased {erased} over HTTP ({len(keys)} key destroyed), {during} the "
+                "extraction of their last call on another service"
+            )
 
         def kill() -> str:
             return _kill(deployment, cluster, killed, server=1, worker=0)
@@ -386,7 +398,7 @@ def run_scaleout(
             killed=killed,
             now=load_done,
         )
-        erasure, key_ids = erasures[0] if erasures else (None, [])
+        erasure, key_ids, _ = erasures[0] if erasures else (None, [], False)
         memory_ids = [] if erasure is None else [r.id for r in erasure.rows]
         for name, url in (("data", storage_url), ("keys", keystore_url)):
             for table, n in owner_rows(url, erased, memory_ids).items():
@@ -433,24 +445,53 @@ def _wait_for(condition: Callable[[], bool], threads: list[threading.Thread]) ->
 
 def _erase(
     engine: MemoryEngine,
+    model: ScaleoutModel,
     cluster: Cluster,
     token: str,
     ledger: Ledger,
     user: str,
     quiet: set[str],
     locks: dict[str, threading.Lock],
-) -> tuple[ErasedUser, list[str]]:
-    """Stop the user's traffic, read what is stored of them, and erase them over HTTP."""
+) -> tuple[ErasedUser, list[str], bool]:
+    """Stop the user's traffic, end a last call of theirs on the last service, and erase
+    them over HTTP (on the first) while that call's extraction waits for the model.
+
+    Returns what was stored of the user before, the key ids destroyed and whether the
+    extraction was in flight during the erasure.
+    """
     quiet.add(user)
     with locks[user]:  # the user's operation in flight, if any, is over
         pass
+    tag = new_call_tag()
+    model.hold(tag)
+    last = Client(
+        len(cluster) - 1,
+        [user],
+        cluster=cluster,
+        token=token,
+        ledger=ledger,
+        ops=0,
+        apps=[],
+        weights={},
+        seed=0,
+        quiet=set(),
+        user_locks=locks,
+    )
+    try:
+        last.call(user, tag=tag, realtime=False)
+    finally:
+        last.http.close()
+    in_flight = model.wait_asked(tag, 60)
     erased = ErasedUser.snapshot(
         engine, user, {f"conv-{user}"}, list(ledger.sent_texts.get(user, []))
     )
     picked = cluster.pick(0)
     assert picked is not None
-    with httpx.Client(headers={"Authorization": f"Bearer {token}"}, timeout=600) as http:
-        response = http.delete(f"{picked[1]}/v1/users/{user}")
+    try:
+        with httpx.Client(headers={"Authorization": f"Bearer {token}"}, timeout=600) as http:
+            response = http.delete(f"{picked[1]}/v1/users/{user}")
+    finally:
+        model.release(tag)
     with ledger.lock:
         ledger.sent += 1
         if response.is_success:
@@ -460,7 +501,7 @@ def _erase(
         else:
             ledger.unexpected[f"DELETE /v1/users/{{id}} {response.status_code}"] += 1
     receipt = response.json() if response.is_success else {}
-    return erased, [str(k) for k in receipt.get("key_ids_destroyed", [])]
+    return erased, [str(k) for k in receipt.get("key_ids_destroyed", [])], in_flight
 
 
 def _rotate(env: dict[str, str]) -> str:

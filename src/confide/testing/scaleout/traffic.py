@@ -32,6 +32,7 @@ __all__ = [
     "MemoryRecord",
     "MessageRecord",
     "Weights",
+    "new_call_tag",
 ]
 
 ACCOUNT = "acct-scaleout"
@@ -371,13 +372,14 @@ class Client:
                 self.ledger.app_ends.append(end)
         del user
 
-    def call(self, user: str) -> None:
-        """A call: created and answered on one service, refused (409) by the others."""
+    def call(self, user: str, *, tag: str | None = None, realtime: bool | None = None) -> None:
+        """A call: created and answered on one service, refused (409) by the others; over
+        the Realtime socket or the HTTP routes (``realtime``; by chance when ``None``)."""
         home = self._home()
         if home is None:
             return
         index, base = home
-        tag = f"call-{uuid.uuid4().hex[:12]}"
+        tag = tag or new_call_tag()
         created = self.request(
             "POST /sessions", "POST", f"{base}/sessions", {"accountId": ACCOUNT, "lineId": user}
         )
@@ -397,9 +399,11 @@ class Client:
         elsewhere = self.cluster.others(index)
         if elsewhere:
             self._socket_refused_elsewhere(self.rng.choice(elsewhere)[1], sid)
+        if realtime is None:
+            realtime = self.rng.random() < 0.5
         answered = (
             self._realtime(base, sid, user, tag)
-            if self.rng.random() < 0.5
+            if realtime
             else self._tools_and_end(base, sid, user, tag)
         )
         if not answered:
@@ -564,6 +568,11 @@ class Client:
             self.error = exc
         finally:
             self.http.close()
+
+
+def new_call_tag() -> str:
+    """A call's tag (see :data:`~confide.testing.scaleout.model.CALL_TAG`)."""
+    return f"call-{uuid.uuid4().hex[:12]}"
 
 
 def _error_of(response: httpx.Response) -> str:
