@@ -9,6 +9,8 @@ to the user or to one of their conversations go with the rest.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from tests.conftest import TEST_KEK
 
@@ -90,3 +92,24 @@ def test_the_users_thread_and_ledger_scopes_go_with_the_erasure(
     # Its jobs have nothing left to work on.
     assert [j.payload for j in queue.jobs()] == [{"user_id": "user-2"}]
     assert receipt.deleted["jobs"] == 2
+
+
+def test_a_model_call_under_way_at_the_erasure_is_recorded_without_the_users_scope(
+    engine: MemoryEngine, storage: Storage
+) -> None:
+    add(engine, key="walks", value="Walks by the canal", user_id="user-1")
+    ledger = UsageLedger(engine.app_tables())
+    began = time.time()
+    engine.erase_user(account_id=ACCOUNT, user_id="user-1")
+    # A call that began before the erasure, recorded when it ended (after it).
+    ledger.record(
+        account_id=ACCOUNT, operation="extraction", scope="user:user-1", prompt_tokens=10,
+        completion_tokens=5, ts=began,
+    )  # fmt: skip
+    # The user comes back: their new calls are theirs again.
+    ledger.record(
+        account_id=ACCOUNT, operation="extraction", scope="user:user-1", prompt_tokens=10,
+        completion_tokens=5,
+    )  # fmt: skip
+    scopes = "SELECT scope, calls FROM llm_usage ORDER BY id"
+    assert _rows(storage, scopes) == [(None, 1), ("user:user-1", 1)]

@@ -20,7 +20,7 @@ import numpy as np
 
 from confide.crypto.envelope import BLIND_KEY_PREFIX
 from confide.errors import EmbedderMismatchError, StorageError
-from confide.storage.apps import AppTables, SqlAppTables, SqlAppWrites
+from confide.storage.apps import USER_SCOPE, AppTables, SqlAppTables, SqlAppWrites
 from confide.storage.base import (
     MEMORY_COLUMNS,
     ChangeRow,
@@ -509,7 +509,7 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlJobWrites, SqlExecutor):
         ``conversations`` (the entries stay: the day's budget was spent all the same)."""
         if not self.has_table("llm_usage"):
             return 0
-        scopes = [f"user:{user_id}", *(f"conversation:{c}" for c in conversations)]
+        scopes = [f"{USER_SCOPE}{user_id}", *(f"conversation:{c}" for c in conversations)]
         cleared = 0
         for chunk in _chunks(scopes):
             marks = ", ".join("?" for _ in chunk)
