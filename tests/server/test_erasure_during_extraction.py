@@ -2,7 +2,8 @@
 
 The call ended before the erasure, so its extraction is in flight (waiting for the model)
 when the user is erased; the memory it would write, sealed under a fresh key of the user's
-next generation, must not appear after the erasure, nor an event naming the user.
+next generation, must not appear after the erasure, nor that key, nor an event naming the
+user.
 """
 
 from __future__ import annotations
@@ -63,4 +64,5 @@ async def test_an_extraction_in_flight_at_the_erasure_writes_nothing(
             await services.tasks.join()
 
     assert list(engine.storage.iter_owner(ACCOUNT, "line-9")) == []
+    assert engine.key_store.get(ACCOUNT, "line-9", "user") is None  # no key made for it
     assert [e for e in engine.op_events(account_id=ACCOUNT) if e.user_id == "line-9"] == []

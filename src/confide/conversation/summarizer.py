@@ -109,6 +109,12 @@ class EngineMemorySink:
         await asyncio.to_thread(self._create, memory)
 
     def _create(self, memory: NewMemory) -> None:
+        owner = (memory.account_id, memory.user_id)
+        if self._since is not None and self._engine.erased_since(*owner, self._since):
+            # Asked before anything is read or sealed (no key of the user's next generation
+            # is made for a refused write), and again in the write's transaction, where the
+            # answer holds until commit.
+            raise ConflictError(ERASED)
         twin = self._dedup.find_duplicate(
             self._engine,
             account_id=memory.account_id,
