@@ -436,7 +436,7 @@ class Client:
                 self.ledger.rule_broken.append(f"{route} elsewhere: {response.status_code}")
 
     def _socket_refused_elsewhere(self, other: str, sid: str) -> None:
-        from websockets.exceptions import InvalidStatus
+        from websockets.exceptions import InvalidStatus, WebSocketException
         from websockets.sync.client import connect
 
         route = "WS /sessions/{id}/realtime"
@@ -456,7 +456,7 @@ class Client:
                 else:
                     self.ledger.rule_broken.append(f"{route} elsewhere: {status}")
             return
-        except (OSError, TimeoutError):
+        except (OSError, TimeoutError, WebSocketException):  # the service died meanwhile
             with self.ledger.lock:
                 self.ledger.unanswered[route] += 1
             return
