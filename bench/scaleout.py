@@ -12,7 +12,7 @@ Prints the figures, then one JSON line of them; exits 1 if any goal is missed: a
 writes lost 0, work done twice 0, app caps exact, 5xx answers 0, calls refused elsewhere and
 answered at home, the erased user's rows 0 and nothing of them carved from the files.
 
-    python bench/scaleout.py [--users 24] [--clients 6] [--ops 300] [--apps 3]
+    python bench/scaleout.py [--users 24] [--clients 6] [--ops 500] [--apps 3]
                              [--app-cap 5] [--seed 0]
 """
 
@@ -33,7 +33,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--users", type=int, default=24)
     parser.add_argument("--clients", type=int, default=6, help="client threads")
-    parser.add_argument("--ops", type=int, default=300, help="operations per client")
+    parser.add_argument("--ops", type=int, default=500, help="operations per client")
     parser.add_argument("--apps", type=int, default=3)
     parser.add_argument("--app-cap", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
