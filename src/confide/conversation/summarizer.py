@@ -27,15 +27,18 @@ from confide.conversation.extraction import (
     Extractor,
     LLMExtractor,
     ProposalSink,
+    ProposedChange,
     writing_of,
 )
 from confide.conversation.procedural import ProceduralGate
 from confide.engine import MemoryEngine
+from confide.errors import ConflictError
 from confide.llm.base import LLM
 from confide.llm.candidates import Candidate, TurnLike
 from confide.llm.offline import OfflineExtractor
 from confide.llm.registry import llm_from_settings
 from confide.llm.usage import metered
+from confide.storage.base import Transaction
 from confide.types import Memory, MemoryFilter, NewMemory
 
 __all__ = [
@@ -50,6 +53,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _MAX_KEYS = 5000
+ERASED = "the user was erased after the session began"
 
 
 class EngineMemorySink:
@@ -60,14 +64,25 @@ class EngineMemorySink:
     order they came (both in process memory only). Each
     write is an operational event under ``node``: ``create``, or ``merge`` with status
     ``duplicate``, the memory it repeats and the similarity that decided it as ``sim``.
+
+    With ``since`` (wall-clock seconds: when the data written from began, such as a call's
+    start) a write for a user erased at or after it is refused (:class:`ConflictError`),
+    in the write's own transaction: what the user said before the erasure is not stored
+    after it under a fresh key.
     """
 
     def __init__(
-        self, engine: MemoryEngine, *, dedup: DedupPolicy | None = None, node: str = "episodic"
+        self,
+        engine: MemoryEngine,
+        *,
+        dedup: DedupPolicy | None = None,
+        node: str = "episodic",
+        since: float | None = None,
     ) -> None:
         self._engine = engine
         self._dedup = dedup or DedupPolicy()
         self._node = node
+        self._since = since
         self.duplicates = 0
         self.created = 0
         self.stored: list[Memory] = []
@@ -94,6 +109,12 @@ class EngineMemorySink:
         await asyncio.to_thread(self._create, memory)
 
     def _create(self, memory: NewMemory) -> None:
+        owner = (memory.account_id, memory.user_id)
+        if self._since is not None and self._engine.erased_since(*owner, self._since):
+            # Asked before anything is read or sealed (no key of the user's next generation
+            # is made for a refused write), and again in the write's transaction, where the
+            # answer holds until commit.
+            raise ConflictError(ERASED)
         twin = self._dedup.find_duplicate(
             self._engine,
             account_id=memory.account_id,
@@ -107,7 +128,16 @@ class EngineMemorySink:
             self.outcomes.append((twin.memory, twin))
             self._op("merge", twin.memory, status="duplicate", sim=twin.similarity)
             return
-        stored = self._engine.store(memory, actor="extraction")
+        if self._since is None:
+            stored = self._engine.store(memory, actor="extraction")
+        else:
+            since = self._since
+
+            def unerased(tx: Transaction, _: Sequence[Memory]) -> None:
+                if self._engine.erased_since(memory.account_id, memory.user_id, since, tx=tx):
+                    raise ConflictError(ERASED)
+
+            [stored] = self._engine.commit_batch(new=[memory], within=unerased, actor="extraction")
         self.stored.append(stored)
         self.outcomes.append((stored, None))
         self.created += 1
@@ -115,6 +145,24 @@ class EngineMemorySink:
 
     def _op(self, op: str, memory: Memory, *, status: str = "ok", sim: float | None = None) -> None:
         self._engine.emit_memory_op(self._node, op, memory, status=status, sim=sim)
+
+
+class _UnlessErased:
+    """Files proposals unless the user was erased since ``since`` (the proposal would be a
+    row of the user written after the erasure)."""
+
+    def __init__(self, inner: ProposalSink, engine: MemoryEngine, since: float) -> None:
+        self._inner = inner
+        self._engine = engine
+        self._since = since
+
+    async def propose(self, change: ProposedChange) -> None:
+        erased = await asyncio.to_thread(
+            self._engine.erased_since, change.account_id, change.user_id, self._since
+        )
+        if erased:
+            raise ConflictError(ERASED)
+        await self._inner.propose(change)
 
 
 class _SensitiveAware:
@@ -144,6 +192,8 @@ class SessionOutcome:
     created: int
     duplicates: int
     seconds: float
+    erased: bool = False
+    """The user was erased after the session began: nothing of it was kept."""
 
 
 def should_summarize(
@@ -232,11 +282,18 @@ class SessionSummarizer:
     async def summarize(self, session: Session) -> SessionOutcome:
         """Extract memories from ``session`` and store those that pass every check."""
         start = self._clock()
-        sink = EngineMemorySink(self._engine, dedup=self._dedup)
+        since = session.start_time.timestamp()
+        owner = (session.account_id, session.user_id)
+        if await asyncio.to_thread(self._engine.erased_since, *owner, since):
+            return self._erased(session, start)
+        sink = EngineMemorySink(self._engine, dedup=self._dedup, since=since)
+        proposals = (
+            None if self._proposals is None else _UnlessErased(self._proposals, self._engine, since)
+        )
         pipeline = ExtractionPipeline(
             _SensitiveAware(self._extractor, self._sensitive),
             sink,
-            proposals=self._proposals,
+            proposals=proposals,
             writing=writing_of(self._extractor),
             consent=self._consent,
             procedural=self._procedural,
@@ -244,6 +301,8 @@ class SessionSummarizer:
         with metered(session.account_id, "extraction", f"user:{session.user_id}"):
             report = await pipeline.run(session)
         seconds = self._clock() - start
+        if await asyncio.to_thread(self._engine.erased_since, *owner, since):
+            return self._erased(session, start)  # its writes were refused from then on
         # The call's extraction as one event: its writes are counted one by one above.
         self._engine.emit_op(
             "episodic",
@@ -260,4 +319,13 @@ class SessionSummarizer:
         )
         return SessionOutcome(
             report=report, created=sink.created, duplicates=sink.duplicates, seconds=seconds
+        )
+
+    def _erased(self, session: Session, start: float) -> SessionOutcome:
+        """The outcome of a session whose user was erased after it began (no event: it
+        would name the user after the erasure)."""
+        log.info("summarization dropped: the user was erased after the session began")
+        report = ExtractionReport(turns_processed=len(session.turns), error="erased")
+        return SessionOutcome(
+            report=report, created=0, duplicates=0, seconds=self._clock() - start, erased=True
         )

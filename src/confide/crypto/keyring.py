@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -93,15 +94,39 @@ class KeyRing:
         return retired
 
 
-def _write_key_file(path: Path, key: bytes) -> None:
+def _staged(path: Path, text: str) -> Path:
+    """A new temporary file (mode 0600) beside ``path`` holding ``text``, on disk.
+
+    Each writer stages its own: processes starting at once on one home must not share one.
+    """
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     with os.fdopen(fd, "w") as handle:
-        handle.write(key.hex() + "\n")
+        handle.write(text)
         handle.flush()
         os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    return Path(name)
+
+
+def _write_key_file(path: Path, key: bytes, *, exclusive: bool = False) -> bytes:
+    """Write ``key`` to ``path`` in one atomic step; the key the file holds afterwards.
+
+    With ``exclusive`` the file is made only if none is there yet: a file another process
+    made first wins and its key is returned, so every process started on an empty home
+    ends up with the same key.
+    """
+    staged = _staged(path, key.hex() + "\n")
+    try:
+        if not exclusive:
+            os.replace(staged, path)
+            return key
+        try:
+            os.link(staged, path)  # fails if the name is taken: never replaces a key on file
+        except FileExistsError:
+            return _read_key_file(path)
+        return key
+    finally:
+        staged.unlink(missing_ok=True)
 
 
 def _read_key_file(path: Path) -> bytes:
@@ -124,13 +149,11 @@ def _append_former(home: Path, key: bytes) -> None:
     known = [k for _, k in _read_former(home)]
     if key not in known:
         path = home / FORMER_KEY_FILE_NAME
-        tmp = path.with_suffix(".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as handle:
-            handle.write("".join(k.hex() + "\n" for k in [*known, key]))
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
+        staged = _staged(path, "".join(k.hex() + "\n" for k in [*known, key]))
+        try:
+            os.replace(staged, path)
+        finally:
+            staged.unlink(missing_ok=True)
 
 
 def load_keyring(settings: Settings, *, data_exists: bool = False) -> KeyRing:
@@ -160,8 +183,9 @@ def load_keyring(settings: Settings, *, data_exists: bool = False) -> KeyRing:
             "stored value unreadable, so none is created"
         )
     if not path.exists():
-        _write_key_file(path, new_key())
-        log.warning("created a new key-encryption key file at %s (mode 0600); back it up", path)
+        made = new_key()
+        if _write_key_file(path, made, exclusive=True) == made:
+            log.warning("created a new key-encryption key file at %s (mode 0600); back it up", path)
     elif path.stat().st_mode & 0o077:
         raise ConfigurationError(f"key file {path} must not be readable by others (chmod 600)")
     primary = _read_key_file(path)
@@ -181,9 +205,8 @@ def begin_file_rotation(ring: KeyRing) -> bytes:
     next_path = ring.key_file.with_name(NEXT_KEY_FILE_NAME)
     if next_path.exists():
         return _read_key_file(next_path)
-    key = new_key()
-    _write_key_file(next_path, key)
-    return key
+    # Two rotations started at once share the next key: the first written wins.
+    return _write_key_file(next_path, new_key(), exclusive=True)
 
 
 def finish_file_rotation(ring: KeyRing) -> None:

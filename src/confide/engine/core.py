@@ -203,6 +203,22 @@ class EngineCore:
         sealed = self.envelope.seal(key.raw, payload, account_id, user_id, record_id)
         return key.key_id, key.generation, sealed
 
+    def erased_since(
+        self, account_id: str, user_id: str, since: float, *, tx: Transaction | None = None
+    ) -> bool:
+        """Whether the user was erased at or after ``since`` (wall-clock seconds).
+
+        Work on data the user gave before an erasure (a call's extraction, say) asks this
+        before it writes: inside its write transaction (``tx``) the answer holds until
+        commit, as an erasure under way is waited for.
+        """
+        if tx is not None:
+            erased = tx.erased_at(account_id, user_id)
+        else:
+            with self.storage.transaction() as own:
+                erased = own.erased_at(account_id, user_id)
+        return erased is not None and erased >= since
+
     def forget_user_key(self, account_id: str, user_id: str) -> None:
         """Drop this process's cached keys of a user (they were found destroyed)."""
         self.keys.forget(account_id, user_id)

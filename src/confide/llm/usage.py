@@ -116,8 +116,10 @@ class UsageLedger:
         prompt_tokens: int,
         completion_tokens: int,
         calls: int = 1,
+        ts: float | None = None,
     ) -> UsageRow:
-        """Append a call to the ledger, priced; returns the row written."""
+        """Append a call to the ledger, priced, at ``ts`` (when the call began; default:
+        now); returns the row written."""
         price = self.price(operation)
         units = (
             prompt_tokens * price.prompt_per_1k / 1000
@@ -132,7 +134,7 @@ class UsageLedger:
             completion_tokens,
             calls,
             round(units, 6),
-            self.clock(),
+            self.clock() if ts is None else ts,
         )
         self.tables.record_usage(row)
         if self.on_record is not None:
@@ -199,6 +201,7 @@ class MeteredLLM:
         """The wrapped model's answer; the call is recorded whether it succeeds or not."""
         context = _CURRENT.get() or _Context("-", "other", None)
         prompt_tokens = sum(estimate_tokens(m["content"]) for m in messages)
+        began = self.ledger.clock()
         answer = ""
         try:
             answer = await self.llm.complete(
@@ -214,6 +217,7 @@ class MeteredLLM:
                     scope=context.scope,
                     prompt_tokens=prompt_tokens,
                     completion_tokens=estimate_tokens(answer),
+                    ts=began,
                 )
             except Exception as exc:  # the ledger must not fail the call it records
                 log.error("LLM usage not recorded: %s", type(exc).__name__)

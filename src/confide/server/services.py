@@ -373,6 +373,8 @@ class Services:
                 account_id=session.account_id,
             )
             return
+        if outcome.erased:
+            return  # the user was erased meanwhile: their call's row went with them
         self.metrics.session_summarized(
             seconds=outcome.seconds, created=outcome.created, duplicates=outcome.duplicates
         )

@@ -189,6 +189,8 @@ class _Connections(Protocol):
 
 
 _APP_COLUMNS = "account_id, app_id, name, memory_cap, created_at, uninstalled_at"
+USER_SCOPE = "user:"
+"""The ledger scope of work done for one user: ``user:<user_id>``."""
 
 
 def _app(values: Sequence[Any]) -> AppRow:
@@ -246,16 +248,26 @@ class SqlAppTables:
         return _app(row)
 
     def record_usage(self, row: UsageRow) -> None:
-        """Append one entry to the ledger."""
+        """Append one entry to the ledger.
+
+        An entry scoped to a user (``user:<id>``) who was erased since the call began
+        (``row.ts``) is written without its scope: the erasure cleared the scopes written
+        until then, and a call under way at the erasure records itself only after it.
+        """
         with self._storage.transaction() as tx:
             tx.scope_to(row.account_id)
+            scope = row.scope
+            if scope is not None and scope.startswith(USER_SCOPE):
+                erased = tx.erased_at(row.account_id, scope.removeprefix(USER_SCOPE))
+                if erased is not None and erased >= row.ts:
+                    scope = None
             tx.run(
                 "INSERT INTO llm_usage (account_id, operation, scope, prompt_tokens, "
                 "completion_tokens, calls, cost_units, ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     row.account_id,
                     row.operation,
-                    row.scope,
+                    scope,
                     row.prompt_tokens,
                     row.completion_tokens,
                     row.calls,

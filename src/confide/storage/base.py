@@ -265,6 +265,11 @@ class RowWrites(Protocol):
         """Start a new key generation for the user (erasure); returns it."""
         ...
 
+    def erased_at(self, account_id: str, user_id: str) -> float | None:
+        """When the user was last erased (``None``: never), locked against an erasure until
+        commit like :meth:`key_generation`."""
+        ...
+
 
 class AuditWrites(Protocol):
     """Audit history, change log, operational events and store facts, beside the rows."""

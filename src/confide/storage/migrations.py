@@ -694,6 +694,22 @@ MIGRATIONS = (
 )
 
 
+MIGRATIONS = (
+    *MIGRATIONS,
+    Migration(
+        version=22,
+        name="erasure-times",
+        # When each user was last erased: a process writes the operational events it
+        # queued in batches, and those about a user erased since they were queued are
+        # dropped instead of naming the user again after the erasure deleted their rows.
+        sqlite=("ALTER TABLE key_generations ADD COLUMN IF NOT EXISTS erased_at REAL",),
+        postgres=(
+            "ALTER TABLE key_generations ADD COLUMN IF NOT EXISTS erased_at DOUBLE PRECISION",
+        ),
+    ),
+)
+
+
 def _scrubs(real: str) -> tuple[str, ...]:
     return (
         f"""CREATE TABLE IF NOT EXISTS scrubs (

@@ -7,6 +7,7 @@ import logging
 import os
 import struct
 import threading
+import time
 import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -513,8 +514,37 @@ class PostgresStorage(SqlStorage):
     )
     """Tables that hold ciphertexts, wrapped keys or key ids."""
 
+    scrub_wait_seconds: ClassVar[float] = 60.0
+    """How long :meth:`scrub` waits for the transactions begun before it."""
+
+    def _older_transactions_ended(self, conn: Any) -> bool:
+        """Wait until every other transaction of this database begun before now has ended;
+        ``False`` if one is still open after :attr:`scrub_wait_seconds`.
+
+        ``VACUUM FULL`` copies every deleted row a running transaction may still see into
+        the new files: a row an erasure deleted while another process's transaction was
+        open (a job, a request) would survive the scrub.
+        """
+        began = conn.execute("SELECT clock_timestamp()").fetchone()[0]
+        deadline = time.monotonic() + self.scrub_wait_seconds
+        while True:
+            open_before = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND pid <> pg_backend_pid() AND xact_start < %s",
+                [began],
+            ).fetchone()[0]
+            if not open_before:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            threading.Event().wait(0.02)  # another session's state: nothing to wait on
+
     def scrub(self) -> ScrubOutcome:
         """Rewrite the tables that held deleted ciphertexts or keys, then retire the WAL.
+
+        Transactions begun before the scrub are waited for first (at most
+        :attr:`scrub_wait_seconds`): a row deleted while one was open stays visible to it,
+        and ``VACUUM FULL`` would copy it into the new files.
 
         PostgreSQL keeps a deleted row's bytes as a dead tuple, and a plain ``VACUUM`` frees
         the space without overwriting it; ``VACUUM FULL`` writes the live rows into new files
@@ -531,6 +561,12 @@ class PostgresStorage(SqlStorage):
             with self._pool.connection() as conn:
                 role = str(conn.execute("SELECT current_user").fetchone()[0])
                 not_owned = []
+                if not self._older_transactions_ended(conn):
+                    blocked.append(
+                        f"transactions begun before the scrub were still open after "
+                        f"{self.scrub_wait_seconds:g} s: rows they could see are kept until "
+                        "the scrub is retried"
+                    )
                 for table in self._SCRUBBED_TABLES:
                     owned = conn.execute(
                         "SELECT pg_has_role(current_user, relowner, 'MEMBER') FROM pg_class "

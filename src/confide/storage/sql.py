@@ -439,13 +439,15 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlJobWrites, SqlDerivedWri
         return None if row is None else int(row[0])
 
     def bump_key_generation(self, account_id: str, user_id: str) -> int:
-        """Start a new key generation for the user (1 for the first); returns it."""
+        """Start a new key generation for the user (1 for the first), noting when (the
+        erasure's time, see :meth:`record_ops`); returns it."""
         self.scope_to(account_id)
         row = self.run(
-            "INSERT INTO key_generations (account_id, user_id, generation) VALUES (?, ?, 1) "
-            "ON CONFLICT (account_id, user_id) DO UPDATE "
-            "SET generation = key_generations.generation + 1 RETURNING generation",
-            [account_id, user_id],
+            "INSERT INTO key_generations (account_id, user_id, generation, erased_at) "
+            "VALUES (?, ?, 1, ?) ON CONFLICT (account_id, user_id) DO UPDATE "
+            "SET generation = key_generations.generation + 1, erased_at = excluded.erased_at "
+            "RETURNING generation",
+            [account_id, user_id, time.time()],
         ).fetchone()
         return int(row[0])
 
@@ -496,11 +498,13 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlJobWrites, SqlDerivedWri
                     params += chunk
                 deleted += self.run(f"DELETE FROM {table} WHERE {where}", params).rowcount
             counts[table] = deleted
+        threads = self._threads_of(ids)
         changes = 0
         for chunk in _chunks(ids):
             marks = ", ".join("?" for _ in chunk)
             changes += self.run(f"DELETE FROM changes WHERE memory_id IN ({marks})", chunk).rowcount
         counts["changes"] = changes
+        counts["threads"] = self._drop_emptied_threads(threads)
         owner = [account_id, user_id]
         for table in _OWNER_TABLES:
             if table in _OPTIONAL_OWNER_TABLES and not self.has_table(table):
@@ -509,6 +513,27 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlJobWrites, SqlDerivedWri
                 f"DELETE FROM {table} WHERE account_id = ? AND user_id = ?", owner
             ).rowcount
         return derived_counts | counts
+
+    def _threads_of(self, memory_ids: Sequence[str]) -> set[str]:
+        """The change-log threads that logged changes of ``memory_ids``."""
+        found: set[str] = set()
+        for chunk in _chunks(memory_ids):
+            marks = ", ".join("?" for _ in chunk)
+            sql = f"SELECT DISTINCT thread_id FROM changes WHERE memory_id IN ({marks})"
+            found.update(str(r[0]) for r in self.run(sql, chunk).fetchall())
+        return found
+
+    def _drop_emptied_threads(self, threads: set[str]) -> int:
+        """Delete each of ``threads`` left without changes, with its readers' positions (a
+        user's own thread is named after them); how many were deleted."""
+        dropped = 0
+        for thread in sorted(threads):
+            if self.run("SELECT 1 FROM changes WHERE thread_id = ? LIMIT 1", [thread]).fetchone():
+                continue  # others' changes are logged there too
+            if self.has_table("thread_reads"):
+                self.run("DELETE FROM thread_reads WHERE thread_id = ?", [thread])
+            dropped += self.run("DELETE FROM threads WHERE thread_id = ?", [thread]).rowcount
+        return dropped
 
     def delete_memories(self, memory_ids: Sequence[str]) -> int:
         """Hard-delete memory versions and their index rows; returns how many versions."""
@@ -551,12 +576,21 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlJobWrites, SqlDerivedWri
         self.record_ops([row])
 
     def record_ops(self, rows: Sequence[OpRow]) -> None:
-        """Append operational events of one account (one statement for a batch)."""
+        """Append operational events of one account (one statement for a batch).
+
+        Events of a user erased since they happened are dropped: a process writes what it
+        queued some seconds later, and the erasure deleted the user's events written until
+        then (the erasure's row is locked meanwhile, so the two do not cross).
+        """
         accounts = {row.account_id for row in rows if row.account_id is not None}
         if len(accounts) > 1:
             raise ValueError("operational events of several accounts in one transaction")
         for account_id in accounts:
             self.scope_to(account_id)
+            erased = self._erased_at(account_id, {r.user_id for r in rows if r.user_id})
+            rows = [r for r in rows if r.user_id not in erased or r.ts > erased[r.user_id]]
+        if not rows:
+            return
         self.insert_many(
             "INSERT INTO ops_events (account_id, user_id, thread_id, node, op, status, "
             "memory_id, category, sim, ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -576,6 +610,28 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlJobWrites, SqlDerivedWri
                 for row in rows
             ],
         )
+
+    def erased_at(self, account_id: str, user_id: str) -> float | None:
+        """When the user was last erased (``None``: never), read with ``share_suffix``."""
+        self.scope_to(account_id)
+        return self._erased_at(account_id, {user_id}).get(user_id)
+
+    def _erased_at(self, account_id: str, user_ids: set[str]) -> dict[str, float]:
+        """When each of ``user_ids`` was last erased (those never erased are left out), read
+        with ``share_suffix`` so that an erasure under way is waited for."""
+        found: dict[str, float] = {}
+        for chunk in _chunks(sorted(user_ids)):
+            marks = ", ".join("?" for _ in chunk)
+            # Every row is read (and locked), erased or not: a row an erasure is changing
+            # is waited for, then read as that erasure left it.
+            for user_id, erased_at in self.run(
+                "SELECT user_id, erased_at FROM key_generations WHERE account_id = ? "
+                f"AND user_id IN ({marks})" + self.share_suffix,
+                [account_id, *chunk],
+            ).fetchall():
+                if erased_at is not None:
+                    found[str(user_id)] = float(erased_at)
+        return found
 
 
 def select_ids_where(
