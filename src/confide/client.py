@@ -33,7 +33,7 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from confide.apps import AppMessage, EndOutcome
-from confide.chat import ConversationHistory, MessagePage, SavedMessage
+from confide.chat import ConversationHistory, MemoryContext, MessagePage, SavedMessage
 from confide.chat.prompt import Delivery
 from confide.config import Settings
 from confide.conversation.buffer import SessionBuffer
@@ -585,8 +585,31 @@ class Confide:
     ) -> ConversationHistory:
         """A conversation's recent messages with memory as context messages, of the
         categories ``agent`` may read (:class:`~confide.errors.PermissionDeniedError` for an
-        agent without an allowlist)."""
+        agent without an allowlist). Given a ``channel``, the recent messages are that
+        channel's (and those saved without one); without, every channel's."""
         return self.components.gate.retrieve(
+            _process(account_id, agent),
+            input,
+            user_id=user_id,
+            conversation_id=conversation_id,
+            channel=channel,
+            agent=agent,
+        )
+
+    def memory_context(
+        self,
+        input: str,
+        *,
+        account_id: str,
+        user_id: str,
+        conversation_id: str,
+        channel: str | None = None,
+        agent: str = DEFAULT_AGENT,
+    ) -> MemoryContext:
+        """:meth:`retrieve` in the older three-tier form: ``short_term`` (the recent
+        messages), ``long_term`` (summary chunks, important memories, the subject's facts)
+        and ``semantic`` (memories similar to ``input``), under the same rules."""
+        return self.components.gate.memory_context(
             _process(account_id, agent),
             input,
             user_id=user_id,
@@ -738,6 +761,7 @@ class AsyncConfide:
     add_message = _awaitable(Confide.add_message)
     messages = _awaitable(Confide.messages)
     retrieve = _awaitable(Confide.retrieve)
+    memory_context = _awaitable(Confide.memory_context)
     deliver = _awaitable(Confide.deliver)
     end_app_conversation = _awaitable(Confide.end_app_conversation)
     app_context = _awaitable(Confide.app_context)

@@ -25,6 +25,7 @@ from confide.chat.summaries import (
 )
 from confide.chat.types import (
     ConversationHistory,
+    MemoryContext,
     MessagePage,
     NewMessage,
     SavedMessage,
@@ -79,6 +80,7 @@ class ChatMemory:
             self.facts,
             embedder=embedder,
             window=self.settings.history_window,
+            summary_min=self.settings.history_summary_min_cosine,
             ops=engine,
         )
         if summariser is None:
@@ -130,7 +132,8 @@ class ChatMemory:
         )
 
     def purge_messages(self, *, now: float | None = None) -> int:
-        """Delete messages summarised more than ``CONFIDE_MESSAGE_RETENTION_DAYS`` ago."""
+        """Delete messages summarised more than ``CONFIDE_MESSAGE_RETENTION_DAYS`` ago; with
+        the setting unset (the default) every message is kept and nothing is deleted."""
         return self.messages.purge(retention_days=self.settings.message_retention_days, now=now)
 
     # ---- history -----------------------------------------------------------------------------
@@ -148,10 +151,34 @@ class ChatMemory:
 
         ``categories``: the memory categories the reading agent may see (its allowlist, as
         :meth:`~confide.retrieval.categories.CategoriesConfig.resolve` gives it); ``None``:
-        every category. Raises :class:`~confide.errors.NotFoundError` for another user's
-        conversation; a context tier that fails is logged (counts only) and left out.
+        every category. ``channel``: the window holds that channel's messages (and those
+        saved without one); ``None``: every channel's. Raises
+        :class:`~confide.errors.NotFoundError` for another user's conversation; a context
+        tier that fails is logged (counts only) and left out.
         """
         return self.history.build(
+            text,
+            account_id=account_id,
+            user_id=user_id,
+            conversation_id=conversation_id,
+            channel=channel,
+            categories=categories,
+        )
+
+    def memory_context(
+        self,
+        text: str,
+        *,
+        account_id: str,
+        user_id: str,
+        conversation_id: str,
+        channel: str | None = None,
+        categories: Sequence[str] | None = None,
+    ) -> MemoryContext:
+        """:meth:`retrieve` in the older three-tier form: ``short_term`` (the window),
+        ``long_term`` (summary chunks, important memories, subject facts) and ``semantic``
+        (memories similar to ``text``). Same arguments and errors as :meth:`retrieve`."""
+        return self.history.tiers(
             text,
             account_id=account_id,
             user_id=user_id,
