@@ -73,6 +73,7 @@ from confide.types import (
     update_patch,
 )
 from confide.wiring import Components, build
+from confide.workers.memory_jobs import enqueue_insights
 from confide.workers.multifact_trigger import MultiFactTrigger
 
 __all__ = ["DEFAULT_ACCOUNT", "AddResult", "AsyncConfide", "Confide", "SearchResult"]
@@ -530,9 +531,10 @@ class Confide:
         See :class:`~confide.chat.ChatMemory`; raises :class:`~confide.errors.ValidationError`
         for bad input and :class:`~confide.errors.NotFoundError` for another user's
         conversation. A pass the model fails or the day's budget stops is queued for a worker
-        (``confide worker``).
+        (``confide worker``), and so are the user's insights after a summary (with a model
+        configured), which read the conversation's latest messages.
         """
-        saved = self.chat.add_message_and_summarise(
+        saved, summary = self.chat.add_message_and_summarise(
             {
                 "account_id": account_id,
                 "user_id": user_id,
@@ -543,6 +545,14 @@ class Confide:
                 "channel": channel,
             }
         )
+        if summary is not None:
+            enqueue_insights(
+                self.engine,
+                self.chat.llm,
+                account_id=account_id,
+                user_id=summary.user_id,
+                conversation_id=conversation_id,
+            )
         _run(
             self._multifact.message_saved(
                 account_id=account_id,

@@ -83,8 +83,11 @@ class ChatMemory:
             summary_min=self.settings.history_summary_min_cosine,
             ops=engine,
         )
+        self.llm = llm if llm is not None else llm_from_settings(self.settings)
+        """The model of the summaries and of the insights a summary queues (``None``: none
+        configured)."""
         if summariser is None:
-            model = llm if llm is not None else llm_from_settings(self.settings)
+            model = self.llm
             summariser = OfflineSummariser() if model is None else LLMSummariser(model)
         self.summaries = RollingSummaries(
             engine,
@@ -104,14 +107,17 @@ class ChatMemory:
         """
         return self.messages.add(message)
 
-    def add_message_and_summarise(self, message: NewMessage | dict[str, Any]) -> SavedMessage:
-        """:meth:`add_message`, then the summary check, waited for (the SDK's blocking path)."""
+    def add_message_and_summarise(
+        self, message: NewMessage | dict[str, Any]
+    ) -> tuple[SavedMessage, SummaryOutcome | None]:
+        """:meth:`add_message`, then the summary check, waited for (the SDK's blocking path);
+        the saved message and the summary made, if one was."""
         saved = self.add_message(message)
         new = message if isinstance(message, NewMessage) else NewMessage.model_validate(message)
-        _run_blocking(
+        outcome = _run_blocking(
             self.summarise_if_due(account_id=new.account_id, conversation_id=new.conversation_id)
         )
-        return saved
+        return saved, outcome
 
     def list_messages(
         self,
