@@ -320,7 +320,7 @@ class HistoryBuilder:
     ) -> list[Found]:
         """The summary chunks of the user's conversations about ``subject`` (``None``: of
         those about no subject) most similar to ``text``: at most :attr:`summary_limit`, at
-        cosine >= :attr:`summary_min` (``minimum`` and ``limit`` replace them). None when
+        cosine >= :attr:`summary_min` (``minimum`` and ``limit`` replace them); none when
         ``categories`` leaves the chunks' category out."""
         if self.embedder is None:
             return []
