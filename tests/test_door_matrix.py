@@ -117,6 +117,7 @@ class Op(StrEnum):
     CHAT_READ = "chat_read"  # the conversation's messages listed
     CHAT_RETRIEVE = "chat_retrieve"  # history with memory context; names no agent
     CHAT_RETRIEVE_AS_AGENT = "chat_retrieve_as_agent"  # names agent "default"
+    CHAT_CONTEXT = "chat_context"  # the history's three tiers; names no agent
     CHAT_DELIVER = "chat_deliver"  # what to send agent "default"'s model this turn
     PROPOSALS_READ = "proposals_read"  # the user's pending consent proposals
     PROPOSAL_CONFIRM = "proposal_confirm"
@@ -168,8 +169,8 @@ class Out(StrEnum):
 READS = frozenset({
     Op.GET, Op.HISTORY, Op.LIST, Op.QUERY, Op.QUERY_AS_AGENT, Op.EXPORT, Op.FACTS_READ,
     Op.APP_READ, Op.APP_GET, Op.APP_QUERY, Op.APP_EXPORT, Op.APP_CONTEXT, Op.APP_OWNERS,
-    Op.CHAT_READ, Op.CHAT_RETRIEVE, Op.CHAT_RETRIEVE_AS_AGENT, Op.CHAT_DELIVER,
-    Op.PROPOSALS_READ, Op.USERS_LIST, Op.VIEW_GET, Op.VIEW_LIST,
+    Op.CHAT_READ, Op.CHAT_RETRIEVE, Op.CHAT_RETRIEVE_AS_AGENT, Op.CHAT_CONTEXT,
+    Op.CHAT_DELIVER, Op.PROPOSALS_READ, Op.USERS_LIST, Op.VIEW_GET, Op.VIEW_LIST,
 })  # fmt: skip
 """Operations that change nothing: a ``read`` principal may call them."""
 
@@ -179,7 +180,7 @@ ADMIN_ONLY = frozenset({
 })  # fmt: skip
 """Erasure, app memories (owner ``app:<id>``) and app settings are the operator's."""
 
-OWN_AGENT_READS = frozenset({Op.QUERY, Op.CHAT_RETRIEVE, Op.VIEW_LIST})
+OWN_AGENT_READS = frozenset({Op.QUERY, Op.CHAT_RETRIEVE, Op.CHAT_CONTEXT, Op.VIEW_LIST})
 """Reads that name no agent: they act as the principal's own and carry its allowlist."""
 
 NAMES_AGENT = frozenset({Op.QUERY_AS_AGENT, Op.CHAT_RETRIEVE_AS_AGENT, Op.CHAT_DELIVER})
@@ -200,8 +201,8 @@ OTHER_ACCOUNT = {
     **dict.fromkeys(
         (Op.LIST, Op.QUERY, Op.QUERY_AS_AGENT, Op.EXPORT, Op.FACTS_READ, Op.APP_READ,
          Op.APP_QUERY, Op.APP_EXPORT, Op.APP_CONTEXT, Op.APP_OWNERS, Op.CHAT_READ,
-         Op.CHAT_RETRIEVE, Op.CHAT_RETRIEVE_AS_AGENT, Op.CHAT_DELIVER, Op.PROPOSALS_READ,
-         Op.USERS_LIST, Op.VIEW_LIST),
+         Op.CHAT_RETRIEVE, Op.CHAT_RETRIEVE_AS_AGENT, Op.CHAT_CONTEXT, Op.CHAT_DELIVER,
+         Op.PROPOSALS_READ, Op.USERS_LIST, Op.VIEW_LIST),
         Out.EMPTY,
     ),
     # Writes that name a user, an app or a conversation land in the key's own account.
@@ -765,6 +766,27 @@ async def rest_chat_retrieve_as_agent(c: Cell) -> Out:
     return await _rest_retrieve(c, AGENT)
 
 
+@cell(Op.CHAT_CONTEXT, Door.REST)
+async def rest_chat_context(c: Cell) -> Out:
+    body = {"user_id": c.seed.user, "input": f"Where does {c.seed.marker} live?"}
+    async with _rest(c) as http:
+        path = f"/v1/conversations/{c.seed.conversation}/memory_context"
+        return _http(await http.post(path, json=body), c)
+
+
+@cell(Op.CHAT_DELIVER, Door.REST)
+async def rest_chat_deliver(c: Cell) -> Out:
+    body = {
+        "user_id": c.seed.user,
+        "input": f"Where does {c.seed.marker} live?",
+        "agent": AGENT,
+        "subject_id": SUBJECT,
+    }
+    async with _rest(c) as http:
+        path = f"/v1/conversations/{c.seed.conversation}/deliver"
+        return _http(await http.post(path, json=body), c)
+
+
 @cell(Op.FACTS_DELETE, Door.REST)
 async def rest_facts_delete(c: Cell) -> Out:
     async with _rest(c) as http:
@@ -1164,6 +1186,15 @@ SDK_CELLS: dict[Op, Adapter] = {
         ),
         shows=True,
     ),
+    Op.CHAT_CONTEXT: _sdk(
+        lambda c, s, a: s.memory_context(
+            f"Where does {c.seed.marker} live?",
+            account_id=a,
+            user_id=c.seed.user,
+            conversation_id=c.seed.conversation,
+        ),
+        shows=True,
+    ),
     Op.CHAT_DELIVER: _sdk(
         lambda c, s, a: s.deliver(
             AGENT,
@@ -1369,7 +1400,6 @@ ABSENT: dict[tuple[Op, Door], str] = {
                      Op.QUERY_AS_AGENT, Op.VIEW_LIST, Op.APP_READ, Op.APP_QUERY, Op.APP_WRITE)},
     **{(op, door): _VIEW for door in (Door.REST, Door.SDK)
        for op in (Op.VIEW_GET, Op.VIEW_LIST, Op.VIEW_PUT, Op.VIEW_DELETE)},
-    (Op.CHAT_DELIVER, Door.REST): "a delivery is the SDK's (the service answers retrieve)",
     (Op.APP_END, Door.SDK): "blocks on the configured LLM (the route schedules it)",
     (Op.SESSION_OPEN, Door.SDK): "call sessions are the service's",
     (Op.SESSION_JOIN, Door.SDK): "call sessions are the service's",
@@ -1438,6 +1468,7 @@ GATE_METHODS: dict[str, Op] = {
     "add_message": Op.CHAT_WRITE,
     "list_messages": Op.CHAT_READ,
     "retrieve": Op.CHAT_RETRIEVE,
+    "memory_context": Op.CHAT_CONTEXT,
     "deliver": Op.CHAT_DELIVER,
     "subject_facts": Op.FACTS_READ,
     "set_fact_visibility": Op.FACTS_WRITE,
@@ -1483,6 +1514,8 @@ ROUTES: dict[str, Op] = {
     "POST /v1/conversations/{conversation_id}/messages": Op.CHAT_WRITE,
     "GET /v1/conversations/{conversation_id}/messages": Op.CHAT_READ,
     "POST /v1/conversations/{conversation_id}/retrieve": Op.CHAT_RETRIEVE,
+    "POST /v1/conversations/{conversation_id}/memory_context": Op.CHAT_CONTEXT,
+    "POST /v1/conversations/{conversation_id}/deliver": Op.CHAT_DELIVER,
     "GET /v1/subjects/{subject_id}/facts": Op.FACTS_READ,
     "PATCH /v1/facts/{fact_id}/visibility": Op.FACTS_WRITE,
     "DELETE /v1/facts/{fact_id}": Op.FACTS_DELETE,
@@ -1606,7 +1639,8 @@ def _mcp_names(services: Services) -> set[str]:
 
 
 CHAT_OPS = frozenset({
-    Op.CHAT_WRITE, Op.CHAT_READ, Op.CHAT_RETRIEVE, Op.CHAT_RETRIEVE_AS_AGENT, Op.CHAT_DELIVER,
+    Op.CHAT_WRITE, Op.CHAT_READ, Op.CHAT_RETRIEVE, Op.CHAT_RETRIEVE_AS_AGENT, Op.CHAT_CONTEXT,
+    Op.CHAT_DELIVER,
 })  # fmt: skip
 """Operations on the seeded conversation."""
 

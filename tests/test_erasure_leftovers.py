@@ -88,7 +88,8 @@ def test_the_users_thread_and_ledger_scopes_go_with_the_erasure(
     # The ledger keeps its totals (the day's budget is spent all the same), not the names.
     scopes = "SELECT scope, calls FROM llm_usage ORDER BY id"
     assert _rows(storage, scopes) == [(None, 1), (None, 1), ("user:user-2", 1), ("app:notes", 1)]
-    assert receipt.deleted["threads"] == 1 and receipt.deleted["llm_usage_scopes"] == 2
+    assert receipt.deleted["threads"] + receipt.deleted["threads_of_threads"] == 1
+    assert receipt.deleted["llm_usage_scopes"] == 2
     # Its jobs have nothing left to work on.
     assert [j.payload for j in queue.jobs()] == [{"user_id": "user-2"}]
     assert receipt.deleted["jobs"] == 2

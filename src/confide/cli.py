@@ -595,8 +595,9 @@ def import_cmd(ctx: click.Context, file: Any, account: str | None, user: str | N
 def purge(
     ctx: click.Context, account: str | None, user: str | None, agent: str | None, yes: bool
 ) -> None:
-    """Purge forgotten memories past their purge date and chat messages summarised longer
-    ago than CONFIDE_MESSAGE_RETENTION_DAYS, or (with --account) a whole scope."""
+    """Purge forgotten memories past their purge date and, when
+    CONFIDE_MESSAGE_RETENTION_DAYS is set, chat messages summarised longer ago, or (with
+    --account) a whole scope."""
     engine = _engine(ctx)
     if account is None:
         if user or agent:
@@ -605,6 +606,9 @@ def purge(
 
         click.echo(f"purged {engine.purge_expired().purged} memory versions")
         retention = engine.settings.message_retention_days
+        if retention is None:
+            click.echo("chat messages kept (CONFIDE_MESSAGE_RETENTION_DAYS is unset)")
+            return
         messages = MessageStore(engine).purge(retention_days=retention)
         click.echo(f"purged {messages} summarised chat messages")
         return

@@ -33,7 +33,7 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from confide.apps import AppMessage, EndOutcome
-from confide.chat import ConversationHistory, MessagePage, SavedMessage
+from confide.chat import ConversationHistory, MemoryContext, MessagePage, SavedMessage
 from confide.chat.prompt import Delivery
 from confide.config import Settings
 from confide.conversation.buffer import SessionBuffer
@@ -73,6 +73,7 @@ from confide.types import (
     update_patch,
 )
 from confide.wiring import Components, build
+from confide.workers.memory_jobs import enqueue_insights
 from confide.workers.multifact_trigger import MultiFactTrigger
 
 __all__ = ["DEFAULT_ACCOUNT", "AddResult", "AsyncConfide", "Confide", "SearchResult"]
@@ -530,9 +531,10 @@ class Confide:
         See :class:`~confide.chat.ChatMemory`; raises :class:`~confide.errors.ValidationError`
         for bad input and :class:`~confide.errors.NotFoundError` for another user's
         conversation. A pass the model fails or the day's budget stops is queued for a worker
-        (``confide worker``).
+        (``confide worker``), and so are the user's insights after a summary (with a model
+        configured), which read the conversation's latest messages.
         """
-        saved = self.chat.add_message_and_summarise(
+        saved, summary = self.chat.add_message_and_summarise(
             {
                 "account_id": account_id,
                 "user_id": user_id,
@@ -543,6 +545,14 @@ class Confide:
                 "channel": channel,
             }
         )
+        if summary is not None:
+            enqueue_insights(
+                self.engine,
+                self.chat.llm,
+                account_id=account_id,
+                user_id=summary.user_id,
+                conversation_id=conversation_id,
+            )
         _run(
             self._multifact.message_saved(
                 account_id=account_id,
@@ -585,8 +595,31 @@ class Confide:
     ) -> ConversationHistory:
         """A conversation's recent messages with memory as context messages, of the
         categories ``agent`` may read (:class:`~confide.errors.PermissionDeniedError` for an
-        agent without an allowlist)."""
+        agent without an allowlist). Given a ``channel``, the recent messages are that
+        channel's (and those saved without one); without, every channel's."""
         return self.components.gate.retrieve(
+            _process(account_id, agent),
+            input,
+            user_id=user_id,
+            conversation_id=conversation_id,
+            channel=channel,
+            agent=agent,
+        )
+
+    def memory_context(
+        self,
+        input: str,
+        *,
+        account_id: str,
+        user_id: str,
+        conversation_id: str,
+        channel: str | None = None,
+        agent: str = DEFAULT_AGENT,
+    ) -> MemoryContext:
+        """:meth:`retrieve` in the older three-tier form: ``short_term`` (the recent
+        messages), ``long_term`` (summary chunks, important memories, the subject's facts)
+        and ``semantic`` (memories similar to ``input``), under the same rules."""
+        return self.components.gate.memory_context(
             _process(account_id, agent),
             input,
             user_id=user_id,
@@ -742,6 +775,7 @@ class AsyncConfide:
     add_message = _awaitable(Confide.add_message)
     messages = _awaitable(Confide.messages)
     retrieve = _awaitable(Confide.retrieve)
+    memory_context = _awaitable(Confide.memory_context)
     deliver = _awaitable(Confide.deliver)
     end_app_conversation = _awaitable(Confide.end_app_conversation)
     app_context = _awaitable(Confide.app_context)

@@ -209,11 +209,21 @@ class Settings(BaseSettings):
         description="the confidence at which procedural steps are stored without being asked",
     )
     agent_instructions: str = "You are a warm, patient voice companion."
-    message_retention_days: float = Field(
-        default=30.0, ge=0, description="days a chat message is kept once summarised"
+    message_retention_days: float | None = Field(
+        default=None,
+        ge=0,
+        description="days a chat message is kept once summarised; unset keeps every message "
+        "(retention is the operator's choice)",
     )
     history_window: int = Field(
         default=20, ge=1, le=500, description="recent messages a conversation's history returns"
+    )
+    history_summary_min_cosine: float = Field(
+        default=0.15,
+        ge=-1.0,
+        le=1.0,
+        description="the cosine to the input a summary chunk needs to reach a chat's history "
+        "(the best 3 above it do; chosen on LoCoMo by bench/summary_threshold.py)",
     )
     summary_trigger: int = Field(
         default=30, ge=2, description="unsummarised messages above which a summary is made"

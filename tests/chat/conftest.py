@@ -15,6 +15,7 @@ from fastapi import FastAPI
 
 from confide.chat import ChatMemory
 from confide.config import Settings
+from confide.embedders.base import Embedder
 from confide.engine import MemoryEngine
 from confide.server import create_app
 from confide.testing.loop_guard import LoopGuard
@@ -72,11 +73,12 @@ ApiFactory = Callable[..., AbstractAsyncContextManager[ChatApi]]
 
 @pytest.fixture
 def chat_api(engine: MemoryEngine, settings: Settings) -> ApiFactory:
-    """``async with chat_api(**settings_changes) as api``: the app over ``engine``."""
+    """``async with chat_api(**settings_changes) as api``: the app over ``engine`` (with
+    ``embedder=`` for the vector tiers)."""
 
     @asynccontextmanager
-    async def make(**changes: Any) -> AsyncIterator[ChatApi]:
-        app = create_app(settings.model_copy(update=changes), engine=engine)
+    async def make(*, embedder: Embedder | None = None, **changes: Any) -> AsyncIterator[ChatApi]:
+        app = create_app(settings.model_copy(update=changes), engine=engine, embedder=embedder)
         token = app.state.services.keys.create(ACCOUNT)
         # A request whose handler (or a task it spawned) reads or writes the store on the
         # event loop fails the test.

@@ -152,9 +152,11 @@ async def test_retrieve_over_http_uses_camel_case(
             "newestMessageTimestamp",
             "hasLongTermContext",
             "hasSemanticContext",
+            "hasSummaryContext",
         }
         assert meta["conversationId"] == "c1" and meta["messageCount"] == 2
         assert meta["hasLongTermContext"] is True and meta["hasSemanticContext"] is False
+        assert meta["hasSummaryContext"] is False
         other = await api.post(
             "/v1/conversations/c1/retrieve", {"user_id": "user-2", "input": "Theo"}
         )

@@ -136,8 +136,22 @@ def test_erasure_removes_messages_and_summaries(engine: MemoryEngine) -> None:
     assert chat.add_message(_msg(0, user="carol")).index == 0
 
 
-def test_summarised_messages_are_purged_after_the_retention(engine: MemoryEngine) -> None:
+def test_summarised_messages_are_kept_without_a_retention(engine: MemoryEngine) -> None:
+    assert engine.settings.message_retention_days is None  # the default: keep them
     chat = ChatMemory(engine)
+    for i in range(31):
+        chat.add_message(_msg(i))
+    assert asyncio.run(chat.summarise_if_due(account_id=ACCOUNT, conversation_id="c1"))
+    assert chat.purge_messages(now=time.time() + 3650 * 86400) == 0
+    page = chat.list_messages(account_id=ACCOUNT, user_id="ann", conversation_id="c1")
+    assert [m.index for m in page.messages] == list(range(31))
+    assert page.messages[0].content == "message number 0 about the blue kettle"
+
+
+def test_summarised_messages_are_purged_after_a_retention_set(engine: MemoryEngine) -> None:
+    chat = ChatMemory(
+        engine, settings=engine.settings.model_copy(update={"message_retention_days": 30.0})
+    )
     for i in range(31):
         chat.add_message(_msg(i))
     assert asyncio.run(chat.summarise_if_due(account_id=ACCOUNT, conversation_id="c1"))

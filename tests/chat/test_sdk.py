@@ -1,5 +1,6 @@
 """The SDK's chat methods on ``Confide`` (both backends), ``memory_query`` reaching summary
-chunks, and ``confide purge`` removing summarised messages past their retention."""
+chunks, and ``confide purge`` keeping messages unless a retention is set, then removing
+summarised ones past it."""
 
 from __future__ import annotations
 
@@ -58,7 +59,7 @@ def test_sdk_saves_lists_retrieves_and_summarises(engine: MemoryEngine) -> None:
         memory.deliver("default", "hi", account_id=ACCOUNT, user_id="ann", conversation_id="c1")
 
 
-def test_cli_purge_removes_summarised_messages_past_retention(tmp_path: Path) -> None:
+def test_cli_purge_keeps_messages_unless_a_retention_is_set(tmp_path: Path) -> None:
     home = tmp_path / "home"
     with Confide.open(Settings(home=home, encryption_key=KEY, embedder="none")) as memory:
         _conversation(memory)
@@ -69,7 +70,10 @@ def test_cli_purge_removes_summarised_messages_past_retention(tmp_path: Path) ->
         "CONFIDE_STORAGE_URL": "",
     }
     kept = CliRunner().invoke(main, ["purge"], env=env, catch_exceptions=False)
-    assert kept.exit_code == 0 and "purged 0 summarised chat messages" in kept.output
+    assert kept.exit_code == 0 and "chat messages kept" in kept.output
+    env["CONFIDE_MESSAGE_RETENTION_DAYS"] = "30"
+    young = CliRunner().invoke(main, ["purge"], env=env, catch_exceptions=False)
+    assert young.exit_code == 0 and "purged 0 summarised chat messages" in young.output
     env["CONFIDE_MESSAGE_RETENTION_DAYS"] = "0"
     purged = CliRunner().invoke(main, ["purge"], env=env, catch_exceptions=False)
     assert purged.exit_code == 0 and "purged 20 summarised chat messages" in purged.output

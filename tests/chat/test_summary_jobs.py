@@ -1,7 +1,8 @@
 """Rolling summaries through the job queue, over HTTP on both backends: a saved message
 queues one ``chat_summary`` job per conversation while one is queued (its payload the
-conversation's id, the account the job's), a worker run summarises, and a model failure
-leaves the job to be retried with the messages unsummarised."""
+conversation's id, the account the job's), a worker run summarises (and, with a model, queues
+the user's insights naming the conversation), and a model failure leaves the job to be
+retried with the messages unsummarised."""
 
 from __future__ import annotations
 
@@ -45,6 +46,24 @@ async def test_a_burst_of_messages_queues_one_job_and_a_worker_run_summarises(
         await api.say(conversation, "u1", "Line 3 of the story.")
         states = sorted(j.state for j in _jobs(engine, conversation))
         assert states == [JobState.DONE, JobState.QUEUED]
+
+
+async def test_a_summary_queues_the_users_insights_naming_the_conversation(
+    chat_api: ApiFactory, engine: MemoryEngine
+) -> None:
+    summary = '{"summary": "Ann talked about her garden.", "facts": []}'
+    with ScriptedLLMServer([summary]) as server:
+        model = {"llm_base_url": server.base_url, "llm_model": "scripted"}
+        async with chat_api(summary_trigger=2, summary_batch=2, **model) as api:
+            for n in range(3):
+                await api.say("c-insights", "u1", f"Line {n} of the story.")
+            assert engine.storage.job_tables().jobs(kind="insights") == []
+            await api.join()
+            [job] = engine.storage.job_tables().jobs(kind="insights")
+            assert (job.account_id, job.payload) == (
+                ACCOUNT,
+                {"user_id": "u1", "conversation_id": "c-insights"},
+            )
 
 
 async def test_a_model_failure_leaves_the_job_to_retry_and_the_messages_unsummarised(

@@ -9,10 +9,12 @@ reads; the SDK and the service reach it through :class:`ChatMemory`.
 from confide.chat.service import ChatMemory
 from confide.chat.types import (
     ChatMessage,
+    ContextItem,
     ContextMessage,
     ConversationHistory,
     FactCategory,
     HistoryMetadata,
+    MemoryContext,
     MessagePage,
     NewMessage,
     SavedMessage,
@@ -22,10 +24,12 @@ from confide.chat.types import (
 __all__ = [
     "ChatMemory",
     "ChatMessage",
+    "ContextItem",
     "ContextMessage",
     "ConversationHistory",
     "FactCategory",
     "HistoryMetadata",
+    "MemoryContext",
     "MessagePage",
     "NewMessage",
     "SavedMessage",

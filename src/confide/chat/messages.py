@@ -1,5 +1,9 @@
 """Saving, listing and purging a conversation's messages, sealed under the owner's key.
 
+Messages are kept for good by default, beside the summaries made of them, so a chat's
+history stays readable to its user; purging summarised ones is the operator's choice
+(``CONFIDE_MESSAGE_RETENTION_DAYS``).
+
 A message's content is sealed with the engine's ``seal_value`` (the user's key, bound to
 owner and message id), so storage holds only its place and role in clear. A conversation
 belongs to the user who wrote its first message: another user of the account gets
@@ -117,11 +121,19 @@ class MessageStore:
         )
 
     def recent(
-        self, *, account_id: str, user_id: str, conversation_id: str, limit: int
+        self,
+        *,
+        account_id: str,
+        user_id: str,
+        conversation_id: str,
+        limit: int,
+        channel: str | None = None,
     ) -> list[ChatMessage]:
-        """The newest ``limit`` messages, oldest first."""
+        """The newest ``limit`` messages, oldest first: of every channel, or given a
+        ``channel`` that channel's and those saved without one."""
         self.check_owner(account_id=account_id, user_id=user_id, conversation_id=conversation_id)
-        return self.open(self.tables.recent(account_id, conversation_id, limit=limit))
+        rows = self.tables.recent(account_id, conversation_id, limit=limit, channel=channel)
+        return self.open(rows)
 
     def open(self, rows: Sequence[MessageRow]) -> list[ChatMessage]:
         """Open sealed rows; a row that fails authentication is left out (its id logged)."""
@@ -158,8 +170,15 @@ class MessageStore:
             log.warning("message %s failed to open; left out", row.id)
             return None
 
-    def purge(self, *, retention_days: float, now: float | None = None, batch: int = 500) -> int:
-        """Delete messages summarised more than ``retention_days`` ago; how many."""
+    def purge(
+        self, *, retention_days: float | None, now: float | None = None, batch: int = 500
+    ) -> int:
+        """Delete messages summarised more than ``retention_days`` ago; how many.
+
+        ``None`` (no retention configured) keeps every message and deletes nothing.
+        """
+        if retention_days is None:
+            return 0
         before = (time.time() if now is None else now) - retention_days * 86400
         total = 0
         while True:

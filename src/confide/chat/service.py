@@ -25,6 +25,7 @@ from confide.chat.summaries import (
 )
 from confide.chat.types import (
     ConversationHistory,
+    MemoryContext,
     MessagePage,
     NewMessage,
     SavedMessage,
@@ -79,10 +80,14 @@ class ChatMemory:
             self.facts,
             embedder=embedder,
             window=self.settings.history_window,
+            summary_min=self.settings.history_summary_min_cosine,
             ops=engine,
         )
+        self.llm = llm if llm is not None else llm_from_settings(self.settings)
+        """The model of the summaries and of the insights a summary queues (``None``: none
+        configured)."""
         if summariser is None:
-            model = llm if llm is not None else llm_from_settings(self.settings)
+            model = self.llm
             summariser = OfflineSummariser() if model is None else LLMSummariser(model)
         self.summaries = RollingSummaries(
             engine,
@@ -102,14 +107,17 @@ class ChatMemory:
         """
         return self.messages.add(message)
 
-    def add_message_and_summarise(self, message: NewMessage | dict[str, Any]) -> SavedMessage:
-        """:meth:`add_message`, then the summary check, waited for (the SDK's blocking path)."""
+    def add_message_and_summarise(
+        self, message: NewMessage | dict[str, Any]
+    ) -> tuple[SavedMessage, SummaryOutcome | None]:
+        """:meth:`add_message`, then the summary check, waited for (the SDK's blocking path);
+        the saved message and the summary made, if one was."""
         saved = self.add_message(message)
         new = message if isinstance(message, NewMessage) else NewMessage.model_validate(message)
-        _run_blocking(
+        outcome = _run_blocking(
             self.summarise_if_due(account_id=new.account_id, conversation_id=new.conversation_id)
         )
-        return saved
+        return saved, outcome
 
     def list_messages(
         self,
@@ -130,7 +138,8 @@ class ChatMemory:
         )
 
     def purge_messages(self, *, now: float | None = None) -> int:
-        """Delete messages summarised more than ``CONFIDE_MESSAGE_RETENTION_DAYS`` ago."""
+        """Delete messages summarised more than ``CONFIDE_MESSAGE_RETENTION_DAYS`` ago; with
+        the setting unset (the default) every message is kept and nothing is deleted."""
         return self.messages.purge(retention_days=self.settings.message_retention_days, now=now)
 
     # ---- history -----------------------------------------------------------------------------
@@ -148,10 +157,34 @@ class ChatMemory:
 
         ``categories``: the memory categories the reading agent may see (its allowlist, as
         :meth:`~confide.retrieval.categories.CategoriesConfig.resolve` gives it); ``None``:
-        every category. Raises :class:`~confide.errors.NotFoundError` for another user's
-        conversation; a context tier that fails is logged (counts only) and left out.
+        every category. ``channel``: the window holds that channel's messages (and those
+        saved without one); ``None``: every channel's. Raises
+        :class:`~confide.errors.NotFoundError` for another user's conversation; a context
+        tier that fails is logged (counts only) and left out.
         """
         return self.history.build(
+            text,
+            account_id=account_id,
+            user_id=user_id,
+            conversation_id=conversation_id,
+            channel=channel,
+            categories=categories,
+        )
+
+    def memory_context(
+        self,
+        text: str,
+        *,
+        account_id: str,
+        user_id: str,
+        conversation_id: str,
+        channel: str | None = None,
+        categories: Sequence[str] | None = None,
+    ) -> MemoryContext:
+        """:meth:`retrieve` in the older three-tier form: ``short_term`` (the window),
+        ``long_term`` (summary chunks, important memories, subject facts) and ``semantic``
+        (memories similar to ``text``). Same arguments and errors as :meth:`retrieve`."""
+        return self.history.tiers(
             text,
             account_id=account_id,
             user_id=user_id,

@@ -242,12 +242,14 @@ class OfflineSummariser:
 
 @dataclass(frozen=True, slots=True)
 class SummaryOutcome:
-    """A committed summary: its chunk, the range ``[start, end)`` and the facts written."""
+    """A committed summary: its chunk, the range ``[start, end)``, the facts written and
+    the conversation's owner."""
 
     chunk_id: str
     range_start: int
     range_end: int
     facts_written: int
+    user_id: str
 
 
 class _AlreadySummarised(Exception):
@@ -370,4 +372,4 @@ class RollingSummaries:
                 memory_id=revised.id,
                 category=revised.category,
             )
-        return SummaryOutcome(written[0].id, start, end, len(written) - 1)
+        return SummaryOutcome(written[0].id, start, end, len(written) - 1, owner)

@@ -17,10 +17,12 @@ from confide.types import Identifier, check_user_id
 __all__ = [
     "FACT_CATEGORIES",
     "ChatMessage",
+    "ContextItem",
     "ContextMessage",
     "ConversationHistory",
     "FactCategory",
     "HistoryMetadata",
+    "MemoryContext",
     "MessagePage",
     "NewMessage",
     "SavedMessage",
@@ -118,6 +120,7 @@ class HistoryMetadata(BaseModel):
     newest_message_timestamp: datetime | None
     has_long_term_context: bool
     has_semantic_context: bool
+    has_summary_context: bool = False
 
 
 class ConversationHistory(BaseModel):
@@ -126,6 +129,7 @@ class ConversationHistory(BaseModel):
     ``messages``: the recent user and assistant messages (``role``, ``content``,
     ``timestamp``), oldest first; ``context_messages``: system messages with memory, placed
     before them; ``metadata``: counts and which context tiers answered.
+    :class:`MemoryContext` is the older three-tier form of the same findings.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -133,6 +137,40 @@ class ConversationHistory(BaseModel):
     messages: list[dict[str, str]]
     context_messages: list[ContextMessage]
     metadata: HistoryMetadata
+
+
+class ContextItem(BaseModel):
+    """Something a context tier found: a memory, a summary chunk or a subject fact.
+
+    ``score`` is its cosine similarity to the input when a vector search found it
+    (``None``: found by keyword, or a subject fact).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    kind: Literal["memory", "summary", "fact"]
+    content: str
+    category: str | None
+    created_at: datetime
+    score: float | None = None
+
+
+class MemoryContext(BaseModel):
+    """A conversation's history in the older three-tier form.
+
+    ``short_term``: the recent messages (``role``, ``content``, ``timestamp``), oldest
+    first, as :attr:`ConversationHistory.messages`; ``long_term``: the summary chunks (best
+    first), the important memories the keyword tier found and the subject's facts;
+    ``semantic``: the memories found by similarity to the input. The same findings as
+    :class:`ConversationHistory`, unformatted.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    short_term: list[dict[str, str]]
+    long_term: list[ContextItem]
+    semantic: list[ContextItem]
 
 
 class SubjectFact(BaseModel):

@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from confide.apps import AppSettings
-from confide.chat import ConversationHistory, MessagePage, SavedMessage
+from confide.chat import ConversationHistory, MemoryContext, MessagePage, SavedMessage
 from confide.chat.prompt import Delivery
 from confide.chat.types import SubjectFact
 from confide.conversation.proposals import Proposal
@@ -192,10 +192,31 @@ class AsyncGate:
             agent=agent,
         )
 
+    async def memory_context(
+        self,
+        principal: Principal,
+        text: str,
+        *,
+        user_id: str | None,
+        conversation_id: str,
+        channel: str | None = None,
+        agent: str | None = None,
+    ) -> MemoryContext:
+        """See :meth:`Gate.memory_context`."""
+        return await asyncio.to_thread(
+            self.gate.memory_context,
+            principal,
+            text,
+            user_id=user_id,
+            conversation_id=conversation_id,
+            channel=channel,
+            agent=agent,
+        )
+
     async def deliver(
         self,
         principal: Principal,
-        agent: str,
+        agent: str | None,
         text: str,
         *,
         user_id: str | None,

@@ -26,7 +26,13 @@ from typing import Any
 from pydantic import BaseModel
 
 from confide.apps import AppMemories, AppSettings
-from confide.chat import ChatMemory, ConversationHistory, MessagePage, SavedMessage
+from confide.chat import (
+    ChatMemory,
+    ConversationHistory,
+    MemoryContext,
+    MessagePage,
+    SavedMessage,
+)
 from confide.chat.facts import FACT_MEMORY_CATEGORY
 from confide.chat.prompt import Delivery
 from confide.chat.types import SubjectFact
@@ -509,10 +515,30 @@ class Gate:
             categories=self.readable(principal, agent),
         )
 
+    def memory_context(
+        self,
+        principal: Principal,
+        text: str,
+        *,
+        user_id: str | None,
+        conversation_id: str,
+        channel: str | None = None,
+        agent: str | None = None,
+    ) -> MemoryContext:
+        """:meth:`retrieve` in the older three-tier form, under the same rules."""
+        return self.chat.memory_context(
+            text,
+            account_id=principal.account_id,
+            user_id=self.user(principal, user_id),
+            conversation_id=conversation_id,
+            channel=channel,
+            categories=self.readable(principal, agent),
+        )
+
     def deliver(
         self,
         principal: Principal,
-        agent: str,
+        agent: str | None,
         text: str,
         *,
         user_id: str | None,
@@ -520,13 +546,15 @@ class Gate:
         subject_id: str | None = None,
         channel: str | None = None,
     ) -> Delivery:
-        """What to send ``agent``'s model this turn, as its profile says, with the memories of
-        the categories that reach it.
+        """What to send ``agent``'s model (``None``: the principal's first agent) this turn,
+        as its profile says, with the memories of the categories that reach it.
 
         Raises:
             PermissionDeniedError: an agent the principal is not bound to.
-            ValidationError: an agent without a profile.
+            ValidationError: an agent without a profile; a ``history`` delivery without a
+                conversation.
         """
+        agent = principal.agent_for(agent)
         categories = self.readable(principal, agent)
         return self.chat.deliver(
             self.categories.profile(agent),

@@ -174,8 +174,11 @@ class MessageTables(Protocol):
         """Messages with an index above ``after``, oldest first, at most ``limit``."""
         ...
 
-    def recent(self, account_id: str, conversation_id: str, *, limit: int) -> list[MessageRow]:
-        """The newest ``limit`` messages, oldest first."""
+    def recent(
+        self, account_id: str, conversation_id: str, *, limit: int, channel: str | None = None
+    ) -> list[MessageRow]:
+        """The newest ``limit`` messages, oldest first; given a ``channel``, only that
+        channel's messages and those saved without one."""
         ...
 
     def count(self, account_id: str, conversation_id: str) -> int:
@@ -273,13 +276,20 @@ class SqlMessageTables:
             ).fetchall()
         return [_message(r) for r in rows]
 
-    def recent(self, account_id: str, conversation_id: str, *, limit: int) -> list[MessageRow]:
-        """The newest ``limit`` messages, oldest first."""
+    def recent(
+        self, account_id: str, conversation_id: str, *, limit: int, channel: str | None = None
+    ) -> list[MessageRow]:
+        """The newest ``limit`` messages, oldest first; given a ``channel``, only that
+        channel's messages and those saved without one."""
+        where, params = "", [account_id, conversation_id]
+        if channel is not None:
+            where = " AND (channel = ? OR channel IS NULL)"
+            params.append(channel)
         with self._storage.reader(account_id) as db:
             rows = db.run(
-                f"SELECT {_COLUMNS} FROM messages WHERE account_id = ? AND conversation_id = ? "
-                "ORDER BY idx DESC LIMIT ?",
-                [account_id, conversation_id, limit],
+                f"SELECT {_COLUMNS} FROM messages WHERE account_id = ? AND conversation_id = ?"
+                f"{where} ORDER BY idx DESC LIMIT ?",
+                [*params, limit],
             ).fetchall()
         return [_message(r) for r in reversed(rows)]
 

@@ -4,7 +4,8 @@
 account is the job's); a key held only while the job is queued makes a burst of messages
 queue one job, and a message saved after the job started queues the next. Its handler runs
 :meth:`~confide.chat.ChatMemory.summarise_if_due`, which reads the unsummarised messages from
-the store.
+the store; a summary made queues the user's ``insights`` (with a model configured), naming
+the conversation, whose latest messages that job reads.
 
 ``app_resume`` does the app memory work the account's LLM budget deferred (ended
 conversations kept sealed in the store, :meth:`~confide.apps.AppMemories.resume_deferred`):
@@ -22,6 +23,7 @@ from typing import Protocol
 from confide.apps import AppMemories
 from confide.chat import ChatMemory
 from confide.engine import MemoryEngine
+from confide.workers.memory_jobs import enqueue_insights
 from confide.workers.queue import enqueue
 from confide.workers.worker import JobContext, Worker
 
@@ -80,10 +82,20 @@ class ConversationJobs:
         account_id, conversation_id = ctx.job.account_id, ctx.payload.get("conversation_id")
         if account_id is None or not isinstance(conversation_id, str) or not conversation_id:
             return False
+        chat = self.parts.chat
         outcome = asyncio.run(
-            self.parts.chat.summarise_if_due(account_id=account_id, conversation_id=conversation_id)
+            chat.summarise_if_due(account_id=account_id, conversation_id=conversation_id)
         )
-        return outcome is not None
+        if outcome is None:
+            return False
+        enqueue_insights(
+            ctx.engine,
+            chat.llm,
+            account_id=account_id,
+            user_id=outcome.user_id,
+            conversation_id=conversation_id,
+        )
+        return True
 
     def app_resume(self, ctx: JobContext) -> int:
         """Do deferred app memory work the budget now allows (of the job's account, or of

@@ -9,8 +9,10 @@
 2. one model call (temperature 0, at most 220 tokens, :data:`INSIGHT_PROMPT`) reads the
    latest five *activity items* (the user's episodic memories: session and conversation
    summaries, what was discussed, decided or done), at most three *new semantic memories*
-   (facts, preferences and the like stored since the last insight, within a week) and at
-   most 1,000 characters of recent context the caller holds in memory;
+   (facts, preferences and the like stored since the last insight, within a week) and the
+   last 1,000 characters of the *recent conversation* (:func:`conversation_snippet` of the
+   latest messages of the chat that triggered the job, opened by the worker from the
+   store; never stored elsewhere or logged);
 3. the answer, ``{"insights": [{"summary", "tags", "importance"}]}``, gives 0-3 insights;
    each passes the semantic writing guard (third person, at most 280 characters) and the
    survivors are stored in one transaction as type ``insight``, category
@@ -28,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -47,6 +49,7 @@ __all__ = [
     "InsightReport",
     "InsightWriter",
     "ProposedInsight",
+    "conversation_snippet",
     "parse_insights",
 ]
 
@@ -57,6 +60,8 @@ INSIGHT_IMPORTANCE = 2
 MAX_ACTIVITY_ITEMS = 5
 MAX_NEW_SEMANTIC = 3
 MAX_CONTEXT_CHARS = 1_000
+SNIPPET_MESSAGES = 10
+"""The latest messages of the triggering conversation a snippet is made of."""
 MAX_INSIGHTS = 3
 MAX_TOKENS = 220
 MAX_TAGS = 5
@@ -168,6 +173,16 @@ def parse_insights(text: str) -> list[ProposedInsight]:
 
 def _lines(memories: Sequence[Memory]) -> str:
     return "\n".join(f"- {' '.join(m.value.split())}" for m in memories) or "- (none)"
+
+
+def conversation_snippet(
+    messages: Iterable[tuple[str, str]], *, limit: int = MAX_CONTEXT_CHARS
+) -> str:
+    """``role: text`` lines of ``(role, text)`` pairs, oldest first, cut to their last
+    ``limit`` characters (the newest messages kept whole, the oldest one cut at its start).
+    """
+    text = "\n".join(f"{role}: {' '.join(content.split())}" for role, content in messages)
+    return text[-limit:] if limit > 0 else ""
 
 
 def render_input(

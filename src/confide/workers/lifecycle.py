@@ -29,7 +29,8 @@ def ttl_job(ctx: JobContext) -> int:
 
 def purge_job(ctx: JobContext) -> int:
     """Hard-delete memories past their ``purge_at`` (every version with its tokens, vectors
-    and edges), chat messages summarised longer ago than their retention, and finished jobs
+    and edges), chat messages summarised longer ago than their retention (when the operator
+    set one: ``CONFIDE_MESSAGE_RETENTION_DAYS``), and finished jobs
     older than :data:`JOB_RETENTION_DAYS`. Returns how many memory versions were purged."""
     report = ctx.engine.purge_expired(now=ctx.now)
     MessageStore(ctx.engine).purge(retention_days=ctx.settings.message_retention_days, now=ctx.now)

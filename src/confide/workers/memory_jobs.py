@@ -15,19 +15,21 @@ import asyncio
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from confide.chat.messages import MessageStore
 from confide.conversation.dedup import DedupPolicy
 from confide.embedders.base import Embedder
 from confide.engine import MemoryEngine
+from confide.errors import NotFoundError
 from confide.llm.base import LLM
 from confide.llm.usage import UsageLedger
 from confide.workers.consolidation import Consolidator
-from confide.workers.insights import InsightWriter
+from confide.workers.insights import SNIPPET_MESSAGES, InsightWriter, conversation_snippet
 from confide.workers.judges import judge_from_settings
 from confide.workers.multifact_trigger import MULTIFACT, MultiFactTrigger, enqueue_multifact
 from confide.workers.queue import enqueue
 from confide.workers.worker import JobContext, Worker
 
-__all__ = ["MemoryJobs", "enqueue_insights", "enqueue_multifact"]
+__all__ = ["MemoryJobs", "enqueue_insights", "enqueue_multifact", "recent_snippet"]
 
 INSIGHTS = "insights"
 CONSOLIDATION = "consolidation"
@@ -63,13 +65,26 @@ class MemoryJobs:
         return sum(r.merges for r in reports)
 
     def insights(self, ctx: JobContext) -> int:
-        """Write the user's insights (1-3, or none); returns how many were stored."""
+        """Write the user's insights (1-3, or none); returns how many were stored.
+
+        A job naming the conversation that queued it gives the model a snippet of that
+        conversation's latest messages, opened here from the store (the payload holds ids
+        only) and never logged.
+        """
         account_id, user_id = ctx.job.account_id, _text(ctx, "user_id")
         if account_id is None or user_id is None:
             return 0
+        conversation_id = _text(ctx, "conversation_id")
+        snippet = ""
+        if conversation_id is not None:
+            snippet = recent_snippet(
+                ctx.engine, account_id=account_id, user_id=user_id, conversation_id=conversation_id
+            )
         writer = InsightWriter(ctx.engine, self.llm, ctx.settings, ledger=self.ledger)
         report = asyncio.run(
-            writer.run_user(account_id=account_id, user_id=user_id, now=_when(ctx))
+            writer.run_user(
+                account_id=account_id, user_id=user_id, now=_when(ctx), recent_context=snippet
+            )
         )
         return report.stored
 
@@ -102,18 +117,47 @@ class MemoryJobs:
         return report.stored
 
 
+def recent_snippet(
+    engine: MemoryEngine, *, account_id: str, user_id: str, conversation_id: str
+) -> str:
+    """The snippet of the conversation's latest messages an insights run reads
+    (:func:`~confide.workers.insights.conversation_snippet`); ``""`` when the conversation
+    holds none of the user's (another user's, or gone)."""
+    try:
+        messages = MessageStore(engine).recent(
+            account_id=account_id,
+            user_id=user_id,
+            conversation_id=conversation_id,
+            limit=SNIPPET_MESSAGES,
+        )
+    except NotFoundError:
+        return ""
+    return conversation_snippet((m.role, m.content) for m in messages)
+
+
 def enqueue_insights(
-    engine: MemoryEngine, llm: LLM | None, *, account_id: str, user_id: str
+    engine: MemoryEngine,
+    llm: LLM | None,
+    *,
+    account_id: str,
+    user_id: str,
+    conversation_id: str | None = None,
 ) -> str | None:
-    """Queue an insights run for the user (once per user until it has run); nothing
-    without a model."""
+    """Queue an insights run for the user (once a day per user); nothing without a model.
+
+    ``conversation_id`` names the chat that triggered it: the run reads a snippet of its
+    latest messages from the store (ids only in the payload, never text).
+    """
     if llm is None:
         return None
+    payload = {"user_id": user_id}
+    if conversation_id is not None:
+        payload["conversation_id"] = conversation_id
     return enqueue(
         engine,
         INSIGHTS,
         account_id=account_id,
-        payload={"user_id": user_id},
+        payload=payload,
         dedupe_key=f"{INSIGHTS}:{account_id}:{user_id}:{_day()}",
     )
 

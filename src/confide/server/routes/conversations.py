@@ -1,14 +1,14 @@
-"""``/v1/conversations/{conversation_id}``: chat messages and the history built from them.
+"""``/v1/conversations/{conversation_id}/messages``: a conversation's chat messages.
 
 Message contents are sealed under the user's key and never logged. After each saved
 message a background task checks whether the conversation needs a rolling summary; tests
-wait for it with ``app.state.services.tasks.join()``.
+wait for it with ``app.state.services.tasks.join()``. The history built from the messages
+(retrieve, the three-tier memory context, a turn's delivery) is :mod:`.history`'s.
 """
 
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
@@ -123,101 +123,4 @@ async def list_messages(
     )
     return MessageListOut(
         messages=[MessageOut.of(m) for m in page.messages], next_cursor=page.next_cursor
-    )
-
-
-class RetrieveBody(BaseModel):
-    """The user's new input, to find memory relevant to it."""
-
-    model_config = ConfigDict(extra="forbid") | documented(
-        {"user_id": "line-42", "input": "Where does Maya live now?", "channel": "chat"},
-        required=["user_id", "input"],
-    )
-
-    user_id: str = Field(min_length=1, max_length=256)
-    input: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
-    channel: str | None = Field(default=None, min_length=1, max_length=64)
-    agent: str | None = Field(
-        default=None,
-        min_length=1,
-        max_length=64,
-        description="the agent the history is for (one the key is bound to; default: its "
-        "first): memory of its allowlist's categories only",
-    )
-
-
-class HistoryMessageOut(BaseModel):
-    """A user or assistant message of the history."""
-
-    role: Literal["user", "assistant"]
-    content: str
-    timestamp: str
-
-
-class ContextMessageOut(BaseModel):
-    """A system message with memory, to place before the conversation's messages."""
-
-    role: Literal["system"] = "system"
-    content: str
-
-
-class HistoryMetadataOut(BaseModel):
-    """Counts and which context tiers answered."""
-
-    model_config = ConfigDict(populate_by_name=True)
-
-    conversation_id: str = Field(alias="conversationId")
-    message_count: int = Field(alias="messageCount")
-    oldest_message_timestamp: str | None = Field(alias="oldestMessageTimestamp")
-    newest_message_timestamp: str | None = Field(alias="newestMessageTimestamp")
-    has_long_term_context: bool = Field(alias="hasLongTermContext")
-    has_semantic_context: bool = Field(alias="hasSemanticContext")
-
-
-class ConversationHistoryOut(BaseModel):
-    """``messages`` (recent, oldest first), ``contextMessages`` (system messages to place
-    before them) and ``metadata``."""
-
-    model_config = ConfigDict(populate_by_name=True)
-
-    messages: list[HistoryMessageOut]
-    context_messages: list[ContextMessageOut] = Field(alias="contextMessages")
-    metadata: HistoryMetadataOut
-
-
-def _iso(value: datetime | None) -> str | None:
-    return None if value is None else value.isoformat()
-
-
-@router.post(
-    "/{conversation_id}/retrieve",
-    response_model=ConversationHistoryOut,
-    response_model_by_alias=True,
-)
-async def retrieve(
-    conversation_id: str, body: RetrieveBody, services: Svc, caller: Caller
-) -> ConversationHistoryOut:
-    """The conversation's recent messages, with memory relevant to ``input`` as context
-    messages (404 for another user's conversation; 403 for an agent the key is not bound to).
-    """
-    history = await services.agate.retrieve(
-        caller,
-        body.input,
-        user_id=body.user_id,
-        conversation_id=conversation_id,
-        channel=body.channel,
-        agent=body.agent,
-    )
-    meta = history.metadata
-    return ConversationHistoryOut(
-        messages=[HistoryMessageOut.model_validate(m) for m in history.messages],
-        context_messages=[ContextMessageOut(content=c.content) for c in history.context_messages],
-        metadata=HistoryMetadataOut(
-            conversation_id=meta.conversation_id,
-            message_count=meta.message_count,
-            oldest_message_timestamp=_iso(meta.oldest_message_timestamp),
-            newest_message_timestamp=_iso(meta.newest_message_timestamp),
-            has_long_term_context=meta.has_long_term_context,
-            has_semantic_context=meta.has_semantic_context,
-        ),
     )
