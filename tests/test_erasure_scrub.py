@@ -82,7 +82,7 @@ def reader(engine: MemoryEngine, home: Path) -> Iterator[Reader]:
 def test_a_reader_on_the_key_store_leaves_the_erasure_pending_until_the_worker_settles_it(
     engine: MemoryEngine, reader: Reader
 ) -> None:
-    receipt = engine.erase_user(account_id=ACCOUNT, user_id="u-1")
+    receipt = engine.erase_user(account_id=ACCOUNT, user_id="u-1", settle_seconds=0)
 
     assert receipt.status == "pending"
     assert (
@@ -107,7 +107,7 @@ def test_a_reader_on_the_key_store_leaves_the_erasure_pending_until_the_worker_s
 
 @pytest.mark.erasure_may_pend
 def test_the_hourly_purge_settles_pending_scrubs_too(engine: MemoryEngine, reader: Reader) -> None:
-    receipt = engine.erase_user(account_id=ACCOUNT, user_id="u-1")
+    receipt = engine.erase_user(account_id=ACCOUNT, user_id="u-1", settle_seconds=0)
     assert receipt.status == "pending"
     reader.release()
     assert [r.status for r in engine.retry_scrubs()] == ["verified"]
@@ -118,7 +118,7 @@ def test_the_hourly_purge_settles_pending_scrubs_too(engine: MemoryEngine, reade
 def test_waiting_for_a_scrub_retries_until_the_reader_is_gone(
     engine: MemoryEngine, reader: Reader
 ) -> None:
-    receipt = engine.erase_user(account_id=ACCOUNT, user_id="u-1")
+    receipt = engine.erase_user(account_id=ACCOUNT, user_id="u-1", settle_seconds=0)
     heard: list[str] = []
     ticks = iter(range(100))
 

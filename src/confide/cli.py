@@ -470,7 +470,9 @@ def erase_user(ctx: click.Context, account: str, user: str, yes: bool, wait_seco
         click.confirm(f"Erase every memory of user {user!r} in {account!r}?", abort=True)
     engine = _engine(ctx)
     with progress_bar("erasing", "steps") as progress:
-        receipt = engine.erase_user(account_id=account, user_id=user, progress=progress)
+        receipt = engine.erase_user(
+            account_id=account, user_id=user, progress=progress, settle_seconds=0
+        )
     if receipt.status == "pending":
         told: set[str] = set()
 

@@ -132,7 +132,7 @@ def test_a_missing_grant_is_named_and_the_scrub_stays_pending_until_it_is_given(
         assert any(switch in r.getMessage() for r in caplog.records)
         _fill(engine)
 
-        receipt = engine.erase_user(account_id=ACCOUNT, user_id="u-1")
+        receipt = engine.erase_user(account_id=ACCOUNT, user_id="u-1", settle_seconds=0)
 
         assert receipt.status == "pending"
         assert receipt.blocked_by is not None and switch in receipt.blocked_by
