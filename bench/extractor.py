@@ -11,7 +11,9 @@ By default it scores three sets:
   used to change them: the honest estimate.
 
 A predicted memory matches an expected one when the types are equal and the expected value
-fragment appears in the predicted value (case-insensitive). "strict" also needs the key to
+fragment appears in the predicted value (case-insensitive), as written or retold in the third
+person as the extractor writes values (a label's ``by myself`` is found in ``The user lives by
+themselves``). "strict" also needs the key to
 name the same kind of memory; "lenient" ignores the key (the fact is what counts).
 
 Extracted keys come from a fixed vocabulary (``confide.llm.key_vocabulary``): the labels were
@@ -32,6 +34,7 @@ from pathlib import Path
 from confide.llm.candidates import Candidate
 from confide.llm.key_vocabulary import family
 from confide.llm.offline import OfflineExtractor
+from confide.llm.third_person import third_person
 
 DATA = Path(__file__).parent / "data"
 DEFAULT_LABELS = [
@@ -51,7 +54,8 @@ def _matches(pred: Candidate, exp: dict[str, str], *, strict: bool) -> bool:
         return False
     if strict and family(pred.key)[0] != family(exp["key"])[0]:
         return False
-    return exp["value"].lower() in pred.value.lower()
+    told = pred.value.lower()
+    return exp["value"].lower() in told or third_person(exp["value"], named=True).lower() in told
 
 
 def score(

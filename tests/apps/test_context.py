@@ -27,9 +27,9 @@ def test_exact_text_newest_first(engine: MemoryEngine) -> None:
         "(memories for app: Team Notes)\n"
         "The following are memories from previous conversations with this app:\n"
         "\n"
-        f"1. [Created: {day}] I prefer option 2 for the report.\n"
-        f"2. [Created: {day}] I prefer option 1 for the report.\n"
-        f"3. [Created: {day}] I prefer option 0 for the report.\n"
+        f"1. [Created: {day}] The user prefers option 2 for the report.\n"
+        f"2. [Created: {day}] The user prefers option 1 for the report.\n"
+        f"3. [Created: {day}] The user prefers option 0 for the report.\n"
         "\n"
         "Use these memories to provide context-aware responses."
     )
@@ -47,7 +47,11 @@ def test_each_memory_200_and_the_whole_2000(engine: MemoryEngine) -> None:
     apps = AppMemories(engine, llm=None)
     apps.configure(ACCOUNT, "notes", memory_cap=40)
     for n in range(15):
-        long = [{"role": "user", "content": f"Item {n:02d} " + "word " * 60}]
+        said = (
+            f"Item {n:02d} is the report I prefer to read first. I always want the summary "
+            "in bullet points. I want weekly updates on the budget. I prefer short answers."
+        )
+        long = [{"role": "user", "content": said}]
         asyncio.run(
             apps.end_conversation(
                 account_id=ACCOUNT, app_id="notes", conversation_id=f"c{n}", messages=long

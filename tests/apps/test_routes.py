@@ -78,7 +78,7 @@ async def test_admin_routes_exact_bodies(apps_api: ApiFactory) -> None:
         assert list(listed.json()) == ["memories"]
         assert [set(m) for m in memories] == [{"id", "content", "createdAt", "updatedAt"}] * 3
         assert [m["content"] for m in memories] == [
-            f"I prefer option {n} for the report." for n in (2, 1, 0)
+            f"The user prefers option {n} for the report." for n in (2, 1, 0)
         ]
         one = await api.client.delete(f"/apps/notes/memories/{memories[0]['id']}", headers=admin)
         assert (one.status_code, one.json()) == (200, {"success": True})

@@ -74,8 +74,8 @@ def test_without_llm_an_offline_paragraph(engine: MemoryEngine) -> None:
     assert outcome.written_by == "offline"
     [memory] = apps.memories(ACCOUNT, "notes")
     assert memory.value == (
-        "I always want the summary in bullet points. We fixed the login bug today. "
-        "Next we need to add tests. Hello there."
+        "The user always wants the summary in bullet points. The user and others fixed the "
+        "login bug today. Next the user and others need to add tests."
     )
     assert len(memory.value) <= 200
 
@@ -92,7 +92,7 @@ def test_llm_failure_falls_back_to_the_offline_paragraph(
     )
     assert outcome.written_by == "offline"
     assert [m.value for m in apps.memories(ACCOUNT, "notes")] == [
-        "I prefer option 3 for the report."
+        "The user prefers option 3 for the report."
     ]
 
 

@@ -9,6 +9,7 @@ import asyncio
 from tests.apps.conftest import ACCOUNT, llm_of, transcript
 
 from confide.apps import AppMemories
+from confide.apps.scope import AppMessage
 from confide.apps.service import EndOutcome, parse_messages
 from confide.apps.writer import LLMMemoryWriter, check_app_memory, offline_paragraph
 from confide.conversation.writing import Outcome
@@ -69,3 +70,25 @@ def test_a_decorated_memory_is_trimmed_and_counted(
     tally = apps.writer.writing
     assert (tally.counts[Outcome.TRIMMED], tally.counts[Outcome.ACCEPTED]) == (1, 1)
     assert tally.first_pass_rate == 0.5
+
+
+def test_the_offline_paragraph_passes_the_guard_a_model_paragraph_must() -> None:
+    said = [
+        AppMessage(
+            role="user",
+            content="Can you export it as CSV? I always want dates in ISO format. Please hurry. "
+            "You did great. We fixed the import bug; I still need to check the totals.",
+        ),
+        AppMessage(role="assistant", content="Sure."),
+    ]
+    paragraph = offline_paragraph(said)
+    # The user's statements retold; the question, the request and the praise left out.
+    assert paragraph == (
+        "The user always wants dates in ISO format. The user and others fixed the import bug. "
+        "The user still needs to check the totals."
+    )
+    assert check_app_memory(paragraph).outcome is Outcome.ACCEPTED
+    alone = [AppMessage(role="assistant", content="I exported it. The export uses ISO dates.")]
+    assert offline_paragraph(alone) == "The export uses ISO dates."  # speaks of neither party
+    nothing = offline_paragraph([AppMessage(role="user", content="Thanks!")])
+    assert check_app_memory(nothing).outcome is Outcome.ACCEPTED

@@ -157,7 +157,7 @@ def test_instructions_mode_writes_memory_and_shared_facts_into_the_prompt(
     )
     assert bobs_prompt().endswith(
         "Known facts about rex from conversations:\n"
-        "- [relationship] My dog is called Quibblezap. (shared)"
+        "- [relationship] The user's dog is called Quibblezap. (shared)"
     )
     chat.set_fact_visibility(
         account_id=ACCOUNT, user_id="user-1", fact_id=fact.id, visibility="private"

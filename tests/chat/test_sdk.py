@@ -43,7 +43,7 @@ def test_sdk_saves_lists_retrieves_and_summarises(engine: MemoryEngine) -> None:
     )
     assert history.metadata.message_count == 20
     assert history.metadata.has_long_term_context
-    assert "I love gardening with roses." in history.context_messages[0].content
+    assert "The user loves gardening with roses." in history.context_messages[0].content
     # memory_query reaches the summary chunk too.
     found = memory.query(
         {"agent": "default", "account_id": ACCOUNT, "user_id": "ann", "query": "gardening roses"}

@@ -20,6 +20,7 @@ from confide.chat.history import CHUNK_CATEGORY
 from confide.chat.summaries import ACTOR as SUMMARY_ACTOR
 from confide.chat.summaries import SUMMARY_PROMPT, LLMSummariser, OfflineSummariser
 from confide.chat.types import ChatMessage
+from confide.conversation.writing import Outcome, check_episodic, check_semantic
 from confide.embedders.openai import OpenAICompatibleEmbedder
 from confide.engine import MemoryEngine
 from confide.errors import ProviderError, StorageError
@@ -285,14 +286,17 @@ def test_the_offline_summariser_is_deterministic_and_finds_facts(engine: MemoryE
     _run(chat)
     state = _state(engine)
     [chunk] = state["chunks"]
-    assert "My dog is called Biscuit." in chunk.value
-    assert "I work as a nurse at the city hospital." in chunk.value
+    # The user's words, retold in the third person: a summary as a model must write one.
+    assert "The user's dog is called Biscuit." in chunk.value
+    assert "The user works as a nurse at the city hospital." in chunk.value
     assert 2 <= chunk.value.count(".") <= 4
+    assert check_episodic(chunk.value).outcome is Outcome.ACCEPTED
     facts = chat.subject_facts(account_id=ACCOUNT, user_id="user-1", subject_id="ann")
     assert {(f.category, f.content) for f in facts} >= {
-        (FactCategory.RELATIONSHIP, "My dog is called Biscuit."),
-        (FactCategory.OCCUPATION, "I work as a nurse at the city hospital."),
+        (FactCategory.RELATIONSHIP, "The user's dog is called Biscuit."),
+        (FactCategory.OCCUPATION, "The user works as a nurse at the city hospital."),
     }
+    assert all(check_semantic(f.content).outcome is Outcome.ACCEPTED for f in facts)
     opened = chat.messages.open(engine.message_tables().messages(ACCOUNT, "c1", after=-1, limit=20))
     again = asyncio.run(OfflineSummariser().summarise(opened))
     assert again.summary == chunk.value
@@ -316,6 +320,6 @@ def test_offline_facts_keep_what_the_rules_have_no_pattern_for() -> None:
     ]
     summary = asyncio.run(OfflineSummariser().summarise(messages))
     assert {(f.category, f.content) for f in summary.facts} == {
-        (FactCategory.OTHER, "I keep bees on my allotment."),
-        (FactCategory.RELATIONSHIP, "My dog is called Biscuit."),
+        (FactCategory.OTHER, "The user keeps bees on their allotment."),
+        (FactCategory.RELATIONSHIP, "The user's dog is called Biscuit."),
     }

@@ -59,6 +59,28 @@ async def test_dispatch_refuses_bad_calls_and_other_users_memories(engine: Memor
         await dispatcher.dispatch("memory_query", '{"query": "tea"}', session(buffer))
 
 
+@pytest.mark.asyncio
+async def test_tool_values_pass_the_writing_rules_before_they_are_stored(
+    engine: MemoryEngine,
+) -> None:
+    dispatcher = EngineDispatcher(engine)
+    live = session(SessionBuffer())
+    stored = await dispatcher.dispatch(
+        "store_memory", '{"memory_type": "fact", "key": "living_situation", '
+        '"value": "I live alone with my cat"}', live
+    )  # fmt: skip
+    memory = engine.get(stored["memoryId"], account_id="acct-1")
+    assert memory.value == "The user lives alone with their cat"
+    with pytest.raises(ValidationError, match=r"not_self_contained") as refused:
+        await dispatcher.dispatch(
+            "update_memory", '{"existing_key": "living_situation", '
+            '"new_value": "She lives with her son now"}', live
+        )  # fmt: skip
+    assert refused.value.fields == ("new_value",) and "son" not in str(refused.value)
+    [kept] = engine.list_memories(MemoryFilter(account_id="acct-1", user_id="u1"))
+    assert (kept.id, kept.version) == (memory.id, 1)
+
+
 def test_dedup_policy_text_threshold(engine: MemoryEngine) -> None:
     existing = [
         engine.store({"account_id": "a", "user_id": "u", "key": "likes_tea",

@@ -19,6 +19,7 @@ from confide.conversation.tools import (
     reminder_offer,
     tool_parameters,
     tools_json,
+    written_value,
 )
 from confide.errors import ValidationError
 from confide.llm.offline import OfflineExtractor
@@ -144,3 +145,52 @@ def test_tool_parameters_in_either_spelling() -> None:
     assert "return" in tool_parameters("memory_query", camel=True)["properties"]
     with pytest.raises(ValidationError, match="unknown tool"):
         tool_parameters("nope")
+
+
+def test_every_tool_example_passes_the_writing_rules_as_written() -> None:
+    for example in TOOL_EXAMPLES:
+        assert written_value(example.value, MemoryType(example.type)) == example.value
+
+
+@pytest.mark.parametrize(
+    ("value", "stored"),
+    [
+        ("I live alone", "The user lives alone"),
+        ("My daughter Sarah lives in Denver.", "The user's daughter Sarah lives in Denver."),
+        ("uses a walker", "The user uses a walker"),
+        ("Loves gardening.", "The user loves gardening."),
+        ('"Fact: The user likes tea."', "The user likes tea."),
+        ("Tucson", "Tucson"),
+        ("1. Boil the water. 2. Steep the tea. 3. Add milk.",
+         "1. Boil the water. 2. Steep the tea. 3. Add milk."),
+    ],
+)  # fmt: skip
+def test_a_tool_value_is_normalised_where_that_is_safe(value: str, stored: str) -> None:
+    store = parse_arguments("store_memory", {"memoryType": "fact", "key": "k", "value": value})
+    assert isinstance(store, StoreMemoryArgs) and store.value == stored
+    update = parse_arguments("update_memory", {"existingKey": "k", "newValue": value})
+    assert isinstance(update, UpdateMemoryArgs) and update.new_value == stored
+
+
+@pytest.mark.parametrize(
+    ("value", "rule"),
+    [
+        ("Her dog is called Zanzibar.", "not_self_contained"),
+        ("You prefer Zanzibar tea.", "not_third_person"),
+        ("Does the user like Zanzibar?", "question"),
+        ("Remind the user about Zanzibar.", "instruction"),
+        ("Zanzibar. Zanzibar is far. The user went there.", "too_many_sentences"),
+    ],
+)
+def test_a_tool_value_the_rules_cannot_mend_is_refused_naming_the_rule(
+    value: str, rule: str
+) -> None:
+    with pytest.raises(ValidationError) as store:
+        parse_arguments("store_memory", {"memory_type": "fact", "key": "k", "value": value})
+    assert store.value.fields == ("value",)
+    assert str(store.value).startswith(f"store_memory: invalid arguments: value: breaks the "
+                                       f"writing rules ({rule}): ")  # fmt: skip
+    assert "Zanzibar" not in str(store.value)  # values are never echoed
+    with pytest.raises(ValidationError) as update:
+        parse_arguments("update_memory", {"existingKey": "k", "newValue": value})
+    assert update.value.fields == ("newValue",)

@@ -39,3 +39,9 @@ def test_grounding() -> None:
     assert is_grounded("bakes cookies", user)
     assert not is_grounded("Sister Margaret moved to Florida", user)
     assert not is_grounded("anything", "")
+
+
+def test_the_words_a_third_person_retelling_adds_are_not_content() -> None:
+    # The offline extractor writes "I live by myself" as "The user lives by themselves".
+    assert is_grounded("The user lives by themselves.", "I live by myself.")
+    assert is_grounded("The user and others keep theirs tidy.", "We keep ours tidy.")

@@ -157,3 +157,25 @@ def test_the_sdk_sends_a_models_candidates_through_the_rules(
 def test_plural_nouns_are_not_taken_for_verbs() -> None:
     assert check_semantic("The user's many hobbies and interests").reason == "incomplete"
     assert check_semantic("The user walks and reads daily.").outcome is Outcome.ACCEPTED
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("Does the user like tea?", "question"),
+        ("The user has a dog. Is it called Rex?", "question"),
+        ("Remind the user to take their pills.", "instruction"),
+        ("Please speak slowly with the user.", "instruction"),
+        ("Never mention the user's late husband.", "instruction"),
+        ("Don't call the user after 8pm.", "instruction"),
+    ],
+)
+def test_a_question_or_an_instruction_is_no_memory(text: str, reason: str) -> None:
+    assert check_semantic(text).reason == reason
+    assert check_semantic(text, keyed=True).reason == reason
+    assert check_episodic(text).reason == reason
+
+
+def test_a_statement_about_what_the_user_asked_is_one() -> None:
+    assert check_semantic("The user asked about the bus times.").outcome is Outcome.ACCEPTED
+    assert check_semantic("The user never drinks coffee.").outcome is Outcome.ACCEPTED

@@ -9,6 +9,7 @@ from typing import Literal
 from hypothesis import given
 from hypothesis import strategies as st
 
+from confide.conversation.writing import Outcome, check_semantic
 from confide.llm.candidates import Candidate
 from confide.llm.key_vocabulary import is_vocabulary, to_vocabulary
 from confide.llm.offline import OfflineExtractor, split_clauses
@@ -99,21 +100,23 @@ def test_we_contractions_and_adverbs() -> None:
 
 def test_home_mobility_and_visits() -> None:
     assert keys("It's just me and the dog in this big house.") == {
-        "living_situation": "lives alone with the dog"
+        "living_situation": "The user lives alone with the dog"
     }
-    assert keys("My son lives with me now.") == {"living_situation": "lives with son"}
-    assert keys("I gave up my license last year.")["mobility"].startswith("gave up my license")
+    assert keys("My son lives with me now.") == {"living_situation": "The user lives with son"}
+    assert keys("I gave up my license last year.")["mobility"].startswith(
+        "The user gave up their license"
+    )
     assert keys("The kids are all coming home for Thanksgiving.") == {
         "visit": "children: The kids are all coming home for Thanksgiving"
     }
     assert keys("I'm getting my cataract surgery on the 14th.") == {
-        "appointment": "my cataract surgery on the 14th"
+        "appointment": "The user's cataract surgery on the 14th"
     }
     assert keys("My son is coming over.") == {}  # a visit needs a time word
 
 
 def test_negated_moods_keep_the_negation() -> None:
-    assert keys("I'm not feeling great today.") == {"mood": "does not feel great today"}
+    assert keys("I'm not feeling great today.") == {"mood": "The user does not feel great today"}
     assert keys("I don't live in Portland anymore.") == {}
 
 
@@ -133,13 +136,17 @@ def test_questions_hypotheticals_and_reported_speech_give_nothing() -> None:
 
 def test_keys_come_from_the_fixed_vocabulary_never_from_the_words() -> None:
     # Before, these keys were built from the user's words (dislikes_ex_husband_robert...).
-    assert keys("I can't stand my ex-husband Robert.") == {"dislikes": "my ex-husband Robert"}
+    assert keys("I can't stand my ex-husband Robert.") == {
+        "dislikes": "The user's ex-husband Robert"
+    }
     assert keys("I like cocaine and I like gardening.") == {
         "likes": "cocaine",
         "likes.2": "gardening",
     }
     assert keys("I prefer methadone over morphine.") == {"prefers": "methadone over morphine"}
-    assert keys("My lower back has been hurting.") == {"pain": "lower back has been hurting"}
+    assert keys("My lower back has been hurting.") == {
+        "pain": "The user's lower back has been hurting"
+    }
     assert keys("My favorite dance move is the twist.") == {"favorite": "dance move: the twist"}
     assert keys("My favorite color is blue.") == {"favorite_color": "blue"}
     for text in (
@@ -175,3 +182,20 @@ def test_model_keys_outside_the_vocabulary_are_mapped() -> None:
     assert mapped("daughter_name", "Sue") == ("daughter_name", "Sue")
     assert mapped("secret_lover_bob", "Bob") == ("note", "secret lover bob: Bob")
     assert mapped("city", "Reno", ("city",)) == ("city", "Reno")
+
+
+def test_values_are_written_about_the_user_as_the_writing_rules_ask() -> None:
+    assert keys("I live on my own.") == {"living_situation": "The user lives on their own"}
+    assert keys("I take my vitamins every night.") == {
+        "routine": "The user takes their vitamins every night"
+    }
+    assert keys("My knee hurts when it rains.") == {"pain": "The user's knee hurts"}
+    assert keys("I love being a grandmother.") == {"likes": "The user loves being a grandmother"}
+    # Names, places and counts stay as said; a value addressing someone is not extracted.
+    assert keys("I hate my neighbour Gary.")["neighbor_name"] == "Gary"
+    assert keys("I love how you paint.") == {}
+    assert keys("I love to.") == {}
+    for text in ("I use a hearing aid.", "My granddaughter is visiting next week."):
+        for candidate in OfflineExtractor().extract_text(text):
+            verdict = check_semantic(candidate.value, keyed=True)
+            assert verdict.outcome is Outcome.ACCEPTED, candidate.value

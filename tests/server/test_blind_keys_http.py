@@ -55,7 +55,7 @@ async def test_api_tool_and_extractor_keys_never_reach_storage_in_clear(api: Api
     assert await listing(api) == {
         "dislikes_ex_husband_robert": "he lied",
         "likes_cocaine": "on weekends",
-        "pain": "lower back has been hurting",
+        "pain": "The user's lower back has been hurting",
         "prefers": "methadone over morphine",
     }
     shown = await api.client.get("/v1/proposals", params={"user_id": "line-1"}, headers=api.auth)

@@ -78,7 +78,7 @@ async def test_extraction_skips_keys_stored_during_the_session_and_duplicates(ap
     await api.post(f"/sessions/{sid}/end")
     await api.join()
     stored = await listing(api)
-    assert stored["mobility"]["value"] == "uses a cane"  # never updated by extraction
+    assert stored["mobility"]["value"] == "The user uses a cane"  # never updated by extraction
     assert "likes_gardening" not in stored  # near-identical to the tool's memory
     assert api.app.state.services.metrics.duplicates_skipped == 1
 

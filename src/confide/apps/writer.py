@@ -10,22 +10,30 @@ The model's paragraph passes the semantic writing guard
 sentences and 200 characters: the prompt asks for the user's standing preferences,
 decisions and open items, facts to read later, not an account of what happened, so the
 episodic guard (past tense) does not fit it. A paragraph the guard rejects is a failed
-answer (:class:`ProviderError`: the offline paragraph is written instead); the offline
-paragraph is the user's own words and is not checked.
+answer (:class:`ProviderError`: the offline paragraph is written instead). The offline
+paragraph keeps the user's own statements, retold in the third person, and passes the same
+guard.
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Sequence
 from typing import Protocol
 
 from confide.apps.scope import MAX_MEMORY_CHARS, AppMessage, clip
-from confide.conversation.writing import Verdict, WritingTally, check_semantic
+from confide.conversation.writing import Outcome, Verdict, WritingTally, check_semantic
 from confide.errors import ProviderError
 from confide.llm.answers import unfenced
 from confide.llm.base import LLM, Message
+from confide.llm.offline import split_clauses
+from confide.llm.third_person import (
+    first_person,
+    is_instruction,
+    retell,
+    second_person,
+    strip_lead_in,
+)
 
 __all__ = [
     "MAX_MEMORY_SENTENCES",
@@ -46,7 +54,8 @@ MEMORY_PROMPT = (
     "preferences, decisions, problems solved and open items. No preamble, no list, no quotes."
 )
 _TRANSCRIPT_CHARS = 24_000
-_SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
+_MIN_WORDS = 4
+"""The fewest words of an offline paragraph's sentence (``The user did.`` says nothing)."""
 _SIGNALS = (
     "prefer", "like", "love", "hate", "want", "always", "never", "decid", "chose", "choose",
     "switch", "use ", "fixed", "solved", "works", "resolved", "todo", "to do", "need",
@@ -109,35 +118,45 @@ class LLMMemoryWriter:
 
 
 def offline_paragraph(messages: Sequence[AppMessage]) -> str:
-    """A deterministic, extractive memory of at most 200 characters.
+    """A deterministic, extractive memory of at most 200 characters that passes
+    :func:`check_app_memory`, as a model's must.
 
-    The user's sentences that carry a preference, a decision, a solved problem or an open
-    item come first (in the order said), then the user's other sentences, then the
-    assistant's; whole sentences are kept while they fit, at most four.
+    The user's statements (not questions, hypotheticals, requests, nor words to someone:
+    :func:`~confide.llm.third_person.retell`), retold in the third person (``I prefer dark
+    mode`` -> ``The user prefers dark mode.``); those that carry a preference, a decision, a
+    solved problem or an open item come first (in the order said), then the others; whole
+    sentences are kept while they fit, at most four. Without a user message, the
+    assistant's sentences that speak of neither party (``I``, ``you``) are used as they are.
     """
-    said = [m for m in messages if m.role == "user"] or [
-        m for m in messages if m.role == "assistant"
-    ]
+    user = [m for m in messages if m.role == "user"]
     sentences = []
-    for message in said:
-        for match in _SENTENCE.finditer(message.content):
-            sentence = " ".join(match.group(0).split()).strip(" -*")
-            if len(sentence) >= 3:
-                sentences.append(sentence)
+    for message in user or [m for m in messages if m.role == "assistant"]:
+        for clause in split_clauses(message.content):
+            told = retell(clause) if user else _impersonal(clause)
+            if told is None or len(told.split()) < _MIN_WORDS:
+                continue
+            if check_app_memory(told).outcome is Outcome.ACCEPTED:
+                sentences.append(told)
+    sentences = list(dict.fromkeys(sentences))
     flagged = [s for s in sentences if any(sig in s.lower() for sig in _SIGNALS)]
     ordered = flagged + [s for s in sentences if s not in flagged]
     chosen: list[str] = []
     length = 0
-    for sentence in ordered:
-        text = sentence[0].upper() + sentence[1:]
-        if text[-1] not in ".!?":
-            text += "."
+    for text in ordered:
         if chosen and length + 1 + len(text) > MAX_MEMORY_CHARS:
             continue
         chosen.append(text)
         length += len(text) + (1 if len(chosen) > 1 else 0)
-        if len(chosen) == 4:
+        if len(chosen) == MAX_MEMORY_SENTENCES:
             break
     if not chosen:
         return "The conversation ended without details to remember."
     return clip(" ".join(chosen))
+
+
+def _impersonal(sentence: str) -> str | None:
+    """An assistant's sentence that speaks of neither party, ending with a full stop."""
+    said = strip_lead_in(sentence).rstrip("!.,;:- ").strip()
+    if not said or first_person(said) or second_person(said) or is_instruction(said):
+        return None
+    return said + "."

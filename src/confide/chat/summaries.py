@@ -11,29 +11,34 @@ LLM timeout, an embedder error or a database failure store nothing, and the rang
 again on the next trigger. The range record is unique, so two triggers racing (or a retry
 after a crash) commit it once: the loser's transaction finds it recorded and rolls back.
 
-Without an LLM, :class:`OfflineSummariser` (extractive and deterministic) does the same job.
+Without an LLM, :class:`OfflineSummariser` (extractive and deterministic) does the same job,
+writing as a model's summary must: the user's statements retold in the third person, dated.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC
 from typing import Any, Protocol
 
 from confide.chat.facts import ExtractedFact, SubjectFacts
 from confide.chat.history import CHUNK_CATEGORY
 from confide.chat.messages import MessageStore
 from confide.chat.types import ChatMessage, FactCategory
-from confide.conversation.writing import WritingTally, check_episodic, check_semantic
+from confide.conversation.validation import MAX_EXTRACTED_VALUE_CHARS
+from confide.conversation.writing import Outcome, WritingTally, check_episodic, check_semantic
 from confide.engine import MemoryEngine
 from confide.errors import ProviderError
 from confide.llm.answers import json_object
 from confide.llm.base import LLM, Message
 from confide.llm.offline import OfflineExtractor, split_clauses
+from confide.llm.third_person import first_person, retell, strip_lead_in, third_person
 from confide.storage.base import Transaction
 from confide.storage.messages import SummaryRange
 from confide.types import Memory, MemoryType, Source
@@ -192,52 +197,133 @@ def _category(key: str, kind: MemoryType) -> FactCategory:
     return FactCategory.OTHER
 
 
-_FIRST_PERSON = re.compile(r"\b(i|i'm|i've|i'd|i'll|me|my|mine|we|we're|we've|our|ours|us)\b", re.I)
+# Words that place a statement in time relative to when it was said: a fact using one is
+# dated, so that "yesterday" still means something when the fact is read later.
+_RELATIVE_TIME = re.compile(
+    r"(?i)\b(?:today|tonight|yesterday|tomorrow|lately|recently|currently|right now|ago|"
+    r"(?:this|last|next) (?:morning|afternoon|evening|night|week|weekend|month|year|"
+    r"(?:mon|tues|wednes|thurs|fri|satur|sun)day))\b"
+)
+# A capitalised word after a lower-case one is a name ("met Caroline", "in Denver").
+_NAME = re.compile(r"(?<=[a-z,;:] )[A-Z][a-z]+")
+
+
+def _day(message: ChatMessage) -> str:
+    """The day ``message`` was written, as ``8 May 2023`` (UTC)."""
+    when = message.timestamp
+    if when.tzinfo is not None:
+        when = when.astimezone(UTC)
+    return f"{when.day} {when:%B %Y}"
+
+
+def _lowered(text: str, names: frozenset[str]) -> str:
+    """``text`` to follow ``On <day>,`` or ``said that``: its first word in lower case
+    unless it is one of ``names``."""
+    first = re.split(r"[\s',]", text, maxsplit=1)[0]
+    return text if first in names else text[:1].lower() + text[1:]
+
+
+@dataclass(frozen=True, slots=True)
+class _Told:
+    """A statement of the user's, retold: where it was said and what it says."""
+
+    weight: float
+    position: int
+    said: str
+    told: str
+    day: str
 
 
 class OfflineSummariser:
-    """Extractive and deterministic: the user's most informative sentences, and the facts
-    in them (each fact is the user's own sentence).
+    """Extractive and deterministic: the user's most informative statements, retold in the
+    third person and dated, and the facts in them.
 
-    A sentence the offline rules recognise gets their category; any other statement the
-    user makes about themselves (first person, not a question or a hypothetical) is kept
-    as an ``other`` fact, so what the rules have no pattern for is not lost.
+    A statement is a clause of a user's message that states something (not a question, a
+    hypothetical, someone else's words: :func:`~confide.llm.offline.split_clauses`), is not
+    a request or an order, addresses no one (``you``), and, retold
+    (:func:`~confide.llm.third_person.third_person`: ``I`` becomes ``the user``), passes the
+    semantic writing rules on its own. The summary is 2-4 of them (facts first, then the
+    longest), in conversation order; the first opens with the day its message was written
+    and is told in the past tense (``On 8 May 2023, the user said that they...`` when the
+    statement is not in the past tense already), a later one opens with its own day when it
+    differs. So it passes the episodic writing rules, as a model's summary must.
+
+    Facts: a statement the offline rules recognise gets their category; any other statement
+    the user makes about themselves (first person) is kept as an ``other`` fact, so what the
+    rules have no pattern for is not lost. Each is the retold statement, dated when it uses
+    a word such as ``yesterday`` or ``next week``.
     """
 
     def __init__(self) -> None:
         self.rules = OfflineExtractor()
 
     async def summarise(self, messages: Sequence[ChatMessage]) -> Summary:
-        """Pick 2-4 sentences (facts first, then the longest), in conversation order."""
-        scored: list[tuple[float, int, str]] = []
+        """Pick 2-4 statements (facts first, then the longest), in conversation order."""
+        scored: list[_Told] = []
         facts: list[ExtractedFact] = []
         seen: set[str] = set()
-        position = 0
+        names = frozenset(n for m in messages for n in _NAME.findall(m.content))
         for message in messages:
             if message.role != "user":
                 continue
-            for sentence in split_clauses(message.content):
-                text = " ".join(sentence.split())
-                if len(text) < 12 or text.lower() in seen:
+            for clause in split_clauses(message.content):
+                said = strip_lead_in(clause)
+                if len(said) < 12 or said.lower() in seen:
                     continue
-                seen.add(text.lower())
-                found = self.rules.extract_text(text)
+                seen.add(said.lower())
+                told = retell(said)
+                if told is None or check_semantic(told).outcome is not Outcome.ACCEPTED:
+                    continue
+                day = _day(message)
+                found = self.rules.extract_text(said)
+                about_user = not found and first_person(said)
+                fact = self._dated(told, day, names)
                 for candidate in found:
-                    facts.append(ExtractedFact(_category(candidate.key, candidate.type), text))
-                about_user = not found and _FIRST_PERSON.search(text) is not None
+                    facts.append(ExtractedFact(_category(candidate.key, candidate.type), fact))
                 if about_user:
-                    facts.append(ExtractedFact(FactCategory.OTHER, text))
-                weight = 2.0 * bool(found) + 1.0 * about_user
-                scored.append((weight + min(len(text), 160) / 160, position, text))
-                position += 1
-        if not scored:
-            line = next((m.content for m in messages if m.content.strip()), "")
-            return Summary(" ".join(line.split())[:300] or "A short exchange.", [])
-        best = sorted(scored, key=lambda s: (-s[0], s[1]))[:4]
-        chosen = [text for _, _, text in sorted(best, key=lambda s: s[1])]
-        summary = " ".join(t if t.endswith((".", "!", "?")) else t + "." for t in chosen)
+                    facts.append(ExtractedFact(FactCategory.OTHER, fact))
+                weight = 2.0 * bool(found) + 1.0 * about_user + min(len(said), 160) / 160
+                scored.append(_Told(weight, len(scored), said, told, day))
         unique = list({(f.category, f.content): f for f in facts}.values())
-        return Summary(summary, unique)
+        if not scored:
+            return Summary(self._exchange(messages), unique)
+        best = sorted(scored, key=lambda s: (-s.weight, s.position))[:4]
+        chosen = sorted(best, key=lambda s: s.position)
+        sentences = [self._first(chosen[0], names)]
+        for before, statement in itertools.pairwise(chosen):
+            if statement.day == before.day:
+                sentences.append(statement.told)
+            else:
+                sentences.append(f"On {statement.day}, {_lowered(statement.told, names)}")
+        return Summary(" ".join(sentences), unique)
+
+    @staticmethod
+    def _first(statement: _Told, names: frozenset[str]) -> str:
+        """The summary's first sentence: dated, in the past tense."""
+        direct = f"On {statement.day}, {_lowered(statement.told, names)}"
+        if check_episodic(direct).outcome is Outcome.ACCEPTED:
+            return direct
+        reported = third_person(statement.said, named=True).rstrip("!.,;:- ")
+        return f"On {statement.day}, the user said that {_lowered(reported, names)}."
+
+    @staticmethod
+    def _dated(told: str, day: str, names: frozenset[str]) -> str:
+        """``told``, opening with ``day`` when it places itself in time relative to it."""
+        if not _RELATIVE_TIME.search(told):
+            return told
+        dated = f"On {day}, {_lowered(told, names)}"
+        return dated if len(dated) <= MAX_EXTRACTED_VALUE_CHARS else told
+
+    @staticmethod
+    def _exchange(messages: Sequence[ChatMessage]) -> str:
+        """A summary for a range with nothing to retell: when, and how many messages."""
+        days = list(dict.fromkeys(_day(m) for m in messages))
+        if not days:
+            return "The user and the assistant exchanged no messages."
+        when = f"On {days[0]}" if len(days) == 1 else f"Between {days[0]} and {days[-1]}"
+        count = len(messages)
+        noun = "message" if count == 1 else "messages"
+        return f"{when}, the user and the assistant exchanged {count} {noun}."
 
 
 @dataclass(frozen=True, slots=True)

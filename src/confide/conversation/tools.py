@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
@@ -25,12 +26,17 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    ValidationInfo,
+    field_validator,
     model_validator,
 )
 from pydantic import ValidationError as PydanticValidationError
 from pydantic.alias_generators import to_camel
 
+from confide.conversation.validation import MAX_EXTRACTED_VALUE_CHARS
+from confide.conversation.writing import check_semantic
 from confide.errors import ValidationError
+from confide.llm.third_person import as_memory
 from confide.types import MemoryType, invalid
 
 __all__ = [
@@ -86,8 +92,10 @@ TOOL_EXAMPLES: tuple[ToolExample, ...] = (
         "former_occupation",
         "nurse for thirty years",
     ),
-    ToolExample("I use a walker and live alone.", "fact", "mobility", "uses a walker"),
-    ToolExample("I use a walker and live alone.", "fact", "living_situation", "lives alone"),
+    ToolExample("I use a walker and live alone.", "fact", "mobility", "The user uses a walker"),
+    ToolExample(
+        "I use a walker and live alone.", "fact", "living_situation", "The user lives alone"
+    ),
     ToolExample(
         "I have a doctor's appointment on Tuesday at 10am.",
         "follow_up",
@@ -104,7 +112,7 @@ TOOL_EXAMPLES: tuple[ToolExample, ...] = (
         "I've been feeling lonely since my husband passed.",
         "wellbeing",
         "mood",
-        "feels lonely since my husband passed",
+        "The user feels lonely since their husband passed",
     ),
     ToolExample("I'm at the hospital right now.", "context", "current_location", "hospital"),
     ToolExample("Please speak a little slower.", "preference", "communication_style", "slower"),
@@ -313,8 +321,51 @@ class _Args(BaseModel):
         }
 
 
+_STEPS = re.compile(r"^\s*1[.)]\s")
+_WHY = {
+    "not_third_person": "write it about the user in the third person ('The user prefers "
+    "tea'), not to someone ('you')",
+    "not_self_contained": "name whom or what it is about: it opens with a word that points "
+    "outside it (he, she, they, it, this...)",
+    "incomplete": "write a complete sentence or a short value; it ends mid-sentence or "
+    "lacks a verb",
+    "no_subject": "give the sentence its subject",
+    "too_long": f"keep it to two sentences and {MAX_EXTRACTED_VALUE_CHARS} characters",
+    "too_many_sentences": f"keep it to two sentences and {MAX_EXTRACTED_VALUE_CHARS} characters",
+    "question": "store what is known, not a question",
+    "instruction": "store what is known about the user, not an instruction",
+}
+
+
+def written_value(value: str, memory_type: MemoryType | None = None) -> str:
+    """The value a memory tool stores: ``value`` through the writing rules, normalised
+    where that is safe, refused otherwise.
+
+    Normalised: first person becomes third (the agent wrote down the user's words: ``I
+    live alone`` -> ``The user lives alone``, ``my daughter Sarah`` -> ``the user's daughter
+    Sarah``), a value that opens with its verb gets the user as its subject (``uses a
+    walker`` -> ``The user uses a walker``), and what a model adds around a value (wrapping
+    quotes, a list marker, a label such as ``Fact:``) goes. Then the semantic guard,
+    keyed (:func:`~confide.conversation.writing.check_semantic`: a short value such as
+    ``Tucson`` passes). Procedural steps (``procedural``, or a value opening with ``1.``)
+    are exempt: numbered steps are not one or two sentences.
+
+    Raises:
+        ValueError: the value breaks a rule that cannot be mended without guessing (second
+            person, a pronoun whose referent is gone, a question, an instruction, more than
+            two sentences or 280 characters); the message names the rule, never the value.
+    """
+    if memory_type is MemoryType.PROCEDURAL or _STEPS.match(value):
+        return value
+    verdict = check_semantic(as_memory(" ".join(value.split())), keyed=True)
+    if verdict.text is None or verdict.reason in ("too_long", "too_many_sentences"):
+        reason = verdict.reason or "incomplete"
+        raise ValueError(f"breaks the writing rules ({reason}): {_WHY.get(reason, reason)}")
+    return verdict.text
+
+
 class StoreMemoryArgs(_Args):
-    """Arguments of ``store_memory``."""
+    """Arguments of ``store_memory``; ``value`` passes :func:`written_value`."""
 
     memory_type: MemoryType
     key: Annotated[str, Field(min_length=1, max_length=128)]
@@ -322,14 +373,24 @@ class StoreMemoryArgs(_Args):
     confidence: _Conf = 1.0
     suggest_reminder: bool = False
 
+    @field_validator("value")
+    @classmethod
+    def _written(cls, value: str, info: ValidationInfo) -> str:
+        return written_value(value, info.data.get("memory_type"))
+
 
 class UpdateMemoryArgs(_Args):
-    """Arguments of ``update_memory``."""
+    """Arguments of ``update_memory``; ``new_value`` passes :func:`written_value`."""
 
     existing_key: Annotated[str, Field(min_length=1, max_length=128)]
-    new_value: _Text
     memory_type: MemoryType | None = None
+    new_value: _Text
     confidence: _Conf | None = None
+
+    @field_validator("new_value")
+    @classmethod
+    def _written(cls, value: str, info: ValidationInfo) -> str:
+        return written_value(value, info.data.get("memory_type"))
 
 
 _TARGET_FIELDS = ("key", "memoryId")  # a tool acting on one memory needs one of them

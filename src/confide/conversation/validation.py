@@ -15,7 +15,8 @@ _FILLER = frozenset(
     re.findall(
         r"\S+",
         """a an the and or but of to in on at for with by from as is are was were be been has have
-    had do does did not no yes user user's users they them their he she his her him it its
+    had do does did not no yes user user's users they them their theirs themselves others he
+    she his her him it its
     this that these those i me my we our you your named called who which when where about
     likes like prefers feels felt lives living name s""",
     )

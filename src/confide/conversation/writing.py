@@ -3,10 +3,15 @@
 Two guards, both deterministic (no model, no embedder), both *reject or trim*, never rewrite:
 
 * the **semantic** guard (facts, preferences, insights, multi-fact candidates, summary
-  facts): a complete, self-contained sentence in the third person, no pronoun that points
-  outside the memory, one or two sentences, at most 280 characters;
+  facts, values written through the memory tools): a complete, self-contained sentence in
+  the third person, no pronoun that points outside the memory, one or two sentences, at
+  most 280 characters;
 * the **episodic** guard (session and conversation summaries): what was discussed, decided
   or done, in the past tense, in the third person.
+
+Both guards refuse a question (a sentence ending in ``?``) and an instruction (a memory
+opening with ``Please``, ``Remember``, ``Remind``, ``Don't``, ``Never``, ``Always``...): a
+memory says what is known, not what to ask or do.
 
 Trimming removes what a model adds around a memory (wrapping quotes, a list marker, a label
 such as ``Insight:``, sentences past the second, a second sentence that takes the text over
@@ -91,6 +96,10 @@ _IRREGULAR_PAST = _vocabulary(
     left found knew saw bought brought chose ran sat stood began became kept held lost paid
     sent spent taught understood won ate drank drove flew forgot grew heard led meant slept
     sold fell broke caught built fought hid rode rose sang shook threw woke wore"""
+)
+# A memory opening with one of these tells the agent what to do instead of what is known.
+_INSTRUCTION_OPENERS = _vocabulary(
+    "please kindly remember remind don't never always ensure ignore let's"
 )
 _NOT_PAST = _vocabulary(
     "need speed bed red seed feed bleed breed indeed hundred shed weed deed greed seaweed tweed"
@@ -182,6 +191,10 @@ def _common_problem(text: str) -> str | None:
     ends = text.endswith(("...", "\u2026", ",", ":", ";", "-"))
     if ends or (words and words[-1] in _DANGLING_ENDINGS):
         return "incomplete"
+    if any(s.rstrip(" \"'\u201d)").endswith("?") for s in _sentences(text)):
+        return "question"
+    if words and words[0] in _INSTRUCTION_OPENERS:
+        return "instruction"
     return None
 
 

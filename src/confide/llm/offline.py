@@ -23,16 +23,23 @@ Limits, by design (see docs/conversation.md):
   same call or already stored is ``dislikes.2`` (duplicates of stored values are caught by
   value, downstream).
 * One value per rule key per call: the first clause that produces one wins.
+
+Values are written about the user in the third person, as the writing rules ask of every
+memory (:func:`~confide.llm.third_person.about_user`): ``I live alone`` is ``living_situation``
+= ``The user lives alone``, ``My back is killing me`` is ``pain`` = ``The user's back is
+killing them``; a name, a place or a count stays as it was said (``Maya``, ``2 daughters``).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Collection, Sequence
+from dataclasses import replace
 
 from confide.llm.candidates import Candidate, TurnLike
 from confide.llm.key_vocabulary import to_vocabulary
 from confide.llm.offline_rules import RULES
+from confide.llm.third_person import about_user, third_person
 
 __all__ = ["OfflineExtractor", "split_clauses"]
 
@@ -105,22 +112,29 @@ class OfflineExtractor:
         return self._keyed(self._found(text).values(), ())
 
     @staticmethod
-    def _keyed(candidates: Collection[Candidate], skip: Collection[str]) -> list[Candidate]:
-        """The candidates with vocabulary keys, numbered past ``skip`` and each other."""
+    def _keyed(found: Collection[tuple[Candidate, str]], skip: Collection[str]) -> list[Candidate]:
+        """The candidates with vocabulary keys, numbered past ``skip`` and each other, their
+        values written about the user (a value that cannot be is dropped)."""
         taken = set(skip)
         out = []
-        for candidate in candidates:
+        for candidate, clause in found:
             keyed = to_vocabulary(candidate, taken)
             if keyed.key in taken:
                 continue  # a single-valued key already stored
+            told = about_user(candidate.value, clause)
+            if told is None:
+                continue
+            # The key's own words, when the vocabulary moved them into the value, lead it.
+            moved = keyed.value[: len(keyed.value) - len(candidate.value)]
             taken.add(keyed.key)
-            out.append(keyed)
+            out.append(replace(keyed, value=third_person(moved) + told))
         return out
 
     @staticmethod
-    def _found(text: str) -> dict[str, Candidate]:
-        """What the rules find, by the rule's own key (first value per key)."""
-        found: dict[str, Candidate] = {}
+    def _found(text: str) -> dict[str, tuple[Candidate, str]]:
+        """What the rules find, by the rule's own key (first value per key), each with the
+        clause it was found in."""
+        found: dict[str, tuple[Candidate, str]] = {}
         for clause in split_clauses(text):
             claimed: list[tuple[int, int]] = []
             for rule in RULES:
@@ -131,7 +145,7 @@ class OfflineExtractor:
                     if candidates and not rule.overlap:
                         claimed.append(match.span())
                     for candidate in candidates:
-                        found.setdefault(candidate.key, candidate)
+                        found.setdefault(candidate.key, (candidate, clause))
         return found
 
     async def extract(
@@ -142,7 +156,7 @@ class OfflineExtractor:
         Never raises for unusual input; text it does not understand yields nothing.
         """
         skip = {k.lower() for k in skip_keys}
-        found: dict[str, Candidate] = {}
+        found: dict[str, tuple[Candidate, str]] = {}
         for turn in turns:
             if turn.speaker != "user":
                 continue

@@ -66,8 +66,9 @@ class StoreMemoryBody(ToolCallBody):
     """``POST /tools/store_memory``: ``memoryType``, ``key``, ``value`` required."""
 
     model_config = documented(
-        {**_CALL, "memoryType": "fact", "key": "dog_name", "value": "Her dog is called Biscuit.",
-         "confidence": 0.9, "suggestReminder": False},
+        {**_CALL, "memoryType": "fact", "key": "dog_name",
+         "value": "The user has a dog called Biscuit.", "confidence": 0.9,
+         "suggestReminder": False},
         required=[*_CALL_REQUIRED, "memoryType", "key", "value"],
     )  # fmt: skip
 
@@ -82,7 +83,11 @@ class UpdateMemoryBody(ToolCallBody):
     """``POST /tools/update_memory``: ``existingKey`` and ``newValue`` required."""
 
     model_config = documented(
-        {**_CALL, "existingKey": "dog_name", "newValue": "Her dog Biscuit is 12."},
+        {
+            **_CALL,
+            "existingKey": "dog_name",
+            "newValue": "The user has a dog called Biscuit, who is 12.",
+        },
         required=[*_CALL_REQUIRED, "existingKey", "newValue"],
     )
 
