@@ -572,14 +572,15 @@ def account_policy(table: str) -> tuple[str, ...]:
     the policy to the table's owner too, which is the role the service connects as;
     superusers and roles with ``BYPASSRLS`` are never confined. Operational events and jobs
     may have no account (``NULL``, e.g. the hourly TTL across accounts): those stay
-    visible. Skipped (a ``DO`` block) while the table does not exist: ``embeddings``
-    appears with the first embedder and gets its policy then.
+    visible, and so do owed scrubs of no account (a purge or a key rotation). Skipped (a
+    ``DO`` block) while the table does not exist: ``embeddings`` appears with the first
+    embedder and gets its policy then.
     """
     allowed = (
         "account_id = current_setting('confide.account_id', true) "
         "OR current_setting('confide.all_accounts', true) = 'on'"
     )
-    if table in ("ops_events", "jobs"):
+    if table in ("ops_events", "jobs", "scrubs"):
         allowed = f"account_id IS NULL OR {allowed}"
     return (
         f"""DO $$ BEGIN
@@ -729,7 +730,7 @@ MIGRATIONS = (
         # a scrub completes and a scan verifies it (see confide.storage.scrubs). Store-wide
         # maintenance with no user id, so it is not confined to an account.
         sqlite=_scrubs("REAL"),
-        postgres=_scrubs("DOUBLE PRECISION"),
+        postgres=(*_scrubs("DOUBLE PRECISION"), *account_policy("scrubs")),
     ),
 )
 

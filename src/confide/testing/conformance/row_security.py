@@ -66,10 +66,11 @@ def _account_tables(conn: Any) -> list[str]:
 def _policies_without_bypass(conn: Any) -> None:
     """Replace each account policy by one that ignores ``confide.all_accounts``.
 
-    The job queue keeps its policy: claiming jobs spans accounts by nature.
+    The job queue and the owed scrubs keep theirs: claiming jobs and retrying every pending
+    scrub span accounts by nature.
     """
     for table in _account_tables(conn):
-        if table == "jobs":
+        if table in ("jobs", "scrubs"):
             continue
         allowed = "account_id = current_setting('confide.account_id', true)"
         if table == "ops_events":
@@ -131,6 +132,9 @@ class RowSecurityConformance(StorageHarness):
             for (table,) in tables:
                 admin.execute(f"ALTER TABLE {table} OWNER TO {role}")
             admin.execute(f"GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO {role}")
+            # What docs/security.md asks for, so that erasure scrubs the files completely.
+            admin.execute(f"GRANT pg_checkpoint TO {role}")
+            admin.execute(f"GRANT EXECUTE ON FUNCTION pg_switch_wal() TO {role}")
         try:
             yield role
         finally:
