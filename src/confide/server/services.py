@@ -401,6 +401,7 @@ class Services:
                 self.metered_llm,
                 account_id=session.account_id,
                 user_id=session.user_id,
+                session_id=session.session_id,
             )
 
     @functools.cached_property

@@ -22,6 +22,7 @@ from confide.engine import MemoryEngine
 from confide.errors import NotFoundError
 from confide.llm.base import LLM
 from confide.llm.usage import UsageLedger
+from confide.types import MemoryFilter
 from confide.workers.consolidation import Consolidator
 from confide.workers.insights import SNIPPET_MESSAGES, InsightWriter, conversation_snippet
 from confide.workers.judges import judge_from_settings
@@ -29,7 +30,13 @@ from confide.workers.multifact_trigger import MULTIFACT, MultiFactTrigger, enque
 from confide.workers.queue import enqueue
 from confide.workers.worker import JobContext, Worker
 
-__all__ = ["MemoryJobs", "enqueue_insights", "enqueue_multifact", "recent_snippet"]
+__all__ = [
+    "MemoryJobs",
+    "call_snippet",
+    "enqueue_insights",
+    "enqueue_multifact",
+    "recent_snippet",
+]
 
 INSIGHTS = "insights"
 CONSOLIDATION = "consolidation"
@@ -69,16 +76,22 @@ class MemoryJobs:
 
         A job naming the conversation that queued it gives the model a snippet of that
         conversation's latest messages, opened here from the store (the payload holds ids
-        only) and never logged.
+        only) and never logged; one naming a voice call, whose turns were never stored, gives
+        it what the call left: the memories written from it (:func:`call_snippet`).
         """
         account_id, user_id = ctx.job.account_id, _text(ctx, "user_id")
         if account_id is None or user_id is None:
             return 0
         conversation_id = _text(ctx, "conversation_id")
+        session_id = _text(ctx, "session_id")
         snippet = ""
         if conversation_id is not None:
             snippet = recent_snippet(
                 ctx.engine, account_id=account_id, user_id=user_id, conversation_id=conversation_id
+            )
+        elif session_id is not None:
+            snippet = call_snippet(
+                ctx.engine, account_id=account_id, user_id=user_id, session_id=session_id
             )
         writer = InsightWriter(ctx.engine, self.llm, ctx.settings, ledger=self.ledger)
         report = asyncio.run(
@@ -135,6 +148,22 @@ def recent_snippet(
     return conversation_snippet((m.role, m.content) for m in messages)
 
 
+CALL_SNIPPET_MEMORIES = 200
+"""How many of the user's newest memories :func:`call_snippet` looks through."""
+
+
+def call_snippet(engine: MemoryEngine, *, account_id: str, user_id: str, session_id: str) -> str:
+    """The snippet of an ended voice call an insights run reads: its turns lived only in
+    the call's buffer, so what stands for them is the memories written from the call (those
+    whose ``metadata.session_id`` names it), oldest first, as ``call: <value>`` lines."""
+    newest = engine.list_memories(
+        MemoryFilter(account_id=account_id, user_id=user_id), limit=CALL_SNIPPET_MEMORIES
+    )
+    written = [m for m in newest if m.metadata.get("session_id") == session_id]
+    written.sort(key=lambda m: m.created_at)
+    return conversation_snippet(("call", m.value) for m in written)
+
+
 def enqueue_insights(
     engine: MemoryEngine,
     llm: LLM | None,
@@ -142,17 +171,21 @@ def enqueue_insights(
     account_id: str,
     user_id: str,
     conversation_id: str | None = None,
+    session_id: str | None = None,
 ) -> str | None:
     """Queue an insights run for the user (once a day per user); nothing without a model.
 
     ``conversation_id`` names the chat that triggered it: the run reads a snippet of its
-    latest messages from the store (ids only in the payload, never text).
+    latest messages from the store; ``session_id`` the voice call, whose memories stand for
+    its turns (ids only in the payload, never text).
     """
     if llm is None:
         return None
     payload = {"user_id": user_id}
     if conversation_id is not None:
         payload["conversation_id"] = conversation_id
+    elif session_id is not None:
+        payload["session_id"] = session_id
     return enqueue(
         engine,
         INSIGHTS,
