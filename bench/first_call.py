@@ -111,7 +111,7 @@ def one_run(src: Path) -> dict[str, Any]:
                         "accountId": ACCOUNT,
                         "memoryType": "fact",
                         "key": f"bench_fact_{i}",
-                        "value": f"Benchmark fact number {i} about the garden and the dog.",
+                        "value": f"The user planted tree number {i} in the garden.",
                     }
                     start = time.perf_counter()
                     response = client.post("/tools/store_memory", json=body, headers=auth)
