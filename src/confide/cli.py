@@ -517,7 +517,7 @@ def verify_erasure(ctx: click.Context, receipt_file: TextIO, extra: tuple[Path, 
     wrapped-key tags and ciphertext fragments. Exits 1 when something is found or a file
     could not be read, 0 when the files are clean.
     """
-    from confide.engine.residue import scan_files
+    from confide.engine.residue import files_under, scan_files
 
     try:
         receipt = ErasureReceipt.model_validate_json(receipt_file.read())
@@ -532,7 +532,7 @@ def verify_erasure(ctx: click.Context, receipt_file: TextIO, extra: tuple[Path, 
             err=True,
         )
         files = []
-    files = [*files, *(p for root in extra for p in _files_under(root))]
+    files = [*files, *files_under(*extra)]
     if not files:
         raise click.ClickException("no file to scan")
     scan = scan_files(files, receipt.markers)
@@ -546,10 +546,6 @@ def verify_erasure(ctx: click.Context, receipt_file: TextIO, extra: tuple[Path, 
     )
     if not scan.clean:
         ctx.exit(1)
-
-
-def _files_under(root: Path) -> list[Path]:
-    return [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
 
 
 @main.command("export")

@@ -32,6 +32,7 @@ __all__ = [
     "MARKER_ROWS",
     "decode_markers",
     "encode_markers",
+    "files_under",
     "key_markers",
     "markers_of",
     "scan_files",
@@ -88,6 +89,17 @@ def key_markers(
 ) -> list[tuple[str, bytes]]:
     """``(key_id, wrapped)`` of every key of an owner and purpose in ``store``."""
     return [(row.key_id, row.wrapped) for row in store.owner_keys(account_id, user_id, purpose)]
+
+
+def files_under(*roots: Path) -> list[Path]:
+    """Every regular file below (or at) ``roots`` (a backup, a copied data directory)."""
+    found: list[Path] = []
+    for root in roots:
+        if root.is_file():
+            found.append(root)
+        elif root.is_dir():
+            found.extend(p for p in sorted(root.rglob("*")) if p.is_file())
+    return found
 
 
 def scan_files(paths: Sequence[Path], markers: ResidueMarkers) -> ResidueScan:

@@ -97,10 +97,13 @@ class EngineScrubbing(EngineCore):
             for row in self.storage.scrub_tables().pending(limit=limit)
         ]
 
-    def scrub_report(self, scrub_id: str) -> ScrubReport | None:
-        """Where a recorded scrub stands (without running it)."""
+    def scrub_report(self, scrub_id: str, *, account_id: str | None = None) -> ScrubReport | None:
+        """Where a recorded scrub stands (without running it); with ``account_id``, only a
+        scrub of that account."""
         row = self.storage.scrub_tables().get(scrub_id)
-        return None if row is None else _report(row)
+        if row is None or (account_id is not None and row.account_id != account_id):
+            return None
+        return _report(row)
 
     def residue_files(self) -> list[Path] | None:
         """The data and key-store files readable here (None when either store's are not)."""
@@ -120,7 +123,7 @@ class EngineScrubbing(EngineCore):
         outcomes = self.scrub_stores()
         if scrubbed is not None:
             scrubbed()
-        blocked = [o.blocked_by for o in outcomes.values() if not o.complete and o.blocked_by]
+        blocked = [o.blocked_by for o in outcomes.values() if o.blocked_by is not None]
         markers = decode_markers(row.markers)
         scan: ResidueScan | None = None
         if blocked:

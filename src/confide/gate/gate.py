@@ -456,9 +456,8 @@ class Gate:
             NotFoundError: no erasure of this account has that id.
         """
         require_admin(principal, "reading an erasure")
-        report = self.engine.scrub_report(erasure_id)
-        row = self.engine.storage.scrub_tables().get(erasure_id)
-        if report is None or row is None or row.account_id != principal.account_id:
+        report = self.engine.scrub_report(erasure_id, account_id=principal.account_id)
+        if report is None or report.kind != "erasure":
             raise NotFoundError("no such erasure")
         return report
 

@@ -588,9 +588,7 @@ class PostgresStorage(SqlStorage):
                 blocked += self._retire_wal(conn, role, done)
         except psycopg.Error as exc:
             raise StorageError(f"PostgreSQL scrub failed: {type(exc).__name__}") from exc
-        return ScrubOutcome(
-            "; ".join(done), complete=not blocked, blocked_by="; ".join(blocked) or None
-        )
+        return ScrubOutcome("; ".join(done), blocked_by="; ".join(blocked) or None)
 
     @staticmethod
     def _retire_wal(conn: Any, role: str, done: list[str]) -> list[str]:

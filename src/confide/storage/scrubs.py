@@ -24,15 +24,16 @@ __all__ = ["ScrubOutcome", "ScrubRow", "ScrubState", "ScrubTables", "SqlScrubTab
 
 @dataclass(frozen=True, slots=True)
 class ScrubOutcome:
-    """What one scrub of a store's files did.
-
-    ``complete`` is true when nothing is left for a later scrub to do; otherwise
-    ``blocked_by`` names what prevented it, in words an operator can act on.
-    """
+    """What one scrub of a store's files did; ``blocked_by`` names what prevented part of
+    it, in words an operator can act on (``None``: nothing is left for a later scrub)."""
 
     detail: str
-    complete: bool = True
     blocked_by: str | None = None
+
+    @property
+    def complete(self) -> bool:
+        """Whether nothing is left for a later scrub to do."""
+        return self.blocked_by is None
 
 
 class ScrubState:

@@ -537,7 +537,6 @@ class SqliteStorage(SqlStorage):
             return ScrubOutcome(
                 "SQLite secure_delete zeroed the deleted rows; the WAL still holds older page "
                 "images",
-                complete=False,
                 blocked_by=f"a reader holds the WAL of {Path(self.path).name} (a backup, "
                 "another process or a long read): the scrub is retried until it closes",
             )

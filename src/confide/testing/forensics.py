@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from confide.crypto.envelope import Envelope, WrappedUserKey
+from confide.engine.residue import files_under
 from confide.errors import IntegrityError
 from confide.storage import open_storage
 from confide.storage.base import MemoryRow
@@ -24,17 +25,6 @@ __all__ = ["CarveReport", "carve", "files_under", "logical_dumps", "sentinels_in
 
 WRAPPED_KEY_BYTES = 60
 WINDOW_SPAN = 2048
-
-
-def files_under(*roots: Path) -> list[Path]:
-    """Every regular file below (or at) ``roots``."""
-    found: list[Path] = []
-    for root in roots:
-        if root.is_file():
-            found.append(root)
-        elif root.is_dir():
-            found.extend(p for p in sorted(root.rglob("*")) if p.is_file())
-    return found
 
 
 @dataclass
