@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from confide.cli import main
 from confide.config import Settings
 from confide.engine import MemoryEngine
-from confide.engine.residue import scan_files
+from confide.engine.residue import markers_of, scan_files
 from confide.workers.registry import standard_worker
 
 ACCOUNT = "acme"
@@ -168,3 +168,47 @@ def test_verify_erasure_refuses_a_file_that_is_not_a_receipt(home: Path, tmp_pat
     result = CliRunner().invoke(main, ["verify-erasure", str(bad)])
     assert result.exit_code == 1 and "not an erasure receipt" in result.output
     assert "Traceback" not in result.output
+
+
+def _leave_a_copy_in_free_space(database: Path, blob: bytes) -> None:
+    """Write ``blob`` into a page of ``database`` and delete it without ``secure_delete``, in
+    another process: the bytes stay in the page's free space, as the stale copy a B-tree
+    balance leaves of a cell it moved (which no delete zeroes)."""
+    script = (
+        "import sqlite3, sys\n"
+        "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+        "c.execute('PRAGMA secure_delete = OFF')\n"
+        "c.execute('CREATE TABLE stale_copy (b BLOB)')\n"
+        "c.execute('INSERT INTO stale_copy VALUES (?)', [bytes.fromhex(sys.argv[2])])\n"
+        "c.execute('DELETE FROM stale_copy')\n"
+        "c.execute('PRAGMA wal_checkpoint(TRUNCATE)')\n"
+    )
+    subprocess.run([sys.executable, "-c", script, str(database), blob.hex()], check=True)
+
+
+def test_residue_the_ordinary_scrub_leaves_is_rewritten_away(
+    engine: MemoryEngine, home: Path
+) -> None:
+    """A copy of an erased ciphertext in a page's free space survives ``secure_delete`` and
+    the checkpoint; the erasure's scan finds it, and the database is rewritten whole."""
+    ciphertext = next(iter(engine.storage.iter_owner(ACCOUNT, "u-1"))).ciphertext
+    head_and_tail = markers_of([], [ciphertext])
+    files = engine.residue_files()
+    assert files is not None
+    engine.storage.scrub()
+    assert scan_files(files, head_and_tail).occurrences == 2  # the live row
+    _leave_a_copy_in_free_space(home / "confide.db", ciphertext)
+    assert scan_files(files, head_and_tail).occurrences == 4  # and its copy
+
+    receipt = engine.erase_user(account_id=ACCOUNT, user_id="u-1")
+
+    assert receipt.status == "verified", receipt.blocked_by
+    assert "VACUUM" in receipt.scrubbed["data"]
+    assert scan_files(engine.residue_files() or [], head_and_tail).clean
+
+
+def test_an_erasure_without_residue_rewrites_nothing(engine: MemoryEngine) -> None:
+    receipt = engine.erase_user(account_id=ACCOUNT, user_id="u-1")
+
+    assert receipt.status == "verified", receipt.blocked_by
+    assert "VACUUM" not in receipt.scrubbed["data"]

@@ -236,12 +236,16 @@ class EngineLifecycle(EngineScrubbing):
         step(0, 4)
         derived = self._derived_from(account_id, user_id)
         with self.storage.transaction() as tx:
-            tx.bump_key_generation(account_id, user_id)
+            generation = tx.bump_key_generation(account_id, user_id)
             sealed = tx.sealed_values(account_id, user_id, limit=MARKER_ROWS)
             counts = tx.delete_owner(account_id, user_id, derived=derived)
         step(1, 4)
-        markers = markers_of(key_markers(self.key_store, account_id, user_id, USER_KEY), sealed)
-        destroyed = self.key_store.destroy(account_id, user_id, USER_KEY)
+        # From the commit on, a writer seals under a key of the new generation (another
+        # process may create it before the next line): that key protects data written
+        # after the erasure and is kept.
+        older = key_markers(self.key_store, account_id, user_id, USER_KEY, before=generation)
+        markers = markers_of(older, sealed)
+        destroyed = self.key_store.destroy(account_id, user_id, USER_KEY, before=generation)
         self.keys.forget(account_id, user_id)
         counts["user_keys"] = len(destroyed)
         step(2, 4)

@@ -85,10 +85,12 @@ def decode_markers(text: str) -> ResidueMarkers:
 
 
 def key_markers(
-    store: KeyStore, account_id: str, user_id: str, purpose: str
+    store: KeyStore, account_id: str, user_id: str, purpose: str, *, before: int | None = None
 ) -> list[tuple[str, bytes]]:
-    """``(key_id, wrapped)`` of every key of an owner and purpose in ``store``."""
-    return [(row.key_id, row.wrapped) for row in store.owner_keys(account_id, user_id, purpose)]
+    """``(key_id, wrapped)`` of every key of an owner and purpose in ``store`` (of the
+    generations older than ``before`` when given)."""
+    rows = store.owner_keys(account_id, user_id, purpose, before=before)
+    return [(row.key_id, row.wrapped) for row in rows]
 
 
 def files_under(*roots: Path) -> list[Path]:

@@ -113,9 +113,13 @@ class EngineScrubbing(EngineCore):
             return None
         return list(dict.fromkeys(files))
 
-    def scrub_stores(self) -> dict[str, ScrubOutcome]:
-        """Scrub the data store and the key store once each."""
-        return {"data": self.storage.scrub(), "keys": self.key_store.scrub()}
+    def scrub_stores(self, *, rebuild: bool = False) -> dict[str, ScrubOutcome]:
+        """Scrub the data store and the key store once each (``rebuild``: rewrite them
+        whole, see :meth:`confide.storage.base.Storage.scrub`)."""
+        return {
+            "data": self.storage.scrub(rebuild=rebuild),
+            "keys": self.key_store.scrub(rebuild=rebuild),
+        }
 
     def _settle(
         self, row: ScrubRow, *, retry: bool, scrubbed: Callable[[], None] | None = None
@@ -141,6 +145,14 @@ class EngineScrubbing(EngineCore):
         else:
             scan = scan_files(files, markers)
             if scan.occurrences:
+                # Stale copies a page rebuild left (see SqliteStorage.scrub): rewrite the
+                # stores whole once, and look again.
+                outcomes = self.scrub_stores(rebuild=True)
+                blocked = [o.blocked_by for o in outcomes.values() if o.blocked_by is not None]
+                scan = scan_files(files, markers) if not blocked else scan
+            if blocked:
+                state, detail = ScrubState.PENDING, "; ".join(blocked)
+            elif scan.occurrences:
                 places = sorted({f.file for f in scan.found})
                 state, detail = (
                     ScrubState.PENDING,

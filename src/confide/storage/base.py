@@ -658,12 +658,14 @@ class StoreAdmin(Protocol):
         """The user's current key generation, recorded (as 0) when the user has none yet."""
         ...
 
-    def scrub(self) -> ScrubOutcome:
+    def scrub(self, *, rebuild: bool = False) -> ScrubOutcome:
         """Make deleted rows unrecoverable from the database's files; says what was done.
 
         Called after erasure, purge and key rotation; its words go into receipts and
         reports. An outcome that is not ``complete`` names what blocked it, and the caller
-        records the scrub as owed (see :meth:`scrub_tables`).
+        records the scrub as owed (see :meth:`scrub_tables`). ``rebuild`` asks for the
+        database to be rewritten whole, for residue an ordinary scrub left behind (a scan
+        found it): a backend whose scrub always rewrites may ignore it.
         """
         ...
 

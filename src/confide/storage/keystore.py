@@ -66,16 +66,24 @@ class KeyStore(Protocol):
         """Replace a wrapped key if it is still under ``expected_kek_id``; True if replaced."""
         ...
 
-    def owner_keys(self, account_id: str, user_id: str, purpose: str) -> list[DataKeyRow]:
-        """Every key of an owner and purpose (each generation), oldest first."""
+    def owner_keys(
+        self, account_id: str, user_id: str, purpose: str, *, before: int | None = None
+    ) -> list[DataKeyRow]:
+        """Every key of an owner and purpose (each generation, or those older than
+        generation ``before``), oldest first."""
         ...
 
-    def destroy(self, account_id: str, user_id: str, purpose: str) -> list[str]:
-        """Delete every key of an owner and purpose; the ids of the keys destroyed."""
+    def destroy(
+        self, account_id: str, user_id: str, purpose: str, *, before: int | None = None
+    ) -> list[str]:
+        """Delete every key of an owner and purpose (or those of generations older than
+        ``before``: a key a writer created for the new generation while an erasure ran
+        protects data written after it); the ids of the keys destroyed."""
         ...
 
-    def scrub(self) -> ScrubOutcome:
-        """Make deleted keys unrecoverable from the store's files; says what was done."""
+    def scrub(self, *, rebuild: bool = False) -> ScrubOutcome:
+        """Make deleted keys unrecoverable from the store's files; says what was done
+        (``rebuild``: see :meth:`confide.storage.base.Storage.scrub`)."""
         ...
 
     def meta(self, key: str) -> str | None:
@@ -109,9 +117,22 @@ class SqlRunner(Protocol):
 
     def transaction(self) -> AbstractContextManager[Any]: ...
     def reader_across_accounts(self) -> AbstractContextManager[SqlExecutor]: ...
-    def scrub(self) -> ScrubOutcome: ...
+    def scrub(self, *, rebuild: bool = False) -> ScrubOutcome: ...
     def data_files(self, *, shared: bool = True) -> list[Path]: ...
     def close(self) -> None: ...
+
+
+def _owner_where(
+    account_id: str, user_id: str, purpose: str, before: int | None
+) -> tuple[str, list[Any]]:
+    """The condition (and its parameters) for an owner's keys of a purpose, only those of
+    generations older than ``before`` when it is given."""
+    where = "account_id = ? AND user_id = ? AND purpose = ?"
+    params: list[Any] = [account_id, user_id, purpose]
+    if before is not None:
+        where += " AND generation < ?"
+        params.append(before)
+    return where, params
 
 
 def _row(values: Sequence[Any]) -> DataKeyRow:
@@ -170,13 +191,15 @@ class SqlKeyStore:
             row = db.run(sql + " ORDER BY generation DESC LIMIT 1", params).fetchone()
         return None if row is None else _row(row)
 
-    def owner_keys(self, account_id: str, user_id: str, purpose: str) -> list[DataKeyRow]:
-        """Every key of an owner and purpose (each generation), oldest first."""
+    def owner_keys(
+        self, account_id: str, user_id: str, purpose: str, *, before: int | None = None
+    ) -> list[DataKeyRow]:
+        """Every key of an owner and purpose (each generation, or those older than
+        generation ``before``), oldest first."""
+        where, params = _owner_where(account_id, user_id, purpose, before)
         with self._runner.reader_across_accounts() as db:
             rows = db.run(
-                f"SELECT {_KEY_COLUMNS} FROM user_keys WHERE account_id = ? AND user_id = ? "
-                "AND purpose = ? ORDER BY generation",
-                [account_id, user_id, purpose],
+                f"SELECT {_KEY_COLUMNS} FROM user_keys WHERE {where} ORDER BY generation", params
             ).fetchall()
         return [_row(r) for r in rows]
 
@@ -239,29 +262,26 @@ class SqlKeyStore:
             )
             return bool(cursor.rowcount == 1)
 
-    def destroy(self, account_id: str, user_id: str, purpose: str) -> list[str]:
-        """Delete every key of an owner and purpose; the ids of the keys destroyed."""
+    def destroy(
+        self, account_id: str, user_id: str, purpose: str, *, before: int | None = None
+    ) -> list[str]:
+        """Delete every key of an owner and purpose (or those of generations older than
+        ``before``); the ids of the keys destroyed."""
+        where, params = _owner_where(account_id, user_id, purpose, before)
         with self._runner.transaction() as tx:
             tx.across_accounts()
             ids = [
                 str(r[0])
-                for r in tx.run(
-                    "SELECT key_id FROM user_keys WHERE account_id = ? AND user_id = ? "
-                    "AND purpose = ?",
-                    [account_id, user_id, purpose],
-                ).fetchall()
+                for r in tx.run(f"SELECT key_id FROM user_keys WHERE {where}", params).fetchall()
             ]
-            tx.run(
-                "DELETE FROM user_keys WHERE account_id = ? AND user_id = ? AND purpose = ?",
-                [account_id, user_id, purpose],
-            )
+            tx.run(f"DELETE FROM user_keys WHERE {where}", params)
         return ids
 
-    def scrub(self) -> ScrubOutcome:
+    def scrub(self, *, rebuild: bool = False) -> ScrubOutcome:
         """Make deleted keys unrecoverable from the store's files (see the runner's scrub)."""
         if not self._owned:
             return ScrubOutcome("keys live in the data database, scrubbed with it")
-        return self._runner.scrub()
+        return self._runner.scrub(rebuild=rebuild)
 
     def data_files(self, *, shared: bool = True) -> list[Path]:
         """The files of the database that holds the keys (the data's, when colocated)."""

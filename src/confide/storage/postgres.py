@@ -539,8 +539,9 @@ class PostgresStorage(SqlStorage):
                 return False
             threading.Event().wait(0.02)  # another session's state: nothing to wait on
 
-    def scrub(self) -> ScrubOutcome:
-        """Rewrite the tables that held deleted ciphertexts or keys, then retire the WAL.
+    def scrub(self, *, rebuild: bool = False) -> ScrubOutcome:
+        """Rewrite the tables that held deleted ciphertexts or keys, then retire the WAL
+        (every scrub rewrites them, so ``rebuild`` changes nothing).
 
         Transactions begun before the scrub are waited for first (at most
         :attr:`scrub_wait_seconds`): a row deleted while one was open stays visible to it,

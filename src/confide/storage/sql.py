@@ -1130,7 +1130,7 @@ class SqlStorage:
             ).fetchall()
         return [str(r[0]) for r in rows]
 
-    def scrub(self) -> ScrubOutcome:
+    def scrub(self, *, rebuild: bool = False) -> ScrubOutcome:
         """Make deleted rows unrecoverable from the database's files (per backend)."""
         raise NotImplementedError
 

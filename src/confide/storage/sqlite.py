@@ -512,13 +512,21 @@ class SqliteStorage(SqlStorage):
         files = (self.path + suffix for suffix in ("", "-wal", "-shm", "-journal"))
         return [Path(f) for f in files if Path(f).is_file()]
 
-    def scrub(self) -> ScrubOutcome:
-        """Fold the WAL into the (zeroed) database file and truncate it.
+    def scrub(self, *, rebuild: bool = False) -> ScrubOutcome:
+        """Fold the WAL into the (zeroed) database file and truncate it; with ``rebuild``,
+        ``VACUUM`` first.
 
-        With ``secure_delete`` the database file holds no deleted content; the WAL, though,
+        With ``secure_delete`` a deleted cell and a freed page are zeroed; the WAL, though,
         still holds every page as it was written before, until a checkpoint truncates it.
         The checkpoint waits (up to the busy timeout) for readers of older snapshots; while
         one holds on, the outcome is incomplete and the caller owes a later scrub.
+
+        ``secure_delete`` does not reach every copy: when a B-tree balance rebuilds a page
+        it writes the cells it keeps afresh and leaves the bytes of those it moved to a
+        sibling in the page's unallocated space, so a row deleted later can survive there as
+        a stale copy (a serving process balances pages all the time). ``VACUUM`` writes every
+        page anew; it holds off writers while it runs, which is why it is kept for a scrub
+        whose scan still found residue.
         """
         if self.path == ":memory:":
             return ScrubOutcome("in-memory database: nothing on disk")
@@ -528,9 +536,16 @@ class SqliteStorage(SqlStorage):
         # busy timeout would fail its request.
         conn.execute(f"PRAGMA busy_timeout = {SCRUB_WAIT_MS}")
         try:
+            if rebuild:
+                with self._write_lock:
+                    conn.execute("VACUUM")
             busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        except sqlite3.OperationalError as exc:
+            if "lock" not in str(exc):
+                raise StorageError(f"SQLite scrub failed: {type(exc).__name__}") from exc
+            busy = 1  # another process writes: retried like a reader that holds the WAL
         except sqlite3.Error as exc:
-            raise StorageError(f"SQLite checkpoint failed: {type(exc).__name__}") from exc
+            raise StorageError(f"SQLite scrub failed: {type(exc).__name__}") from exc
         finally:
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         if busy:
@@ -541,5 +556,7 @@ class SqliteStorage(SqlStorage):
                 "another process or a long read): the scrub is retried until it closes",
             )
         return ScrubOutcome(
-            "SQLite secure_delete zeroed the deleted rows; WAL checkpointed and truncated"
+            "SQLite rewrote the database whole (VACUUM); WAL checkpointed and truncated"
+            if rebuild
+            else "SQLite secure_delete zeroed the deleted rows; WAL checkpointed and truncated"
         )

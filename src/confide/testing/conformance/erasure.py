@@ -281,3 +281,36 @@ class ErasureConformance(StorageHarness):
             assert [m.value for m in listed] == ["written after the erasure"]
         restarted = _second_process(storage_url, key_store_url, serving.settings, request)
         assert restarted.get(after.id, account_id=ACCOUNT).value == "written after the erasure"
+
+    def test_a_write_between_the_erasure_and_its_key_destruction_is_kept(
+        self,
+        engine: MemoryEngine,
+        storage: Storage,
+        storage_url: str,
+        key_store_url: str,
+        request: pytest.FixtureRequest,
+    ) -> None:
+        """A serving process writes for the user after the erasure's rows are deleted and
+        before its keys are destroyed: the write seals under a key of the new generation,
+        which the erasure keeps (destroying it would lose the write and leave its key id
+        behind for the scan to find)."""
+        serving = engine
+        add(serving, key="before", value="written before the erasure")
+        operator = _second_process(storage_url, key_store_url, serving.settings, request)
+        written: list[str] = []
+
+        def write_when_rows_are_deleted(done: int, total: int | None) -> None:
+            if done == 1:
+                written.append(add(serving, key="during", value="written during it").id)
+
+        receipt = operator.erase_user(
+            account_id=ACCOUNT, user_id="user-1", progress=write_when_rows_are_deleted
+        )
+
+        assert len(written) == 1 and receipt.key_ids_destroyed
+        stored = storage.get_memory(ACCOUNT, written[0])
+        assert stored is not None and stored.key_id not in receipt.key_ids_destroyed
+        assert receipt.status != "pending", receipt.blocked_by
+        for reader in (serving, operator):
+            listed = reader.list_memories(MemoryFilter(account_id=ACCOUNT, user_id="user-1"))
+            assert [m.value for m in listed] == ["written during it"]
