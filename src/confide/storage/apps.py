@@ -14,9 +14,10 @@ placeholders.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
+
+from confide.storage.database import Database, Statements
 
 __all__ = [
     "AppRow",
@@ -84,16 +85,6 @@ class UsageTotals:
     cost_units: float
 
 
-class _Runs(Protocol):
-    def run(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        """Run one statement; returns its cursor."""
-        ...
-
-    def scope_to(self, account_id: str) -> None:
-        """Confine the rest of the transaction to one account's rows."""
-        ...
-
-
 class AppWrites(Protocol):
     """App-scope work inside a memory transaction."""
 
@@ -113,14 +104,14 @@ class SqlAppWrites:
     """A statement that serialises writers of one app scope until commit (``None``: the
     backend serialises every write transaction already, as SQLite does)."""
 
-    def lock_app_scope(self: _Runs, account_id: str, app_id: str) -> None:
+    def lock_app_scope(self: Statements, account_id: str, app_id: str) -> None:
         """Hold off other writers of this app scope until this transaction ends."""
         self.scope_to(account_id)
         sql = type(self).app_lock_sql  # type: ignore[attr-defined]
         if sql is not None:
             self.run(sql, [f"app-scope/{account_id}/{app_id}"])
 
-    def count_app_memories(self: _Runs, account_id: str, app_id: str) -> int:
+    def count_app_memories(self: Statements, account_id: str, app_id: str) -> int:
         """Active memories in the scope, as this transaction sees them."""
         self.scope_to(account_id)
         row = self.run(
@@ -180,14 +171,6 @@ class AppTables(Protocol):
         ...
 
 
-class _Connections(Protocol):
-    def reader(self, account_id: str) -> AbstractContextManager[Any]: ...
-
-    def reader_across_accounts(self) -> AbstractContextManager[Any]: ...
-
-    def transaction(self) -> AbstractContextManager[Any]: ...
-
-
 _APP_COLUMNS = "account_id, app_id, name, memory_cap, created_at, uninstalled_at"
 USER_SCOPE = "user:"
 """The ledger scope of work done for one user: ``user:<user_id>``."""
@@ -201,7 +184,7 @@ def _app(values: Sequence[Any]) -> AppRow:
 class SqlAppTables:
     """:class:`AppTables` over a SQL storage (its reader and its transactions)."""
 
-    def __init__(self, storage: _Connections) -> None:
+    def __init__(self, storage: Database) -> None:
         self._storage = storage
 
     def get_app(self, account_id: str, app_id: str) -> AppRow | None:

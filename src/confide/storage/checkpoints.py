@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+from confide.storage.database import Database
 
 __all__ = [
     "BlobRow",
@@ -104,12 +105,6 @@ class WriteRow:
     key_id: str
     ciphertext: bytes
     wrapped_key: bytes
-
-
-class _Connections(Protocol):
-    def reader(self, account_id: str) -> AbstractContextManager[Any]: ...
-
-    def transaction(self) -> AbstractContextManager[Any]: ...
 
 
 class CheckpointTables(Protocol):
@@ -206,7 +201,7 @@ def _checkpoint(r: Sequence[Any]) -> CheckpointRow:
 class SqlCheckpointTables:
     """:class:`CheckpointTables` on a SQL storage (SQLite or PostgreSQL)."""
 
-    def __init__(self, storage: _Connections) -> None:
+    def __init__(self, storage: Database) -> None:
         self._storage = storage
 
     def put(self, row: CheckpointRow, blobs: Sequence[BlobRow], *, keep_last: int | None) -> None:

@@ -13,8 +13,9 @@ backends (``Storage.consolidation_tables()``).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from typing import Protocol
+
+from confide.storage.database import Database
 
 __all__ = ["ConsolidationTables", "SqlConsolidationTables"]
 
@@ -49,19 +50,13 @@ class ConsolidationTables(Protocol):
         ...
 
 
-class _Connections(Protocol):
-    def reader(self, account_id: str) -> AbstractContextManager[Any]: ...
-
-    def transaction(self) -> AbstractContextManager[Any]: ...
-
-
 _CHUNK = 500
 
 
 class SqlConsolidationTables:
     """:class:`ConsolidationTables` over a SQL storage (its reader and its transactions)."""
 
-    def __init__(self, storage: _Connections) -> None:
+    def __init__(self, storage: Database) -> None:
         self._storage = storage
 
     def judged(

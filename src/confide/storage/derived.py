@@ -28,6 +28,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from confide.storage.database import Statements
+
 __all__ = ["Derived", "DerivedWrites", "SqlDerivedWrites", "memory_sources_ddl"]
 
 _CHUNK = 500
@@ -43,21 +45,15 @@ class Derived:
     threads: tuple[str, ...] = ()
 
 
-class _Runs(Protocol):
-    def run(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        """Run one statement; returns its cursor."""
-        ...
+class _MemoryStatements(Statements, Protocol):
+    """A memory transaction as the derived-row deletes use it."""
 
-    def scope_to(self, account_id: str) -> None:
-        """Confine the rest of the transaction to one account's rows."""
+    def delete_memories(self, memory_ids: Sequence[str]) -> int:
+        """Delete memory versions with their index rows; how many."""
         ...
 
     def has_table(self, name: str) -> bool:
-        """Whether a table exists."""
-        ...
-
-    def delete_memories(self, memory_ids: Sequence[str]) -> int:
-        """Hard-delete memory versions and their index rows; how many versions."""
+        """Whether a table exists (a feature whose migration has not run has none)."""
         ...
 
 
@@ -97,7 +93,11 @@ class SqlDerivedWrites:
     backends' transactions."""
 
     def add_memory_sources(
-        self: _Runs, account_id: str, owner: str, lineage_id: str, sources: Sequence[str]
+        self: _MemoryStatements,
+        account_id: str,
+        owner: str,
+        lineage_id: str,
+        sources: Sequence[str],
     ) -> None:
         """See :meth:`DerivedWrites.add_memory_sources`."""
         self.scope_to(account_id)
@@ -109,7 +109,7 @@ class SqlDerivedWrites:
             )
 
     def copy_memory_sources(
-        self: _Runs, account_id: str, from_lineage: str, to_lineage: str
+        self: _MemoryStatements, account_id: str, from_lineage: str, to_lineage: str
     ) -> None:
         """See :meth:`DerivedWrites.copy_memory_sources`."""
         self.scope_to(account_id)
@@ -121,7 +121,7 @@ class SqlDerivedWrites:
         )
 
     def delete_derived(
-        self: _Runs, account_id: str, user_id: str, derived: Derived
+        self: _MemoryStatements, account_id: str, user_id: str, derived: Derived
     ) -> dict[str, int]:
         """Delete (or, for the ledger, strip) every row derived from the user; counts by
         what was removed. Call it before the user's own rows are deleted: their messages and
@@ -149,7 +149,7 @@ class SqlDerivedWrites:
         return counts
 
 
-def _conversations(db: _Runs, account_id: str, user_id: str) -> list[str]:
+def _conversations(db: _MemoryStatements, account_id: str, user_id: str) -> list[str]:
     """Ids of the user's chat conversations and call sessions."""
     found: set[str] = set()
     for table, column in (
@@ -166,7 +166,7 @@ def _conversations(db: _Runs, account_id: str, user_id: str) -> list[str]:
     return sorted(found)
 
 
-def _delete_sourced_memories(db: _Runs, account_id: str, sources: Sequence[str]) -> int:
+def _delete_sourced_memories(db: _MemoryStatements, account_id: str, sources: Sequence[str]) -> int:
     """Delete every version of every memory written from these sources, with its index rows,
     audit events and change-log entries; how many versions."""
     if not sources or not db.has_table("memory_sources"):
@@ -199,7 +199,7 @@ def _delete_sourced_memories(db: _Runs, account_id: str, sources: Sequence[str])
     return deleted
 
 
-def _delete_sourced_work(db: _Runs, account_id: str, sources: Sequence[str]) -> int:
+def _delete_sourced_work(db: _MemoryStatements, account_id: str, sources: Sequence[str]) -> int:
     """Delete deferred work that holds these sources' words; how many pieces."""
     if not sources:
         return 0
@@ -211,7 +211,7 @@ def _delete_sourced_work(db: _Runs, account_id: str, sources: Sequence[str]) -> 
     )
 
 
-def _delete_jobs_naming(db: _Runs, account_id: str, refs: set[str]) -> int:
+def _delete_jobs_naming(db: _MemoryStatements, account_id: str, refs: set[str]) -> int:
     """Delete the account's jobs whose payload or dedupe key names one of ``refs``; how
     many. A job running now loses its lease: its completion rolls its own work back."""
     doomed = []
@@ -229,7 +229,7 @@ def _delete_jobs_naming(db: _Runs, account_id: str, refs: set[str]) -> int:
     return deleted
 
 
-def _strip_usage_scopes(db: _Runs, account_id: str, refs: set[str]) -> int:
+def _strip_usage_scopes(db: _MemoryStatements, account_id: str, refs: set[str]) -> int:
     """Drop the scope of the account's ledger rows whose scope (``<kind>:<id>``) names one of
     ``refs``; how many rows. The rows stay: the account spent what it spent."""
     scopes = [

@@ -27,11 +27,11 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Mapping, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from confide.errors import ConflictError, ValidationError
+from confide.storage.database import Database, Statements
 
 __all__ = [
     "JobRow",
@@ -158,12 +158,6 @@ def _job(values: Sequence[Any]) -> JobRow:
     )
 
 
-class _Runs(Protocol):
-    def run(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        """Run one statement; returns its cursor."""
-        ...
-
-
 class JobWrites(Protocol):
     """Job completion inside a caller's write transaction."""
 
@@ -177,7 +171,7 @@ class JobWrites(Protocol):
 
 
 def _update_leased(
-    db: _Runs,
+    db: Statements,
     lease: Lease,
     assignments: str,
     params: Sequence[Any],
@@ -196,7 +190,7 @@ def _update_leased(
     )
 
 
-def _complete(db: _Runs, lease: Lease, now: float) -> bool:
+def _complete(db: Statements, lease: Lease, now: float) -> bool:
     # A job this lease already completed stays done: completing it again is a no-op.
     cursor = _update_leased(
         db,
@@ -211,7 +205,7 @@ def _complete(db: _Runs, lease: Lease, now: float) -> bool:
 class SqlJobWrites:
     """:class:`JobWrites` in SQL; mixed into the SQL backends' transactions."""
 
-    def complete_job(self: _Runs, lease: Lease, now: float) -> None:
+    def complete_job(self: Statements, lease: Lease, now: float) -> None:
         """Mark the leased job done with this transaction's other writes."""
         if not _complete(self, lease, now):
             raise LeaseLostError(f"job {lease.job_id}: the lease was taken by another worker")
@@ -290,16 +284,10 @@ class JobTables(Protocol):
         ...
 
 
-class _Connections(Protocol):
-    def reader_across_accounts(self) -> AbstractContextManager[Any]: ...
-
-    def transaction(self) -> AbstractContextManager[Any]: ...
-
-
 class SqlJobTables:
     """:class:`JobTables` over a SQL storage (its reader and its transactions)."""
 
-    def __init__(self, storage: _Connections, *, claim_suffix: str = "") -> None:
+    def __init__(self, storage: Database, *, claim_suffix: str = "") -> None:
         self._storage = storage
         # PostgreSQL: " FOR UPDATE SKIP LOCKED"; SQLite serialises write transactions.
         self._claim_suffix = claim_suffix

@@ -16,15 +16,15 @@ destroyed key can never write under it.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
 from confide.errors import ConfigurationError, StorageError
 from confide.storage.base import DataKeyRow
+from confide.storage.database import Database
 from confide.storage.migrations import key_tables, no_statistics
 from confide.storage.scrubs import ScrubOutcome
-from confide.storage.sql import SqlExecutor
 
 __all__ = ["KeyStore", "SqlKeyStore", "open_key_store"]
 
@@ -107,19 +107,16 @@ class KeyStore(Protocol):
         ...
 
 
-class SqlRunner(Protocol):
-    """What a key store needs of a SQL storage: transactions, reads, scrubbing."""
+class SqlRunner(Database, Protocol):
+    """What a key store needs of a SQL database: the seam, and its files' scrubbing."""
 
-    @property
-    def dialect(self) -> str:
-        """``sqlite`` or ``postgres``."""
+    def scrub(self, *, rebuild: bool = False) -> ScrubOutcome:
+        """Make deleted rows unrecoverable from the database's files."""
         ...
 
-    def transaction(self) -> AbstractContextManager[Any]: ...
-    def reader_across_accounts(self) -> AbstractContextManager[SqlExecutor]: ...
-    def scrub(self, *, rebuild: bool = False) -> ScrubOutcome: ...
-    def data_files(self, *, shared: bool = True) -> list[Path]: ...
-    def close(self) -> None: ...
+    def data_files(self, *, shared: bool = True) -> list[Path]:
+        """The files that hold the database, where readable from this process."""
+        ...
 
 
 def _owner_where(

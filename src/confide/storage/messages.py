@@ -16,11 +16,11 @@ transaction, and :class:`MessageTables`, reads and self-contained writes on a st
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
 from confide.errors import NotFoundError, StaleKeyError
+from confide.storage.database import Database, Statements
 
 __all__ = [
     "MessageRow",
@@ -68,18 +68,6 @@ class SummaryRange:
     created_at: float
 
 
-class _Runs(Protocol):
-    """What the SQL below needs of a connection: ``?``-style statements."""
-
-    def run(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        """Run one statement; returns its cursor."""
-        ...
-
-    def scope_to(self, account_id: str) -> None:
-        """Confine the rest of the transaction to one account's rows."""
-        ...
-
-
 _COLUMNS = (
     "id, account_id, user_id, conversation_id, idx, role, channel, subject_id, created_at, "
     "summarised_at, key_id, ciphertext, wrapped_key"
@@ -115,14 +103,14 @@ class SqlMessageWrites:
     """A statement that serialises writers of one conversation until commit (``None``:
     the backend serialises every write transaction already, as SQLite does)."""
 
-    def lock_conversation(self: _Runs, account_id: str, conversation_id: str) -> None:
+    def lock_conversation(self: Statements, account_id: str, conversation_id: str) -> None:
         """Hold off other writers of this conversation until this transaction ends."""
         self.scope_to(account_id)
         sql = type(self).conversation_lock_sql  # type: ignore[attr-defined]
         if sql is not None:
             self.run(sql, [f"{account_id}/{conversation_id}"])
 
-    def record_summary(self: _Runs, summary: SummaryRange) -> bool:
+    def record_summary(self: Statements, summary: SummaryRange) -> bool:
         """Insert the range unless it is there (``ON CONFLICT DO NOTHING``: no error, so a
         PostgreSQL transaction stays usable); True when this call recorded it."""
         self.scope_to(summary.account_id)
@@ -143,7 +131,7 @@ class SqlMessageWrites:
         return int(cursor.rowcount) == 1
 
     def mark_summarised(
-        self: _Runs, account_id: str, conversation_id: str, start: int, end: int, ts: float
+        self: Statements, account_id: str, conversation_id: str, start: int, end: int, ts: float
     ) -> int:
         """Mark messages ``[start, end)`` summarised at ``ts``; how many were not yet."""
         self.scope_to(account_id)
@@ -202,16 +190,10 @@ class MessageTables(Protocol):
         ...
 
 
-class _Connections(Protocol):
-    def reader(self, account_id: str) -> AbstractContextManager[Any]: ...
-
-    def transaction(self) -> AbstractContextManager[Any]: ...
-
-
 class SqlMessageTables:
     """:class:`MessageTables` on a SQL storage (SQLite or PostgreSQL)."""
 
-    def __init__(self, storage: _Connections) -> None:
+    def __init__(self, storage: Database) -> None:
         self._storage = storage
 
     def next_index_and_insert(self, row: MessageRow, *, key_generation: int) -> int:

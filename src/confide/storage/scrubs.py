@@ -15,9 +15,10 @@ that the row cannot match the byte strings it describes (see
 from __future__ import annotations
 
 import uuid
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+from confide.storage.database import Database
 
 __all__ = ["ScrubOutcome", "ScrubRow", "ScrubState", "ScrubTables", "SqlScrubTables"]
 
@@ -82,12 +83,6 @@ class ScrubTables(Protocol):
         ...
 
 
-class _Connections(Protocol):
-    def reader_across_accounts(self) -> AbstractContextManager[Any]: ...
-
-    def transaction(self) -> AbstractContextManager[Any]: ...
-
-
 _COLUMNS = "id, kind, account_id, state, detail, attempts, markers, created_at, updated_at"
 
 
@@ -109,7 +104,7 @@ def _row(values: Any) -> ScrubRow:
 class SqlScrubTables:
     """:class:`ScrubTables` over a SQL storage (its reader and its transactions)."""
 
-    def __init__(self, storage: _Connections) -> None:
+    def __init__(self, storage: Database) -> None:
         self._storage = storage
 
     def record(self, *, kind: str, account_id: str | None, markers: str, now: float) -> ScrubRow:

@@ -1,37 +1,20 @@
 """SQL of the service tables: call sessions and their events, API keys, proposed changes.
 
-Written once with ``?`` placeholders and run through :class:`~confide.storage.sql.SqlExecutor`,
-so both backends share it. None of these tables holds conversation text: events carry tool
-names, memory ids, blinded keys and types; proposal values and keys are sealed by the caller,
-and proposals are looked up by blinded key.
+Written once with ``?`` placeholders against the database seam
+(:mod:`confide.storage.database`), so both backends share it. None of these tables holds
+conversation text: events carry tool names, memory ids, blinded keys and types; proposal
+values and keys are sealed by the caller, and proposals are looked up by blinded key.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any, Protocol
+from typing import Any
 
 from confide.crypto.envelope import BLIND_KEY_PREFIX
+from confide.storage.database import Database, Statements
 from confide.storage.service import ApiKeyRow, CallSessionRow, ProposalRow, SessionEventRow
-from confide.storage.sql import SqlExecutor
-
-
-class SqlConnections(Protocol):
-    """What the service tables need of a SQL storage: reads and write transactions."""
-
-    def reader(self, account_id: str) -> AbstractContextManager[SqlExecutor]:
-        """A connection for reads of one account's rows."""
-        ...
-
-    def reader_across_accounts(self) -> AbstractContextManager[SqlExecutor]:
-        """A connection for reads that span accounts."""
-        ...
-
-    def transaction(self) -> AbstractContextManager[Any]:
-        """A write transaction whose object runs SQL (a :class:`SqlExecutor`)."""
-        ...
-
 
 __all__ = ["SqlServiceTables"]
 
@@ -67,20 +50,20 @@ def _proposal(values: Sequence[Any]) -> ProposalRow:
 class SqlServiceTables:
     """:class:`~confide.storage.service.ServiceTables` on a SQL storage (SQLite or PostgreSQL)."""
 
-    def __init__(self, storage: SqlConnections) -> None:
+    def __init__(self, storage: Database) -> None:
         self._storage = storage
 
-    def _read(self, account_id: str) -> AbstractContextManager[SqlExecutor]:
+    def _read(self, account_id: str) -> AbstractContextManager[Statements]:
         return self._storage.reader(account_id)
 
     @contextmanager
-    def _write(self, account_id: str) -> Iterator[SqlExecutor]:
+    def _write(self, account_id: str) -> Iterator[Statements]:
         with self._storage.transaction() as tx:
             tx.scope_to(account_id)
             yield tx
 
     @contextmanager
-    def _write_across_accounts(self) -> Iterator[SqlExecutor]:
+    def _write_across_accounts(self) -> Iterator[Statements]:
         with self._storage.transaction() as tx:
             tx.across_accounts()
             yield tx
@@ -200,7 +183,7 @@ class SqlServiceTables:
 
     @staticmethod
     def _event(
-        tx: SqlExecutor,
+        tx: Statements,
         session_id: str,
         account_id: str,
         kind: str,

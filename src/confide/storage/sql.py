@@ -14,7 +14,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, NamedTuple, Protocol
+from typing import Any, ClassVar, Literal, NamedTuple
 
 import numpy as np
 
@@ -38,6 +38,7 @@ from confide.storage.base import (
 )
 from confide.storage.checkpoints import CheckpointTables, SqlCheckpointTables
 from confide.storage.consolidation import ConsolidationTables, SqlConsolidationTables
+from confide.storage.database import Connection, Cursor
 from confide.storage.derived import Derived, SqlDerivedWrites
 from confide.storage.filters import compile_filter, compile_others_shared
 from confide.storage.jobs import JobTables, SqlJobTables, SqlJobWrites
@@ -45,6 +46,7 @@ from confide.storage.messages import MessageTables, SqlMessageTables, SqlMessage
 from confide.storage.migrations import MIGRATIONS, Migration
 from confide.storage.scrubs import ScrubOutcome, ScrubTables, SqlScrubTables
 from confide.storage.service import ServiceTables
+from confide.storage.sessions import SqlServiceTables
 from confide.types import MemoryFilter, MemoryState
 
 MEMORY_SELECT = ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
@@ -114,31 +116,6 @@ _OPTIONAL_OWNER_TABLES = (
 # Owner tables with a sealed value (ciphertext and wrapped data key) in each row.
 _SEALED_TABLES = ("memories", "messages", "proposals")
 _OWNER_TABLES = ("history", "ops_events", *_OPTIONAL_OWNER_TABLES, "memories", "data_keys")
-
-
-class Cursor(Protocol):
-    """The part of a DB-API cursor we use."""
-
-    def fetchone(self) -> Any:
-        """The next row, or None when no row is left."""
-        ...
-
-    def fetchall(self) -> list[Any]:
-        """The rows not fetched yet."""
-        ...
-
-    @property
-    def rowcount(self) -> int:
-        """How many rows the statement changed."""
-        ...
-
-
-class Connection(Protocol):
-    """The part of a DB-API connection we use (sqlite3 and psycopg both have ``execute``)."""
-
-    def execute(self, sql: Any, params: Any = ...) -> Any:
-        """Run one statement with its parameters; returns a cursor."""
-        ...
 
 
 def memory_row(values: Sequence[Any]) -> MemoryRow:
@@ -1089,8 +1066,6 @@ class SqlStorage:
 
     def service_tables(self) -> ServiceTables:
         """The call sessions, API keys and proposals kept in this database."""
-        from confide.storage.sessions import SqlServiceTables  # it builds on this module
-
         return SqlServiceTables(self)
 
     def message_tables(self) -> MessageTables:

@@ -1,0 +1,86 @@
+"""The database seam: what every table-owning module needs of a SQL database.
+
+A backend (SQLite, PostgreSQL) implements :class:`Database`: connections, transactions,
+row-level security, placeholders. The memory store and each feature's tables (chat messages,
+app memories, jobs, checkpoints, call sessions, scrubs, keys) are written once against it,
+with ``?``-style SQL run through :class:`Statements`, so a feature adds its tables without
+touching a backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
+
+__all__ = ["Connection", "Cursor", "Database", "Statements"]
+
+
+class Cursor(Protocol):
+    """The part of a DB-API cursor we use."""
+
+    def fetchone(self) -> Any:
+        """The next row, or None when no row is left."""
+        ...
+
+    def fetchall(self) -> list[Any]:
+        """The rows not fetched yet."""
+        ...
+
+    @property
+    def rowcount(self) -> int:
+        """How many rows the statement changed."""
+        ...
+
+
+class Connection(Protocol):
+    """The part of a DB-API connection we use (sqlite3 and psycopg both have ``execute``)."""
+
+    def execute(self, sql: Any, params: Any = ...) -> Any:
+        """Run one statement with its parameters; returns a cursor."""
+        ...
+
+
+class Statements(Protocol):
+    """A reader's or a transaction's connection: ``?``-style SQL, confined to an account."""
+
+    def run(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
+        """Run one ``?``-style statement in the database's dialect; returns its cursor."""
+        ...
+
+    def scope_to(self, account_id: str) -> None:
+        """Confine what follows to one account's rows (row-level security where the
+        database has it)."""
+        ...
+
+    def across_accounts(self) -> None:
+        """Declare that what follows spans accounts (maintenance, the job queue)."""
+        ...
+
+
+class Database(Protocol):
+    """One SQL database: reads confined to an account or across accounts, and write
+    transactions."""
+
+    @property
+    def dialect(self) -> str:
+        """``sqlite`` or ``postgres``."""
+        ...
+
+    def reader(self, account_id: str) -> AbstractContextManager[Statements]:
+        """A connection for reads of one account's rows."""
+        ...
+
+    def reader_across_accounts(self) -> AbstractContextManager[Statements]:
+        """A connection for reads that span accounts."""
+        ...
+
+    def transaction(self) -> AbstractContextManager[Any]:
+        """A write transaction, a :class:`Statements` that commits on normal exit and rolls
+        back on any exception. Typed loosely while the memory store's own writes (key
+        generations, memory rows) are still reached through the same object."""
+        ...
+
+    def close(self) -> None:
+        """Release connections."""
+        ...
