@@ -14,6 +14,7 @@ placeholders.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
@@ -181,10 +182,23 @@ def _app(values: Sequence[Any]) -> AppRow:
     return AppRow(account_id, app_id, name, None if cap is None else int(cap), created, uninstalled)
 
 
+class _ErasureAwareTransaction(Statements, Protocol):
+    def erased_at(self, account_id: str, user_id: str) -> float | None:
+        """When the user was last erased (None: never), held against an erasure until
+        commit."""
+        ...
+
+
+class _AppDatabase(Database, Protocol):
+    def transaction(self) -> AbstractContextManager[_ErasureAwareTransaction]:
+        """A memory transaction (see :class:`_ErasureAwareTransaction`)."""
+        ...
+
+
 class SqlAppTables:
     """:class:`AppTables` over a SQL storage (its reader and its transactions)."""
 
-    def __init__(self, storage: Database) -> None:
+    def __init__(self, storage: _AppDatabase) -> None:
         self._storage = storage
 
     def get_app(self, account_id: str, app_id: str) -> AppRow | None:

@@ -27,6 +27,7 @@ from numpy.typing import NDArray
 from confide.storage.apps import AppTables, AppWrites
 from confide.storage.checkpoints import CheckpointTables
 from confide.storage.consolidation import ConsolidationTables
+from confide.storage.database import Database
 from confide.storage.derived import Derived, DerivedWrites
 from confide.storage.jobs import JobTables, JobWrites
 from confide.storage.messages import MessageTables, MessageWrites
@@ -732,6 +733,12 @@ class Storage(MemoryRows, AuditLog, SearchIndex, StoreAdmin, Protocol):
     @property
     def capabilities(self) -> frozenset[Capability]:
         """What this backend offers of :class:`Capability`."""
+        ...
+
+    @property
+    def database(self) -> Database:
+        """The database seam beneath this store: the one features' tables are written
+        against (and tests that prepare a store's state in SQL)."""
         ...
 
     def transaction(self) -> AbstractContextManager[Transaction]:

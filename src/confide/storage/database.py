@@ -75,10 +75,8 @@ class Database(Protocol):
         """A connection for reads that span accounts."""
         ...
 
-    def transaction(self) -> AbstractContextManager[Any]:
-        """A write transaction, a :class:`Statements` that commits on normal exit and rolls
-        back on any exception. Typed loosely while the memory store's own writes (key
-        generations, memory rows) are still reached through the same object."""
+    def transaction(self) -> AbstractContextManager[Statements]:
+        """A write transaction: commits on normal exit, rolls back on any exception."""
         ...
 
     def close(self) -> None:

@@ -16,6 +16,7 @@ transaction, and :class:`MessageTables`, reads and self-contained writes on a st
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
@@ -190,10 +191,29 @@ class MessageTables(Protocol):
         ...
 
 
+class _ConversationTransaction(Statements, Protocol):
+    """A memory transaction as the message tables write through it: the user's key
+    generation (held against an erasure until commit) and the conversation's lock."""
+
+    def key_generation(self, account_id: str, user_id: str) -> int | None:
+        """The user's key generation (None: no row)."""
+        ...
+
+    def lock_conversation(self, account_id: str, conversation_id: str) -> None:
+        """Serialise writers of one conversation until commit."""
+        ...
+
+
+class _MessageDatabase(Database, Protocol):
+    def transaction(self) -> AbstractContextManager[_ConversationTransaction]:
+        """A memory transaction (see :class:`_ConversationTransaction`)."""
+        ...
+
+
 class SqlMessageTables:
     """:class:`MessageTables` on a SQL storage (SQLite or PostgreSQL)."""
 
-    def __init__(self, storage: Database) -> None:
+    def __init__(self, storage: _MessageDatabase) -> None:
         self._storage = storage
 
     def next_index_and_insert(self, row: MessageRow, *, key_generation: int) -> int:

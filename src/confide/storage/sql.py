@@ -38,7 +38,7 @@ from confide.storage.base import (
 )
 from confide.storage.checkpoints import CheckpointTables, SqlCheckpointTables
 from confide.storage.consolidation import ConsolidationTables, SqlConsolidationTables
-from confide.storage.database import Connection, Cursor
+from confide.storage.database import Connection, Cursor, Database
 from confide.storage.derived import Derived, SqlDerivedWrites
 from confide.storage.filters import compile_filter, compile_others_shared
 from confide.storage.jobs import JobTables, SqlJobTables, SqlJobWrites
@@ -683,6 +683,11 @@ class SqlStorage:
 
     name: ClassVar[str] = "sql"
     dialect: ClassVar[str] = "sqlite"
+
+    @property
+    def database(self) -> Database:
+        """This storage is its own database seam (see :mod:`confide.storage.database`)."""
+        return self
 
     # ---- provided by the backend -----------------------------------------------------------
     def _open_reader(self, account_id: str | None) -> AbstractContextManager[SqlExecutor]:

@@ -28,9 +28,9 @@ TABLES = ("memories", "history", "changes")
 def raw_rows(storage: Storage, tables: tuple[str, ...] = TABLES) -> str:
     """Every row of ``tables`` as text, read directly from the database."""
     out = []
-    with storage.transaction() as tx:
+    with storage.database.transaction() as tx:
         for table in tables:
-            for row in tx.run(f"SELECT * FROM {table}").fetchall():  # type: ignore[attr-defined]
+            for row in tx.run(f"SELECT * FROM {table}").fetchall():
                 out.append(repr(tuple(row)))
     return "\n".join(out).lower()
 
@@ -51,8 +51,8 @@ def assert_no_clear_keys(text: str | bytes, keys: tuple[str, ...] = SENSITIVE_KE
 
 def tamper(storage: Storage, sql: str, params: list[Any]) -> None:
     """Change rows behind the engine's back, as someone with database access could."""
-    with storage.transaction() as tx:
-        tx.run(sql, params)  # type: ignore[attr-defined]
+    with storage.database.transaction() as tx:
+        tx.run(sql, params)
 
 
 class BlindKeysConformance(StorageHarness):
@@ -101,10 +101,10 @@ class BlindKeysConformance(StorageHarness):
         # Another account blinds the same key differently: no cross-account linkage.
         other = add(engine, key="dog_name", value="Fido", account_id="acct-2")
         assert engine.get(other.id, account_id="acct-2").key == "dog_name"
-        with storage.transaction() as tx:
+        with storage.database.transaction() as tx:
             stored_keys = {
                 r[0]: r[1]
-                for r in tx.run(  # type: ignore[attr-defined]
+                for r in tx.run(
                     "SELECT account_id, key FROM memories WHERE state = 'active'"
                 ).fetchall()
             }
@@ -149,14 +149,14 @@ class BlindKeysConformance(StorageHarness):
         alpha = add(engine, key="alpha", value="first")
         beta = add(engine, key="beta", value="second")
         gamma = add(engine, key="gamma", value="third")
-        with storage.transaction() as tx:
+        with storage.database.transaction() as tx:
             keys = dict(
-                tx.run(  # type: ignore[attr-defined]
+                tx.run(
                     "SELECT id, key FROM memories WHERE id IN (?, ?)", [alpha.id, beta.id]
                 ).fetchall()
             )
             for mine, theirs in ((alpha.id, beta.id), (beta.id, alpha.id)):
-                tx.run(  # type: ignore[attr-defined]
+                tx.run(
                     "UPDATE memories SET key = ?, key_lc = ? WHERE id = ?",
                     [keys[theirs], keys[theirs], mine],
                 )

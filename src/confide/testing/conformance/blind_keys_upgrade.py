@@ -101,11 +101,9 @@ class BlindKeysUpgradeConformance(StorageHarness):
         _legacy_memory(writer, OLD_KEYS[1], "on weekends", "00000000-0000-4000-8000-000000000002")
         _legacy_service_rows(writer)
         # Roll the store back to before migration 8, as an older Confide left it.
-        with storage.transaction() as tx:
-            tx.run("DELETE FROM schema_migrations WHERE version = 8")  # type: ignore[attr-defined]
-            tx.run(  # type: ignore[attr-defined]
-                "DELETE FROM store_meta WHERE key IN ('keys_blinded', 'service_keys_blinded')"
-            )
+        with storage.database.transaction() as tx:
+            tx.run("DELETE FROM schema_migrations WHERE version = 8")
+            tx.run("DELETE FROM store_meta WHERE key IN ('keys_blinded', 'service_keys_blinded')")
         assert OLD_KEYS[0] in raw_rows(storage)
         storage.migrate()
         pending = raw_rows(storage, ("store_meta",))
@@ -125,10 +123,8 @@ class BlindKeysUpgradeConformance(StorageHarness):
             "- +created: [Preference] Dislikes ex husband robert is he lied (imp=2)"
         )
         # The upgraded rows are bound like new ones: a flipped visibility is caught.
-        with storage.transaction() as tx:
-            tx.run(  # type: ignore[attr-defined]
-                "UPDATE memories SET visibility = 'shared' WHERE id = ?", [first.id]
-            )
+        with storage.database.transaction() as tx:
+            tx.run("UPDATE memories SET visibility = 'shared' WHERE id = ?", [first.id])
         with pytest.raises(TamperedRowError):
             engine.get(first.id, account_id=ACCOUNT)
 

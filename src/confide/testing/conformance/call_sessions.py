@@ -115,10 +115,10 @@ class CallSessionsConformance(StorageHarness):
         tables = storage.service_tables()
         tables.insert_session(_session("s-old"))
         # As a store made before version 14 left it: no holder columns.
-        with storage.transaction() as tx:
+        with storage.database.transaction() as tx:
             for column in ("worker_id", "worker_host", "worker_pid"):
-                tx.run(f"ALTER TABLE call_sessions DROP COLUMN {column}")  # type: ignore[attr-defined]
-            tx.run("DELETE FROM schema_migrations WHERE version = 14")  # type: ignore[attr-defined]
+                tx.run(f"ALTER TABLE call_sessions DROP COLUMN {column}")
+            tx.run("DELETE FROM schema_migrations WHERE version = 14")
         storage.migrate()
         assert storage.schema_version() == max(m.version for m in migrations.MIGRATIONS)
         row = tables.get_session("s-old", account_id=ACCOUNT)

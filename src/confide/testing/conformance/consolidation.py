@@ -230,14 +230,14 @@ class ConsolidationConformance(StorageHarness):
         try:
             stored = engine.store_many([_new(v) for v in TWINS])
             # As a store made before version 13 left it: no judged pairs, no access counts.
-            with storage.transaction() as tx:
+            with storage.database.transaction() as tx:
                 for statement in (
                     "DROP TABLE consolidation_pairs",
                     "DROP INDEX memories_accessed",
                     "ALTER TABLE memories DROP COLUMN access_count",
                     "DELETE FROM schema_migrations WHERE version = 13",
                 ):
-                    tx.run(statement)  # type: ignore[attr-defined]
+                    tx.run(statement)
             storage.migrate()
             assert storage.schema_version() == max(m.version for m in migrations.MIGRATIONS)
             engine.storage.touch(ACCOUNT, [stored[0].id], utcnow().timestamp())

@@ -213,7 +213,7 @@ def _tables(storage: Storage, *, but: tuple[str, ...]) -> tuple[str, ...]:
         else "SELECT table_name FROM information_schema.tables "
         "WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'"
     )
-    with storage.transaction() as tx:
+    with storage.database.transaction() as tx:
         tx.across_accounts()
-        names = [str(r[0]) for r in tx.run(sql).fetchall()]  # type: ignore[attr-defined]
+        names = [str(r[0]) for r in tx.run(sql).fetchall()]
     return tuple(n for n in names if n not in but and not n.startswith("sqlite_"))

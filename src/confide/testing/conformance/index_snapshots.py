@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 import pytest
 
@@ -31,10 +32,36 @@ THEIRS = MemoryFilter(account_id=ACCOUNT, user_id="user-2")
 WORDS = ("kite", "heron", "parrot", "owl", "lagoon", "garden", "harbour", "meadow", "lantern")
 
 
+class _SnapshottingIndex(Protocol):
+    """The in-process index of a storage with sealed vectors, as these tests tune it."""
+
+    snapshot_rows: int
+    snapshot_share: float
+
+    def flush_snapshots(self) -> None:
+        """Wait for the snapshots being written in the background."""
+        ...
+
+
+@runtime_checkable
+class _InProcessVectors(Protocol):
+    @property
+    def vector_index(self) -> _SnapshottingIndex:
+        """The storage's in-process vector index."""
+        ...
+
+
+def _index(engine: MemoryEngine) -> _SnapshottingIndex:
+    """The engine's in-process vector index (a storage with sealed vectors keeps one)."""
+    storage = engine.storage
+    assert isinstance(storage, _InProcessVectors), f"{storage.name} keeps no in-process index"
+    return storage.vector_index
+
+
 def _vectors(engine: MemoryEngine) -> MemoryEngine:
     """``engine`` with a vector indexer, its index snapshotted after every 4 new rows."""
     engine.add_indexer(VectorIndexer(engine.storage, HashingEmbedder(), link_top_k=0))
-    engine.storage.vector_index.snapshot_rows = 4  # type: ignore[attr-defined]
+    _index(engine).snapshot_rows = 4
     return engine
 
 
@@ -61,8 +88,8 @@ def _fill(engine: MemoryEngine, user_id: str, count: int, start: int = 0) -> lis
 def _snapshot(engine: MemoryEngine, flt: MemoryFilter) -> int:
     """Load the owner's index (a search) and wait for its snapshot; returns its ``max_seq``."""
     engine.storage.vector_search(flt, HashingEmbedder().embed_one("kite"), 1)
-    engine.storage.vector_index.flush_snapshots()  # type: ignore[attr-defined]
-    with engine.storage.reader_across_accounts() as db:  # type: ignore[attr-defined]
+    _index(engine).flush_snapshots()
+    with engine.storage.database.reader_across_accounts() as db:
         row = db.run(
             "SELECT max_seq FROM vector_snapshots WHERE account_id = ? AND user_id = ?",
             [flt.account_id, flt.user_id],
@@ -71,7 +98,7 @@ def _snapshot(engine: MemoryEngine, flt: MemoryFilter) -> int:
 
 
 def _snapshots_of(engine: MemoryEngine, user_id: str) -> int:
-    with engine.storage.reader_across_accounts() as db:  # type: ignore[attr-defined]
+    with engine.storage.database.reader_across_accounts() as db:
         row = db.run(
             "SELECT COUNT(*) FROM vector_snapshots WHERE account_id = ? AND user_id = ?",
             [ACCOUNT, user_id],
@@ -102,8 +129,8 @@ class IndexSnapshotsConformance(StorageHarness):
         cold = _engine(storage_url, key_store, settings)
         try:
             # Vectors the snapshot holds are not opened again: their rows may be unreadable.
-            with cold.storage.transaction() as tx:
-                tx.run(  # type: ignore[attr-defined]
+            with cold.storage.database.transaction() as tx:
+                tx.run(
                     "UPDATE embeddings SET vector = zeroblob(64) WHERE memory_id = ?",
                     [memories[5].id],
                 )
@@ -123,7 +150,7 @@ class IndexSnapshotsConformance(StorageHarness):
         # A rewrite costs the whole index: after a fixed count of rows, a large user would
         # rewrite it again and again; after a share of its size, the cost per row is bounded.
         warm = _vectors(engine)
-        warm.storage.vector_index.snapshot_share = 0.5  # type: ignore[attr-defined]
+        _index(warm).snapshot_share = 0.5
         _fill(warm, "user-1", 8)
         first = _snapshot(warm, MINE)
         assert first > 0
@@ -142,8 +169,8 @@ class IndexSnapshotsConformance(StorageHarness):
         cold = _engine(storage_url, key_store, settings)
         try:
             gone = [m.id for m in memories[:4]]
-            with cold.storage.transaction() as tx:  # vectors dropped, memories kept
-                tx.run(  # type: ignore[attr-defined]
+            with cold.storage.database.transaction() as tx:  # vectors dropped, memories kept
+                tx.run(
                     f"DELETE FROM embeddings WHERE memory_id IN ({', '.join('?' for _ in gone)})",
                     gone,
                 )
@@ -163,10 +190,8 @@ class IndexSnapshotsConformance(StorageHarness):
         assert _snapshot(warm, THEIRS) == 0  # too few rows for a snapshot of its own
         cold = _engine(storage_url, key_store, settings)
         try:
-            with cold.storage.transaction() as tx:
-                tx.run(  # type: ignore[attr-defined]
-                    "UPDATE vector_snapshots SET user_id = 'user-2' WHERE user_id = 'user-1'"
-                )
+            with cold.storage.database.transaction() as tx:
+                tx.run("UPDATE vector_snapshots SET user_id = 'user-2' WHERE user_id = 'user-1'")
             found = {h for m in theirs for h in _top(cold, THEIRS, m, 10)}
             assert found == {m.id for m in theirs}
         finally:
@@ -186,7 +211,7 @@ class IndexSnapshotsConformance(StorageHarness):
         kept = _fill(engine, "user-2", 8)
         assert _snapshot(engine, MINE) > 0
         assert _snapshot(engine, THEIRS) > 0
-        engine.storage.checkpoint()  # type: ignore[attr-defined]
+        engine.storage.scrub()
         copy = tmp_path / "copy.db"
         shutil.copyfile(Path(storage_url.removeprefix("sqlite:///")), copy)
         engine.erase_user(account_id=ACCOUNT, user_id="user-1")

@@ -42,8 +42,8 @@ def _found(engine: MemoryEngine, words: str) -> list[str]:
 
 def _forget_version(storage: Storage) -> None:
     """Delete the recorded tokenizer version, as a store written before it was recorded."""
-    with storage.transaction() as tx:
-        tx.run("DELETE FROM store_meta WHERE key = ?", [TOKENIZER_META])  # type: ignore[attr-defined]
+    with storage.database.transaction() as tx:
+        tx.run("DELETE FROM store_meta WHERE key = ?", [TOKENIZER_META])
 
 
 class IndexVersionsConformance(StorageHarness):

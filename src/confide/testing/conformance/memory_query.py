@@ -107,9 +107,9 @@ def _assert_exact_top(
 
 def _plan(storage: Storage, sql_filter: str, params: list[Any], q: np.ndarray) -> str:
     literal = "[" + ",".join(f"{x:.7g}" for x in q) + "]"
-    with storage.transaction() as tx:
-        tx.run("SET LOCAL hnsw.iterative_scan = relaxed_order")  # type: ignore[attr-defined]
-        rows = tx.run(  # type: ignore[attr-defined]
+    with storage.database.transaction() as tx:
+        tx.run("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        rows = tx.run(
             "EXPLAIN SELECT m.id FROM embeddings e JOIN memories m ON m.id = e.memory_id "
             f"WHERE {sql_filter} ORDER BY e.embedding <=> ?::vector LIMIT 10",
             [*params, literal],
@@ -543,8 +543,8 @@ class MemoryQueryConformance(StorageHarness):
             )
         app.engine.store_many([_mem("lonely", f"k{i}", sentence()) for i in range(LONELY)])
         if Capability.HNSW in storage.capabilities:  # the planner weighs the graph by statistics
-            with storage.transaction() as tx:
-                tx.run("ANALYZE")  # type: ignore[attr-defined]
+            with storage.database.transaction() as tx:
+                tx.run("ANALYZE")
         busy = app.engine.list_memories(
             MemoryFilter(account_id=ACCOUNT, user_id="busy"), limit=5000
         )
@@ -598,15 +598,15 @@ class MemoryQueryConformance(StorageHarness):
         assert "embeddings_hnsw" in plan  # a large owner is searched through the index
         # Force HNSW for a selective filter and cap its iterative scan, so the index alone comes
         # up short: the exact fallback must still return the full top-k.
-        with storage.transaction() as tx:
-            run = tx.run  # type: ignore[attr-defined]
+        with storage.database.transaction() as tx:
+            run = tx.run
             dbname = run("SELECT current_database()").fetchone()[0]
             run(f'ALTER DATABASE "{dbname}" SET hnsw.max_scan_tuples = 20')
             run(f'ALTER DATABASE "{dbname}" SET enable_sort = off')
         from confide.storage.postgres import PostgresStorage
 
-        conninfo = storage.conninfo  # type: ignore[attr-defined]
-        capped = PostgresStorage(conninfo, max_size=1, ef_search=10)
+        assert isinstance(storage, PostgresStorage)  # the plan below is PostgreSQL's
+        capped = PostgresStorage(storage.conninfo, max_size=1, ef_search=10)
         try:
             flt = MemoryFilter(account_id=ACCOUNT, user_id="busy", categories=("mood",))
             sql_filter = "m.user_id = ? AND m.category = ?"
@@ -624,8 +624,8 @@ class MemoryQueryConformance(StorageHarness):
             _assert_exact_top(vectors, rare, q, [h.memory_id for h in hits], 5)
         finally:
             capped.close()
-            with storage.transaction() as tx:
-                run = tx.run  # type: ignore[attr-defined]
+            with storage.database.transaction() as tx:
+                run = tx.run
                 run(f'ALTER DATABASE "{dbname}" RESET hnsw.max_scan_tuples')
                 run(f'ALTER DATABASE "{dbname}" RESET enable_sort')
 
@@ -636,9 +636,7 @@ class MemoryQueryConformance(StorageHarness):
         stored = app.engine.store_many(
             [_mem("u1", f"n{i}", f"note number {i} about walks") for i in range(3)]
         )
-        with engine.storage.transaction() as tx:
-            tx.run(  # type: ignore[attr-defined]
-                "UPDATE memories SET category = 'mood' WHERE id = ?", [stored[0].id]
-            )
+        with engine.storage.database.transaction() as tx:
+            tx.run("UPDATE memories SET category = 'mood' WHERE id = ?", [stored[0].id])
         assert _ids(_ask(app, query="note about walks")) == {m.id for m in stored[1:]}
         assert engine.integrity_failures > 0

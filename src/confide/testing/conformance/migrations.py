@@ -19,10 +19,9 @@ class MigrationsConformance(StorageHarness):
         self, storage: Storage, monkeypatch: object
     ) -> None:
         # Roll the fresh database back to schema version 1, as an older Confide left it.
-        with storage.transaction() as tx:
-            tx.run("DELETE FROM schema_migrations WHERE version > 1")  # type: ignore[attr-defined]
-            if tx.has_table("embeddings"):  # type: ignore[attr-defined]
-                tx.run("DROP TABLE embeddings")  # type: ignore[attr-defined]
+        with storage.database.transaction() as tx:
+            tx.run("DELETE FROM schema_migrations WHERE version > 1")
+            tx.run("DROP TABLE IF EXISTS embeddings")
         assert storage.schema_version() == 1
         engine = MemoryEngine(storage, KeyRing(primary=TEST_KEK))
         memory = add(engine, value="kept across the upgrade")
@@ -36,19 +35,19 @@ class MigrationsConformance(StorageHarness):
     def test_vector_graph_takes_the_current_build_settings(self, storage: Storage) -> None:
         storage.bind_embedder("test-model", 8)
         # As a store made before version 4 left it: a graph built with pgvector's default.
-        with storage.transaction() as tx:
-            tx.run("DROP INDEX embeddings_hnsw")  # type: ignore[attr-defined]
-            tx.run(  # type: ignore[attr-defined]
+        with storage.database.transaction() as tx:
+            tx.run("DROP INDEX embeddings_hnsw")
+            tx.run(
                 "CREATE INDEX embeddings_hnsw ON embeddings USING hnsw "
                 "(embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)"
             )
-            tx.run("DELETE FROM schema_migrations WHERE version >= 4")  # type: ignore[attr-defined]
+            tx.run("DELETE FROM schema_migrations WHERE version >= 4")
         graph = "SELECT reloptions, relfilenode FROM pg_class WHERE relname = 'embeddings_hnsw'"
-        with storage.transaction() as tx:
-            before = tx.run(graph).fetchone()  # type: ignore[attr-defined]
+        with storage.database.transaction() as tx:
+            before = tx.run(graph).fetchone()
         storage.migrate()
-        with storage.transaction() as tx:
-            after = tx.run(graph).fetchone()  # type: ignore[attr-defined]
+        with storage.database.transaction() as tx:
+            after = tx.run(graph).fetchone()
         assert f"ef_construction={migrations.HNSW_EF_CONSTRUCTION}" in after[0]
         # A settings change, not a rebuild: the graph's storage is the one it had.
         assert after[1] == before[1]
@@ -57,15 +56,15 @@ class MigrationsConformance(StorageHarness):
         engine = MemoryEngine(storage, KeyRing(primary=TEST_KEK))
         memory = add(engine)
         # As a store made before version 6 left it: no row versions.
-        with storage.transaction() as tx:
-            tx.run("ALTER TABLE memories DROP COLUMN row_version")  # type: ignore[attr-defined]
-            tx.run("DELETE FROM schema_migrations WHERE version = 6")  # type: ignore[attr-defined]
+        with storage.database.transaction() as tx:
+            tx.run("ALTER TABLE memories DROP COLUMN row_version")
+            tx.run("DELETE FROM schema_migrations WHERE version = 6")
         storage.migrate()
         assert engine.get(memory.id, account_id=ACCOUNT).row_version == 1
         assert engine.forget(memory.id, account_id=ACCOUNT).row_version == 2
         # Run again after its record was lost, it finds the column and leaves it as it is.
-        with storage.transaction() as tx:
-            tx.run("DELETE FROM schema_migrations WHERE version = 6")  # type: ignore[attr-defined]
+        with storage.database.transaction() as tx:
+            tx.run("DELETE FROM schema_migrations WHERE version = 6")
         storage.migrate()
         assert storage.schema_version() == max(m.version for m in migrations.MIGRATIONS)
         assert engine.get(memory.id, account_id=ACCOUNT).row_version == 2
@@ -76,9 +75,9 @@ class MigrationsConformance(StorageHarness):
         engine = MemoryEngine(storage, KeyRing(primary=TEST_KEK))
         add(engine, key="city", value="Lima")
         # As a store made before version 16 left it: no read positions.
-        with storage.transaction() as tx:
-            tx.run("DROP TABLE thread_reads")  # type: ignore[attr-defined]
-            tx.run("DELETE FROM schema_migrations WHERE version = 16")  # type: ignore[attr-defined]
+        with storage.database.transaction() as tx:
+            tx.run("DROP TABLE thread_reads")
+            tx.run("DELETE FROM schema_migrations WHERE version = 16")
         storage.migrate()
         deliver = {"account_id": ACCOUNT, "user_id": "user-1", "reader": "default"}
         assert engine.deliver_delta(**deliver) == (

@@ -37,7 +37,7 @@ def _vectors(engine: MemoryEngine) -> HashingEmbedder:
 
 
 def _embedding_rows(storage: Storage) -> list[tuple[str, str | None, bytes]]:
-    with storage.reader_across_accounts() as db:  # type: ignore[attr-defined]
+    with storage.database.reader_across_accounts() as db:
         rows = db.run("SELECT memory_id, key_id, vector FROM embeddings ORDER BY seq").fetchall()
     return [(str(r[0]), r[1], bytes(r[2])) for r in rows]
 
@@ -61,7 +61,7 @@ class SealedVectorsConformance(StorageHarness):
         expected = embedder.embed_one(indexed_text(memory))
         rows = _embedding_rows(storage)
         assert [(m, k is not None) for m, k, _ in rows] == [(memory.id, True)]
-        storage.checkpoint()  # type: ignore[attr-defined]
+        storage.scrub()
         files = b"".join(p.read_bytes() for p in storage.data_files() if p.exists())
         assert expected.astype(np.float32).tobytes() not in files
         hits = storage.vector_search(MINE, expected, 3)
@@ -83,16 +83,14 @@ class SealedVectorsConformance(StorageHarness):
         theirs = add(engine, key="c", value="a green parrot indoors", user_id="user-2")
         untouched = add(engine, key="d", value="a white owl in the barn")
         blobs = {m: (k, v) for m, k, v in _embedding_rows(storage)}
-        with storage.transaction() as tx:
+        with storage.database.transaction() as tx:
             # Swap two rows' sealed vectors, and give user-1 a row sealed for user-2.
             for target, source in ((first.id, second.id), (second.id, first.id)):
-                tx.run(  # type: ignore[attr-defined]
+                tx.run(
                     "UPDATE embeddings SET vector = ? WHERE memory_id = ?",
                     [blobs[source][1], target],
                 )
-            tx.run(  # type: ignore[attr-defined]
-                "UPDATE embeddings SET user_id = 'user-1' WHERE memory_id = ?", [theirs.id]
-            )
+            tx.run("UPDATE embeddings SET user_id = 'user-1' WHERE memory_id = ?", [theirs.id])
         cold = _reopened(storage, storage_url, key_store, settings)
         try:
             found = set()
@@ -117,7 +115,7 @@ class SealedVectorsConformance(StorageHarness):
         embedder = _vectors(engine)
         erased = add(engine, value="my secret garden gate code")
         kept = add(engine, value="my secret garden gate code", user_id="user-2")
-        storage.checkpoint()  # type: ignore[attr-defined]
+        storage.scrub()
         original = Path(storage_url.removeprefix("sqlite:///"))
         copy = tmp_path / "copy.db"
         shutil.copyfile(original, copy)
@@ -147,14 +145,14 @@ class SealedVectorsConformance(StorageHarness):
         memory: Memory = add(engine, value="an old memory from before sealing")
         storage.bind_embedder(embedder.model_id, embedder.dims)
         vector = embedder.embed_one(indexed_text(memory))
-        with storage.transaction() as tx:  # as the schema before version 18 was
+        with storage.database.transaction() as tx:  # as the schema before version 18 was
             for statement in (
                 "DROP INDEX embeddings_clear",
                 "ALTER TABLE embeddings DROP COLUMN key_id",
                 "DELETE FROM schema_migrations WHERE version >= 18",
             ):
-                tx.run(statement)  # type: ignore[attr-defined]
-            tx.run(  # type: ignore[attr-defined]
+                tx.run(statement)
+            tx.run(
                 "INSERT INTO embeddings (memory_id, account_id, user_id, model_id, vector) "
                 "VALUES (?, ?, ?, ?, ?)",
                 [memory.id, ACCOUNT, "user-1", embedder.model_id, vector.tobytes()],

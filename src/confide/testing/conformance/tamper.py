@@ -32,10 +32,8 @@ USER_2 = MemoryFilter(account_id=ACCOUNT, user_id="user-2")
 def _set(storage: Storage, memory_id: str, **columns: Any) -> None:
     """Change columns of a stored row directly, as someone with the database would."""
     assignments = ", ".join(f"{name} = ?" for name in columns)
-    with storage.transaction() as tx:
-        tx.run(  # type: ignore[attr-defined]
-            f"UPDATE memories SET {assignments} WHERE id = ?", [*columns.values(), memory_id]
-        )
+    with storage.database.transaction() as tx:
+        tx.run(f"UPDATE memories SET {assignments} WHERE id = ?", [*columns.values(), memory_id])
 
 
 def _flip(blob: bytes, position: int) -> bytes:
