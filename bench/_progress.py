@@ -4,18 +4,22 @@ A bar shows counts and rate on standard error when it is a terminal and nothing 
 (pipes, logs and tests see nothing), so what a benchmark prints on standard output is the
 same with or without one. ``progress_bar`` is the command line's own (a
 :data:`~confide.types.Progress` callback, ``show(done, total)``); ``counted`` wraps an
-iterable; ``say`` prints a line on standard output without breaking a bar being drawn.
+iterable; ``clocked`` shows the seconds a timed coroutine has run; ``say`` prints a line on
+standard output without breaking a bar being drawn.
 """
 
 from __future__ import annotations
 
+import asyncio
 import sys
-from collections.abc import Iterable, Iterator
-from typing import TextIO, TypeVar
+import time
+from collections.abc import Coroutine, Iterable, Iterator
+from typing import Any, TextIO, TypeVar
 
 from confide.cli import progress_bar
+from confide.types import Progress
 
-__all__ = ["counted", "progress_bar", "say"]
+__all__ = ["clocked", "counted", "progress_bar", "say"]
 
 T = TypeVar("T")
 
@@ -44,6 +48,16 @@ def counted(
         disable=None,
         dynamic_ncols=True,
     )
+
+
+async def clocked(work: Coroutine[Any, Any, T], seconds: float, show: Progress) -> T:
+    """``work``'s result, the seconds gone (of ``seconds``) shown once a second meanwhile."""
+    task = asyncio.ensure_future(work)
+    start, whole = time.perf_counter(), round(seconds)
+    while not task.done():
+        await asyncio.wait({task}, timeout=1.0)
+        show(min(whole, round(time.perf_counter() - start)), whole)
+    return task.result()
 
 
 def say(line: str) -> None:

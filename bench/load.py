@@ -17,34 +17,18 @@ import argparse
 import asyncio
 import sys
 import tempfile
-import time
-from collections.abc import Coroutine
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _progress import progress_bar
+from _progress import clocked, progress_bar
 from _served import served_store
 from confide.server.auth import ApiKeys
 from confide.storage import open_storage
 from confide.testing.forensics import sentinels_in_clear
-from confide.testing.load import LOAD_ACCOUNT, SENT_SHAPE, LoadReport, run_load
+from confide.testing.load import LOAD_ACCOUNT, SENT_SHAPE, run_load
 from confide.testing.processes import serve
-from confide.types import Progress
-
-
-async def _clocked(
-    load: Coroutine[Any, Any, LoadReport], seconds: float, show: Progress
-) -> LoadReport:
-    """``load``'s report, the seconds gone shown on the bar once a second meanwhile."""
-    task = asyncio.ensure_future(load)
-    start, whole = time.perf_counter(), round(seconds)
-    while not task.done():
-        await asyncio.wait({task}, timeout=1.0)
-        show(min(whole, round(time.perf_counter() - start)), whole)
-    return task.result()
 
 
 def main() -> int:
@@ -76,7 +60,7 @@ def main() -> int:
                 bases = [p.wait_ready() for p in processes]
                 with progress_bar(f"{backend} load", "s") as show:
                     load = run_load(bases, token, clients=args.clients, seconds=args.seconds)
-                    report = asyncio.run(_clocked(load, args.seconds, show))
+                    report = asyncio.run(clocked(load, args.seconds, show))
             # Sentinels, once the services stopped: no value or turn in clear in any file.
             in_clear = sentinels_in_clear(
                 store.settings.resolved_storage_url(),
