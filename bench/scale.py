@@ -3,6 +3,7 @@
     python bench/scale.py [--sizes 10000,100000] [--backends sqlite,postgres]
                           [--queries 500] [--pool 5000] [--json OUT]
                           [--kernels numba|numpy] [--ingest 2000] [--ingest-batch 32]
+                          [--profile OUT]
 
 Memory text is real conversation text (``--text locomo``, the default): every LoCoMo turn
 once, then distinct splices of two turns (the first half of one, the second half of another),
@@ -50,21 +51,35 @@ new memory at that size (the size over the new rows that trigger a rewrite).
 
 ``--kernels numpy`` makes the SQLite index use its NumPy loops even where numba (the ``fast``
 extra) is installed, to compare the two in one environment.
+
+``--profile OUT`` runs the timed questions once more (top_k as timed) under cProfile, after
+the timed queries, and writes the statistics to ``OUT`` (pstats; a second size or backend adds its
+name to the file) and prints the top 25 by cumulative and by own time. The embedding of the
+question is left out: the profiled pass answers each question with the vector the pass just
+before it computed (same question, same text embedded). The query path's worker threads are
+profiled too (a fresh pool that profiles the tasks it runs, not its idle waits) and merged
+with the caller's thread, so a caller waiting on a worker (``Future.result``, a lock's
+``acquire``) and the worker's own calls both appear: times add up across threads and
+overlap in wall time.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import hashlib
 import json
 import os
+import pstats
 import statistics
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import numpy as np
 
@@ -80,9 +95,13 @@ from confide.embedders import Embedder, l2_normalise
 from confide.embedders.local import LocalMiniLMEmbedder
 from confide.engine import MemoryEngine
 from confide.index.vectors import in_context
+from confide.retrieval import query as query_path
 from confide.storage import vector_kernels
 from confide.storage.base import Storage
 from confide.types import MemoryFilter
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 RESULTS = REPO_ROOT / "bench" / "results"
 ACCOUNT = "scale"
@@ -391,6 +410,77 @@ def _time_queries(app: Confide, asked: Iterable[str], top_k: int) -> list[float]
     return totals
 
 
+class ReplayEmbedder:
+    """The real embedder, remembering each vector it made, so a second pass over the same
+    questions spends nothing on embedding them."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.model_id = inner.model_id
+        self.dims = inner.dims
+        self._inner = inner
+        self._seen: dict[str, np.ndarray] = {}
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return self._inner.embed(texts)
+
+    def embed_one(self, text: str) -> np.ndarray:
+        vector = self._seen.get(text)
+        if vector is None:
+            vector = self._seen[text] = self._inner.embed_one(text)
+        return vector
+
+
+class _ProfiledPool(ThreadPoolExecutor):
+    """Worker threads that profile the tasks they run (not their idle waits), one profiler
+    per thread."""
+
+    def __init__(self) -> None:
+        super().__init__(4, thread_name_prefix="confide-query")
+        self.profiles: list[cProfile.Profile] = []
+        self._mine = threading.local()
+
+    def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Future[T]:
+        def profiled() -> T:
+            profile: cProfile.Profile | None = getattr(self._mine, "profile", None)
+            if profile is None:
+                profile = self._mine.profile = cProfile.Profile()
+                self.profiles.append(profile)
+            profile.enable()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                profile.disable()
+
+        return super().submit(profiled)
+
+
+def profile_queries(app: Confide, asked: list[str], top_k: int, out: Path) -> None:
+    """Profile ``memory_query`` over ``asked`` (embeddings replayed) into ``out``; print the
+    top 25 by cumulative and by own time."""
+    service = app.memory_query
+    real = service.embedder
+    assert real is not None
+    service.embedder = ReplayEmbedder(real)
+    _time_queries(app, asked, top_k)  # embeds each question once, for the replay
+    pool = _ProfiledPool()
+    shared, query_path._executor = query_path._executor, pool
+    main = cProfile.Profile()
+    try:
+        main.enable()
+        _time_queries(app, asked, top_k)
+        main.disable()
+    finally:
+        query_path._executor = shared
+        service.embedder = real
+        pool.shutdown(wait=True)
+    stats = pstats.Stats(main, *pool.profiles)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    stats.dump_stats(out)
+    print(f"profile of {len(asked)} queries (embedding excluded) written to {out}")
+    for key in ("cumulative", "tottime"):
+        stats.sort_stats(key).print_stats(25)
+
+
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
@@ -495,6 +585,8 @@ def run(backend: str, size: int, local: Embedder, args: argparse.Namespace) -> d
                 if args.top_k != 10
                 else totals
             )
+            if args.profile is not None:
+                profile_queries(app, timed, args.top_k, _profile_path(args, backend, size))
             embeds: list[float] = []
             for q in counted(timed, "bare embedding", "queries"):
                 t0 = time.perf_counter()
@@ -537,6 +629,13 @@ def run(backend: str, size: int, local: Embedder, args: argparse.Namespace) -> d
         **cold,
         **({"by_ef_search": by_ef} if by_ef else {}),
     }
+
+
+def _profile_path(args: argparse.Namespace, backend: str, size: int) -> Path:
+    """``--profile``'s file, named after the backend and size when the run has several."""
+    out: Path = args.profile
+    several = len(args.backends.split(",")) * len(args.sizes.split(",")) > 1
+    return out.with_name(f"{out.stem}-{backend}-{size}{out.suffix}") if several else out
 
 
 def time_ef_search(
@@ -672,6 +771,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         default="",
         help="PostgreSQL: hnsw.ef_search values timed again on the same filled store, each "
         "through its own pool (comma-separated; the main row uses CONFIDE_POSTGRES_EF_SEARCH)",
+    )
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        metavar="OUT",
+        help="profile the timed queries (their embedding excluded) with cProfile: pstats "
+        "file OUT, and the top 25 by cumulative and by own time printed",
     )
     args = parser.parse_args(argv)
     args.ef_search = [int(v) for v in args.ef_search.split(",") if v]

@@ -156,8 +156,13 @@ def workers() -> ThreadPoolExecutor:
 def _hydrated(
     source: CandidateSource, pool: list[Candidate], ids: Sequence[str]
 ) -> list[Candidate]:
+    """``pool`` with the candidates among ``ids`` read in full."""
     wanted = set(ids)
-    filled = {c.id: c for c in source.hydrate([c for c in pool if c.id in wanted])}
+    # A candidate read in full already (``kind`` is set) would come back the same.
+    unread = [c for c in pool if c.id in wanted and c.kind is None]
+    if not unread:
+        return pool
+    filled = {c.id: c for c in source.hydrate(unread)}
     return [filled.get(c.id, c) for c in pool]
 
 
