@@ -41,6 +41,16 @@ class Api:
             assert (await self.post(f"/sessions/{session_id}/connected")).status_code == 200
         return session_id
 
+    async def end_call(self, text: str, *, line: str = "line-1") -> str:
+        """A connected call on ``line`` where the user says ``text``, ended (its
+        summarisation scheduled); its id."""
+        session_id = await self.session(line)
+        turn = {"speaker": "user", "text": text}
+        assert (await self.post(f"/sessions/{session_id}/turns", turn)).status_code == 200
+        ended = await self.post(f"/sessions/{session_id}/end")
+        assert ended.json() == {"summarization": "scheduled"}
+        return session_id
+
     async def join(self) -> None:
         await self.app.state.services.tasks.join()
 

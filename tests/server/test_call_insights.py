@@ -8,7 +8,7 @@ import json
 
 import httpx
 import pytest
-from tests.server.conftest import ACCOUNT
+from tests.server.conftest import ACCOUNT, Api
 
 from confide.config import Settings
 from confide.engine import MemoryEngine
@@ -58,18 +58,10 @@ async def test_an_ended_calls_insights_read_the_memories_written_from_that_call(
                 metadata={"session_id": "an-earlier-call"},
             )
         )
-        auth = {"Authorization": f"Bearer {services.keys.create(ACCOUNT)}"}
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://confide.test") as http:
-            created = await http.post(
-                "/sessions", json={"accountId": ACCOUNT, "lineId": "line-9"}, headers=auth
-            )
-            sid = created.json()["callSessionId"]
-            await http.post(f"/sessions/{sid}/connected", headers=auth)
-            said = {"speaker": "user", "text": "My dog is called Biscuit."}
-            await http.post(f"/sessions/{sid}/turns", json=said, headers=auth)
-            ended = await http.post(f"/sessions/{sid}/end", headers=auth)
-            assert ended.json() == {"summarization": "scheduled"}
+            api = Api(app, http, services.keys.create(ACCOUNT))
+            sid = await api.end_call("My dog is called Biscuit.", line="line-9")
             await services.tasks.join()
 
         [job] = engine.storage.job_tables().jobs(kind="insights")

@@ -14,7 +14,7 @@ import threading
 
 import httpx
 import pytest
-from tests.server.conftest import ACCOUNT
+from tests.server.conftest import ACCOUNT, Api
 
 from confide.config import Settings
 from confide.conversation.extraction import LLMExtractor
@@ -44,18 +44,10 @@ async def test_an_extraction_in_flight_at_the_erasure_writes_nothing(
         quick = settings.model_copy(update={"min_session_seconds": 0.0})
         app = create_app(quick, engine=engine, extractor=extractor)
         services = app.state.services
-        auth = {"Authorization": f"Bearer {services.keys.create(ACCOUNT)}"}
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://confide.test") as http:
-            created = await http.post(
-                "/sessions", json={"accountId": ACCOUNT, "lineId": "line-9"}, headers=auth
-            )
-            sid = created.json()["callSessionId"]
-            await http.post(f"/sessions/{sid}/connected", headers=auth)
-            said = {"speaker": "user", "text": "My dog is called Biscuit."}
-            await http.post(f"/sessions/{sid}/turns", json=said, headers=auth)
-            ended = await http.post(f"/sessions/{sid}/end", headers=auth)
-            assert ended.json() == {"summarization": "scheduled"}
+            api = Api(app, http, services.keys.create(ACCOUNT))
+            await api.end_call("My dog is called Biscuit.", line="line-9")
             # The extraction runs on this loop: wait for the model's request off it.
             assert await asyncio.to_thread(asked.wait, 60), "the extraction never asked"
 

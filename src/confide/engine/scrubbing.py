@@ -127,7 +127,7 @@ class EngineScrubbing(EngineCore):
         outcomes = self.scrub_stores()
         if scrubbed is not None:
             scrubbed()
-        blocked = [o.blocked_by for o in outcomes.values() if o.blocked_by is not None]
+        blocked = _blocked(outcomes)
         markers = decode_markers(row.markers)
         scan: ResidueScan | None = None
         if blocked:
@@ -148,8 +148,9 @@ class EngineScrubbing(EngineCore):
                 # Stale copies a page rebuild left (see SqliteStorage.scrub): rewrite the
                 # stores whole once, and look again.
                 outcomes = self.scrub_stores(rebuild=True)
-                blocked = [o.blocked_by for o in outcomes.values() if o.blocked_by is not None]
-                scan = scan_files(files, markers) if not blocked else scan
+                blocked = _blocked(outcomes)
+                if not blocked:
+                    scan = scan_files(files, markers)
             if blocked:
                 state, detail = ScrubState.PENDING, "; ".join(blocked)
             elif scan.occurrences:
@@ -187,6 +188,11 @@ class EngineScrubbing(EngineCore):
             dedupe_key=f"{SCRUB_JOB}:{scrub_id}",
             max_attempts=_JOB_ATTEMPTS,
         )
+
+
+def _blocked(outcomes: dict[str, ScrubOutcome]) -> list[str]:
+    """What blocked each store's scrub that did not complete."""
+    return [o.blocked_by for o in outcomes.values() if o.blocked_by is not None]
 
 
 def _report(row: ScrubRow) -> ScrubReport:
