@@ -27,6 +27,7 @@ from confide.engine import MemoryEngine
 from confide.retrieval.query import QueryPlan, retrieve
 from confide.retrieval.ranking import RankingWeights
 from confide.retrieval.source import StorageCandidateSource
+from confide.storage import FEATURES
 from confide.storage.base import Storage
 from confide.storage.keystore import open_key_store
 from confide.types import MemoryFilter
@@ -44,7 +45,7 @@ def open_storage(backend: str, folder: Path, *, pool_max: int = 8) -> tuple[Stor
     if backend == "sqlite":
         from confide.storage.sqlite import SqliteStorage
 
-        sqlite = SqliteStorage(folder / "confide.db")
+        sqlite = SqliteStorage(folder / "confide.db", features=FEATURES)
         sqlite.migrate()
         return sqlite, None
     from confide.storage.postgres import PostgresStorage
@@ -54,7 +55,7 @@ def open_storage(backend: str, folder: Path, *, pool_max: int = 8) -> tuple[Stor
     # CONFIDE_POSTGRES_EF_SEARCH applies here as in a deployment.
     ef_search = Settings(home=folder / "home").postgres_ef_search
     postgres = PostgresStorage(
-        server.create_database("bench"), max_size=pool_max, ef_search=ef_search
+        server.create_database("bench"), max_size=pool_max, ef_search=ef_search, features=FEATURES
     )
     postgres.migrate()
     return postgres, server

@@ -29,6 +29,7 @@ from confide.config import Settings
 from confide.crypto.keyring import KeyRing
 from confide.engine import MemoryEngine
 from confide.langgraph import ConfideCheckpointSaver
+from confide.storage import FEATURES
 from confide.storage.base import Storage
 from confide.storage.keystore import open_key_store
 
@@ -42,7 +43,7 @@ def _storage(kind: str, workdir: Path) -> Iterator[tuple[Storage, str]]:
     if kind == "sqlite":
         from confide.storage.sqlite import SqliteStorage
 
-        sqlite = SqliteStorage(str(workdir / "bench.db"))
+        sqlite = SqliteStorage(str(workdir / "bench.db"), features=FEATURES)
         sqlite.migrate()
         try:
             yield sqlite, f"sqlite:///{workdir / 'keys.db'}"
@@ -53,7 +54,7 @@ def _storage(kind: str, workdir: Path) -> Iterator[tuple[Storage, str]]:
     from confide.testing.postgres import EmbeddedPostgres
 
     server = EmbeddedPostgres(workdir / "pg")
-    postgres = PostgresStorage(server.create_database("bench"))
+    postgres = PostgresStorage(server.create_database("bench"), features=FEATURES)
     postgres.migrate()
     try:
         yield postgres, server.create_database("bench_keys")

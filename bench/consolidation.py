@@ -57,6 +57,7 @@ from confide.embedders.local import LocalMiniLMEmbedder
 from confide.engine import MemoryEngine
 from confide.llm import OpenAICompatibleLLM
 from confide.llm.usage import MeteredLLM, UsageLedger
+from confide.storage import FEATURES
 from confide.storage.base import Storage
 from confide.testing.builders import read_jsonl, unstored_memory
 from confide.testing.scripted_llm import RecordedRequest, ScriptedLLMServer, ScriptedReply
@@ -196,7 +197,7 @@ def llm_estimate(pairs: Sequence[Pair], folder: Path) -> dict[str, int]:
 
     from confide.storage.sqlite import SqliteStorage
 
-    storage = SqliteStorage(folder / "ledger.db")
+    storage = SqliteStorage(folder / "ledger.db", features=FEATURES)
     storage.migrate()
     ledger = UsageLedger(storage.app_tables())
     with ScriptedLLMServer(responder=answer) as server:

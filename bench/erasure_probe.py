@@ -17,6 +17,7 @@ from pathlib import Path
 from confide.config import Settings
 from confide.crypto.keyring import KeyRing
 from confide.engine import MemoryEngine
+from confide.storage import FEATURES
 from confide.storage.keystore import open_key_store
 from confide.storage.sqlite import SqliteStorage
 from confide.testing.builders import ACCOUNT, add
@@ -30,7 +31,7 @@ def main() -> int:
     """Run the probe and print its report."""
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
-        storage = SqliteStorage(home / "confide.db")
+        storage = SqliteStorage(home / "confide.db", features=FEATURES)
         storage.migrate()
         keys = open_key_store(f"sqlite:///{home / 'keys.db'}")
         settings = Settings(home=home, encryption_key=KEK.hex())

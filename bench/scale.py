@@ -96,7 +96,7 @@ from confide.embedders.local import LocalMiniLMEmbedder
 from confide.engine import MemoryEngine
 from confide.index.vectors import in_context
 from confide.retrieval import query as query_path
-from confide.storage import vector_kernels
+from confide.storage import FEATURES, vector_kernels
 from confide.storage.base import Storage
 from confide.types import MemoryFilter
 
@@ -653,7 +653,7 @@ def time_ef_search(
     from confide.storage.postgres import PostgresStorage
 
     assert isinstance(storage, PostgresStorage)
-    other = PostgresStorage(storage.conninfo, max_size=8, ef_search=ef_search)
+    other = PostgresStorage(storage.conninfo, max_size=8, ef_search=ef_search, features=FEATURES)
     # Its own key store connection (the same tables): closing the twin leaves the app's open.
     engine = MemoryEngine(other, app.engine.keyring, settings=app.settings)
     twin = Confide(engine, embedder=app.embedder, settings=app.settings)

@@ -30,6 +30,7 @@ from confide.config import Settings
 from confide.crypto.keyring import KeyRing
 from confide.engine import MemoryEngine
 from confide.engine.lifecycle import EngineLifecycle
+from confide.storage import FEATURES
 from confide.storage.base import Capability, Storage
 from confide.storage.keystore import KeyStore, open_key_store
 from confide.storage.postgres import PostgresStorage
@@ -72,7 +73,7 @@ def postgres_server() -> Iterator[EmbeddedPostgres]:
     # Retired WAL segments are deleted, not reused, so erasure can be checked in pg_wal too.
     server = EmbeddedPostgres(settings={"wal_recycle": "off"})
     template_uri = server.create_database("confide_template")
-    storage = PostgresStorage(template_uri)
+    storage = PostgresStorage(template_uri, features=FEATURES)
     storage.migrate()
     storage.close()
     try:
@@ -84,10 +85,10 @@ def postgres_server() -> Iterator[EmbeddedPostgres]:
 def make_storage(url: str) -> Storage:
     """A migrated storage of the database at ``url``."""
     if url.startswith("sqlite:///"):
-        sqlite = SqliteStorage(url.removeprefix("sqlite:///"))
+        sqlite = SqliteStorage(url.removeprefix("sqlite:///"), features=FEATURES)
         sqlite.migrate()
         return sqlite
-    postgres = PostgresStorage(url, max_size=4)
+    postgres = PostgresStorage(url, max_size=4, features=FEATURES)
     postgres.migrate()
     return postgres
 

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from confide.engine import default_thread
+from confide.storage import FEATURES
 from confide.storage.postgres import PostgresStorage
 from confide.testing.postgres import EmbeddedPostgres
 
@@ -16,10 +17,11 @@ import sys
 from confide.config import Settings
 from confide.crypto.keyring import KeyRing
 from confide.engine import MemoryEngine
+from confide.storage import FEATURES
 from confide.storage.postgres import PostgresStorage
 
 uri, kek, n = sys.argv[1], bytes.fromhex(sys.argv[2]), sys.argv[3]
-storage = PostgresStorage(uri, max_size=2)
+storage = PostgresStorage(uri, max_size=2, features=FEATURES)
 engine = MemoryEngine(storage, KeyRing(primary=kek), settings=Settings(encryption_key=sys.argv[2]))
 for i in range(15):
     engine.store({"account_id": "acct", "user_id": "u", "key": f"p{n}_{i}", "value": "v"})
@@ -34,7 +36,7 @@ def test_processes_writing_one_thread_get_consecutive_revisions(
     kek = bytes(range(32)).hex()
     procs = [subprocess.Popen([sys.executable, "-c", WRITER, uri, kek, str(n)]) for n in range(3)]
     assert [p.wait(timeout=120) for p in procs] == [0, 0, 0]
-    storage = PostgresStorage(uri)
+    storage = PostgresStorage(uri, features=FEATURES)
     try:
         thread = default_thread("acct", "u")
         revs = sorted(c.rev for c in storage.changes_since(thread, 0, 100, account_id="acct"))
@@ -49,10 +51,11 @@ import sys
 from confide.config import Settings
 from confide.crypto.keyring import KeyRing
 from confide.engine import MemoryEngine
+from confide.storage import FEATURES
 from confide.storage.postgres import PostgresStorage
 
 uri, kek = sys.argv[1], bytes.fromhex(sys.argv[2])
-storage = PostgresStorage(uri, max_size=2)
+storage = PostgresStorage(uri, max_size=2, features=FEATURES)
 engine = MemoryEngine(storage, KeyRing(primary=kek), settings=Settings(encryption_key=sys.argv[2]))
 header = engine.deliver_delta(account_id="acct", user_id="u", reader="agent")
 print("shown" if header.startswith("Memory updates since rev 0:") else "none")

@@ -16,6 +16,7 @@ import pytest
 from confide.config import Settings
 from confide.crypto.keyring import KeyRing
 from confide.engine import MemoryEngine
+from confide.storage import FEATURES
 from confide.storage.jobs import JobState
 from confide.storage.postgres import PostgresStorage
 from confide.testing.postgres import EmbeddedPostgres
@@ -59,12 +60,13 @@ import sys
 from confide.config import Settings
 from confide.crypto.keyring import KeyRing
 from confide.engine import MemoryEngine
+from confide.storage import FEATURES
 from confide.storage.postgres import PostgresStorage
 
 uri, kek, base_url = sys.argv[1], sys.argv[2], sys.argv[3]
 settings = Settings(encryption_key=kek, worker_lease_seconds=1.0)
-engine = MemoryEngine(PostgresStorage(uri, max_size=2), KeyRing(primary=bytes.fromhex(kek)),
-                      settings=settings)
+storage = PostgresStorage(uri, max_size=2, features=FEATURES)
+engine = MemoryEngine(storage, KeyRing(primary=bytes.fromhex(kek)), settings=settings)
 worker = Worker(engine, settings, worker_id="doomed")
 worker.register("note", note_job(base_url))
 worker.run_once()
@@ -86,7 +88,7 @@ def test_a_killed_workers_job_is_finished_once_by_another(
         return ScriptedReply(content="Ana prefers tea in the morning")
 
     settings = Settings(encryption_key=kek, worker_lease_seconds=1.0)
-    storage = PostgresStorage(uri, max_size=2)
+    storage = PostgresStorage(uri, max_size=2, features=FEATURES)
     engine = MemoryEngine(storage, KeyRing(primary=bytes.fromhex(kek)), settings=settings)
     queue = storage.job_tables()
     with ScriptedLLMServer(responder=answer) as llm:

@@ -14,13 +14,14 @@ from confide.embedders.base import Vectors
 from confide.engine import MemoryEngine
 from confide.errors import ProviderError
 from confide.index import vectors
+from confide.storage import FEATURES
 from confide.storage.sqlite import SqliteStorage
 from confide.testing.embedders import HashingEmbedder
 from confide.types import MemoryFilter
 
 
 def test_adjacent_and_related_edges_to_the_same_turn_both_survive(tmp_path: Path) -> None:
-    storage = SqliteStorage(tmp_path / "e.db")
+    storage = SqliteStorage(tmp_path / "e.db", features=FEATURES)
     storage.migrate()
     key = bytes(range(32))
     engine = MemoryEngine(
@@ -77,7 +78,7 @@ def _edges_of(
     tmp_path: Path, name: str, embedder: HashingEmbedder, run_context: float
 ) -> set[tuple[int, int, str]]:
     """Edges a 40-memory batch gets, as (position, position, kind), after 10 earlier memories."""
-    storage = SqliteStorage(tmp_path / f"{name}.db")
+    storage = SqliteStorage(tmp_path / f"{name}.db", features=FEATURES)
     storage.migrate()
     key = bytes(range(32))
     settings = Settings(home=tmp_path / name, encryption_key=key.hex(), run_context=run_context)
@@ -111,7 +112,7 @@ def test_a_pipelined_batch_gets_the_edges_of_one_embedding_call(
 
 
 def test_an_embedder_failure_in_a_later_chunk_stores_nothing(tmp_path: Path) -> None:
-    storage = SqliteStorage(tmp_path / "e.db")
+    storage = SqliteStorage(tmp_path / "e.db", features=FEATURES)
     storage.migrate()
     key = bytes(range(32))
     engine = MemoryEngine(

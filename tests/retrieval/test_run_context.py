@@ -15,6 +15,7 @@ from confide.crypto.keyring import KeyRing
 from confide.embedders import Embedder
 from confide.engine import MemoryEngine
 from confide.index.memory_text import indexed_text
+from confide.storage import FEATURES
 from confide.storage.sqlite import SqliteStorage
 from confide.testing.embedders import HashingEmbedder
 from confide.types import MemoryFilter
@@ -23,7 +24,7 @@ KEY = bytes(range(32))
 
 
 def _app(folder: Path, embedder: Embedder, *, run_context: float = 0.6) -> Confide:
-    storage = SqliteStorage(folder / "e.db")
+    storage = SqliteStorage(folder / "e.db", features=FEATURES)
     storage.migrate()
     config = Settings(home=folder, encryption_key=KEY.hex(), run_context=run_context)
     return Confide(MemoryEngine(storage, KeyRing(primary=KEY), settings=config), embedder=embedder)

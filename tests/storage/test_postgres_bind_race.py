@@ -11,6 +11,7 @@ import threading
 
 import pytest
 
+from confide.storage import FEATURES
 from confide.storage.postgres import PostgresStorage
 from confide.testing.postgres import EmbeddedPostgres
 
@@ -31,7 +32,7 @@ def test_binders_starting_together_all_bind(
 ) -> None:
     for _ in range(ROUNDS):
         url = postgres_server.temporary_database(request, template="confide_template")
-        stores = [PostgresStorage(url, max_size=1) for _ in range(BINDERS)]
+        stores = [PostgresStorage(url, max_size=1, features=FEATURES) for _ in range(BINDERS)]
         start = threading.Barrier(BINDERS)
         failures: list[str] = []
         threads = [threading.Thread(target=_bind, args=(s, start, failures)) for s in stores]

@@ -15,6 +15,7 @@ import pytest
 
 from confide.crypto.keyring import KeyRing
 from confide.engine import MemoryEngine
+from confide.storage import FEATURES
 from confide.storage.keystore import open_key_store
 from confide.storage.postgres import PostgresStorage
 from confide.testing.builders import ACCOUNT, add
@@ -25,7 +26,9 @@ def test_a_locked_head_lets_another_transaction_link_to_it(
     postgres_server: EmbeddedPostgres, keys_database: str, request: pytest.FixtureRequest
 ) -> None:
     storage = PostgresStorage(
-        postgres_server.temporary_database(request, template="confide_template"), max_size=4
+        postgres_server.temporary_database(request, template="confide_template"),
+        max_size=4,
+        features=FEATURES,
     )
     key_store = open_key_store(create_schema(keys_database))
     try:

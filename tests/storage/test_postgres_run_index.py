@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from confide.storage import FEATURES
 from confide.storage.filters import compile_filter
 from confide.storage.postgres import PostgresStorage
 from confide.testing.postgres import EmbeddedPostgres
@@ -18,7 +19,9 @@ def test_the_previous_turn_is_read_through_the_run_index(
     postgres_server: EmbeddedPostgres, request: pytest.FixtureRequest
 ) -> None:
     storage = PostgresStorage(
-        postgres_server.temporary_database(request, template="confide_template"), max_size=2
+        postgres_server.temporary_database(request, template="confide_template"),
+        max_size=2,
+        features=FEATURES,
     )
     try:
         flt = MemoryFilter(

@@ -18,6 +18,7 @@ from confide.config import Settings
 from confide.crypto.keyring import KeyRing
 from confide.engine import MemoryEngine
 from confide.engine.residue import scan_files
+from confide.storage import FEATURES
 from confide.storage.keystore import open_key_store
 from confide.storage.postgres import PostgresStorage
 from confide.testing.postgres import EmbeddedPostgres
@@ -50,7 +51,9 @@ class ServiceRole:
         """The files of both databases and pg_wal, located as the superuser."""
         files: list[Path] = []
         for url in (self.data_url, self.keys_url):
-            storage = PostgresStorage(url.replace(f"//{self.name}:", "//postgres:", 1))
+            storage = PostgresStorage(
+                url.replace(f"//{self.name}:", "//postgres:", 1), features=FEATURES
+            )
             try:
                 files += storage.data_files()
             finally:
@@ -77,7 +80,7 @@ def role(postgres_server: EmbeddedPostgres) -> Iterator[ServiceRole]:
 
 
 def _engine(role: ServiceRole, tmp_path: Path) -> MemoryEngine:
-    storage = PostgresStorage(role.data_url, max_size=2)
+    storage = PostgresStorage(role.data_url, max_size=2, features=FEATURES)
     storage.migrate()
     return MemoryEngine(
         storage,

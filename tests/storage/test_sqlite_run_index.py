@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from confide.storage import FEATURES
 from confide.storage.filters import compile_filter
 from confide.storage.sqlite import SqliteStorage
 from confide.types import MemoryFilter, utcnow
 
 
 def test_the_newest_memory_of_a_run_is_read_through_the_run_index(tmp_path: Path) -> None:
-    storage = SqliteStorage(str(tmp_path / "confide.db"))
+    storage = SqliteStorage(str(tmp_path / "confide.db"), features=FEATURES)
     storage.migrate()
     try:
         flt = MemoryFilter(

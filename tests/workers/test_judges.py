@@ -17,6 +17,7 @@ from confide.embedders.local import LocalMiniLMEmbedder
 from confide.errors import ProviderError
 from confide.llm import OpenAICompatibleLLM
 from confide.llm.usage import MeteredLLM, UsageLedger
+from confide.storage import FEATURES
 from confide.storage.sqlite import SqliteStorage
 from confide.testing.builders import unstored_memory
 from confide.testing.scripted_llm import RecordedRequest, ScriptedLLMServer, ScriptedReply
@@ -193,7 +194,7 @@ def test_the_llm_judge_asks_in_batches_and_reads_each_answer(tmp_path: Path) -> 
         ]
         return ScriptedReply(content="```json\n" + json.dumps({"pairs": verdicts}) + "\n```")
 
-    storage = SqliteStorage(tmp_path / "confide.db")
+    storage = SqliteStorage(tmp_path / "confide.db", features=FEATURES)
     storage.migrate()
     ledger = UsageLedger(storage.app_tables())
     with ScriptedLLMServer(responder=answer) as server:

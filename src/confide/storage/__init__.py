@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from confide.config import Settings
 from confide.errors import ConfigurationError
 from confide.storage.base import Capability, Storage
+from confide.storage.features import FEATURES
 from confide.storage.migrations import HNSW_EF_SEARCH
+from confide.storage.schema import Feature
 
 __all__ = [
+    "FEATURES",
     "Capability",
     "Storage",
     "open_storage",
@@ -18,8 +21,9 @@ __all__ = [
 ]
 
 StorageFactory = Callable[..., Storage]
-"""``factory(url, *, pool_min=..., pool_max=...)``: a backend ignores options it has no use
-for (SQLite has no pool)."""
+"""``factory(url, *, pool_min=..., pool_max=..., ef_search=..., features=...)``: a backend
+ignores options it has no use for (SQLite has no pool); ``features`` are the tables it keeps
+beside the memory store's (:data:`FEATURES`)."""
 
 _BACKENDS: dict[str, StorageFactory] = {}
 
@@ -29,19 +33,29 @@ def register_backend(scheme: str, factory: StorageFactory) -> None:
     _BACKENDS[scheme] = factory
 
 
-def _sqlite(url: str, **_options: int) -> Storage:
+def _sqlite(url: str, *, features: Sequence[Feature] = (), **_options: int) -> Storage:
     from confide.storage.sqlite import SqliteStorage
 
-    return SqliteStorage(url.split("://", 1)[1].removeprefix("/") or ":memory:")
+    path = url.split("://", 1)[1].removeprefix("/") or ":memory:"
+    return SqliteStorage(path, features=features)
 
 
 def _postgres(
-    url: str, *, pool_min: int = 1, pool_max: int = 8, ef_search: int = HNSW_EF_SEARCH
+    url: str,
+    *,
+    pool_min: int = 1,
+    pool_max: int = 8,
+    ef_search: int = HNSW_EF_SEARCH,
+    features: Sequence[Feature] = (),
 ) -> Storage:
     from confide.storage.postgres import PostgresStorage
 
     return PostgresStorage(
-        url, min_size=pool_min, max_size=max(pool_min, pool_max), ef_search=ef_search
+        url,
+        min_size=pool_min,
+        max_size=max(pool_min, pool_max),
+        ef_search=ef_search,
+        features=features,
     )
 
 
@@ -53,7 +67,8 @@ register_backend("postgres", _postgres)
 def open_storage(
     url: str, *, pool_min: int = 1, pool_max: int = 8, ef_search: int = HNSW_EF_SEARCH
 ) -> Storage:
-    """Open (and migrate) the storage at ``url``: ``sqlite:///path`` or ``postgresql://...``.
+    """Open (and migrate) the storage at ``url``: ``sqlite:///path`` or ``postgresql://...``,
+    with the tables of every feature (:data:`FEATURES`).
 
     ``pool_min``/``pool_max`` size PostgreSQL's connection pool; ``ef_search`` is its
     ``hnsw.ef_search``.
@@ -65,7 +80,9 @@ def open_storage(
         raise ConfigurationError(
             f"unknown storage URL scheme {scheme!r}; use sqlite:///path or postgresql://..."
         ) from None
-    storage = factory(url, pool_min=pool_min, pool_max=pool_max, ef_search=ef_search)
+    storage = factory(
+        url, pool_min=pool_min, pool_max=pool_max, ef_search=ef_search, features=FEATURES
+    )
     storage.migrate()
     return storage
 

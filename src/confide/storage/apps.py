@@ -19,8 +19,10 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
 from confide.storage.database import Database, Statements
+from confide.storage.schema import Feature, Migration, account_policies, no_statistics
 
 __all__ = [
+    "APPS_FEATURE",
     "AppRow",
     "AppTables",
     "AppWrites",
@@ -382,3 +384,56 @@ class SqlAppTables:
 _DEFERRED_COLUMNS = (
     "id, account_id, operation, scope, created_at, key_id, ciphertext, wrapped_key, source"
 )
+
+
+def _apps(blob: str, real: str, serial: str) -> tuple[str, ...]:
+    # ``apps`` holds each app's display name and cap override (never content). ``llm_usage``
+    # is the ledger of LLM calls (operation, scope, tokens, cost units) and ``usage_polls``
+    # each caller's last poll of it; ``deferred_work`` keeps background memory work held back
+    # by the account's budget (its payload sealed by the caller). An app memory itself is a
+    # memory naming its app (the memory store's ``app_id``).
+    return (
+        f"""CREATE TABLE IF NOT EXISTS apps (
+            account_id TEXT NOT NULL, app_id TEXT NOT NULL, name TEXT,
+            memory_cap INTEGER, created_at {real} NOT NULL, uninstalled_at {real},
+            PRIMARY KEY (account_id, app_id))""",
+        f"""CREATE TABLE IF NOT EXISTS llm_usage (
+            id {serial}, account_id TEXT NOT NULL, operation TEXT NOT NULL, scope TEXT,
+            prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL,
+            calls INTEGER NOT NULL, cost_units {real} NOT NULL, ts {real} NOT NULL)""",
+        "CREATE INDEX IF NOT EXISTS llm_usage_account ON llm_usage (account_id, ts)",
+        f"""CREATE TABLE IF NOT EXISTS usage_polls (
+            account_id TEXT NOT NULL, caller TEXT NOT NULL, polled_at {real} NOT NULL,
+            PRIMARY KEY (account_id, caller))""",
+        f"""CREATE TABLE IF NOT EXISTS deferred_work (
+            id TEXT PRIMARY KEY, account_id TEXT NOT NULL, operation TEXT NOT NULL,
+            scope TEXT NOT NULL, created_at {real} NOT NULL,
+            key_id TEXT NOT NULL, ciphertext {blob} NOT NULL, wrapped_key {blob} NOT NULL)""",
+        "CREATE INDEX IF NOT EXISTS deferred_work_account "
+        "ON deferred_work (account_id, created_at)",
+    )
+
+
+APPS_FEATURE = Feature(
+    name="apps",
+    migrations=(
+        Migration(
+            version=1,
+            name="app-memories",
+            sqlite=_apps("BLOB", "REAL", "INTEGER PRIMARY KEY AUTOINCREMENT"),
+            postgres=(
+                *_apps(
+                    "BYTEA", "DOUBLE PRECISION", "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"
+                ),
+                *no_statistics("deferred_work"),
+            ),
+        ),
+        Migration(
+            version=2,
+            name="row-level-security",
+            sqlite=(),
+            postgres=account_policies("apps", "llm_usage", "usage_polls", "deferred_work"),
+        ),
+    ),
+)
+"""App settings, the LLM usage ledger and its polls, and budget-deferred work."""

@@ -28,9 +28,10 @@ from confide.storage.apps import AppTables, AppWrites
 from confide.storage.checkpoints import CheckpointTables
 from confide.storage.consolidation import ConsolidationTables
 from confide.storage.database import Database
-from confide.storage.derived import Derived, DerivedWrites
+from confide.storage.derived import DerivedWrites
 from confide.storage.jobs import JobTables, JobWrites
 from confide.storage.messages import MessageTables, MessageWrites
+from confide.storage.schema import Derived
 from confide.storage.scrubs import ScrubOutcome, ScrubTables
 from confide.storage.service import ServiceTables
 from confide.types import MemoryFilter
@@ -647,8 +648,9 @@ class StoreAdmin(Protocol):
         """Release connections."""
         ...
 
-    def schema_version(self) -> int:
-        """The newest applied migration."""
+    def schema_versions(self) -> dict[str, int]:
+        """The newest applied migration of each feature, by name (``memories``: the memory
+        store's own)."""
         ...
 
     def meta_value(self, key: str) -> str | None:

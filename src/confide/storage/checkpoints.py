@@ -23,8 +23,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from confide.storage.database import Database
+from confide.storage.schema import Feature, Migration, account_policies, no_statistics
 
 __all__ = [
+    "CHECKPOINTS_FEATURE",
     "BlobRow",
     "CheckpointRow",
     "CheckpointTables",
@@ -436,7 +438,7 @@ class SqlCheckpointTables:
 
 
 def checkpoint_ddl(blob: str, real: str) -> tuple[str, ...]:
-    """Migration 11's statements for a dialect's blob and float types."""
+    """The checkpoint tables, in a dialect's blob and float types."""
     sealed = f"key_id TEXT NOT NULL, ciphertext {blob} NOT NULL, wrapped_key {blob} NOT NULL"
     return (
         f"""CREATE TABLE IF NOT EXISTS checkpoints (
@@ -462,8 +464,8 @@ def checkpoint_ddl(blob: str, real: str) -> tuple[str, ...]:
     )
 
 
-# Migration 21: each table's columns (in order, ``agent_id`` last as ``ADD COLUMN`` puts it)
-# and its key with the owner's user and agent in it.
+# The checkpoint-owners step: each table's columns (in order, ``agent_id`` last as ``ADD
+# COLUMN`` puts it) and its key with the owner's user and agent in it.
 _OWNED_TABLES: dict[str, tuple[str, str]] = {
     "checkpoints": (
         "account_id TEXT NOT NULL, user_id TEXT NOT NULL, thread_id TEXT NOT NULL, "
@@ -496,7 +498,7 @@ def _column_names(columns: str) -> str:
 
 
 def checkpoint_owner_ddl(dialect: str, blob: str, real: str) -> tuple[str, ...]:
-    """Migration 21's statements: every checkpoint table gains ``agent_id`` (``''`` for the
+    """The checkpoint-owners step: every checkpoint table gains ``agent_id`` (``''`` for the
     rows already there) and a key that starts with the owner (account, user, agent), so a
     thread is its owner's.
 
@@ -528,3 +530,47 @@ def checkpoint_owner_ddl(dialect: str, blob: str, real: str) -> tuple[str, ...]:
             "CREATE INDEX IF NOT EXISTS checkpoints_owner ON checkpoints (account_id, user_id)"
         )
     return tuple(statements)
+
+
+_CHECKPOINT_TABLES = (
+    "checkpoints",
+    "checkpoint_blobs",
+    "checkpoint_writes",
+    "supervisor_checkpoints",
+)
+
+CHECKPOINTS_FEATURE = Feature(
+    name="checkpoints",
+    migrations=(
+        Migration(
+            version=1,
+            name="langgraph-checkpoints",
+            sqlite=checkpoint_ddl("BLOB", "REAL"),
+            postgres=(
+                *checkpoint_ddl("BYTEA", "DOUBLE PRECISION"),
+                *no_statistics("checkpoints"),
+                *no_statistics("checkpoint_blobs"),
+                *no_statistics("checkpoint_writes"),
+            ),
+        ),
+        Migration(
+            version=2,
+            name="row-level-security",
+            sqlite=(),
+            postgres=account_policies(*_CHECKPOINT_TABLES),
+        ),
+        Migration(
+            version=3,
+            name="checkpoint-owners",
+            # A LangGraph thread is its owner's (account, user and agent): two users of one
+            # account naming the same thread id kept one thread, where the later writer hid the
+            # earlier one's state. Each checkpoint table's key now starts with the owner; the
+            # rows already there keep their user and get the agent ``''`` (no agent).
+            sqlite=checkpoint_owner_ddl("sqlite", "BLOB", "REAL"),
+            postgres=checkpoint_owner_ddl("postgres", "BYTEA", "DOUBLE PRECISION"),
+        ),
+    ),
+    owner_tables=_CHECKPOINT_TABLES,
+)
+"""The LangGraph saver's checkpoints, their blobs and pending writes, and the supervisor's
+latest checkpoint per thread (sealed by the caller)."""

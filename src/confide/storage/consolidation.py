@@ -16,8 +16,9 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from confide.storage.database import Database
+from confide.storage.schema import Feature, Migration, account_policies
 
-__all__ = ["ConsolidationTables", "SqlConsolidationTables"]
+__all__ = ["CONSOLIDATION_FEATURE", "ConsolidationTables", "SqlConsolidationTables"]
 
 
 class ConsolidationTables(Protocol):
@@ -126,3 +127,36 @@ class SqlConsolidationTables:
                 [account_id, user_id, limit],
             ).fetchall()
         return [str(r[0]) for r in rows]
+
+
+def _consolidation(real: str) -> tuple[str, ...]:
+    # One row per judged pair's fingerprint (no memory text, not even the ids in clear).
+    return (
+        f"""CREATE TABLE IF NOT EXISTS consolidation_pairs (
+            account_id TEXT NOT NULL, user_id TEXT NOT NULL, fingerprint TEXT NOT NULL,
+            verdict TEXT NOT NULL, checked_at {real} NOT NULL,
+            PRIMARY KEY (account_id, user_id, fingerprint))""",
+        "CREATE INDEX IF NOT EXISTS consolidation_pairs_checked "
+        "ON consolidation_pairs (account_id, user_id, checked_at)",
+    )
+
+
+CONSOLIDATION_FEATURE = Feature(
+    name="consolidation",
+    migrations=(
+        Migration(
+            version=1,
+            name="consolidation",
+            sqlite=_consolidation("REAL"),
+            postgres=_consolidation("DOUBLE PRECISION"),
+        ),
+        Migration(
+            version=2,
+            name="row-level-security",
+            sqlite=(),
+            postgres=account_policies("consolidation_pairs"),
+        ),
+    ),
+    owner_tables=("consolidation_pairs",),
+)
+"""The consolidation job's judged pairs (the retrieval counts are the memory store's)."""

@@ -13,8 +13,9 @@ under another owner:
 * the LLM usage ledger's scopes that name them (``user:<id>``, ``conversation:<id>``);
 * operational events and change-log threads named after the user or their conversations.
 
-:meth:`SqlDerivedWrites.delete_derived` removes them in the erasure's transaction, before the
-user's own rows go (their conversations are found from their messages and call sessions).
+:func:`delete_derived`, the feature's erasure hook, removes them in the erasure's transaction,
+before the user's own rows go (their conversations are found from their messages and call
+sessions).
 Every lineage one of the user's pseudonyms is recorded for is deleted whole, with every
 version, index row, audit event and change-log entry, even when other users' words were
 merged into it. A ledger row stays (the account's spending does not change) without its
@@ -25,36 +26,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol
 
-from confide.storage.database import Statements
+from confide.storage.schema import Derived, ErasingTransaction, Feature, Migration, account_policy
 
-__all__ = ["Derived", "DerivedWrites", "SqlDerivedWrites", "memory_sources_ddl"]
+__all__ = ["DERIVED_FEATURE", "Derived", "DerivedWrites", "SqlDerivedWrites", "memory_sources_ddl"]
 
 _CHUNK = 500
-
-
-@dataclass(frozen=True, slots=True)
-class Derived:
-    """What erasure needs of the engine to find a user's derived rows, which the store cannot
-    work out: the pseudonyms their words are recorded under and the change-log threads named
-    after them."""
-
-    sources: tuple[str, ...] = ()
-    threads: tuple[str, ...] = ()
-
-
-class _MemoryStatements(Statements, Protocol):
-    """A memory transaction as the derived-row deletes use it."""
-
-    def delete_memories(self, memory_ids: Sequence[str]) -> int:
-        """Delete memory versions with their index rows; how many."""
-        ...
-
-    def has_table(self, name: str) -> bool:
-        """Whether a table exists (a feature whose migration has not run has none)."""
-        ...
 
 
 class DerivedWrites(Protocol):
@@ -93,7 +71,7 @@ class SqlDerivedWrites:
     backends' transactions."""
 
     def add_memory_sources(
-        self: _MemoryStatements,
+        self: ErasingTransaction,
         account_id: str,
         owner: str,
         lineage_id: str,
@@ -109,7 +87,7 @@ class SqlDerivedWrites:
             )
 
     def copy_memory_sources(
-        self: _MemoryStatements, account_id: str, from_lineage: str, to_lineage: str
+        self: ErasingTransaction, account_id: str, from_lineage: str, to_lineage: str
     ) -> None:
         """See :meth:`DerivedWrites.copy_memory_sources`."""
         self.scope_to(account_id)
@@ -120,36 +98,37 @@ class SqlDerivedWrites:
             [to_lineage, account_id, from_lineage],
         )
 
-    def delete_derived(
-        self: _MemoryStatements, account_id: str, user_id: str, derived: Derived
-    ) -> dict[str, int]:
-        """Delete (or, for the ledger, strip) every row derived from the user; counts by
-        what was removed. Call it before the user's own rows are deleted: their messages and
-        call sessions say which conversations were theirs."""
-        self.scope_to(account_id)
-        conversations = _conversations(self, account_id, user_id)
-        refs = {user_id, *conversations}
-        counts = {
-            "derived_memories": _delete_sourced_memories(self, account_id, derived.sources),
-            "deferred_work": _delete_sourced_work(self, account_id, derived.sources),
-            "jobs": _delete_jobs_naming(self, account_id, refs),
-            "llm_usage_scopes": _strip_usage_scopes(self, account_id, refs),
-        }
-        threads = sorted({*derived.threads, *conversations})
-        for table in ("ops_events", "changes", "thread_reads", "threads"):
-            if table == "thread_reads" and not self.has_table(table):
-                continue
-            removed = 0
-            for chunk in _chunks(threads):
-                removed += self.run(
-                    f"DELETE FROM {table} WHERE account_id = ? AND thread_id IN ({_marks(chunk)})",
-                    [account_id, *chunk],
-                ).rowcount
-            counts[f"{table}_of_threads"] = removed
-        return counts
+
+def delete_derived(
+    tx: ErasingTransaction, account_id: str, user_id: str, derived: Derived
+) -> dict[str, int]:
+    """Delete (or, for the ledger, strip) every row derived from the user; counts by
+    what was removed. Call it before the user's own rows are deleted: their messages and
+    call sessions say which conversations were theirs."""
+    tx.scope_to(account_id)
+    conversations = _conversations(tx, account_id, user_id)
+    refs = {user_id, *conversations}
+    counts = {
+        "derived_memories": _delete_sourced_memories(tx, account_id, derived.sources),
+        "deferred_work": _delete_sourced_work(tx, account_id, derived.sources),
+        "jobs": _delete_jobs_naming(tx, account_id, refs),
+        "llm_usage_scopes": _strip_usage_scopes(tx, account_id, refs),
+    }
+    threads = sorted({*derived.threads, *conversations})
+    for table in ("ops_events", "changes", "thread_reads", "threads"):
+        if table == "thread_reads" and not tx.has_table(table):
+            continue
+        removed = 0
+        for chunk in _chunks(threads):
+            removed += tx.run(
+                f"DELETE FROM {table} WHERE account_id = ? AND thread_id IN ({_marks(chunk)})",
+                [account_id, *chunk],
+            ).rowcount
+        counts[f"{table}_of_threads"] = removed
+    return counts
 
 
-def _conversations(db: _MemoryStatements, account_id: str, user_id: str) -> list[str]:
+def _conversations(db: ErasingTransaction, account_id: str, user_id: str) -> list[str]:
     """Ids of the user's chat conversations and call sessions."""
     found: set[str] = set()
     for table, column in (
@@ -166,7 +145,9 @@ def _conversations(db: _MemoryStatements, account_id: str, user_id: str) -> list
     return sorted(found)
 
 
-def _delete_sourced_memories(db: _MemoryStatements, account_id: str, sources: Sequence[str]) -> int:
+def _delete_sourced_memories(
+    db: ErasingTransaction, account_id: str, sources: Sequence[str]
+) -> int:
     """Delete every version of every memory written from these sources, with its index rows,
     audit events and change-log entries; how many versions."""
     if not sources or not db.has_table("memory_sources"):
@@ -199,7 +180,7 @@ def _delete_sourced_memories(db: _MemoryStatements, account_id: str, sources: Se
     return deleted
 
 
-def _delete_sourced_work(db: _MemoryStatements, account_id: str, sources: Sequence[str]) -> int:
+def _delete_sourced_work(db: ErasingTransaction, account_id: str, sources: Sequence[str]) -> int:
     """Delete deferred work that holds these sources' words; how many pieces."""
     if not sources:
         return 0
@@ -211,7 +192,7 @@ def _delete_sourced_work(db: _MemoryStatements, account_id: str, sources: Sequen
     )
 
 
-def _delete_jobs_naming(db: _MemoryStatements, account_id: str, refs: set[str]) -> int:
+def _delete_jobs_naming(db: ErasingTransaction, account_id: str, refs: set[str]) -> int:
     """Delete the account's jobs whose payload or dedupe key names one of ``refs``; how
     many. A job running now loses its lease: its completion rolls its own work back."""
     doomed = []
@@ -229,7 +210,7 @@ def _delete_jobs_naming(db: _MemoryStatements, account_id: str, refs: set[str]) 
     return deleted
 
 
-def _strip_usage_scopes(db: _MemoryStatements, account_id: str, refs: set[str]) -> int:
+def _strip_usage_scopes(db: ErasingTransaction, account_id: str, refs: set[str]) -> int:
     """Drop the scope of the account's ledger rows whose scope (``<kind>:<id>``) names one of
     ``refs``; how many rows. The rows stay: the account spent what it spent."""
     scopes = [
@@ -251,7 +232,7 @@ def _strip_usage_scopes(db: _MemoryStatements, account_id: str, refs: set[str]) 
 
 
 def memory_sources_ddl() -> tuple[str, ...]:
-    """Migration 22: the sources of memories written from users' words (pseudonyms), the
+    """The sources of memories written from users' words (pseudonyms), the
     source of deferred work, and the account index erasure reads jobs by."""
     return (
         """CREATE TABLE IF NOT EXISTS memory_sources (
@@ -262,3 +243,24 @@ def memory_sources_ddl() -> tuple[str, ...]:
         "ALTER TABLE deferred_work ADD COLUMN IF NOT EXISTS source TEXT",
         "CREATE INDEX IF NOT EXISTS jobs_account ON jobs (account_id)",
     )
+
+
+DERIVED_FEATURE = Feature(
+    name="derived",
+    migrations=(
+        Migration(
+            version=1,
+            name="memory-sources",
+            # Which users' words an app memory was written from, as keyed pseudonyms (never the
+            # ids in clear), so that erasing a user deletes the app memories derived from them;
+            # deferred app work records the same for the conversation it holds.
+            sqlite=memory_sources_ddl(),
+            postgres=(*memory_sources_ddl(), *account_policy("memory_sources")),
+        ),
+    ),
+    owner_tables=("memory_sources",),
+    erase=delete_derived,
+)
+"""The provenance of memories written from users' words, and the erasure of every row
+derived from a user (see the module's docstring). It migrates after the apps and jobs
+features, whose tables its step indexes."""

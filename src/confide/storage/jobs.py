@@ -32,8 +32,10 @@ from typing import Any, Protocol
 
 from confide.errors import ConflictError, ValidationError
 from confide.storage.database import Database, Statements
+from confide.storage.schema import Feature, Migration, account_policy
 
 __all__ = [
+    "JOBS_FEATURE",
     "JobRow",
     "JobState",
     "JobTables",
@@ -483,8 +485,7 @@ class SqlJobTables:
 
 
 def jobs_ddl(real: str) -> tuple[str, ...]:
-    """Migration 12: the ``jobs`` table (ids and kinds only, never user content) and the
-    indexes the TTL job scans."""
+    """The ``jobs`` table (ids and kinds only, never user content)."""
     return (
         f"""CREATE TABLE IF NOT EXISTS jobs (
             id TEXT PRIMARY KEY, kind TEXT NOT NULL, account_id TEXT,
@@ -494,8 +495,25 @@ def jobs_ddl(real: str) -> tuple[str, ...]:
             created_at {real} NOT NULL, updated_at {real} NOT NULL)""",
         "CREATE INDEX IF NOT EXISTS jobs_due ON jobs (state, run_at)",
         "CREATE INDEX IF NOT EXISTS jobs_lease ON jobs (state, lease_until)",
-        # The hourly TTL scan: idle heads by age, and heads with an expiry.
-        "CREATE INDEX IF NOT EXISTS memories_idle ON memories (state, updated_at)",
-        "CREATE INDEX IF NOT EXISTS memories_expiry ON memories (state, expires_at) "
-        "WHERE expires_at IS NOT NULL",
     )
+
+
+JOBS_FEATURE = Feature(
+    name="jobs",
+    migrations=(
+        Migration(
+            version=1,
+            name="job-queue",
+            sqlite=jobs_ddl("REAL"),
+            postgres=jobs_ddl("DOUBLE PRECISION"),
+        ),
+        Migration(
+            version=2,
+            name="row-level-security",
+            sqlite=(),
+            postgres=account_policy("jobs", rows_without_account=True),
+        ),
+    ),
+)
+"""The background job queue (ids and kinds only; erasure removes the jobs naming a user
+through :mod:`confide.storage.derived`)."""

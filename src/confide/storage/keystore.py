@@ -23,7 +23,8 @@ from typing import Any, Protocol
 from confide.errors import ConfigurationError, StorageError
 from confide.storage.base import DataKeyRow
 from confide.storage.database import Database
-from confide.storage.migrations import key_tables, no_statistics
+from confide.storage.migrations import key_tables
+from confide.storage.schema import no_statistics
 from confide.storage.scrubs import ScrubOutcome
 
 __all__ = ["KeyStore", "SqlKeyStore", "open_key_store"]
@@ -149,7 +150,10 @@ class SqlKeyStore:
         if owned:
             postgres = runner.dialect == "postgres"
             statements = (
-                (*key_tables("BYTEA", "DOUBLE PRECISION"), *no_statistics("user_keys"))
+                (
+                    *key_tables("BYTEA", "DOUBLE PRECISION"),
+                    *no_statistics("user_keys", ("wrapped", "key_id")),
+                )
                 if postgres
                 else key_tables("BLOB", "REAL")
             )
@@ -331,14 +335,14 @@ def open_key_store(url: str) -> SqlKeyStore:
             from confide.storage.sqlite import SqliteStorage
 
             path = url.split("://", 1)[1].removeprefix("/")
-            sqlite = SqliteStorage(path)
+            sqlite = SqliteStorage(path, features=())
             return SqlKeyStore(
                 sqlite, location=f"SQLite file {path}, apart from the data", owned=True
             )
         if scheme in ("postgresql", "postgres"):
             from confide.storage.postgres import PostgresStorage
 
-            postgres = PostgresStorage(url, min_size=1, max_size=2)
+            postgres = PostgresStorage(url, min_size=1, max_size=2, features=())
             name = url.rsplit("/", 1)[-1].split("?", 1)[0]
             return SqlKeyStore(
                 postgres, location=f"PostgreSQL database {name}, apart from the data", owned=True

@@ -22,8 +22,10 @@ from typing import Any, ClassVar, Protocol
 
 from confide.errors import NotFoundError, StaleKeyError
 from confide.storage.database import Database, Statements
+from confide.storage.schema import Feature, Migration, account_policies, no_statistics
 
 __all__ = [
+    "CHAT_FEATURE",
     "MessageRow",
     "MessageTables",
     "MessageWrites",
@@ -345,3 +347,48 @@ class SqlMessageTables:
                 [before, limit],
             )
             return int(cursor.rowcount)
+
+
+def _chat(blob: str, real: str) -> tuple[str, ...]:
+    # Chat messages (content sealed by the engine under the owner's key) and the ranges of
+    # them summarised. A range is recorded once: the unique key makes a second commit of the
+    # same range a no-op inside the transaction that would have stored its chunk twice.
+    return (
+        f"""CREATE TABLE IF NOT EXISTS messages (
+            id TEXT PRIMARY KEY, account_id TEXT NOT NULL, user_id TEXT NOT NULL,
+            conversation_id TEXT NOT NULL, idx INTEGER NOT NULL, role TEXT NOT NULL,
+            channel TEXT, subject_id TEXT, created_at {real} NOT NULL, summarised_at {real},
+            key_id TEXT NOT NULL, ciphertext {blob} NOT NULL, wrapped_key {blob} NOT NULL,
+            UNIQUE (account_id, conversation_id, idx))""",
+        "CREATE INDEX IF NOT EXISTS messages_owner ON messages (account_id, user_id)",
+        "CREATE INDEX IF NOT EXISTS messages_summarised ON messages (summarised_at)",
+        f"""CREATE TABLE IF NOT EXISTS conversation_summaries (
+            account_id TEXT NOT NULL, user_id TEXT NOT NULL, conversation_id TEXT NOT NULL,
+            range_start INTEGER NOT NULL, range_end INTEGER NOT NULL, memory_id TEXT NOT NULL,
+            created_at {real} NOT NULL,
+            PRIMARY KEY (account_id, conversation_id, range_start, range_end))""",
+        "CREATE INDEX IF NOT EXISTS conversation_summaries_owner "
+        "ON conversation_summaries (account_id, user_id)",
+    )
+
+
+CHAT_FEATURE = Feature(
+    name="chat",
+    migrations=(
+        Migration(
+            version=1,
+            name="chat-messages",
+            sqlite=_chat("BLOB", "REAL"),
+            postgres=(*_chat("BYTEA", "DOUBLE PRECISION"), *no_statistics("messages")),
+        ),
+        Migration(
+            version=2,
+            name="row-level-security",
+            sqlite=(),
+            postgres=account_policies("messages", "conversation_summaries"),
+        ),
+    ),
+    owner_tables=("messages", "conversation_summaries"),
+    sealed_tables=("messages",),
+)
+"""Chat messages and the summarised ranges of them."""

@@ -1,27 +1,35 @@
-"""Versioned schema migrations, one ordered list per dialect.
+"""The memory store's schema: its migrations, and the record of a store made before features
+kept their own.
 
-Each migration is applied once, inside a transaction, and recorded in ``schema_migrations``.
-Statements use ``IF NOT EXISTS`` so a half-recorded run can be repeated safely; SQLite lacks
-``ADD COLUMN IF NOT EXISTS``, and its backend skips such a statement when the column exists.
+The memory store (memories, their history and change log, the search index, keys and erasure
+bookkeeping) is the first :class:`~confide.storage.schema.Feature` a backend migrates, named
+:data:`MEMORY_STORE`; every other feature's tables and migrations live beside that feature's
+SQL (see :mod:`confide.storage.schema`). Each step is applied once, inside a transaction, and
+recorded in ``feature_migrations`` as ``(feature, version)``. A store made when all steps
+shared one numbered list (``schema_migrations``) is mapped once onto the features' steps by
+:data:`LEGACY_VERSIONS`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from confide.storage.schema import (
+    Feature,
+    Migration,
+    account_policies,
+    account_policy,
+    no_statistics,
+)
 
-from confide.storage.checkpoints import checkpoint_ddl, checkpoint_owner_ddl
-from confide.storage.derived import memory_sources_ddl
-from confide.storage.jobs import jobs_ddl
-
-
-@dataclass(frozen=True, slots=True)
-class Migration:
-    """One named schema step with its statements for each dialect."""
-
-    version: int
-    name: str
-    sqlite: tuple[str, ...]
-    postgres: tuple[str, ...]
+__all__ = [
+    "HNSW_EF_CONSTRUCTION",
+    "HNSW_EF_SEARCH",
+    "HNSW_M",
+    "LEGACY_VERSIONS",
+    "MEMORY_STORE",
+    "POSTGRES_HNSW_INDEX",
+    "Migration",
+    "key_tables",
+]
 
 
 def _memories(blob: str, real: str, boolean: str) -> str:
@@ -133,7 +141,7 @@ def _core(
     )
 
 
-MIGRATIONS: tuple[Migration, ...] = (
+_CREATE = (
     Migration(
         version=1,
         name="core",
@@ -179,36 +187,6 @@ MIGRATIONS: tuple[Migration, ...] = (
 )
 
 
-def _service(blob: str, real: str, serial: str) -> tuple[str, ...]:
-    # Call sessions, their events, API keys and proposed changes. None holds conversation
-    # text: events carry tool names, ids, keys and types; proposal values are sealed.
-    return (
-        f"""CREATE TABLE IF NOT EXISTS call_sessions (
-            id TEXT PRIMARY KEY, account_id TEXT NOT NULL, user_id TEXT NOT NULL,
-            is_reminder INTEGER NOT NULL, created_at {real} NOT NULL,
-            connected_at {real}, ended_at {real},
-            tool_calls INTEGER NOT NULL, memories_extracted INTEGER NOT NULL,
-            summarization TEXT)""",
-        "CREATE INDEX IF NOT EXISTS call_sessions_owner ON call_sessions (account_id, user_id)",
-        f"""CREATE TABLE IF NOT EXISTS session_events (
-            id {serial}, session_id TEXT NOT NULL, account_id TEXT NOT NULL,
-            user_id TEXT NOT NULL, kind TEXT NOT NULL, tool TEXT, memory_id TEXT,
-            key TEXT, memory_type TEXT, ts {real} NOT NULL)""",
-        "CREATE INDEX IF NOT EXISTS session_events_session ON session_events (session_id)",
-        f"""CREATE TABLE IF NOT EXISTS api_keys (
-            id TEXT PRIMARY KEY, account_id TEXT NOT NULL, token_hash TEXT NOT NULL UNIQUE,
-            created_at {real} NOT NULL, revoked_at {real})""",
-        f"""CREATE TABLE IF NOT EXISTS proposals (
-            id TEXT PRIMARY KEY, account_id TEXT NOT NULL, user_id TEXT NOT NULL,
-            key TEXT NOT NULL, key_lc TEXT NOT NULL, type TEXT NOT NULL,
-            confidence {real} NOT NULL, session_id TEXT, status TEXT NOT NULL,
-            created_at {real} NOT NULL, expires_at {real} NOT NULL, decided_at {real},
-            key_id TEXT NOT NULL, ciphertext {blob} NOT NULL, wrapped_key {blob} NOT NULL)""",
-        "CREATE INDEX IF NOT EXISTS proposals_owner "
-        "ON proposals (account_id, user_id, key_lc, status)",
-    )
-
-
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 200
 """pgvector's HNSW build settings. A graph built with a wider candidate list (pgvector's
@@ -225,55 +203,6 @@ POSTGRES_HNSW_INDEX = (
     "CREATE INDEX IF NOT EXISTS embeddings_hnsw ON embeddings USING hnsw "
     f"(embedding vector_cosine_ops) WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION})"
 )
-
-MIGRATIONS = (
-    *MIGRATIONS,
-    Migration(
-        version=3,
-        name="service",
-        sqlite=_service("BLOB", "REAL", "INTEGER PRIMARY KEY AUTOINCREMENT"),
-        postgres=_service(
-            "BYTEA", "DOUBLE PRECISION", "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"
-        ),
-    ),
-    Migration(
-        version=4,
-        name="hnsw-graph",
-        sqlite=(),
-        # An existing graph takes the new build settings for every insert from now on. It is
-        # not rebuilt here: that would hold every starting worker (and all writes) for
-        # minutes on a large store; ``REINDEX INDEX CONCURRENTLY embeddings_hnsw`` rebuilds
-        # it online when convenient (docs/retrieval.md).
-        postgres=(
-            f"""DO $$ BEGIN
-                IF to_regclass('embeddings_hnsw') IS NOT NULL THEN
-                    ALTER INDEX embeddings_hnsw SET (ef_construction = {HNSW_EF_CONSTRUCTION});
-                END IF;
-            END $$""",
-        ),
-    ),
-)
-
-
-_SECRET_COLUMNS = {
-    "memories": ("ciphertext", "wrapped_key", "key_id"),
-    "proposals": ("ciphertext", "wrapped_key", "key_id"),
-    "data_keys": ("wrapped", "key_id"),
-    "user_keys": ("wrapped", "key_id"),
-}
-
-
-def no_statistics(*tables: str) -> tuple[str, ...]:
-    """PostgreSQL: collect no planner statistics on columns holding ciphertexts or keys.
-
-    ``ANALYZE`` copies sample values into ``pg_statistic``, a catalog whose dead rows no
-    erasure can reach; the planner never needs these columns' distributions.
-    """
-    return tuple(
-        f"ALTER TABLE {table} ALTER COLUMN {column} SET STATISTICS 0"
-        for table in tables
-        for column in _SECRET_COLUMNS[table]
-    )
 
 
 def key_tables(blob: str, real: str) -> tuple[str, ...]:
@@ -296,21 +225,14 @@ def key_tables(blob: str, real: str) -> tuple[str, ...]:
 def _erasure(blob: str, real: str) -> tuple[str, ...]:
     # key_generations: one counter per user, bumped by erasure inside the data transaction
     # that deletes the user's rows, and checked by every write transaction, so a process
-    # holding a destroyed key in its cache can never write under it. api_keys.scopes: an
-    # admin scope for operator routes (erasure over HTTP).
+    # holding a destroyed key in its cache can never write under it.
     return (
         """CREATE TABLE IF NOT EXISTS key_generations (
             account_id TEXT NOT NULL, user_id TEXT NOT NULL, generation INTEGER NOT NULL,
             PRIMARY KEY (account_id, user_id))""",
         *key_tables(blob, real),
-        "ALTER TABLE api_keys ADD COLUMN IF NOT EXISTS scopes TEXT",
     )
 
-
-_API_KEY_AGENTS = """CREATE TABLE IF NOT EXISTS api_key_agents (
-    key_id TEXT NOT NULL REFERENCES api_keys (id) ON DELETE CASCADE,
-    agent TEXT NOT NULL, position INTEGER NOT NULL,
-    PRIMARY KEY (key_id, agent))"""
 
 # A counter every in-place change of a memory row bumps (forget, restore, visibility,
 # superseding): writers compare-and-set on it, so one that read an older state of the row
@@ -323,161 +245,36 @@ _ROW_VERSION = (
 # Memory keys are blinded by the engine (it holds the account keys SQL has not): a store that
 # already has memories was written with clear keys and is marked for the engine's upgrade; an
 # empty one never needs it. ``INSERT ... SELECT ... WHERE`` reads the same in both dialects.
-_SERVICE_KEYS = (
-    "EXISTS (SELECT 1 FROM proposals) OR EXISTS (SELECT 1 FROM session_events "
-    "WHERE key IS NOT NULL)"
-)
 _KEYS_BLINDED = (
     "INSERT INTO store_meta (key, value) SELECT 'keys_blinded', 'pending' "
     "WHERE EXISTS (SELECT 1 FROM memories) ON CONFLICT (key) DO NOTHING",
     "INSERT INTO store_meta (key, value) SELECT 'keys_blinded', 'done' "
     "WHERE NOT EXISTS (SELECT 1 FROM memories) ON CONFLICT (key) DO NOTHING",
-    # The service tables (proposals, session events) are upgraded by the service.
-    "INSERT INTO store_meta (key, value) SELECT 'service_keys_blinded', 'pending' "
-    f"WHERE {_SERVICE_KEYS} ON CONFLICT (key) DO NOTHING",
-    "INSERT INTO store_meta (key, value) SELECT 'service_keys_blinded', 'done' "
-    f"WHERE NOT ({_SERVICE_KEYS}) ON CONFLICT (key) DO NOTHING",
 )
 
-MIGRATIONS = (
-    *MIGRATIONS,
-    Migration(
-        version=5,
-        name="erasure",
-        sqlite=_erasure("BLOB", "REAL"),
-        postgres=(
-            *_erasure("BYTEA", "DOUBLE PRECISION"),
-            *no_statistics("memories", "proposals", "data_keys", "user_keys"),
-        ),
-    ),
-    Migration(version=6, name="row-version", sqlite=_ROW_VERSION, postgres=_ROW_VERSION),
-    Migration(
-        version=7,
-        name="api-key-agents",
-        # The agents an API key may act as, in the order given when it was made (the first
-        # is the one a request naming no agent acts as). A key with no rows here acts as
-        # agent ``default`` only.
-        sqlite=(_API_KEY_AGENTS,),
-        postgres=(_API_KEY_AGENTS,),
-    ),
-    Migration(version=8, name="blind-keys", sqlite=_KEYS_BLINDED, postgres=_KEYS_BLINDED),
+# A memory in an app's curated scope names the app (``app_id``; NULL for a user's own
+# memory), and the partial index finds a scope's memories without walking users'.
+_APP_SCOPE = (
+    "ALTER TABLE memories ADD COLUMN IF NOT EXISTS app_id TEXT",
+    "CREATE INDEX IF NOT EXISTS memories_app ON memories "
+    "(account_id, app_id, state, created_at) WHERE app_id IS NOT NULL",
 )
 
-
-def _chat(blob: str, real: str) -> tuple[str, ...]:
-    # Chat messages (content sealed by the engine under the owner's key) and the ranges of
-    # them summarised. A range is recorded once: the unique key makes a second commit of the
-    # same range a no-op inside the transaction that would have stored its chunk twice.
-    return (
-        f"""CREATE TABLE IF NOT EXISTS messages (
-            id TEXT PRIMARY KEY, account_id TEXT NOT NULL, user_id TEXT NOT NULL,
-            conversation_id TEXT NOT NULL, idx INTEGER NOT NULL, role TEXT NOT NULL,
-            channel TEXT, subject_id TEXT, created_at {real} NOT NULL, summarised_at {real},
-            key_id TEXT NOT NULL, ciphertext {blob} NOT NULL, wrapped_key {blob} NOT NULL,
-            UNIQUE (account_id, conversation_id, idx))""",
-        "CREATE INDEX IF NOT EXISTS messages_owner ON messages (account_id, user_id)",
-        "CREATE INDEX IF NOT EXISTS messages_summarised ON messages (summarised_at)",
-        f"""CREATE TABLE IF NOT EXISTS conversation_summaries (
-            account_id TEXT NOT NULL, user_id TEXT NOT NULL, conversation_id TEXT NOT NULL,
-            range_start INTEGER NOT NULL, range_end INTEGER NOT NULL, memory_id TEXT NOT NULL,
-            created_at {real} NOT NULL,
-            PRIMARY KEY (account_id, conversation_id, range_start, range_end))""",
-        "CREATE INDEX IF NOT EXISTS conversation_summaries_owner "
-        "ON conversation_summaries (account_id, user_id)",
-    )
-
-
-_SECRET_COLUMNS["messages"] = ("ciphertext", "wrapped_key", "key_id")
-
-MIGRATIONS = (
-    *MIGRATIONS,
-    Migration(
-        version=9,
-        name="chat-messages",
-        sqlite=_chat("BLOB", "REAL"),
-        postgres=(*_chat("BYTEA", "DOUBLE PRECISION"), *no_statistics("messages")),
-    ),
+# The hourly TTL scan: idle heads by age, and heads with an expiry.
+_TTL_SCAN = (
+    "CREATE INDEX IF NOT EXISTS memories_idle ON memories (state, updated_at)",
+    "CREATE INDEX IF NOT EXISTS memories_expiry ON memories (state, expires_at) "
+    "WHERE expires_at IS NOT NULL",
 )
 
-
-def _apps(blob: str, real: str, serial: str) -> tuple[str, ...]:
-    # App memories: a memory in an app's curated scope names the app (``app_id``; NULL for a
-    # user's own memory), and the partial index finds a scope's memories without walking
-    # users'. ``apps`` holds each app's display name and cap override (never content).
-    # ``llm_usage`` is the ledger of LLM calls (operation, scope, tokens, cost units) and
-    # ``usage_polls`` each caller's last poll of it; ``deferred_work`` keeps background
-    # memory work held back by the account's budget (its payload sealed by the caller).
-    return (
-        "ALTER TABLE memories ADD COLUMN IF NOT EXISTS app_id TEXT",
-        "CREATE INDEX IF NOT EXISTS memories_app ON memories "
-        "(account_id, app_id, state, created_at) WHERE app_id IS NOT NULL",
-        f"""CREATE TABLE IF NOT EXISTS apps (
-            account_id TEXT NOT NULL, app_id TEXT NOT NULL, name TEXT,
-            memory_cap INTEGER, created_at {real} NOT NULL, uninstalled_at {real},
-            PRIMARY KEY (account_id, app_id))""",
-        f"""CREATE TABLE IF NOT EXISTS llm_usage (
-            id {serial}, account_id TEXT NOT NULL, operation TEXT NOT NULL, scope TEXT,
-            prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL,
-            calls INTEGER NOT NULL, cost_units {real} NOT NULL, ts {real} NOT NULL)""",
-        "CREATE INDEX IF NOT EXISTS llm_usage_account ON llm_usage (account_id, ts)",
-        f"""CREATE TABLE IF NOT EXISTS usage_polls (
-            account_id TEXT NOT NULL, caller TEXT NOT NULL, polled_at {real} NOT NULL,
-            PRIMARY KEY (account_id, caller))""",
-        f"""CREATE TABLE IF NOT EXISTS deferred_work (
-            id TEXT PRIMARY KEY, account_id TEXT NOT NULL, operation TEXT NOT NULL,
-            scope TEXT NOT NULL, created_at {real} NOT NULL,
-            key_id TEXT NOT NULL, ciphertext {blob} NOT NULL, wrapped_key {blob} NOT NULL)""",
-        "CREATE INDEX IF NOT EXISTS deferred_work_account "
-        "ON deferred_work (account_id, created_at)",
-    )
-
-
-_SECRET_COLUMNS["deferred_work"] = ("ciphertext", "wrapped_key", "key_id")
-
-_SECRET_COLUMNS["checkpoints"] = ("ciphertext", "wrapped_key", "key_id")
-_SECRET_COLUMNS["checkpoint_blobs"] = ("ciphertext", "wrapped_key", "key_id")
-_SECRET_COLUMNS["checkpoint_writes"] = ("ciphertext", "wrapped_key", "key_id")
-
-MIGRATIONS = (
-    *MIGRATIONS,
-    Migration(
-        version=10,
-        name="app-memories",
-        sqlite=_apps("BLOB", "REAL", "INTEGER PRIMARY KEY AUTOINCREMENT"),
-        postgres=(
-            *_apps("BYTEA", "DOUBLE PRECISION", "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"),
-            *no_statistics("deferred_work"),
-        ),
-    ),
-    Migration(
-        version=11,
-        name="langgraph-checkpoints",
-        sqlite=checkpoint_ddl("BLOB", "REAL"),
-        postgres=(
-            *checkpoint_ddl("BYTEA", "DOUBLE PRECISION"),
-            *no_statistics("checkpoints", "checkpoint_blobs", "checkpoint_writes"),
-        ),
-    ),
+# ``access_count`` counts the retrievals of a memory version, for consolidation's "most
+# retrieved" candidates; the partial index finds a user's retrieved memories without walking
+# the rest.
+_ACCESS_COUNT = (
+    "ALTER TABLE memories ADD COLUMN IF NOT EXISTS access_count INTEGER NOT NULL DEFAULT 0",
+    "CREATE INDEX IF NOT EXISTS memories_accessed "
+    "ON memories (account_id, user_id, access_count) WHERE access_count > 0",
 )
-
-
-def _consolidation(real: str) -> tuple[str, ...]:
-    # Pairs the consolidation job has judged, so it does not judge them again for a while:
-    # one row per fingerprint, a digest of the two memory ids and their rounded similarity
-    # (no memory text, not even the ids in clear). ``access_count`` counts the retrievals
-    # of a memory version, for the job's "most retrieved" candidates; the partial index
-    # finds a user's retrieved memories without walking the rest.
-    return (
-        f"""CREATE TABLE IF NOT EXISTS consolidation_pairs (
-            account_id TEXT NOT NULL, user_id TEXT NOT NULL, fingerprint TEXT NOT NULL,
-            verdict TEXT NOT NULL, checked_at {real} NOT NULL,
-            PRIMARY KEY (account_id, user_id, fingerprint))""",
-        "CREATE INDEX IF NOT EXISTS consolidation_pairs_checked "
-        "ON consolidation_pairs (account_id, user_id, checked_at)",
-        "ALTER TABLE memories ADD COLUMN IF NOT EXISTS access_count INTEGER NOT NULL DEFAULT 0",
-        "CREATE INDEX IF NOT EXISTS memories_accessed "
-        "ON memories (account_id, user_id, access_count) WHERE access_count > 0",
-    )
 
 
 def _thread_reads() -> tuple[str, ...]:
@@ -491,260 +288,168 @@ def _thread_reads() -> tuple[str, ...]:
     )
 
 
-MIGRATIONS = (
-    *MIGRATIONS,
-    # The background job queue: ids and kinds only (see confide.storage.jobs).
-    Migration(
-        version=12,
-        name="job-queue",
-        sqlite=jobs_ddl("REAL"),
-        postgres=jobs_ddl("DOUBLE PRECISION"),
-    ),
-)
-
-
-MIGRATIONS = (
-    *MIGRATIONS,
-    Migration(
-        version=13,
-        name="consolidation",
-        sqlite=_consolidation("REAL"),
-        postgres=_consolidation("DOUBLE PRECISION"),
-    ),
-)
-
-
-# The service process holding a call's turns (they live in its memory, never in the
-# database): another process reached by the call's /turns or /end refuses instead of
-# summarising part of the call. The id is made at each start; host and pid are for people.
-_SESSION_WORKER = (
-    "ALTER TABLE call_sessions ADD COLUMN IF NOT EXISTS worker_id TEXT",
-    "ALTER TABLE call_sessions ADD COLUMN IF NOT EXISTS worker_host TEXT",
-    "ALTER TABLE call_sessions ADD COLUMN IF NOT EXISTS worker_pid INTEGER",
-)
-
-MIGRATIONS = (
-    *MIGRATIONS,
-    Migration(
-        version=14, name="call-session-worker", sqlite=_SESSION_WORKER, postgres=_SESSION_WORKER
-    ),
-)
-
-
-ACCOUNT_TABLES: tuple[str, ...] = (
-    "memories",
-    "history",
-    "threads",
-    "changes",
-    "data_keys",
-    "memory_tokens",
-    "relations",
-    "ops_events",
-    "call_sessions",
-    "session_events",
-    "api_keys",
-    "proposals",
-    "key_generations",
-    "user_keys",
-    "messages",
-    "conversation_summaries",
-    "apps",
-    "llm_usage",
-    "usage_polls",
-    "deferred_work",
-    "checkpoints",
-    "checkpoint_blobs",
-    "checkpoint_writes",
-    "supervisor_checkpoints",
-    "consolidation_pairs",
-    "embeddings",
-    "jobs",
-)
-"""PostgreSQL tables holding one account's rows, each confined by row-level security."""
-
-
-def account_policy(table: str) -> tuple[str, ...]:
-    """PostgreSQL: confine ``table`` to the account the transaction names.
-
-    A row is visible (and may be written) only when its ``account_id`` equals the setting
-    ``confide.account_id``, or when ``confide.all_accounts`` is ``on`` (the explicit bypass of
-    maintenance across accounts). With neither set, nothing is visible. ``FORCE`` applies
-    the policy to the table's owner too, which is the role the service connects as;
-    superusers and roles with ``BYPASSRLS`` are never confined. Operational events and jobs
-    may have no account (``NULL``, e.g. the hourly TTL across accounts): those stay
-    visible, and so do owed scrubs of no account (a purge or a key rotation). Skipped (a
-    ``DO`` block) while the table does not exist: ``embeddings`` appears with the first
-    embedder and gets its policy then.
-    """
-    allowed = (
-        "account_id = current_setting('confide.account_id', true) "
-        "OR current_setting('confide.all_accounts', true) = 'on'"
-    )
-    if table in ("ops_events", "jobs", "scrubs"):
-        allowed = f"account_id IS NULL OR {allowed}"
-    return (
-        f"""DO $$ BEGIN
-        IF to_regclass('{table}') IS NOT NULL THEN
-            ALTER TABLE {table} ENABLE ROW LEVEL SECURITY;
-            ALTER TABLE {table} FORCE ROW LEVEL SECURITY;
-            DROP POLICY IF EXISTS confide_account ON {table};
-            CREATE POLICY confide_account ON {table} USING ({allowed}) WITH CHECK ({allowed});
-        END IF;
-        END $$""",
-    )
-
-
-MIGRATIONS = (
-    *MIGRATIONS,
-    Migration(
-        version=15,
-        name="row-level-security",
-        sqlite=(),
-        postgres=tuple(s for table in ACCOUNT_TABLES for s in account_policy(table)),
-    ),
-)
-
-
-MIGRATIONS = (
-    *MIGRATIONS,
-    Migration(
-        version=16,
-        name="thread-reads",
-        sqlite=_thread_reads(),
-        postgres=(*_thread_reads(), *account_policy("thread_reads")),
-    ),
-)
-
-
-MIGRATIONS = (
-    *MIGRATIONS,
-    Migration(
-        version=18,
-        name="sealed-vectors",
-        # SQLite searches vectors in process, so they are stored sealed under the owner's
-        # key; ``key_id`` names it (NULL: a vector written before, in clear until the first
-        # open with an embedder seals it). PostgreSQL searches them in the database and
-        # keeps pgvector's clear vectors.
-        sqlite=(
-            "ALTER TABLE embeddings ADD COLUMN IF NOT EXISTS key_id TEXT",
-            # Finds the clear vectors left to seal without reading every row's vector (the
-            # key id is stored after it); empty once the store is upgraded.
-            "CREATE INDEX IF NOT EXISTS embeddings_clear ON embeddings (seq) WHERE key_id IS NULL",
+MEMORY_STORE = Feature(
+    name="memories",
+    migrations=(
+        *_CREATE,
+        Migration(
+            version=3,
+            name="hnsw-graph",
+            sqlite=(),
+            # An existing graph takes the new build settings for every insert from now on. It is
+            # not rebuilt here: that would hold every starting worker (and all writes) for
+            # minutes on a large store; ``REINDEX INDEX CONCURRENTLY embeddings_hnsw`` rebuilds
+            # it online when convenient (docs/retrieval.md).
+            postgres=(
+                f"""DO $$ BEGIN
+                IF to_regclass('embeddings_hnsw') IS NOT NULL THEN
+                    ALTER INDEX embeddings_hnsw SET (ef_construction = {HNSW_EF_CONSTRUCTION});
+                END IF;
+            END $$""",
+            ),
         ),
-        postgres=(),
-    ),
-)
-
-
-MIGRATIONS = (
-    *MIGRATIONS,
-    Migration(
-        version=19,
-        name="vector-index-snapshots",
-        # SQLite: each user's in-process vector index as it was last built (sign bits,
-        # int8 codes, ids), sealed under the user's key like the vectors, so a cold process
-        # reads one blob plus the rows with a later ``seq`` instead of opening and
-        # quantising every vector. A cache: dropping a row only makes the next load slower.
-        sqlite=(
-            """CREATE TABLE IF NOT EXISTS vector_snapshots (
+        Migration(
+            version=4,
+            name="erasure",
+            sqlite=_erasure("BLOB", "REAL"),
+            postgres=(
+                *_erasure("BYTEA", "DOUBLE PRECISION"),
+                *no_statistics("memories"),
+                *no_statistics("data_keys", ("wrapped", "key_id")),
+                *no_statistics("user_keys", ("wrapped", "key_id")),
+            ),
+        ),
+        Migration(version=5, name="row-version", sqlite=_ROW_VERSION, postgres=_ROW_VERSION),
+        Migration(version=6, name="blind-keys", sqlite=_KEYS_BLINDED, postgres=_KEYS_BLINDED),
+        Migration(version=7, name="app-scope", sqlite=_APP_SCOPE, postgres=_APP_SCOPE),
+        Migration(version=8, name="ttl-scan", sqlite=_TTL_SCAN, postgres=_TTL_SCAN),
+        Migration(version=9, name="access-count", sqlite=_ACCESS_COUNT, postgres=_ACCESS_COUNT),
+        Migration(
+            version=10,
+            name="row-level-security",
+            sqlite=(),
+            postgres=(
+                *account_policies(
+                    "memories",
+                    "history",
+                    "threads",
+                    "changes",
+                    "data_keys",
+                    "memory_tokens",
+                    "relations",
+                    "key_generations",
+                    "user_keys",
+                    "embeddings",
+                ),
+                *account_policy("ops_events", rows_without_account=True),
+            ),
+        ),
+        Migration(
+            version=11,
+            name="thread-reads",
+            sqlite=_thread_reads(),
+            postgres=(*_thread_reads(), *account_policy("thread_reads")),
+        ),
+        Migration(
+            version=12,
+            name="sealed-vectors",
+            # SQLite searches vectors in process, so they are stored sealed under the owner's
+            # key; ``key_id`` names it (NULL: a vector written before, in clear until the first
+            # open with an embedder seals it). PostgreSQL searches them in the database and
+            # keeps pgvector's clear vectors.
+            sqlite=(
+                "ALTER TABLE embeddings ADD COLUMN IF NOT EXISTS key_id TEXT",
+                # Finds the clear vectors left to seal without reading every row's vector (the
+                # key id is stored after it); empty once the store is upgraded.
+                "CREATE INDEX IF NOT EXISTS embeddings_clear "
+                "ON embeddings (seq) WHERE key_id IS NULL",
+            ),
+            postgres=(),
+        ),
+        Migration(
+            version=13,
+            name="vector-index-snapshots",
+            # SQLite: each user's in-process vector index as it was last built (sign bits,
+            # int8 codes, ids), sealed under the user's key like the vectors, so a cold process
+            # reads one blob plus the rows with a later ``seq`` instead of opening and
+            # quantising every vector. A cache: dropping a row only makes the next load slower.
+            sqlite=(
+                """CREATE TABLE IF NOT EXISTS vector_snapshots (
                 account_id TEXT NOT NULL, user_id TEXT NOT NULL,
                 max_seq INTEGER NOT NULL, deletions INTEGER NOT NULL,
                 key_id TEXT NOT NULL, snapshot BLOB NOT NULL,
                 PRIMARY KEY (account_id, user_id))""",
+            ),
+            postgres=(),
         ),
-        postgres=(),
-    ),
-)
-
-
-MIGRATIONS = (
-    *MIGRATIONS,
-    Migration(
-        version=20,
-        name="run-index",
-        # The newest memory of a run (the previous turn a new one is linked to and stored in
-        # the context of): without this index SQLite answered it with a scan of the whole
-        # table, 115-130 ms at 461k memories and growing with them, for every stored turn
-        # whose previous turn was not in its batch (0.01-0.05 ms with it; building it took
-        # 1.2 s there). Only memories with a run are indexed. Building it holds writes to
-        # the memories table while it runs (as every index of these migrations does).
-        sqlite=(
-            "CREATE INDEX IF NOT EXISTS memories_run "
-            "ON memories (account_id, user_id, run_id, updated_at) WHERE run_id IS NOT NULL",
+        Migration(
+            version=14,
+            name="run-index",
+            # The newest memory of a run (the previous turn a new one is linked to and stored in
+            # the context of): without this index SQLite answered it with a scan of the whole
+            # table, 115-130 ms at 461k memories and growing with them, for every stored turn
+            # whose previous turn was not in its batch (0.01-0.05 ms with it; building it took
+            # 1.2 s there). Only memories with a run are indexed. Building it holds writes to
+            # the memories table while it runs (as every index of these migrations does).
+            sqlite=(
+                "CREATE INDEX IF NOT EXISTS memories_run "
+                "ON memories (account_id, user_id, run_id, updated_at) WHERE run_id IS NOT NULL",
+            ),
+            postgres=(
+                "CREATE INDEX IF NOT EXISTS memories_run "
+                "ON memories (account_id, user_id, run_id, updated_at) WHERE run_id IS NOT NULL",
+            ),
         ),
-        postgres=(
-            "CREATE INDEX IF NOT EXISTS memories_run "
-            "ON memories (account_id, user_id, run_id, updated_at) WHERE run_id IS NOT NULL",
-        ),
-    ),
-)
-
-
-MIGRATIONS = (
-    *MIGRATIONS,
-    Migration(
-        version=21,
-        name="checkpoint-owners",
-        # A LangGraph thread is its owner's (account, user and agent): two users of one
-        # account naming the same thread id kept one thread, where the later writer hid the
-        # earlier one's state. Each checkpoint table's key now starts with the owner; the
-        # rows already there keep their user and get the agent ``''`` (no agent).
-        sqlite=checkpoint_owner_ddl("sqlite", "BLOB", "REAL"),
-        postgres=checkpoint_owner_ddl("postgres", "BYTEA", "DOUBLE PRECISION"),
-    ),
-)
-
-
-MIGRATIONS = (
-    *MIGRATIONS,
-    Migration(
-        version=22,
-        name="erasure-times",
-        # When each user was last erased: a process writes the operational events it
-        # queued in batches, and those about a user erased since they were queued are
-        # dropped instead of naming the user again after the erasure deleted their rows.
-        sqlite=("ALTER TABLE key_generations ADD COLUMN IF NOT EXISTS erased_at REAL",),
-        postgres=(
-            "ALTER TABLE key_generations ADD COLUMN IF NOT EXISTS erased_at DOUBLE PRECISION",
+        Migration(
+            version=15,
+            name="erasure-times",
+            # When each user was last erased: a process writes the operational events it
+            # queued in batches, and those about a user erased since they were queued are
+            # dropped instead of naming the user again after the erasure deleted their rows.
+            sqlite=("ALTER TABLE key_generations ADD COLUMN IF NOT EXISTS erased_at REAL",),
+            postgres=(
+                "ALTER TABLE key_generations ADD COLUMN IF NOT EXISTS erased_at DOUBLE PRECISION",
+            ),
         ),
     ),
 )
+"""The memory store's own tables: the first feature every backend migrates."""
 
 
-def _scrubs(real: str) -> tuple[str, ...]:
-    return (
-        f"""CREATE TABLE IF NOT EXISTS scrubs (
-            id TEXT PRIMARY KEY, kind TEXT NOT NULL, account_id TEXT, state TEXT NOT NULL,
-            detail TEXT NOT NULL, attempts INTEGER NOT NULL, markers TEXT NOT NULL,
-            created_at {real} NOT NULL, updated_at {real} NOT NULL)""",
-        "CREATE INDEX IF NOT EXISTS scrubs_state ON scrubs (state, created_at)",
-    )
-
-
-MIGRATIONS = (
-    *MIGRATIONS,
-    Migration(
-        version=23,
-        name="scrubs-owed",
-        # What an erasure, a purge or a key rotation must still clear from the files, until
-        # a scrub completes and a scan verifies it (see confide.storage.scrubs). Store-wide
-        # maintenance with no user id, so it is not confined to an account.
-        sqlite=_scrubs("REAL"),
-        postgres=(*_scrubs("DOUBLE PRECISION"), *account_policy("scrubs")),
+LEGACY_VERSIONS: dict[int, tuple[tuple[str, int], ...]] = {
+    1: (("memories", 1),),
+    2: (("memories", 2),),
+    3: (("service", 1),),
+    4: (("memories", 3),),
+    5: (("memories", 4), ("service", 2)),
+    6: (("memories", 5),),
+    7: (("service", 3),),
+    8: (("memories", 6), ("service", 4)),
+    9: (("chat", 1),),
+    10: (("memories", 7), ("apps", 1)),
+    11: (("checkpoints", 1),),
+    12: (("memories", 8), ("jobs", 1)),
+    13: (("memories", 9), ("consolidation", 1)),
+    14: (("service", 5),),
+    15: (
+        ("memories", 10),
+        ("service", 6),
+        ("chat", 2),
+        ("apps", 2),
+        ("checkpoints", 2),
+        ("jobs", 2),
+        ("consolidation", 2),
     ),
-)
-
-
-MIGRATIONS = (
-    *MIGRATIONS,
-    Migration(
-        version=24,
-        name="memory-sources",
-        # Which users' words an app memory was written from, as keyed pseudonyms (never the
-        # ids in clear), so that erasing a user deletes the app memories derived from them;
-        # deferred app work records the same for the conversation it holds. See
-        # confide.storage.derived.
-        sqlite=memory_sources_ddl(),
-        postgres=(*memory_sources_ddl(), *account_policy("memory_sources")),
-    ),
-)
+    16: (("memories", 11),),
+    18: (("memories", 12),),
+    19: (("memories", 13),),
+    20: (("memories", 14),),
+    21: (("checkpoints", 3),),
+    22: (("memories", 15),),
+    23: (("scrubs", 1),),
+    24: (("derived", 1),),
+}
+"""The steps of a store made when every migration shared one numbered list
+(``schema_migrations``): each old version, as the ``(feature, version)`` steps it made. A
+store that has it is mapped onto ``feature_migrations`` once, on its next migration, and the
+old list is dropped."""

@@ -26,7 +26,8 @@ from confide.storage.base import (
     Vector,
 )
 from confide.storage.filters import compile_filter
-from confide.storage.migrations import HNSW_EF_SEARCH, POSTGRES_HNSW_INDEX, account_policy
+from confide.storage.migrations import HNSW_EF_SEARCH, POSTGRES_HNSW_INDEX
+from confide.storage.schema import Feature, account_policy
 from confide.storage.scrubs import ScrubOutcome
 from confide.storage.sql import (
     MEMORY_SELECT,
@@ -150,8 +151,8 @@ class PostgresTransaction(_BinaryRows, SqlTransaction):
 
     _UNSCOPED: ClassVar[object] = object()
 
-    def __init__(self, conn: Any) -> None:
-        super().__init__(conn)
+    def __init__(self, conn: Any, *, features: Sequence[Feature] = ()) -> None:
+        super().__init__(conn, features=features)
         self._scope: object = self._UNSCOPED
 
     def scope_to(self, account_id: str) -> None:
@@ -224,10 +225,11 @@ class PostgresStorage(SqlStorage):
         ef_search: int = HNSW_EF_SEARCH,
         wait_seconds: float = 30.0,
         lexical: LexicalTuning | None = None,
+        features: Sequence[Feature],
     ) -> None:
         if psycopg is None or ConnectionPool is None:
             raise MissingDependencyError("psycopg", "postgres")
-        super().__init__(lexical=lexical)
+        super().__init__(lexical=lexical, features=features)
         self.conninfo = conninfo
         self._capabilities: frozenset[Capability] | None = None
         # The account each pooled connection's session is confined to (reads run outside
@@ -287,7 +289,7 @@ class PostgresStorage(SqlStorage):
         """A write transaction: commits on normal exit, rolls back on any exception."""
         try:
             with self._pool.connection() as conn, conn.transaction():
-                yield PostgresTransaction(conn)
+                yield PostgresTransaction(conn, features=self.features)
         except psycopg.Error as exc:
             raise StorageError(f"PostgreSQL write failed: {type(exc).__name__}") from exc
 

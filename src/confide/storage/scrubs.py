@@ -19,8 +19,16 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from confide.storage.database import Database
+from confide.storage.schema import Feature, Migration, account_policy
 
-__all__ = ["ScrubOutcome", "ScrubRow", "ScrubState", "ScrubTables", "SqlScrubTables"]
+__all__ = [
+    "SCRUBS_FEATURE",
+    "ScrubOutcome",
+    "ScrubRow",
+    "ScrubState",
+    "ScrubTables",
+    "SqlScrubTables",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,3 +162,32 @@ class SqlScrubTables:
                 [ScrubState.PENDING, limit],
             ).fetchall()
         return [_row(r) for r in rows]
+
+
+def _scrubs(real: str) -> tuple[str, ...]:
+    return (
+        f"""CREATE TABLE IF NOT EXISTS scrubs (
+            id TEXT PRIMARY KEY, kind TEXT NOT NULL, account_id TEXT, state TEXT NOT NULL,
+            detail TEXT NOT NULL, attempts INTEGER NOT NULL, markers TEXT NOT NULL,
+            created_at {real} NOT NULL, updated_at {real} NOT NULL)""",
+        "CREATE INDEX IF NOT EXISTS scrubs_state ON scrubs (state, created_at)",
+    )
+
+
+SCRUBS_FEATURE = Feature(
+    name="scrubs",
+    migrations=(
+        Migration(
+            version=1,
+            name="scrubs-owed",
+            # Store-wide maintenance with no user id: a purge's or a rotation's scrub has no
+            # account either.
+            sqlite=_scrubs("REAL"),
+            postgres=(
+                *_scrubs("DOUBLE PRECISION"),
+                *account_policy("scrubs", rows_without_account=True),
+            ),
+        ),
+    ),
+)
+"""What an erasure, a purge or a key rotation must still clear from the files."""

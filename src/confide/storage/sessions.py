@@ -14,9 +14,10 @@ from typing import Any
 
 from confide.crypto.envelope import BLIND_KEY_PREFIX
 from confide.storage.database import Database, Statements
+from confide.storage.schema import Feature, Migration, account_policies, no_statistics
 from confide.storage.service import ApiKeyRow, CallSessionRow, ProposalRow, SessionEventRow
 
-__all__ = ["SqlServiceTables"]
+__all__ = ["SERVICE_FEATURE", "SqlServiceTables"]
 
 _SESSION_COLUMNS = (
     "id, account_id, user_id, is_reminder, created_at, connected_at, ended_at, "
@@ -374,3 +375,102 @@ class SqlServiceTables:
                 [status, ts, proposal_id, account_id],
             )
             return cursor.rowcount == 1
+
+
+def _service(blob: str, real: str, serial: str) -> tuple[str, ...]:
+    # Call sessions, their events, API keys and proposed changes. None holds conversation
+    # text: events carry tool names, ids, keys and types; proposal values are sealed.
+    return (
+        f"""CREATE TABLE IF NOT EXISTS call_sessions (
+            id TEXT PRIMARY KEY, account_id TEXT NOT NULL, user_id TEXT NOT NULL,
+            is_reminder INTEGER NOT NULL, created_at {real} NOT NULL,
+            connected_at {real}, ended_at {real},
+            tool_calls INTEGER NOT NULL, memories_extracted INTEGER NOT NULL,
+            summarization TEXT)""",
+        "CREATE INDEX IF NOT EXISTS call_sessions_owner ON call_sessions (account_id, user_id)",
+        f"""CREATE TABLE IF NOT EXISTS session_events (
+            id {serial}, session_id TEXT NOT NULL, account_id TEXT NOT NULL,
+            user_id TEXT NOT NULL, kind TEXT NOT NULL, tool TEXT, memory_id TEXT,
+            key TEXT, memory_type TEXT, ts {real} NOT NULL)""",
+        "CREATE INDEX IF NOT EXISTS session_events_session ON session_events (session_id)",
+        f"""CREATE TABLE IF NOT EXISTS api_keys (
+            id TEXT PRIMARY KEY, account_id TEXT NOT NULL, token_hash TEXT NOT NULL UNIQUE,
+            created_at {real} NOT NULL, revoked_at {real})""",
+        f"""CREATE TABLE IF NOT EXISTS proposals (
+            id TEXT PRIMARY KEY, account_id TEXT NOT NULL, user_id TEXT NOT NULL,
+            key TEXT NOT NULL, key_lc TEXT NOT NULL, type TEXT NOT NULL,
+            confidence {real} NOT NULL, session_id TEXT, status TEXT NOT NULL,
+            created_at {real} NOT NULL, expires_at {real} NOT NULL, decided_at {real},
+            key_id TEXT NOT NULL, ciphertext {blob} NOT NULL, wrapped_key {blob} NOT NULL)""",
+        "CREATE INDEX IF NOT EXISTS proposals_owner "
+        "ON proposals (account_id, user_id, key_lc, status)",
+    )
+
+
+# An admin scope for operator routes (erasure over HTTP).
+_API_KEY_SCOPES = ("ALTER TABLE api_keys ADD COLUMN IF NOT EXISTS scopes TEXT",)
+
+# The agents an API key may act as, in the order given when it was made (the first is the
+# one a request naming no agent acts as). A key with no rows here acts as agent ``default``.
+_API_KEY_AGENTS = """CREATE TABLE IF NOT EXISTS api_key_agents (
+    key_id TEXT NOT NULL REFERENCES api_keys (id) ON DELETE CASCADE,
+    agent TEXT NOT NULL, position INTEGER NOT NULL,
+    PRIMARY KEY (key_id, agent))"""
+
+# Keys in proposals and session events are blinded by the service (it holds the account keys
+# SQL has not): tables with rows were written with clear keys and are marked for its upgrade.
+_SERVICE_KEYS = (
+    "EXISTS (SELECT 1 FROM proposals) OR EXISTS (SELECT 1 FROM session_events "
+    "WHERE key IS NOT NULL)"
+)
+_KEYS_BLINDED = (
+    "INSERT INTO store_meta (key, value) SELECT 'service_keys_blinded', 'pending' "
+    f"WHERE {_SERVICE_KEYS} ON CONFLICT (key) DO NOTHING",
+    "INSERT INTO store_meta (key, value) SELECT 'service_keys_blinded', 'done' "
+    f"WHERE NOT ({_SERVICE_KEYS}) ON CONFLICT (key) DO NOTHING",
+)
+
+# The service process holding a call's turns (they live in its memory, never in the
+# database): another process reached by the call's /turns or /end refuses instead of
+# summarising part of the call. The id is made at each start; host and pid are for people.
+_SESSION_WORKER = (
+    "ALTER TABLE call_sessions ADD COLUMN IF NOT EXISTS worker_id TEXT",
+    "ALTER TABLE call_sessions ADD COLUMN IF NOT EXISTS worker_host TEXT",
+    "ALTER TABLE call_sessions ADD COLUMN IF NOT EXISTS worker_pid INTEGER",
+)
+
+SERVICE_FEATURE = Feature(
+    name="service",
+    migrations=(
+        Migration(
+            version=1,
+            name="service",
+            sqlite=_service("BLOB", "REAL", "INTEGER PRIMARY KEY AUTOINCREMENT"),
+            postgres=_service(
+                "BYTEA", "DOUBLE PRECISION", "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"
+            ),
+        ),
+        Migration(
+            version=2,
+            name="api-key-scopes",
+            sqlite=_API_KEY_SCOPES,
+            postgres=(*_API_KEY_SCOPES, *no_statistics("proposals")),
+        ),
+        Migration(
+            version=3, name="api-key-agents", sqlite=(_API_KEY_AGENTS,), postgres=(_API_KEY_AGENTS,)
+        ),
+        Migration(version=4, name="blind-keys", sqlite=_KEYS_BLINDED, postgres=_KEYS_BLINDED),
+        Migration(
+            version=5, name="call-session-worker", sqlite=_SESSION_WORKER, postgres=_SESSION_WORKER
+        ),
+        Migration(
+            version=6,
+            name="row-level-security",
+            sqlite=(),
+            postgres=account_policies("call_sessions", "session_events", "api_keys", "proposals"),
+        ),
+    ),
+    owner_tables=("session_events", "call_sessions", "proposals"),
+    sealed_tables=("proposals",),
+)
+"""Call sessions and their events, API keys and their agents, proposed changes."""

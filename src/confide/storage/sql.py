@@ -39,11 +39,12 @@ from confide.storage.base import (
 from confide.storage.checkpoints import CheckpointTables, SqlCheckpointTables
 from confide.storage.consolidation import ConsolidationTables, SqlConsolidationTables
 from confide.storage.database import Connection, Cursor, Database
-from confide.storage.derived import Derived, SqlDerivedWrites
+from confide.storage.derived import SqlDerivedWrites
 from confide.storage.filters import compile_filter, compile_others_shared
 from confide.storage.jobs import JobTables, SqlJobTables, SqlJobWrites
 from confide.storage.messages import MessageTables, SqlMessageTables, SqlMessageWrites
-from confide.storage.migrations import MIGRATIONS, Migration
+from confide.storage.migrations import LEGACY_VERSIONS, MEMORY_STORE
+from confide.storage.schema import Derived, Feature
 from confide.storage.scrubs import ScrubOutcome, ScrubTables, SqlScrubTables
 from confide.storage.service import ServiceTables
 from confide.storage.sessions import SqlServiceTables
@@ -99,23 +100,9 @@ class NeighbourRows:
 _UNREAD = object()
 
 _OWNED_TABLES = ("memory_tokens", "relations", "embeddings")
-# Tables with an owner, emptied by erasure; the service tables exist once it has migrated.
-_OPTIONAL_OWNER_TABLES = (
-    "session_events",
-    "call_sessions",
-    "proposals",
-    "messages",
-    "conversation_summaries",
-    "checkpoints",
-    "checkpoint_blobs",
-    "checkpoint_writes",
-    "supervisor_checkpoints",
-    "consolidation_pairs",
-    "memory_sources",
-)
-# Owner tables with a sealed value (ciphertext and wrapped data key) in each row.
-_SEALED_TABLES = ("memories", "messages", "proposals")
-_OWNER_TABLES = ("history", "ops_events", *_OPTIONAL_OWNER_TABLES, "memories", "data_keys")
+# The memory store's tables with an owner, emptied by erasure after each feature's own.
+_FIRST_OWNER_TABLES = ("history", "ops_events")
+_LAST_OWNER_TABLES = ("memories", "data_keys")
 
 
 def memory_row(values: Sequence[Any]) -> MemoryRow:
@@ -177,6 +164,11 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlJobWrites, SqlDerivedWri
     """Implements :class:`confide.storage.base.Transaction` on one open transaction."""
 
     lock_suffix: ClassVar[str] = ""
+
+    def __init__(self, conn: Connection, *, features: Sequence[Feature] = ()) -> None:
+        super().__init__(conn)
+        self.features = tuple(features)
+        """The features whose tables this store keeps (their owner rows go with erasure)."""
 
     def insert_memory(self, row: MemoryRow) -> None:
         """Insert a memory version, with its key lower-cased for case-insensitive lookups."""
@@ -433,7 +425,8 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlJobWrites, SqlDerivedWri
         ``limit`` rows per table): the markers an erasure looks for after deleting them."""
         self.scope_to(account_id)
         found: list[bytes] = []
-        for table in _SEALED_TABLES:
+        sealed = ("memories", *(t for f in self.features for t in f.sealed_tables))
+        for table in sealed:
             if not self.has_table(table):
                 continue
             rows = self.run(
@@ -450,9 +443,12 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlJobWrites, SqlDerivedWri
     def delete_owner(
         self, account_id: str, user_id: str, *, derived: Derived | None = None
     ) -> dict[str, int]:
-        """Delete every row derived from one user (:meth:`delete_derived`), then every row of
-        theirs in every table; returns the count per table."""
-        derived_counts = self.delete_derived(account_id, user_id, derived or Derived())
+        """Delete every row derived from one user (each feature's erasure hook), then every
+        row of theirs in every table; returns the count per table."""
+        derived_counts: dict[str, int] = {}
+        for feature in self.features:
+            if feature.erase is not None:
+                derived_counts |= feature.erase(self, account_id, user_id, derived or Derived())
         ids = [
             r[0]
             for r in self.run(
@@ -483,8 +479,9 @@ class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlJobWrites, SqlDerivedWri
         counts["changes"] = changes
         counts["threads"] = self._drop_emptied_threads(threads)
         owner = [account_id, user_id]
-        for table in _OWNER_TABLES:
-            if table in _OPTIONAL_OWNER_TABLES and not self.has_table(table):
+        feature_tables = [t for f in self.features for t in f.owner_tables]
+        for table in (*_FIRST_OWNER_TABLES, *feature_tables, *_LAST_OWNER_TABLES):
+            if table in feature_tables and not self.has_table(table):
                 continue
             counts[table] = self.run(
                 f"DELETE FROM {table} WHERE account_id = ? AND user_id = ?", owner
@@ -668,7 +665,10 @@ class LexicalTuning:
 class SqlStorage:
     """Reads shared by both backends; subclasses provide connections and the dialect."""
 
-    def __init__(self, *, lexical: LexicalTuning | None = None) -> None:
+    def __init__(
+        self, *, lexical: LexicalTuning | None = None, features: Sequence[Feature] = ()
+    ) -> None:
+        self._features = tuple(features)
         self.lexical = lexical or LexicalTuning()
         """When lexical search trusts a cached count (public: set it to tune a store)."""
         self._lexical_stats: dict[tuple[str, str | None], tuple[float, int, float]] = {}
@@ -718,34 +718,65 @@ class SqlStorage:
         return ()
 
     # ---- migrations --------------------------------------------------------------------------
+    @property
+    def features(self) -> tuple[Feature, ...]:
+        """The features whose tables this store keeps, after the memory store's own."""
+        return self._features
+
     def _apply_migrations(self, tx: SqlTransaction) -> None:
         tx.across_accounts()  # the schema, and data upgrades of every account
         tx.run(
-            "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
-            "name TEXT NOT NULL, applied_at DOUBLE PRECISION NOT NULL)"
+            "CREATE TABLE IF NOT EXISTS feature_migrations (feature TEXT NOT NULL, "
+            "version INTEGER NOT NULL, name TEXT NOT NULL, "
+            "applied_at DOUBLE PRECISION NOT NULL, PRIMARY KEY (feature, version))"
         )
-        done = {int(r[0]) for r in tx.run("SELECT version FROM schema_migrations").fetchall()}
-        for migration in MIGRATIONS:
-            if migration.version in done:
-                continue
-            for statement in self._statements(migration):
-                self._run_migration_statement(tx, statement)
-            tx.run(
-                "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
-                [migration.version, migration.name, time.time()],
-            )
+        if tx.has_table("schema_migrations"):
+            self._map_legacy_migrations(tx)
+        done = {
+            (str(r[0]), int(r[1]))
+            for r in tx.run("SELECT feature, version FROM feature_migrations").fetchall()
+        }
+        for feature in (MEMORY_STORE, *self._features):
+            for migration in feature.migrations:
+                if (feature.name, migration.version) in done:
+                    continue
+                for statement in migration.statements(self.dialect):
+                    self._run_migration_statement(tx, statement)
+                tx.run(
+                    "INSERT INTO feature_migrations (feature, version, name, applied_at) "
+                    "VALUES (?, ?, ?, ?)",
+                    [feature.name, migration.version, migration.name, time.time()],
+                )
 
-    def _statements(self, migration: Migration) -> tuple[str, ...]:
-        return migration.postgres if self.dialect == "postgres" else migration.sqlite
+    def _map_legacy_migrations(self, tx: SqlTransaction) -> None:
+        """Record the steps a store made with one numbered migration list had applied, as
+        their features' steps, and drop that list (once: the same transaction drops it)."""
+        applied = [int(r[0]) for r in tx.run("SELECT version FROM schema_migrations").fetchall()]
+        now = time.time()
+        names = {
+            (feature.name, m.version): m.name
+            for feature in (MEMORY_STORE, *self._features)
+            for m in feature.migrations
+        }
+        for version in sorted(applied):
+            for step in LEGACY_VERSIONS.get(version, ()):
+                tx.run(
+                    "INSERT INTO feature_migrations (feature, version, name, applied_at) "
+                    "VALUES (?, ?, ?, ?) ON CONFLICT (feature, version) DO NOTHING",
+                    [*step, names.get(step, f"schema-{version}"), now],
+                )
+        tx.run("DROP TABLE schema_migrations")
 
     def _run_migration_statement(self, tx: SqlTransaction, statement: str) -> None:
         tx.run(statement)
 
-    def schema_version(self) -> int:
-        """The newest applied migration."""
+    def schema_versions(self) -> dict[str, int]:
+        """The newest applied step of each feature, by name (the memory store's included)."""
         with self._reader_across_accounts() as db:
-            row = db.run("SELECT MAX(version) FROM schema_migrations").fetchone()
-        return int(row[0] or 0)
+            rows = db.run(
+                "SELECT feature, MAX(version) FROM feature_migrations GROUP BY feature"
+            ).fetchall()
+        return {str(r[0]): int(r[1]) for r in rows}
 
     def meta_value(self, key: str) -> str | None:
         """A ``store_meta`` entry, if set."""

@@ -23,8 +23,8 @@ except ImportError:  # pragma: no cover - platforms without the wheel
 
 from confide.errors import StorageError
 from confide.storage.base import Capability, ScoredId, SealedVector, StoredVector, Vector
-from confide.storage.derived import Derived
 from confide.storage.filters import compile_filter, compile_others_shared
+from confide.storage.schema import Derived, Feature
 from confide.storage.scrubs import ScrubOutcome
 from confide.storage.sql import (
     LexicalTuning,
@@ -225,8 +225,14 @@ class SqliteStorage(SqlStorage):
         {Capability.IN_PROCESS_VECTORS, Capability.SEALED_VECTORS, Capability.DATA_FILES}
     )
 
-    def __init__(self, path: str | Path, *, lexical: LexicalTuning | None = None) -> None:
-        super().__init__(lexical=lexical)
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        lexical: LexicalTuning | None = None,
+        features: Sequence[Feature],
+    ) -> None:
+        super().__init__(lexical=lexical, features=features)
         self.path = str(path)
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -272,7 +278,7 @@ class SqliteStorage(SqlStorage):
             except sqlite3.Error as exc:
                 raise StorageError(f"SQLite could not begin a write: {exc}") from exc
             try:
-                yield SqliteTransaction(conn)
+                yield SqliteTransaction(conn, features=self.features)
             except BaseException as exc:
                 conn.execute("ROLLBACK")
                 if isinstance(exc, sqlite3.Error):

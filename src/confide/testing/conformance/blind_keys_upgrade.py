@@ -27,7 +27,7 @@ from confide.storage.base import (
 from confide.storage.service import CallSessionRow, ProposalRow
 from confide.testing.builders import ACCOUNT, unstored_memory
 from confide.testing.conformance.blind_keys import assert_no_clear_keys, raw_rows
-from confide.testing.conformance.harness import StorageHarness
+from confide.testing.conformance.harness import StorageHarness, unrecord_steps
 from confide.types import Memory, MemoryFilter, MemoryType
 
 TEST_KEK = bytes(range(32))
@@ -100,9 +100,10 @@ class BlindKeysUpgradeConformance(StorageHarness):
         )
         _legacy_memory(writer, OLD_KEYS[1], "on weekends", "00000000-0000-4000-8000-000000000002")
         _legacy_service_rows(writer)
-        # Roll the store back to before migration 8, as an older Confide left it.
+        # Roll the store back to before keys were blinded, as an older Confide left it.
+        unrecord_steps(storage, "memories", version=6)
+        unrecord_steps(storage, "service", version=4)
         with storage.database.transaction() as tx:
-            tx.run("DELETE FROM schema_migrations WHERE version = 8")
             tx.run("DELETE FROM store_meta WHERE key IN ('keys_blinded', 'service_keys_blinded')")
         assert OLD_KEYS[0] in raw_rows(storage)
         storage.migrate()

@@ -25,9 +25,8 @@ from confide.engine import MemoryEngine
 from confide.errors import ProviderError
 from confide.llm.openai_compat import OpenAICompatibleLLM
 from confide.llm.usage import MeteredLLM, UsageLedger
-from confide.storage import migrations
 from confide.storage.base import Storage
-from confide.testing.conformance.harness import StorageHarness
+from confide.testing.conformance.harness import StorageHarness, latest_versions, unrecord_steps
 from confide.testing.embedders import HashingEmbedder
 from confide.testing.scripted_llm import ScriptedLLMServer, ScriptedReply
 from confide.types import HistoryEventType, Memory, MemoryFilter, MemoryState, utcnow
@@ -229,17 +228,18 @@ class ConsolidationConformance(StorageHarness):
         app = Confide(engine, embedder=HashingEmbedder(dims=256), settings=engine.settings)
         try:
             stored = engine.store_many([_new(v) for v in TWINS])
-            # As a store made before version 13 left it: no judged pairs, no access counts.
+            # As a store made before consolidation left it: no judged pairs, no access counts.
             with storage.database.transaction() as tx:
                 for statement in (
                     "DROP TABLE consolidation_pairs",
                     "DROP INDEX memories_accessed",
                     "ALTER TABLE memories DROP COLUMN access_count",
-                    "DELETE FROM schema_migrations WHERE version = 13",
                 ):
                     tx.run(statement)
+            unrecord_steps(storage, "memories", version=9)
+            unrecord_steps(storage, "consolidation", version=1, and_later=True)
             storage.migrate()
-            assert storage.schema_version() == max(m.version for m in migrations.MIGRATIONS)
+            assert storage.schema_versions() == latest_versions()
             engine.storage.touch(ACCOUNT, [stored[0].id], utcnow().timestamp())
             tables = engine.consolidation_tables()
             assert tables.most_retrieved(ACCOUNT, USER, 5) == [stored[0].id]

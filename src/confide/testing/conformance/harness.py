@@ -10,11 +10,30 @@ import pytest
 from confide.config import Settings
 from confide.crypto.keyring import KeyRing
 from confide.engine import MemoryEngine
-from confide.storage import open_storage
+from confide.storage import FEATURES, open_storage
 from confide.storage.base import Capability, Storage
 from confide.storage.keystore import KeyStore, open_key_store
+from confide.storage.migrations import MEMORY_STORE
 
 TEST_KEK = bytes(range(32))
+
+
+def latest_versions() -> dict[str, int]:
+    """The newest step of the memory store and of each feature :func:`open_storage` keeps."""
+    return {f.name: len(f.migrations) for f in (MEMORY_STORE, *FEATURES)}
+
+
+def unrecord_steps(
+    storage: Storage, feature: str, *, version: int, and_later: bool = False
+) -> None:
+    """Forget that a feature's step (``and_later``: and every later one) ran, as a store made
+    before it has it; the next :meth:`Storage.migrate` runs it (again)."""
+    where = "feature = ? AND version >= ?" if and_later else "feature = ? AND version = ?"
+    with storage.database.transaction() as tx:
+        tx.across_accounts()
+        tx.run(f"DELETE FROM feature_migrations WHERE {where}", [feature, version])
+
+
 """The key-encryption key of the ``engine`` fixture and of ``settings``."""
 
 

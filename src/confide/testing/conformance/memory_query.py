@@ -27,7 +27,7 @@ from confide.retrieval.access import AccessTracker
 from confide.retrieval.budget import count_tokens
 from confide.retrieval.categories import DEFAULT_CATEGORIES_FILE, load_categories
 from confide.retrieval.memory_query import MemoryQueryService
-from confide.storage import open_storage
+from confide.storage import FEATURES, open_storage
 from confide.storage.base import Capability, EdgeRow, Storage
 from confide.testing.conformance.harness import TEST_KEK as KEK
 from confide.testing.conformance.harness import StorageHarness
@@ -606,7 +606,7 @@ class MemoryQueryConformance(StorageHarness):
         from confide.storage.postgres import PostgresStorage
 
         assert isinstance(storage, PostgresStorage)  # the plan below is PostgreSQL's
-        capped = PostgresStorage(storage.conninfo, max_size=1, ef_search=10)
+        capped = PostgresStorage(storage.conninfo, max_size=1, ef_search=10, features=FEATURES)
         try:
             flt = MemoryFilter(account_id=ACCOUNT, user_id="busy", categories=("mood",))
             sql_filter = "m.user_id = ? AND m.category = ?"

@@ -9,7 +9,12 @@ from confide.engine import MemoryEngine
 from confide.storage import migrations
 from confide.storage.base import Capability, Storage
 from confide.testing.builders import ACCOUNT, add
-from confide.testing.conformance.harness import TEST_KEK, StorageHarness
+from confide.testing.conformance.harness import (
+    TEST_KEK,
+    StorageHarness,
+    latest_versions,
+    unrecord_steps,
+)
 
 
 class MigrationsConformance(StorageHarness):
@@ -18,15 +23,17 @@ class MigrationsConformance(StorageHarness):
     def test_older_database_upgrades_and_keeps_data(
         self, storage: Storage, monkeypatch: object
     ) -> None:
-        # Roll the fresh database back to schema version 1, as an older Confide left it.
+        # Roll the fresh database back to the memory store's first step, as an older Confide
+        # left it.
         with storage.database.transaction() as tx:
-            tx.run("DELETE FROM schema_migrations WHERE version > 1")
+            tx.across_accounts()
+            tx.run("DELETE FROM feature_migrations WHERE feature <> 'memories' OR version > 1")
             tx.run("DROP TABLE IF EXISTS embeddings")
-        assert storage.schema_version() == 1
+        assert storage.schema_versions() == {"memories": 1}
         engine = MemoryEngine(storage, KeyRing(primary=TEST_KEK))
         memory = add(engine, value="kept across the upgrade")
         storage.migrate()
-        assert storage.schema_version() == max(m.version for m in migrations.MIGRATIONS)
+        assert storage.schema_versions() == latest_versions()
         assert engine.get(memory.id, account_id=ACCOUNT).value == "kept across the upgrade"
         storage.bind_embedder("test-model", 8)
         assert storage.embedder_spec() == "test-model:8"
@@ -34,14 +41,15 @@ class MigrationsConformance(StorageHarness):
     @pytest.mark.requires(Capability.HNSW)
     def test_vector_graph_takes_the_current_build_settings(self, storage: Storage) -> None:
         storage.bind_embedder("test-model", 8)
-        # As a store made before version 4 left it: a graph built with pgvector's default.
+        # As a store made before the hnsw-graph step left it: a graph built with pgvector's
+        # default.
         with storage.database.transaction() as tx:
             tx.run("DROP INDEX embeddings_hnsw")
             tx.run(
                 "CREATE INDEX embeddings_hnsw ON embeddings USING hnsw "
                 "(embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)"
             )
-            tx.run("DELETE FROM schema_migrations WHERE version >= 4")
+        unrecord_steps(storage, "memories", version=3, and_later=True)
         graph = "SELECT reloptions, relfilenode FROM pg_class WHERE relname = 'embeddings_hnsw'"
         with storage.database.transaction() as tx:
             before = tx.run(graph).fetchone()
@@ -55,18 +63,17 @@ class MigrationsConformance(StorageHarness):
     def test_row_versions_are_added_to_existing_rows(self, storage: Storage) -> None:
         engine = MemoryEngine(storage, KeyRing(primary=TEST_KEK))
         memory = add(engine)
-        # As a store made before version 6 left it: no row versions.
+        # As a store made before the row-version step left it: no row versions.
         with storage.database.transaction() as tx:
             tx.run("ALTER TABLE memories DROP COLUMN row_version")
-            tx.run("DELETE FROM schema_migrations WHERE version = 6")
+        unrecord_steps(storage, "memories", version=5)
         storage.migrate()
         assert engine.get(memory.id, account_id=ACCOUNT).row_version == 1
         assert engine.forget(memory.id, account_id=ACCOUNT).row_version == 2
         # Run again after its record was lost, it finds the column and leaves it as it is.
-        with storage.database.transaction() as tx:
-            tx.run("DELETE FROM schema_migrations WHERE version = 6")
+        unrecord_steps(storage, "memories", version=5)
         storage.migrate()
-        assert storage.schema_version() == max(m.version for m in migrations.MIGRATIONS)
+        assert storage.schema_versions() == latest_versions()
         assert engine.get(memory.id, account_id=ACCOUNT).row_version == 2
 
     def test_a_store_without_read_positions_delivers_headers_after_upgrade(
@@ -74,10 +81,10 @@ class MigrationsConformance(StorageHarness):
     ) -> None:
         engine = MemoryEngine(storage, KeyRing(primary=TEST_KEK))
         add(engine, key="city", value="Lima")
-        # As a store made before version 16 left it: no read positions.
+        # As a store made before the thread-reads step left it: no read positions.
         with storage.database.transaction() as tx:
             tx.run("DROP TABLE thread_reads")
-            tx.run("DELETE FROM schema_migrations WHERE version = 16")
+        unrecord_steps(storage, "memories", version=11)
         storage.migrate()
         deliver = {"account_id": ACCOUNT, "user_id": "user-1", "reader": "default"}
         assert engine.deliver_delta(**deliver) == (

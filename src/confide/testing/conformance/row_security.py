@@ -23,6 +23,7 @@ from confide.crypto.keyring import KeyRing
 from confide.engine import MemoryEngine
 from confide.errors import NotFoundError, StorageError
 from confide.index.vectors import VectorIndexer
+from confide.storage import FEATURES
 from confide.storage.apps import DeferredRow, UsageRow
 from confide.storage.base import Capability, Storage
 from confide.storage.checkpoints import BlobRow, CheckpointRow, ThreadOwner, WriteRow
@@ -153,7 +154,9 @@ class RowSecurityConformance(StorageHarness):
         conninfo = str(getattr(storage, "conninfo"))  # noqa: B009
         with _connect(conninfo) as admin:
             _policies_without_bypass(admin)
-        store = PostgresStorage(make_conninfo(conninfo, user=app_role), max_size=2)
+        store = PostgresStorage(
+            make_conninfo(conninfo, user=app_role), max_size=2, features=FEATURES
+        )
         try:
             yield store
         finally:
@@ -232,7 +235,9 @@ class RowSecurityConformance(StorageHarness):
         from confide.storage.postgres import PostgresStorage
 
         conninfo = str(getattr(storage, "conninfo"))  # noqa: B009
-        confined = PostgresStorage(make_conninfo(conninfo, user=app_role), max_size=2)
+        confined = PostgresStorage(
+            make_conninfo(conninfo, user=app_role), max_size=2, features=FEATURES
+        )
         try:
             app = MemoryEngine(
                 confined, KeyRing(primary=TEST_KEK), settings=engine.settings, key_store=key_store

@@ -23,7 +23,7 @@ from confide.storage import open_storage
 from confide.storage.base import Capability, Storage
 from confide.storage.keystore import KeyStore
 from confide.testing.builders import ACCOUNT, add
-from confide.testing.conformance.harness import TEST_KEK, StorageHarness
+from confide.testing.conformance.harness import TEST_KEK, StorageHarness, unrecord_steps
 from confide.testing.embedders import HashingEmbedder
 from confide.types import Memory, MemoryFilter
 
@@ -145,11 +145,11 @@ class SealedVectorsConformance(StorageHarness):
         memory: Memory = add(engine, value="an old memory from before sealing")
         storage.bind_embedder(embedder.model_id, embedder.dims)
         vector = embedder.embed_one(indexed_text(memory))
-        with storage.database.transaction() as tx:  # as the schema before version 18 was
+        unrecord_steps(storage, "memories", version=12, and_later=True)
+        with storage.database.transaction() as tx:  # as the schema before sealed vectors was
             for statement in (
                 "DROP INDEX embeddings_clear",
                 "ALTER TABLE embeddings DROP COLUMN key_id",
-                "DELETE FROM schema_migrations WHERE version >= 18",
             ):
                 tx.run(statement)
             tx.run(
