@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
 from typing import Any, ClassVar, NamedTuple, Protocol
 
@@ -27,6 +26,7 @@ from numpy.typing import NDArray
 from confide.storage.apps import AppTables, AppWrites
 from confide.storage.checkpoints import CheckpointTables
 from confide.storage.consolidation import ConsolidationTables
+from confide.storage.database import Capability as Capability
 from confide.storage.database import Database
 from confide.storage.derived import DerivedWrites
 from confide.storage.jobs import JobTables, JobWrites
@@ -402,29 +402,6 @@ class Transaction(
     Protocol,
 ):
     """Writes inside one database transaction; see :meth:`Storage.transaction`."""
-
-
-class Capability(StrEnum):
-    """What a backend may or may not offer beyond the protocol (see :attr:`Storage.capabilities`).
-
-    Every backend stores, searches (vectors and BM25) and writes in transactions; these
-    name the differences callers and tests branch on.
-    """
-
-    HNSW = "hnsw"
-    """Vector search walks an approximate graph index kept in the database."""
-    MULTI_PROCESS = "multi_process"
-    """Many processes (workers on several hosts) may serve one database at once."""
-    IN_PROCESS_VECTORS = "in_process_vectors"
-    """The vector index lives in this process's memory, loaded from the database."""
-    DATA_FILES = "data_files"
-    """:meth:`Storage.data_files` names the files that hold the data (readable here)."""
-    SEALED_VECTORS = "sealed_vectors"
-    """Stored embeddings are sealed under their owner's key and opened in this process (see
-    :meth:`Storage.bind_vector_opener`); a store without it keeps them in clear to search
-    them in the database."""
-    ROW_SECURITY = "row_security"
-    """The database confines each transaction to one account's rows (row-level security)."""
 
 
 class MemoryRows(Protocol):

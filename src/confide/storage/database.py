@@ -11,9 +11,33 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
+from enum import StrEnum
 from typing import Any, Protocol
 
-__all__ = ["Connection", "Cursor", "Database", "Statements"]
+__all__ = ["Capability", "Connection", "Cursor", "Database", "Statements"]
+
+
+class Capability(StrEnum):
+    """What a backend may or may not offer beyond the protocol (see :attr:`Database.capabilities`).
+
+    Every backend stores, searches (vectors and BM25) and writes in transactions; these
+    name the differences callers and tests branch on.
+    """
+
+    HNSW = "hnsw"
+    """Vector search walks an approximate graph index kept in the database."""
+    MULTI_PROCESS = "multi_process"
+    """Many processes (workers on several hosts) may serve one database at once."""
+    IN_PROCESS_VECTORS = "in_process_vectors"
+    """The vector index lives in this process's memory, loaded from the database."""
+    DATA_FILES = "data_files"
+    """:meth:`Storage.data_files` names the files that hold the data (readable here)."""
+    SEALED_VECTORS = "sealed_vectors"
+    """Stored embeddings are sealed under their owner's key and opened in this process (see
+    :meth:`Storage.bind_vector_opener`); a store without it keeps them in clear to search
+    them in the database."""
+    ROW_SECURITY = "row_security"
+    """The database confines each transaction to one account's rows (row-level security)."""
 
 
 class Cursor(Protocol):
@@ -65,6 +89,11 @@ class Database(Protocol):
     @property
     def dialect(self) -> str:
         """``sqlite`` or ``postgres``."""
+        ...
+
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        """What this database offers of :class:`Capability`."""
         ...
 
     def reader(self, account_id: str) -> AbstractContextManager[Statements]:

@@ -38,7 +38,7 @@ from confide.storage.base import (
 )
 from confide.storage.checkpoints import CheckpointTables, SqlCheckpointTables
 from confide.storage.consolidation import ConsolidationTables, SqlConsolidationTables
-from confide.storage.database import Connection, Cursor, Database
+from confide.storage.database import Capability, Connection, Cursor, Database
 from confide.storage.derived import SqlDerivedWrites
 from confide.storage.filters import compile_filter, compile_others_shared
 from confide.storage.jobs import JobTables, SqlJobTables, SqlJobWrites
@@ -708,6 +708,11 @@ class SqlStorage:
 
     def transaction(self) -> AbstractContextManager[SqlTransaction]:
         """A write transaction: commits on normal exit, rolls back on any exception."""
+        raise NotImplementedError
+
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        """What this backend offers of :class:`Capability`."""
         raise NotImplementedError
 
     def close(self) -> None:
