@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -72,8 +73,9 @@ class MemoriesConformance(StorageHarness):
     def test_out_of_range_fields_raise_validation_error(
         self, engine: MemoryEngine, field: str, value: object
     ) -> None:
+        out_of_range: dict[str, Any] = {field: value}
         with pytest.raises(ValidationError, match=field):
-            add(engine, **{field: value})  # type: ignore[arg-type]  # deliberately out of range
+            add(engine, **out_of_range)
         assert engine.list_memories(MemoryFilter(account_id=ACCOUNT)) == []
 
     def test_update_writes_new_version_and_supersedes_old(self, engine: MemoryEngine) -> None:

@@ -197,9 +197,9 @@ class PrivacyConformance(StorageHarness):
             storage, KeyRing(primary=NEW_KEK), settings=engine.settings, key_store=key_store
         )
         for m in memories:
-            row = storage.get_memory(ACCOUNT, m.id)
-            assert row is not None and before[m.id] is not None
-            assert row.ciphertext == before[m.id].ciphertext  # type: ignore[union-attr]
+            row, old = storage.get_memory(ACCOUNT, m.id), before[m.id]
+            assert row is not None and old is not None
+            assert row.ciphertext == old.ciphertext
             assert reader.get(m.id, account_id=ACCOUNT).value == "blue"
 
     def test_migrations_are_idempotent(self, storage: Storage) -> None:
