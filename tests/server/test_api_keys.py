@@ -203,11 +203,11 @@ def test_keys_made_before_migration_7_act_as_default(storage: Storage) -> None:
     keys = ApiKeys.over(storage)
     token = keys.create(ACCOUNT)
     with storage.transaction() as tx:  # as a store from before version 7 left it
-        tx.run("DROP TABLE api_key_agents")  # type: ignore[attr-defined]
-        tx.run("DELETE FROM schema_migrations WHERE version = 7")  # type: ignore[attr-defined]
+        tx.run("DROP TABLE api_key_agents")
+        tx.run("DELETE FROM schema_migrations WHERE version = 7")
     storage.migrate()
     with storage.transaction() as tx:  # a half-recorded run repeats safely
-        tx.run("DELETE FROM schema_migrations WHERE version = 7")  # type: ignore[attr-defined]
+        tx.run("DELETE FROM schema_migrations WHERE version = 7")
     storage.migrate()
     old = keys.verify(token)
     assert old is not None and old.agents == () and old.agent_for(None) == "default"

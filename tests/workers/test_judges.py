@@ -17,6 +17,7 @@ from confide.embedders.local import LocalMiniLMEmbedder
 from confide.errors import ProviderError
 from confide.llm import OpenAICompatibleLLM
 from confide.llm.usage import MeteredLLM, UsageLedger
+from confide.storage.apps import SqlAppTables
 from confide.storage.sqlite import SqliteStorage
 from confide.testing.builders import unstored_memory
 from confide.testing.scripted_llm import RecordedRequest, ScriptedLLMServer, ScriptedReply
@@ -195,7 +196,7 @@ def test_the_llm_judge_asks_in_batches_and_reads_each_answer(tmp_path: Path) -> 
 
     storage = SqliteStorage(tmp_path / "confide.db")
     storage.migrate()
-    ledger = UsageLedger(storage.app_tables())
+    ledger = UsageLedger(SqlAppTables(storage))
     with ScriptedLLMServer(responder=answer) as server:
         llm = MeteredLLM(OpenAICompatibleLLM(base_url=server.base_url, model="scripted"), ledger)
         verdicts = _judge(_pairs(12), LLMJudge(llm, ledger=ledger))

@@ -28,9 +28,15 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from confide.storage.database import Statements
+from confide.storage.database import Statements, TransactionStatements
 
-__all__ = ["Derived", "DerivedWrites", "SqlDerivedWrites", "memory_sources_ddl"]
+__all__ = [
+    "Derived",
+    "SqlDerivedWrites",
+    "add_memory_sources",
+    "copy_memory_sources",
+    "memory_sources_ddl",
+]
 
 _CHUNK = 500
 
@@ -57,21 +63,6 @@ class _MemoryStatements(Statements, Protocol):
         ...
 
 
-class DerivedWrites(Protocol):
-    """Provenance of memories written from users' words, inside a memory transaction."""
-
-    def add_memory_sources(
-        self, account_id: str, owner: str, lineage_id: str, sources: Sequence[str]
-    ) -> None:
-        """Record that the memory ``lineage_id`` of ``owner`` was written from the words of
-        the users these pseudonyms name."""
-        ...
-
-    def copy_memory_sources(self, account_id: str, from_lineage: str, to_lineage: str) -> None:
-        """Give ``to_lineage`` every source of ``from_lineage`` (it was merged into it)."""
-        ...
-
-
 def _chunks(items: Sequence[str]) -> Iterator[list[str]]:
     for start in range(0, len(items), _CHUNK):
         yield list(items[start : start + _CHUNK])
@@ -88,37 +79,37 @@ def _names(key: str, kind: str, account_id: str, refs: set[str]) -> bool:
     return any(f":{ref}:" in f":{rest}:" for ref in refs)
 
 
-class SqlDerivedWrites:
-    """:class:`DerivedWrites` and the erasure of derived rows in SQL; mixed into the SQL
-    backends' transactions."""
-
-    def add_memory_sources(
-        self: _MemoryStatements,
-        account_id: str,
-        owner: str,
-        lineage_id: str,
-        sources: Sequence[str],
-    ) -> None:
-        """See :meth:`DerivedWrites.add_memory_sources`."""
-        self.scope_to(account_id)
-        for source in sorted(set(sources)):
-            self.run(
-                "INSERT INTO memory_sources (account_id, user_id, lineage_id, source) "
-                "VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                [account_id, owner, lineage_id, source],
-            )
-
-    def copy_memory_sources(
-        self: _MemoryStatements, account_id: str, from_lineage: str, to_lineage: str
-    ) -> None:
-        """See :meth:`DerivedWrites.copy_memory_sources`."""
-        self.scope_to(account_id)
-        self.run(
+def add_memory_sources(
+    tx: TransactionStatements, account_id: str, owner: str, lineage_id: str, sources: Sequence[str]
+) -> None:
+    """Record in ``tx`` (the memory transaction that writes the memory) that the memory
+    ``lineage_id`` of ``owner`` was written from the words of the users these pseudonyms
+    name."""
+    tx.scope_to(account_id)
+    for source in sorted(set(sources)):
+        tx.run(
             "INSERT INTO memory_sources (account_id, user_id, lineage_id, source) "
-            "SELECT account_id, user_id, ?, source FROM memory_sources "
-            "WHERE account_id = ? AND lineage_id = ? ON CONFLICT DO NOTHING",
-            [to_lineage, account_id, from_lineage],
+            "VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            [account_id, owner, lineage_id, source],
         )
+
+
+def copy_memory_sources(
+    tx: TransactionStatements, account_id: str, from_lineage: str, to_lineage: str
+) -> None:
+    """Give ``to_lineage`` every source of ``from_lineage`` (it was merged into it), in the
+    memory transaction ``tx`` that merges them."""
+    tx.scope_to(account_id)
+    tx.run(
+        "INSERT INTO memory_sources (account_id, user_id, lineage_id, source) "
+        "SELECT account_id, user_id, ?, source FROM memory_sources "
+        "WHERE account_id = ? AND lineage_id = ? ON CONFLICT DO NOTHING",
+        [to_lineage, account_id, from_lineage],
+    )
+
+
+class SqlDerivedWrites:
+    """The erasure of derived rows in SQL; mixed into the SQL backends' transactions."""
 
     def delete_derived(
         self: _MemoryStatements, account_id: str, user_id: str, derived: Derived

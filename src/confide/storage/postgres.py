@@ -143,8 +143,7 @@ class PostgresTransaction(_BinaryRows, SqlTransaction):
     # wait; FOR UPDATE blocked it, and two updates linking to each other's memory deadlocked.
     lock_suffix: ClassVar[str] = " FOR NO KEY UPDATE"
     share_suffix: ClassVar[str] = " FOR SHARE"
-    conversation_lock_sql: ClassVar[str | None] = "SELECT pg_advisory_xact_lock(hashtext(?))"
-    app_lock_sql: ClassVar[str | None] = "SELECT pg_advisory_xact_lock(hashtext(?))"
+    named_lock_sql: ClassVar[str | None] = "SELECT pg_advisory_xact_lock(hashtext(?))"
     vector_column: ClassVar[str] = "embedding"
     vector_param: ClassVar[str] = "?::vector"
 
@@ -213,7 +212,6 @@ class PostgresStorage(SqlStorage):
 
     name: ClassVar[str] = "postgres"
     dialect: ClassVar[str] = "postgres"
-    job_claim_suffix: ClassVar[str] = " FOR UPDATE SKIP LOCKED"
 
     def __init__(
         self,
