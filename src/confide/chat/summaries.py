@@ -425,12 +425,12 @@ class RollingSummaries:
 
         def record(tx: Transaction, written: Sequence[Memory]) -> None:
             tables = self.messages.tables
-            recorded = tables.record_summary(
-                tx, SummaryRange(account_id, owner, conversation_id, start, end, written[0].id, now)
+            summary = SummaryRange(
+                account_id, owner, conversation_id, start, end, written[0].id, now
             )
-            if not recorded:
+            if not tables.record_summary(tx, summary):
                 raise _AlreadySummarised
-            tables.mark_summarised(tx, account_id, conversation_id, start, end, now)
+            tables.mark_summarised(tx, summary)
 
         try:
             written = self.engine.commit_batch(

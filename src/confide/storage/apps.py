@@ -165,7 +165,6 @@ class SqlAppTables:
 
     def __init__(self, store: MemoryStore[_ErasureAwareTransaction]) -> None:
         self._store = store
-        self._database = store.database
 
     @staticmethod
     def lock_app_scope(tx: TransactionStatements, account_id: str, app_id: str) -> None:
@@ -186,7 +185,7 @@ class SqlAppTables:
 
     def get_app(self, account_id: str, app_id: str) -> AppRow | None:
         """The app's settings row, if it has one."""
-        with self._database.reader(account_id) as db:
+        with self._store.database.reader(account_id) as db:
             row = db.run(
                 f"SELECT {_APP_COLUMNS} FROM apps WHERE account_id = ? AND app_id = ?",
                 [account_id, app_id],
@@ -197,7 +196,7 @@ class SqlAppTables:
         self, account_id: str, app_id: str, *, name: str | None, memory_cap: int | None, ts: float
     ) -> AppRow:
         """Create or replace the app's name and cap override (installing it again)."""
-        with self._database.transaction() as tx:
+        with self._store.database.transaction() as tx:
             tx.scope_to(account_id)
             tx.run(
                 f"INSERT INTO apps ({_APP_COLUMNS}) VALUES (?, ?, ?, ?, ?, NULL) "
@@ -213,7 +212,7 @@ class SqlAppTables:
 
     def mark_uninstalled(self, account_id: str, app_id: str, ts: float) -> AppRow:
         """Record that the app was uninstalled (creating its row when it had none)."""
-        with self._database.transaction() as tx:
+        with self._store.database.transaction() as tx:
             tx.scope_to(account_id)
             tx.run(
                 f"INSERT INTO apps ({_APP_COLUMNS}) VALUES (?, ?, NULL, NULL, ?, ?) "
@@ -271,13 +270,13 @@ class SqlAppTables:
         if until is not None:
             sql += " AND ts < ?"
             params.append(until)
-        with self._database.reader(account_id) as db:
+        with self._store.database.reader(account_id) as db:
             rows = db.run(sql + " GROUP BY operation ORDER BY operation", params).fetchall()
         return [UsageTotals(str(r[0]), int(r[1]), int(r[2]), int(r[3]), float(r[4])) for r in rows]
 
     def spent_units(self, account_id: str, since: float) -> float:
         """Cost units the account spent since ``since``."""
-        with self._database.reader(account_id) as db:
+        with self._store.database.reader(account_id) as db:
             row = db.run(
                 "SELECT COALESCE(SUM(cost_units), 0) FROM llm_usage "
                 "WHERE account_id = ? AND ts >= ?",
@@ -287,7 +286,7 @@ class SqlAppTables:
 
     def swap_poll(self, account_id: str, caller: str, now: float) -> float | None:
         """Record ``now`` as the caller's last poll; the previous one (``None``: first)."""
-        with self._database.transaction() as tx:
+        with self._store.database.transaction() as tx:
             tx.scope_to(account_id)
             row = tx.run(
                 "SELECT polled_at FROM usage_polls WHERE account_id = ? AND caller = ?"
@@ -303,7 +302,7 @@ class SqlAppTables:
 
     def defer(self, row: DeferredRow) -> None:
         """Keep a piece of background work until the budget allows it."""
-        with self._database.transaction() as tx:
+        with self._store.database.transaction() as tx:
             tx.scope_to(row.account_id)
             tx.run(
                 f"INSERT INTO deferred_work ({_DEFERRED_COLUMNS}) "
@@ -330,9 +329,9 @@ class SqlAppTables:
             params.append(account_id)
         # The worker drains every account's deferred work; a caller naming one reads it alone.
         reader = (
-            self._database.reader_across_accounts()
+            self._store.database.reader_across_accounts()
             if account_id is None
-            else self._database.reader(account_id)
+            else self._store.database.reader(account_id)
         )
         with reader as db:
             rows = db.run(sql + " ORDER BY created_at, id LIMIT ?", [*params, limit]).fetchall()
@@ -354,7 +353,7 @@ class SqlAppTables:
     def drop_deferred(self, account_id: str, work_id: str) -> bool:
         """Delete a piece of the account's deferred work once done; False when another
         worker took it."""
-        with self._database.transaction() as tx:
+        with self._store.database.transaction() as tx:
             tx.scope_to(account_id)
             cursor = tx.run(
                 "DELETE FROM deferred_work WHERE id = ? AND account_id = ?", [work_id, account_id]

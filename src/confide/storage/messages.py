@@ -131,17 +131,9 @@ class MessageTables(Protocol):
         with the summary's memory); False (nothing written) when it is recorded already."""
         ...
 
-    def mark_summarised(
-        self,
-        tx: TransactionStatements,
-        account_id: str,
-        conversation_id: str,
-        start: int,
-        end: int,
-        ts: float,
-    ) -> int:
-        """Mark messages ``[start, end)`` summarised at ``ts`` in ``tx``; how many were not
-        yet."""
+    def mark_summarised(self, tx: TransactionStatements, summary: SummaryRange) -> int:
+        """Mark the messages of ``summary``'s range summarised at its ``created_at``, in
+        ``tx``; how many were not yet."""
         ...
 
 
@@ -164,7 +156,6 @@ class SqlMessageTables:
 
     def __init__(self, store: MemoryStore[_ConversationTransaction]) -> None:
         self._store = store
-        self._database = store.database
 
     @staticmethod
     def lock_conversation(tx: TransactionStatements, account_id: str, conversation_id: str) -> None:
@@ -192,21 +183,20 @@ class SqlMessageTables:
         )
         return int(cursor.rowcount) == 1
 
-    def mark_summarised(
-        self,
-        tx: TransactionStatements,
-        account_id: str,
-        conversation_id: str,
-        start: int,
-        end: int,
-        ts: float,
-    ) -> int:
-        """Mark messages ``[start, end)`` summarised at ``ts``; how many were not yet."""
-        tx.scope_to(account_id)
+    def mark_summarised(self, tx: TransactionStatements, summary: SummaryRange) -> int:
+        """Mark the messages of ``summary``'s range summarised at its ``created_at``; how
+        many were not yet."""
+        tx.scope_to(summary.account_id)
         cursor = tx.run(
             "UPDATE messages SET summarised_at = ? WHERE account_id = ? AND conversation_id = ? "
             "AND idx >= ? AND idx < ? AND summarised_at IS NULL",
-            [ts, account_id, conversation_id, start, end],
+            [
+                summary.created_at,
+                summary.account_id,
+                summary.conversation_id,
+                summary.range_start,
+                summary.range_end,
+            ],
         )
         return int(cursor.rowcount)
 
@@ -264,7 +254,7 @@ class SqlMessageTables:
         self, account_id: str, conversation_id: str, *, after: int, limit: int
     ) -> list[MessageRow]:
         """Messages with an index above ``after``, oldest first, at most ``limit``."""
-        with self._database.reader(account_id) as db:
+        with self._store.database.reader(account_id) as db:
             rows = db.run(
                 f"SELECT {_COLUMNS} FROM messages WHERE account_id = ? AND conversation_id = ? "
                 "AND idx > ? ORDER BY idx LIMIT ?",
@@ -281,7 +271,7 @@ class SqlMessageTables:
         if channel is not None:
             where = " AND (channel = ? OR channel IS NULL)"
             params.append(channel)
-        with self._database.reader(account_id) as db:
+        with self._store.database.reader(account_id) as db:
             rows = db.run(
                 f"SELECT {_COLUMNS} FROM messages WHERE account_id = ? AND conversation_id = ?"
                 f"{where} ORDER BY idx DESC LIMIT ?",
@@ -291,7 +281,7 @@ class SqlMessageTables:
 
     def count(self, account_id: str, conversation_id: str) -> int:
         """How many messages the conversation holds."""
-        with self._database.reader(account_id) as db:
+        with self._store.database.reader(account_id) as db:
             row = db.run(
                 "SELECT COUNT(*) FROM messages WHERE account_id = ? AND conversation_id = ?",
                 [account_id, conversation_id],
@@ -300,7 +290,7 @@ class SqlMessageTables:
 
     def unsummarised(self, account_id: str, conversation_id: str) -> list[MessageRow]:
         """Messages no summary covers yet, oldest first."""
-        with self._database.reader(account_id) as db:
+        with self._store.database.reader(account_id) as db:
             rows = db.run(
                 f"SELECT {_COLUMNS} FROM messages WHERE account_id = ? AND conversation_id = ? "
                 "AND summarised_at IS NULL ORDER BY idx",
@@ -310,7 +300,7 @@ class SqlMessageTables:
 
     def summaries(self, account_id: str, conversation_id: str) -> list[SummaryRange]:
         """The summarised ranges, oldest first."""
-        with self._database.reader(account_id) as db:
+        with self._store.database.reader(account_id) as db:
             rows = db.run(
                 "SELECT account_id, user_id, conversation_id, range_start, range_end, "
                 "memory_id, created_at FROM conversation_summaries WHERE account_id = ? "
@@ -321,7 +311,7 @@ class SqlMessageTables:
 
     def owner(self, account_id: str, conversation_id: str) -> str | None:
         """The user whose conversation it is (``None``: it holds no message)."""
-        with self._database.reader(account_id) as db:
+        with self._store.database.reader(account_id) as db:
             row = db.run(
                 "SELECT user_id FROM messages WHERE account_id = ? AND conversation_id = ? LIMIT 1",
                 [account_id, conversation_id],
@@ -330,7 +320,7 @@ class SqlMessageTables:
 
     def purge_summarised(self, before: float, limit: int) -> int:
         """Delete up to ``limit`` messages summarised before ``before``; how many."""
-        with self._database.transaction() as tx:
+        with self._store.database.transaction() as tx:
             tx.across_accounts()  # the retention sweep covers every account
             cursor = tx.run(
                 "DELETE FROM messages WHERE id IN (SELECT id FROM messages WHERE "

@@ -434,7 +434,7 @@ class RowSecurityConformance(StorageHarness):
             messages.lock_conversation(tx, ACCOUNT, "conversation-1")
             summary = SummaryRange(ACCOUNT, "user-1", "conversation-1", 0, 1, memory.id, 2.0)
             assert messages.record_summary(tx, summary)
-            assert messages.mark_summarised(tx, ACCOUNT, "conversation-1", 0, 1, 2.0) == 1
+            assert messages.mark_summarised(tx, summary) == 1
         assert [m.id for m in messages.messages(ACCOUNT, "conversation-1", after=-1, limit=5)] == [
             f"m-{ACCOUNT}"
         ]
