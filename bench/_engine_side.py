@@ -127,7 +127,7 @@ def settle(storage: Storage) -> None:
             conn.execute("CHECKPOINT")
         return
     with storage.transaction() as tx:
-        tx.run("ANALYZE")  # type: ignore[attr-defined]
+        tx.run("ANALYZE")
     if isinstance(storage, SqliteStorage):
         storage.checkpoint()
 

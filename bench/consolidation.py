@@ -58,6 +58,7 @@ from confide.engine import MemoryEngine
 from confide.llm import OpenAICompatibleLLM
 from confide.llm.usage import MeteredLLM, UsageLedger
 from confide.storage import FEATURES
+from confide.storage.apps import SqlAppTables
 from confide.storage.base import Storage
 from confide.testing.builders import read_jsonl, unstored_memory
 from confide.testing.scripted_llm import RecordedRequest, ScriptedLLMServer, ScriptedReply
@@ -199,7 +200,7 @@ def llm_estimate(pairs: Sequence[Pair], folder: Path) -> dict[str, int]:
 
     storage = SqliteStorage(folder / "ledger.db", features=FEATURES)
     storage.migrate()
-    ledger = UsageLedger(storage.app_tables())
+    ledger = UsageLedger(SqlAppTables(storage))
     with ScriptedLLMServer(responder=answer) as server:
         llm = MeteredLLM(OpenAICompatibleLLM(base_url=server.base_url, model="scripted"), ledger)
         asyncio.run(LLMJudge(llm).judge(pairs, account_id=ACCOUNT, user_id="estimate"))

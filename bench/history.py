@@ -41,6 +41,7 @@ from confide.crypto.keyring import KeyRing
 from confide.embedders import build_embedder
 from confide.engine import MemoryEngine
 from confide.index.vectors import VectorIndexer
+from confide.storage.messages import SqlMessageTables
 
 ACCOUNT = "bench-acct"
 USER = "user-1"
@@ -146,7 +147,7 @@ def run(kind: str, messages: int, retrieves: int, workdir: Path) -> dict[str, An
                 summarise.append(time.perf_counter() - started)
         ranges = [
             (s.range_start, s.range_end)
-            for s in engine.message_tables().summaries(ACCOUNT, CONVERSATION)
+            for s in SqlMessageTables(engine.storage).summaries(ACCOUNT, CONVERSATION)
         ]
 
         def ask(question: str) -> str:

@@ -520,7 +520,7 @@ def cold_first_query(app: Confide, question: str, top_k: int) -> dict[str, Any]:
     snapshot_bytes = int(row[0]) if row else 0
     every = index.snapshot_threshold(int(row[1])) if row else 0
     with storage.transaction() as tx:
-        tx.run("DELETE FROM vector_snapshots")  # type: ignore[attr-defined]
+        tx.run("DELETE FROM vector_snapshots")
     index.clear()
     app.engine.keys.clear()
     return {

@@ -40,6 +40,7 @@ from confide.chat import ChatMemory
 from confide.chat.summaries import OfflineSummariser
 from confide.embedders.local import LocalMiniLMEmbedder
 from confide.index.vectors import VectorIndexer
+from confide.storage.messages import SqlMessageTables
 
 ACCOUNT = "bench"
 SHOWN = 3
@@ -99,7 +100,7 @@ def ask_all(data: Dataset) -> tuple[list[Asked], int, int]:
                 )
             while asyncio.run(chat.summarise_if_due(account_id=ACCOUNT, conversation_id=cid)):
                 pass
-            ranges = engine.message_tables().summaries(ACCOUNT, cid)
+            ranges = SqlMessageTables(engine.storage).summaries(ACCOUNT, cid)
             chunks += len(ranges)
             position = {t.dia_id: t.position for t in conv.turns}
             for q in (q for q in data.questions if q.conv_id == cid):

@@ -19,7 +19,9 @@ from confide.crypto.keyring import KeyRing
 from confide.engine import MemoryEngine
 from confide.llm.usage import UsageLedger
 from confide.storage import open_storage
+from confide.storage.apps import SqlAppTables
 from confide.storage.base import Storage
+from confide.storage.jobs import SqlJobTables
 from confide.storage.keystore import open_key_store
 from confide.testing.builders import ACCOUNT, add
 
@@ -67,13 +69,13 @@ def test_the_users_thread_and_ledger_scopes_go_with_the_erasure(
             {"account_id": ACCOUNT, "user_id": user, "conversation_id": f"talk-{user[-1]}",
              "role": "user", "content": "I walked by the canal."}
         )  # fmt: skip
-    ledger = UsageLedger(engine.app_tables())
+    ledger = UsageLedger(SqlAppTables(engine.storage))
     for scope in ("user:user-1", "conversation:talk-1", "user:user-2", "app:notes"):
         ledger.record(
             account_id=ACCOUNT, operation="extraction", scope=scope, prompt_tokens=10,
             completion_tokens=5,
         )  # fmt: skip
-    queue = engine.storage.job_tables()
+    queue = SqlJobTables(engine.storage.database)
     for payload in ({"conversation_id": "talk-1"}, {"user_id": "user-1"}, {"user_id": "user-2"}):
         queue.enqueue("chat_summary", account_id=ACCOUNT, payload=payload, run_at=0, now=0)
     threads = "SELECT thread_id FROM threads ORDER BY thread_id"
@@ -99,7 +101,7 @@ def test_a_model_call_under_way_at_the_erasure_is_recorded_without_the_users_sco
     engine: MemoryEngine, storage: Storage
 ) -> None:
     add(engine, key="walks", value="Walks by the canal", user_id="user-1")
-    ledger = UsageLedger(engine.app_tables())
+    ledger = UsageLedger(SqlAppTables(engine.storage))
     began = time.time()
     engine.erase_user(account_id=ACCOUNT, user_id="user-1")
     # A call that began before the erasure, recorded when it ended (after it).

@@ -17,6 +17,8 @@ from confide.cli import main
 from confide.config import Settings
 from confide.engine import MemoryEngine
 from confide.engine.residue import markers_of, scan_files
+from confide.storage.jobs import SqlJobTables
+from confide.storage.scrubs import SqlScrubTables
 from confide.workers.registry import standard_worker
 
 ACCOUNT = "acme"
@@ -93,10 +95,10 @@ def test_a_reader_on_the_key_store_leaves_the_erasure_pending_until_the_worker_s
     held = scan_files(files, receipt.markers)
     assert {f.file.rsplit("/", 1)[-1] for f in held.found} == {"keys.db-wal"}
     assert any(f.marker.startswith("key id") for f in held.found)
-    assert [j.kind for j in engine.storage.job_tables().jobs(kind="scrub")] == ["scrub"]
+    assert [j.kind for j in SqlJobTables(engine.storage.database).jobs(kind="scrub")] == ["scrub"]
 
     reader.release()
-    later = engine.storage.job_tables().jobs(kind="scrub")[0].run_at + 1
+    later = SqlJobTables(engine.storage.database).jobs(kind="scrub")[0].run_at + 1
     run = standard_worker(engine, engine.settings, clock=lambda: later).run_once()
 
     assert run.kinds.get("scrub") == 1 and run.failed == 0
@@ -111,7 +113,7 @@ def test_the_hourly_purge_settles_pending_scrubs_too(engine: MemoryEngine, reade
     assert receipt.status == "pending"
     reader.release()
     assert [r.status for r in engine.retry_scrubs()] == ["verified"]
-    assert engine.storage.scrub_tables().pending() == []
+    assert SqlScrubTables(engine.storage.database).pending() == []
 
 
 @pytest.mark.erasure_may_pend

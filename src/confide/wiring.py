@@ -35,7 +35,9 @@ from confide.llm.usage import MeteredLLM, UsageLedger
 from confide.retrieval.access import AccessTracker
 from confide.retrieval.categories import CategoriesConfig, load_categories
 from confide.retrieval.memory_query import MemoryQueryService
+from confide.storage.apps import SqlAppTables
 from confide.storage.base import SERVICE_KEYS_BLINDED
+from confide.storage.sessions import SqlServiceTables
 from confide.workers.conversation_jobs import enqueue_app_resume
 from confide.workers.registry import standard_worker
 from confide.workers.worker import Worker
@@ -178,7 +180,9 @@ def build(
     if embedder is not None:
         _index_vectors(engine, embedder, settings)
     usage = UsageLedger(
-        engine.app_tables(), prices=settings.llm_prices, budget_units=settings.llm_budget_units
+        SqlAppTables(engine.storage),
+        prices=settings.llm_prices,
+        budget_units=settings.llm_budget_units,
     )
     configured = llm_from_settings(settings)
     llm = None if configured is None else MeteredLLM(configured, usage)
@@ -206,7 +210,7 @@ def build(
         cosine_threshold=settings.dedup_cosine_threshold,
         embedder=embedder,
     )
-    tables = engine.service_tables()
+    tables = SqlServiceTables(engine.storage.database)
     proposals = ProposalStore(engine, tables, ttl=timedelta(days=settings.proposal_ttl_days))
     if engine.meta_value(SERVICE_KEYS_BLINDED) != "done":
         # An older store: proposals and session events still hold keys in clear.

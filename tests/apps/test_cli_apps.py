@@ -94,6 +94,6 @@ def test_keys_made_before_scopes_are_service_keys(engine: MemoryEngine) -> None:
     keys = ApiKeys.over(engine.storage)
     token = keys.create(ACCOUNT)
     with engine.storage.transaction() as tx:
-        tx.run("UPDATE api_keys SET scopes = NULL")  # type: ignore[attr-defined]
+        tx.run("UPDATE api_keys SET scopes = NULL")
     key = keys.verify(token)
     assert key is not None and (key.scope, key.admin, key.read_only) == ("service", False, False)

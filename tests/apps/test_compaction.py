@@ -216,7 +216,7 @@ def blocked(engine: MemoryEngine, full: list[Memory]) -> Iterator[Memory]:
         ]
     with engine.storage.transaction() as tx:
         for statement in ddl:
-            tx.run(statement)  # type: ignore[attr-defined]
+            tx.run(statement)
     yield target
 
 

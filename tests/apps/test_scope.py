@@ -13,6 +13,7 @@ from confide.apps import AppMemories, AppScope, offline_paragraph
 from confide.apps.scope import AppMessage
 from confide.engine import MemoryEngine
 from confide.errors import ValidationError
+from confide.storage.messages import SqlMessageTables
 from confide.testing.scripted_llm import ScriptedLLMServer, ScriptedReply
 from confide.types import MemoryFilter, NewMemory
 
@@ -48,7 +49,7 @@ def test_one_llm_call_writes_one_memory(
     assert memory.app_id == "notes"
     assert memory.metadata == {"conversation_id": "c1", "written_by": "llm", "end_reason": "closed"}
     # The messages are not stored: no chat message row exists.
-    assert engine.message_tables().count(ACCOUNT, "c1") == 0
+    assert SqlMessageTables(engine.storage).count(ACCOUNT, "c1") == 0
 
 
 def test_long_answer_is_clipped_to_200(engine: MemoryEngine, llm_server: ScriptedLLMServer) -> None:

@@ -21,7 +21,9 @@ from confide.client import Confide
 from confide.config import LLMPrice, Settings
 from confide.engine import MemoryEngine
 from confide.llm.usage import MeteredLLM, UsageLedger
-from confide.storage.jobs import JobState
+from confide.storage.apps import SqlAppTables
+from confide.storage.jobs import JobState, SqlJobTables
+from confide.storage.messages import SqlMessageTables
 from confide.testing.scripted_llm import ScriptedLLMServer
 from confide.workers import Worker, register_conversation_jobs
 from confide.workers.conversation_jobs import APP_RESUME, enqueue_app_resume
@@ -104,7 +106,7 @@ def _budgeted(
     engine: MemoryEngine, server: ScriptedLLMServer, clock: Clock
 ) -> tuple[AppMemories, UsageLedger]:
     ledger = UsageLedger(
-        engine.app_tables(),
+        SqlAppTables(engine.storage),
         prices={"*": LLMPrice(prompt_per_1k=0, completion_per_1k=0, per_call=1)},
         budget_units=10,
         clock=clock,
@@ -139,7 +141,7 @@ def test_below_20_percent_work_is_deferred_then_resumes(
     assert len(llm_server.requests) == 1  # deferred work made no call
     assert apps.deferred_count(ACCOUNT) == 2
     assert [m.metadata["conversation_id"] for m in apps.memories(ACCOUNT, "notes")] == ["c1"]
-    rows = engine.app_tables().deferred(ACCOUNT, 10)
+    rows = SqlAppTables(engine.storage).deferred(ACCOUNT, 10)
     assert all(b"option" not in row.ciphertext for row in rows)  # sealed, not in clear
     # Still below: nothing resumes. A new UTC day refills the budget.
     assert asyncio.run(apps.resume_deferred(ACCOUNT)) == 0
@@ -174,7 +176,7 @@ def test_deferred_work_queues_one_app_resume_job_a_worker_runs_when_the_budget_r
         completion_tokens=0, calls=9,
     )  # fmt: skip
     assert _end(apps, 1) and _end(apps, 2)
-    queue = engine.storage.job_tables()
+    queue = SqlJobTables(engine.storage.database)
     queued = queue.jobs(kind=APP_RESUME, state=JobState.QUEUED)
     [job] = [j for j in queued if j.account_id == ACCOUNT]  # one for both ends
     assert job.payload == {}
@@ -198,7 +200,7 @@ def test_deferred_work_queues_one_app_resume_job_a_worker_runs_when_the_budget_r
 
 
 def test_without_an_llm_nothing_is_deferred(engine: MemoryEngine) -> None:
-    ledger = UsageLedger(engine.app_tables(), budget_units=1)
+    ledger = UsageLedger(SqlAppTables(engine.storage), budget_units=1)
     ledger.record(
         account_id=ACCOUNT, operation="other", scope=None, prompt_tokens=0,
         completion_tokens=0, calls=1000,
@@ -249,7 +251,7 @@ def test_chat_summaries_wait_below_20_percent(
 ) -> None:
     clock = Clock()
     ledger = UsageLedger(
-        engine.app_tables(),
+        SqlAppTables(engine.storage),
         prices={"*": LLMPrice(prompt_per_1k=0, completion_per_1k=0, per_call=1)},
         budget_units=10,
         clock=clock,
@@ -272,12 +274,12 @@ def test_chat_summaries_wait_below_20_percent(
     run = chat.summarise_if_due(account_id=ACCOUNT, conversation_id="chat-1")
     assert asyncio.run(run) is None
     assert llm_server.requests == []
-    assert len(engine.message_tables().unsummarised(ACCOUNT, "chat-1")) == 3
+    assert len(SqlMessageTables(engine.storage).unsummarised(ACCOUNT, "chat-1")) == 3
     clock.now += DAY
     llm_server.enqueue(json.dumps({"summary": "The user counted lines.", "facts": []}))
     outcome = asyncio.run(chat.summarise_if_due(account_id=ACCOUNT, conversation_id="chat-1"))
     assert outcome is not None
-    assert len(engine.message_tables().unsummarised(ACCOUNT, "chat-1")) == 1
+    assert len(SqlMessageTables(engine.storage).unsummarised(ACCOUNT, "chat-1")) == 1
     assert ledger.report(ACCOUNT, since=ledger.day_start(), until=clock.now + 1).calls == 1
 
 

@@ -12,6 +12,7 @@ from tests.chat.conftest import ACCOUNT, ApiFactory, ChatApi
 from confide.chat.history import CHUNK_CATEGORY
 from confide.engine import MemoryEngine
 from confide.storage.base import Capability
+from confide.storage.messages import SqlMessageTables
 from confide.testing.scripted_llm import ScriptedLLMServer
 from confide.types import HistoryEventType, MemoryFilter
 
@@ -46,7 +47,7 @@ async def test_31_messages_make_one_summary_and_stay_sealed(
     with ScriptedLLMServer(default=SUMMARY) as server:
         async with chat_api(llm_base_url=server.base_url, llm_model="scripted") as api:
             await _conversation(api)
-            [summary] = engine.message_tables().summaries(ACCOUNT, "conv-1")
+            [summary] = SqlMessageTables(engine.storage).summaries(ACCOUNT, "conv-1")
             assert (summary.range_start, summary.range_end) == (0, 20)
             chunks = engine.list_memories(
                 MemoryFilter(account_id=ACCOUNT, user_id="user-1", categories=(CHUNK_CATEGORY,))

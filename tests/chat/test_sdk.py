@@ -15,6 +15,7 @@ from confide.client import Confide
 from confide.config import Settings
 from confide.engine import MemoryEngine
 from confide.errors import NotFoundError, ValidationError
+from confide.storage.messages import SqlMessageTables
 
 ACCOUNT = "acct-1"
 KEY = "22" * 32
@@ -36,7 +37,7 @@ def test_sdk_saves_lists_retrieves_and_summarises(engine: MemoryEngine) -> None:
     _conversation(memory)  # the 31st message runs the summary (offline, no LLM set)
     page = memory.messages(account_id=ACCOUNT, user_id="ann", conversation_id="c1", limit=5)
     assert [m.index for m in page.messages] == [0, 1, 2, 3, 4] and page.next_cursor == 4
-    [summary] = engine.message_tables().summaries(ACCOUNT, "c1")
+    [summary] = SqlMessageTables(engine.storage).summaries(ACCOUNT, "c1")
     assert (summary.range_start, summary.range_end) == (0, 20)
     history = memory.retrieve(
         "do I love gardening?", account_id=ACCOUNT, user_id="ann", conversation_id="c1"

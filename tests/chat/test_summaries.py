@@ -26,6 +26,7 @@ from confide.engine import MemoryEngine
 from confide.errors import ProviderError, StorageError
 from confide.index.vectors import VectorIndexer
 from confide.llm.openai_compat import OpenAICompatibleLLM
+from confide.storage.messages import SqlMessageTables
 from confide.testing.scripted_llm import RecordedRequest, ScriptedLLMServer, ScriptedReply
 from confide.types import HistoryEventType, MemoryFilter, MemoryType, Visibility
 
@@ -63,7 +64,7 @@ def _state(engine: MemoryEngine) -> dict[str, Any]:
     """What a summary writes: chunks, facts, range records, and the unsummarised count."""
     flt = MemoryFilter(account_id=ACCOUNT, user_id="user-1")
     memories = engine.list_memories(flt, limit=1000)
-    tables = engine.message_tables()
+    tables = SqlMessageTables(engine.storage)
     return {
         "chunks": [m for m in memories if m.category == CHUNK_CATEGORY],
         "facts": [m for m in memories if m.category == FACT_MEMORY_CATEGORY],
@@ -297,7 +298,9 @@ def test_the_offline_summariser_is_deterministic_and_finds_facts(engine: MemoryE
         (FactCategory.OCCUPATION, "The user works as a nurse at the city hospital."),
     }
     assert all(check_semantic(f.content).outcome is Outcome.ACCEPTED for f in facts)
-    opened = chat.messages.open(engine.message_tables().messages(ACCOUNT, "c1", after=-1, limit=20))
+    opened = chat.messages.open(
+        SqlMessageTables(engine.storage).messages(ACCOUNT, "c1", after=-1, limit=20)
+    )
     again = asyncio.run(OfflineSummariser().summarise(opened))
     assert again.summary == chunk.value
 

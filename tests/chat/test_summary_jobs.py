@@ -12,7 +12,8 @@ import pytest
 from tests.chat.conftest import ACCOUNT, ApiFactory
 
 from confide.engine import MemoryEngine
-from confide.storage.jobs import JobRow, JobState
+from confide.storage.jobs import JobRow, JobState, SqlJobTables
+from confide.storage.messages import SqlMessageTables
 from confide.testing.scripted_llm import ScriptedLLMServer, ScriptedReply
 from confide.workers.conversation_jobs import CHAT_SUMMARY
 
@@ -22,7 +23,7 @@ pytestmark = pytest.mark.asyncio
 def _jobs(engine: MemoryEngine, conversation: str) -> list[JobRow]:
     return [
         j
-        for j in engine.storage.job_tables().jobs(kind=CHAT_SUMMARY)
+        for j in SqlJobTables(engine.storage.database).jobs(kind=CHAT_SUMMARY)
         if j.payload == {"conversation_id": conversation}
     ]
 
@@ -36,11 +37,11 @@ async def test_a_burst_of_messages_queues_one_job_and_a_worker_run_summarises(
             await api.say(conversation, "u1", f"Line {n} of the story.")
         [job] = _jobs(engine, conversation)
         assert (job.state, job.account_id) == (JobState.QUEUED, ACCOUNT)
-        assert engine.message_tables().summaries(ACCOUNT, conversation) == []
+        assert SqlMessageTables(engine.storage).summaries(ACCOUNT, conversation) == []
         await api.join()
         [done] = _jobs(engine, conversation)
         assert done.state == JobState.DONE
-        [summary] = engine.message_tables().summaries(ACCOUNT, conversation)
+        [summary] = SqlMessageTables(engine.storage).summaries(ACCOUNT, conversation)
         assert (summary.range_start, summary.range_end) == (0, 2)
         # A message after the job ran queues the next check.
         await api.say(conversation, "u1", "Line 3 of the story.")
@@ -57,9 +58,9 @@ async def test_a_summary_queues_the_users_insights_naming_the_conversation(
         async with chat_api(summary_trigger=2, summary_batch=2, **model) as api:
             for n in range(3):
                 await api.say("c-insights", "u1", f"Line {n} of the story.")
-            assert engine.storage.job_tables().jobs(kind="insights") == []
+            assert SqlJobTables(engine.storage.database).jobs(kind="insights") == []
             await api.join()
-            [job] = engine.storage.job_tables().jobs(kind="insights")
+            [job] = SqlJobTables(engine.storage.database).jobs(kind="insights")
             assert (job.account_id, job.payload) == (
                 ACCOUNT,
                 {"user_id": "u1", "conversation_id": "c-insights"},
@@ -88,6 +89,6 @@ async def test_a_model_failure_leaves_the_job_to_retry_and_the_messages_unsummar
             assert (job.state, job.attempts) == (JobState.QUEUED, 1)
             assert job.last_error == "ProviderError"
             assert job.run_at >= job.updated_at + 3600.0  # backed off, not run again at once
-            assert len(engine.message_tables().unsummarised(ACCOUNT, conversation)) == 3
+            assert len(SqlMessageTables(engine.storage).unsummarised(ACCOUNT, conversation)) == 3
             await api.say(conversation, "u1", "Line 3 of the story.")
             assert len(_jobs(engine, conversation)) == 1  # still queued: nothing added

@@ -16,6 +16,7 @@ from confide.conversation.proposals import ProposalStore
 from confide.embedders import Embedder, build_embedder
 from confide.engine import MemoryEngine
 from confide.errors import ValidationError
+from confide.storage.sessions import SqlServiceTables
 from confide.types import MemoryFilter, MemoryType, Source
 
 pytestmark = pytest.mark.slow
@@ -72,7 +73,7 @@ def test_add_messages_extracts_what_the_user_said(app: Confide) -> None:
     # ``city`` is a sensitive key: extraction holds it for the user's confirmation.
     assert found == {"daughter_name": "Maya"}
     assert all(m.source is Source.EXTRACTION for m in stored)
-    proposals = ProposalStore(app.engine, app.engine.service_tables())
+    proposals = ProposalStore(app.engine, SqlServiceTables(app.engine.storage.database))
     held = proposals.pending(account_id=DEFAULT_ACCOUNT, user_id="carol")
     assert [(p.key, p.proposed_value) for p in held] == [("city", "Porto")]
     assert app.add(messages, user_id="carol") == []  # nothing new the second time

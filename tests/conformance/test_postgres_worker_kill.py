@@ -17,7 +17,7 @@ from confide.config import Settings
 from confide.crypto.keyring import KeyRing
 from confide.engine import MemoryEngine
 from confide.storage import FEATURES
-from confide.storage.jobs import JobState
+from confide.storage.jobs import JobState, SqlJobTables
 from confide.storage.postgres import PostgresStorage
 from confide.testing.postgres import EmbeddedPostgres
 from confide.testing.scripted_llm import RecordedRequest, ScriptedLLMServer, ScriptedReply
@@ -90,7 +90,7 @@ def test_a_killed_workers_job_is_finished_once_by_another(
     settings = Settings(encryption_key=kek, worker_lease_seconds=1.0)
     storage = PostgresStorage(uri, max_size=2, features=FEATURES)
     engine = MemoryEngine(storage, KeyRing(primary=bytes.fromhex(kek)), settings=settings)
-    queue = storage.job_tables()
+    queue = SqlJobTables(storage.database)
     with ScriptedLLMServer(responder=answer) as llm:
         job_id = queue.enqueue(
             "note", account_id="acct", payload={"user_id": "ana"}, run_at=0, now=time.time()

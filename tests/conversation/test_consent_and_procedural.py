@@ -18,6 +18,7 @@ from confide.conversation.procedural import (
 )
 from confide.conversation.proposals import ProposalStore
 from confide.engine import MemoryEngine
+from confide.storage.sessions import SqlServiceTables
 from confide.types import HistoryEventType, MemoryFilter, MemoryType
 
 ACCOUNT = "acct-1"
@@ -26,7 +27,7 @@ ACCOUNT = "acct-1"
 def _wired(engine: MemoryEngine) -> tuple[EngineDispatcher, ProposalStore, SessionBuffer, Session]:
     buffer = SessionBuffer()
     live = buffer.start("s1", account_id=ACCOUNT, user_id="u1")
-    proposals = ProposalStore(engine, engine.service_tables())
+    proposals = ProposalStore(engine, SqlServiceTables(engine.storage.database))
 
     def user_turns(session_id: str) -> list[str]:
         found = buffer.get(session_id)

@@ -97,7 +97,7 @@ _STRAY_TOKEN = (
 
 def _sql(storage: Storage, statement: str) -> None:
     with storage.transaction() as tx:
-        tx.run(statement)  # type: ignore[attr-defined]
+        tx.run(statement)
 
 
 def test_the_check_counts_what_a_broken_write_would_leave(storage_url: str, tmp_path: Path) -> None:
@@ -126,8 +126,8 @@ def test_the_check_counts_what_a_broken_write_would_leave(storage_url: str, tmp_
             raw.close()
         else:
             with storage.transaction() as tx:
-                tx.run("SET LOCAL session_replication_role = replica")  # type: ignore[attr-defined]
-                tx.run(_STRAY_TOKEN)  # type: ignore[attr-defined]
+                tx.run("SET LOCAL session_replication_role = replica")
+                tx.run(_STRAY_TOKEN)
     finally:
         key_store.close()
         storage.close()

@@ -13,6 +13,7 @@ from tests.server.conftest import ACCOUNT, Api
 from confide.config import Settings
 from confide.engine import MemoryEngine
 from confide.server import create_app
+from confide.storage.jobs import SqlJobTables
 from confide.testing.scripted_llm import RecordedRequest, ScriptedLLMServer, ScriptedReply
 from confide.types import NewMemory, Source
 from confide.workers.insights import INSIGHT_PROMPT
@@ -64,7 +65,7 @@ async def test_an_ended_calls_insights_read_the_memories_written_from_that_call(
             sid = await api.end_call("My dog is called Biscuit.", line="line-9")
             await services.tasks.join()
 
-        [job] = engine.storage.job_tables().jobs(kind="insights")
+        [job] = SqlJobTables(engine.storage.database).jobs(kind="insights")
         assert job.payload == {"user_id": "line-9", "session_id": sid}  # ids only
         worker = Worker(engine, quick)
         MemoryJobs(llm=services.metered_llm).register(worker)

@@ -21,6 +21,7 @@ from confide.engine.residue import scan_files
 from confide.storage import FEATURES
 from confide.storage.keystore import open_key_store
 from confide.storage.postgres import PostgresStorage
+from confide.storage.scrubs import SqlScrubTables
 from confide.testing.postgres import EmbeddedPostgres
 
 KEK = bytes(range(32))
@@ -140,7 +141,7 @@ def test_a_missing_grant_is_named_and_the_scrub_stays_pending_until_it_is_given(
         assert receipt.status == "pending"
         assert receipt.blocked_by is not None and switch in receipt.blocked_by
         assert "pg_checkpoint" not in receipt.blocked_by
-        assert engine.storage.scrub_tables().pending()[0].id == receipt.id
+        assert SqlScrubTables(engine.storage.database).pending()[0].id == receipt.id
 
         role.grant(DOCUMENTED_GRANTS[1])
         assert [r.status for r in engine.retry_scrubs()] == ["scrubbed"]

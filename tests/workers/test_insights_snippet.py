@@ -11,6 +11,8 @@ import pytest
 from confide.client import Confide
 from confide.config import Settings
 from confide.engine import MemoryEngine
+from confide.storage.jobs import SqlJobTables
+from confide.storage.messages import SqlMessageTables
 from confide.testing.scripted_llm import ScriptedLLMServer
 from confide.workers.insights import INSIGHT_PROMPT, MAX_CONTEXT_CHARS, conversation_snippet
 from confide.workers.memory_jobs import MemoryJobs
@@ -71,7 +73,7 @@ def test_a_chat_summary_queues_insights_that_read_the_conversation(
             memory.add_message(
                 account_id=ACCOUNT, user_id=USER, conversation_id="c1", role=role, content=content
             )
-        [job] = engine.storage.job_tables().jobs(kind="insights")
+        [job] = SqlJobTables(engine.storage.database).jobs(kind="insights")
         assert job.payload == {"user_id": USER, "conversation_id": "c1"}  # ids only
         worker = Worker(engine, model_settings)
         MemoryJobs(llm=memory.chat.llm).register(worker)
@@ -91,5 +93,5 @@ def test_without_a_model_no_insights_are_queued(engine: MemoryEngine) -> None:
         memory.add_message(
             account_id=ACCOUNT, user_id=USER, conversation_id="c1", role=role, content=content
         )
-    assert engine.message_tables().summaries(ACCOUNT, "c1")  # the offline summary was made
-    assert engine.storage.job_tables().jobs(kind="insights") == []
+    assert SqlMessageTables(engine.storage).summaries(ACCOUNT, "c1")  # the offline summary was made
+    assert SqlJobTables(engine.storage.database).jobs(kind="insights") == []

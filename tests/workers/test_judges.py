@@ -18,6 +18,7 @@ from confide.errors import ProviderError
 from confide.llm import OpenAICompatibleLLM
 from confide.llm.usage import MeteredLLM, UsageLedger
 from confide.storage import FEATURES
+from confide.storage.apps import SqlAppTables
 from confide.storage.sqlite import SqliteStorage
 from confide.testing.builders import unstored_memory
 from confide.testing.scripted_llm import RecordedRequest, ScriptedLLMServer, ScriptedReply
@@ -196,7 +197,7 @@ def test_the_llm_judge_asks_in_batches_and_reads_each_answer(tmp_path: Path) -> 
 
     storage = SqliteStorage(tmp_path / "confide.db", features=FEATURES)
     storage.migrate()
-    ledger = UsageLedger(storage.app_tables())
+    ledger = UsageLedger(SqlAppTables(storage))
     with ScriptedLLMServer(responder=answer) as server:
         llm = MeteredLLM(OpenAICompatibleLLM(base_url=server.base_url, model="scripted"), ledger)
         verdicts = _judge(_pairs(12), LLMJudge(llm, ledger=ledger))

@@ -21,6 +21,8 @@ from confide.config import Settings
 from confide.conversation.proposals import ProposalStore
 from confide.engine import MemoryEngine
 from confide.server import create_app
+from confide.storage.jobs import SqlJobTables
+from confide.storage.sessions import SqlServiceTables
 from confide.testing.scripted_llm import ScriptedLLMServer
 from confide.types import Memory, MemoryFilter
 from confide.workers.multifact import MULTIFACT_PROMPT
@@ -82,7 +84,7 @@ async def test_a_long_chat_message_over_http_gets_the_offline_pass_without_a_mod
             )
             assert saved.status_code == 201, saved.text
         await services.tasks.join()
-        jobs = engine.storage.job_tables().jobs(kind="multifact")
+        jobs = SqlJobTables(engine.storage.database).jobs(kind="multifact")
         assert len(jobs) == 1  # the long user message only
         report = await asyncio.to_thread(services.run_jobs)
     assert report.done >= 1
@@ -130,7 +132,7 @@ def test_sdk_add_of_a_conversation_asks_the_model_for_each_long_user_turn(
     assert [m.key for m in stored] == ["daughter_name", "pet_dog_name"]
     assert set(_multifact(engine)) == {"pet_dog_name"}
     # Inferred, so the sensitive key waits for the user.
-    proposals = ProposalStore(engine, engine.service_tables())
+    proposals = ProposalStore(engine, SqlServiceTables(engine.storage.database))
     assert [p.key for p in proposals.pending(account_id=ACCOUNT, user_id=USER)] == ["city"]
 
 

@@ -37,7 +37,9 @@ from confide.engine import MemoryEngine
 from confide.errors import ConfideError, ConflictError, ProviderError, StorageError
 from confide.llm.answers import json_object
 from confide.llm.base import LLM, Message
+from confide.storage.apps import SqlAppTables
 from confide.storage.base import Transaction
+from confide.storage.derived import copy_memory_sources
 from confide.types import HistoryEventType, Memory, MemoryFilter
 
 __all__ = [
@@ -295,8 +297,8 @@ class Compactor:
 
     def _at_cap(self, scope: AppScope, cap: int) -> Any:
         def check(tx: Transaction, _: Sequence[Memory]) -> None:
-            tx.lock_app_scope(scope.account_id, scope.app_id)
-            if tx.count_app_memories(scope.account_id, scope.app_id) < cap:
+            SqlAppTables.lock_app_scope(tx, scope.account_id, scope.app_id)
+            if SqlAppTables.count_app_memories(tx, scope.account_id, scope.app_id) < cap:
                 raise _BelowCap
 
         return check
@@ -326,7 +328,7 @@ class Compactor:
 
         def merge_sources(tx: Transaction, written: Sequence[Memory]) -> None:
             # The target now holds the merged memory's words: it derives from its users too.
-            tx.copy_memory_sources(scope.account_id, merged.lineage_id, target.lineage_id)
+            copy_memory_sources(tx, scope.account_id, merged.lineage_id, target.lineage_id)
             at_cap(tx, written)
 
         try:

@@ -37,8 +37,9 @@ from confide.engine import MemoryEngine
 from confide.errors import ConflictError, NotFoundError, ProviderError, ValidationError
 from confide.llm.base import LLM
 from confide.llm.usage import UsageLedger, metered
-from confide.storage.apps import DeferredRow
+from confide.storage.apps import DeferredRow, SqlAppTables
 from confide.storage.base import Transaction
+from confide.storage.derived import add_memory_sources
 from confide.types import ErasureReceipt, Memory, MemoryState, MemoryType, NewMemory, Source
 
 __all__ = ["AppMemories", "AppMonitor", "AppSettings", "EndOutcome"]
@@ -139,7 +140,7 @@ class AppMemories:
         timeout = self.settings.app_llm_timeout
         self.writer = writer or (LLMMemoryWriter(llm, timeout=timeout) if llm else None)
         self.compactor = Compactor(engine, llm, timeout=timeout)
-        self.tables = engine.app_tables()
+        self.tables = SqlAppTables(engine.storage)
         self.on_compaction = on_compaction
         self.on_defer = on_defer
         self.monitor = monitor
@@ -298,8 +299,8 @@ class AppMemories:
 
         def record(tx: Transaction, written: Sequence[Memory]) -> None:
             for memory in written:
-                tx.add_memory_sources(
-                    memory.account_id, memory.user_id, memory.lineage_id, [source]
+                add_memory_sources(
+                    tx, memory.account_id, memory.user_id, memory.lineage_id, [source]
                 )
 
         return self.engine.commit_batch(new=[new], within=record, actor="app-memory")[0]

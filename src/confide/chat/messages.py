@@ -24,7 +24,7 @@ from confide.chat.types import ChatMessage, MessagePage, NewMessage, SavedMessag
 from confide.crypto.envelope import SealedValue
 from confide.engine import MemoryEngine
 from confide.errors import ConflictError, NotFoundError, StaleKeyError, ValidationError
-from confide.storage.messages import MessageRow
+from confide.storage.messages import MessageRow, SqlMessageTables
 from confide.types import validated
 
 __all__ = ["MessageStore"]
@@ -38,7 +38,7 @@ class MessageStore:
 
     def __init__(self, engine: MemoryEngine) -> None:
         self.engine = engine
-        self.tables = engine.message_tables()
+        self.tables = SqlMessageTables(engine.storage)
 
     def add(
         self, message: NewMessage | dict[str, Any], *, now: float | None = None

@@ -424,12 +424,13 @@ class RollingSummaries:
         now = time.time()
 
         def record(tx: Transaction, written: Sequence[Memory]) -> None:
-            recorded = tx.record_summary(
-                SummaryRange(account_id, owner, conversation_id, start, end, written[0].id, now)
+            tables = self.messages.tables
+            summary = SummaryRange(
+                account_id, owner, conversation_id, start, end, written[0].id, now
             )
-            if not recorded:
+            if not tables.record_summary(tx, summary):
                 raise _AlreadySummarised
-            tx.mark_summarised(account_id, conversation_id, start, end, now)
+            tables.mark_summarised(tx, summary)
 
         try:
             written = self.engine.commit_batch(

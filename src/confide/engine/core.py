@@ -41,7 +41,6 @@ from confide.index.vectors import (
     require_vector_indexer,
 )
 from confide.keys.owner_keys import OwnerKey, OwnerKeys
-from confide.storage.apps import AppTables
 from confide.storage.base import (
     ChangeRow,
     HistoryRow,
@@ -52,10 +51,7 @@ from confide.storage.base import (
     Storage,
     Transaction,
 )
-from confide.storage.consolidation import ConsolidationTables
 from confide.storage.keystore import KeyStore, SqlKeyStore
-from confide.storage.messages import MessageTables
-from confide.storage.service import ServiceTables
 from confide.types import (
     ChangeEvent,
     HistoryEvent,
@@ -920,22 +916,6 @@ class EngineCore:
         """Record a value about the store (``store_meta``) in its own transaction."""
         with self.storage.transaction() as tx:
             tx.set_meta(key, value)
-
-    def message_tables(self) -> MessageTables:
-        """The chat messages kept in this store (their contents sealed by the caller)."""
-        return self.storage.message_tables()
-
-    def app_tables(self) -> AppTables:
-        """App settings and the LLM usage ledger kept in this store (no memory text)."""
-        return self.storage.app_tables()
-
-    def consolidation_tables(self) -> ConsolidationTables:
-        """The consolidation job's judged pairs and retrieval counts (no memory text)."""
-        return self.storage.consolidation_tables()
-
-    def service_tables(self) -> ServiceTables:
-        """The service's tables (sessions, API keys, proposals) of this engine's store."""
-        return self.storage.service_tables()
 
     def _open(self, row: MemoryRow) -> Memory:
         return self.codec.memory(row, self.open_contents(row))

@@ -331,7 +331,7 @@ class EngineLifecycle(EngineScrubbing):
                 "run 'confide keys rotate' to finish the rotation first"
             )
         retired = self.keyring.retire_former()
-        for pending in self.storage.scrub_tables().pending():
+        for pending in self._scrub_tables().pending():
             if pending.kind == "rotation":
                 self.settle_scrub(pending.id)
         return retired

@@ -19,7 +19,8 @@ from pathlib import Path
 from confide.engine.core import EngineCore
 from confide.engine.residue import decode_markers, encode_markers, scan_files
 from confide.errors import NotFoundError, StorageError
-from confide.storage.scrubs import ScrubOutcome, ScrubRow, ScrubState
+from confide.storage.jobs import SqlJobTables
+from confide.storage.scrubs import ScrubOutcome, ScrubRow, ScrubState, ScrubTables, SqlScrubTables
 from confide.types import ResidueMarkers, ResidueScan, ScrubReport
 
 __all__ = ["SCRUB_JOB", "EngineScrubbing"]
@@ -37,6 +38,10 @@ purge keeps retrying every pending scrub after that."""
 class EngineScrubbing(EngineCore):
     """Records, runs and verifies the scrubs the lifecycle operations owe."""
 
+    def _scrub_tables(self) -> ScrubTables:
+        """The owed scrubs, kept in the engine's store."""
+        return SqlScrubTables(self.storage.database)
+
     def owe_scrub(
         self,
         kind: str,
@@ -48,7 +53,7 @@ class EngineScrubbing(EngineCore):
         """Record a scrub owed by ``kind`` (``erasure``, ``purge``, ``rotation``), run it at
         once, and return where it stands with what each store's scrub did. ``scrubbed`` is
         called between the scrub and the scan."""
-        row = self.storage.scrub_tables().record(
+        row = self._scrub_tables().record(
             kind=kind, account_id=account_id, markers=encode_markers(markers), now=time.time()
         )
         return self._settle(row, retry=True, scrubbed=scrubbed)
@@ -60,7 +65,7 @@ class EngineScrubbing(EngineCore):
         itself passes ``False``: the worker's backoff retries it). Raises
         :class:`NotFoundError` for an unknown id.
         """
-        row = self.storage.scrub_tables().get(scrub_id)
+        row = self._scrub_tables().get(scrub_id)
         if row is None:
             raise NotFoundError("no such scrub")
         if row.state != ScrubState.PENDING:
@@ -93,14 +98,13 @@ class EngineScrubbing(EngineCore):
     def retry_scrubs(self, *, limit: int = 100) -> list[ScrubReport]:
         """Settle every pending scrub (oldest first); where each stands now."""
         return [
-            self._settle(row, retry=False)[0]
-            for row in self.storage.scrub_tables().pending(limit=limit)
+            self._settle(row, retry=False)[0] for row in self._scrub_tables().pending(limit=limit)
         ]
 
     def scrub_report(self, scrub_id: str, *, account_id: str | None = None) -> ScrubReport | None:
         """Where a recorded scrub stands (without running it); with ``account_id``, only a
         scrub of that account."""
-        row = self.storage.scrub_tables().get(scrub_id)
+        row = self._scrub_tables().get(scrub_id)
         if row is None or (account_id is not None and row.account_id != account_id):
             return None
         return _report(row)
@@ -162,7 +166,7 @@ class EngineScrubbing(EngineCore):
             else:
                 state, detail = ScrubState.VERIFIED, f"no marker in {scan.files_read} files"
         now = time.time()
-        self.storage.scrub_tables().settle(row.id, state=state, detail=detail, now=now)
+        self._scrub_tables().settle(row.id, state=state, detail=detail, now=now)
         self.emit_op("admin", "scrub", account_id=row.account_id, status=state)
         if state == ScrubState.PENDING:
             log.warning("%s scrub %s pending: %s", row.kind, row.id, detail)
@@ -179,7 +183,7 @@ class EngineScrubbing(EngineCore):
         return report, {name: o.detail for name, o in outcomes.items()}
 
     def _enqueue_retry(self, scrub_id: str, now: float) -> None:
-        self.storage.job_tables().enqueue(
+        SqlJobTables(self.storage.database).enqueue(
             SCRUB_JOB,
             account_id=None,
             payload={"scrub_id": scrub_id},

@@ -49,7 +49,13 @@ from confide.engine import MemoryEngine
 from confide.errors import ValidationError
 from confide.gate import Gate, Principal, require_write
 from confide.langgraph._principal import door_principal
-from confide.storage.checkpoints import BlobRow, CheckpointRow, ThreadOwner, WriteRow
+from confide.storage.checkpoints import (
+    BlobRow,
+    CheckpointRow,
+    SqlCheckpointTables,
+    ThreadOwner,
+    WriteRow,
+)
 
 __all__ = ["ConfideCheckpointSaver"]
 
@@ -96,7 +102,7 @@ class ConfideCheckpointSaver(BaseCheckpointSaver[str]):
         self.agent = agent
         self.user_id = None if user_id is None else Gate.user(self.principal, user_id)
         self.keep_last = keep_last
-        self.tables = engine.storage.checkpoint_tables()
+        self.tables = SqlCheckpointTables(engine.storage.database)
 
     # ---- owners ------------------------------------------------------------------------------
     def _owner(self, config: RunnableConfig | None, *, required: bool = True) -> ThreadOwner:

@@ -27,6 +27,7 @@ from confide.errors import NotFoundError, ValidationError
 from confide.gate import DEFAULT_AGENT, Principal, Scope
 from confide.storage.base import Storage
 from confide.storage.service import ApiKeyRow, ServiceTables
+from confide.storage.sessions import SqlServiceTables
 
 __all__ = ["DEFAULT_AGENT", "ApiKey", "ApiKeys", "hash_token"]
 
@@ -110,7 +111,7 @@ class ApiKeys:
     @classmethod
     def over(cls, storage: Storage) -> ApiKeys:
         """API keys kept in ``storage``."""
-        return cls(storage.service_tables())
+        return cls(SqlServiceTables(storage.database))
 
     def create(
         self,

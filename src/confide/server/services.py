@@ -31,7 +31,9 @@ from confide.server.auth import ApiKeys
 from confide.server.loader import EngineMemoryLoader
 from confide.server.metrics import Metrics
 from confide.server.tasks import TaskRegistry
+from confide.storage.scrubs import SqlScrubTables
 from confide.storage.service import CallSessionRow
+from confide.storage.sessions import SqlServiceTables
 from confide.types import Memory
 from confide.wiring import Components
 from confide.workers.conversation_jobs import (
@@ -130,14 +132,16 @@ class Services:
         self.embedder = components.embedder
         self.aengine = AsyncMemoryEngine(engine)
         self.clock = clock
-        self.tables = engine.service_tables()
+        self.tables = SqlServiceTables(engine.storage.database)
         self.keys = ApiKeys(self.tables)
         self.buffer = components.buffer
         self._ending = asyncio.Lock()
         self.metrics = Metrics(
             integrity_failures=lambda: engine.integrity_failures,
             sessions_evicted=lambda: self.buffer.evicted,
-            scrubs_pending=lambda: len(engine.storage.scrub_tables().pending(limit=10_000)),
+            scrubs_pending=lambda: len(
+                SqlScrubTables(engine.storage.database).pending(limit=10_000)
+            ),
             app_labels=components.settings.metrics_app_labels,
         )
         self.tasks = TaskRegistry()

@@ -4,31 +4,27 @@ An app's memories are ordinary memory rows whose ``app_id`` names the app; this 
 keeps what is not a memory: each app's settings (display name, cap override, whether it is
 uninstalled), the ledger of LLM calls and each caller's last poll of it.
 
-Two roles, as for chat messages: :class:`AppWrites`, the writes and reads an app scope's
-compaction runs inside the engine's memory transaction (the scope lock, the scope's count),
-and :class:`AppTables`, reads and self-contained writes on a storage
-(``Storage.app_tables()``). Both SQL backends share the SQL below, written once with ``?``
-placeholders.
+:class:`AppTables` holds reads, self-contained writes, and what an app scope's compaction
+runs inside the engine's memory transaction (the scope lock, the scope's count), given that
+transaction (the engine's ``commit_batch(within=...)`` hands it over). Both SQL backends
+share the SQL below, written once with ``?`` placeholders.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import Any, Protocol
 
-from confide.storage.database import Database, Statements
+from confide.storage.database import MemoryStore, TransactionStatements
 from confide.storage.schema import Feature, Migration, account_policies, no_statistics
 
 __all__ = [
     "APPS_FEATURE",
     "AppRow",
     "AppTables",
-    "AppWrites",
     "DeferredRow",
     "SqlAppTables",
-    "SqlAppWrites",
     "UsageRow",
     "UsageTotals",
 ]
@@ -88,43 +84,6 @@ class UsageTotals:
     cost_units: float
 
 
-class AppWrites(Protocol):
-    """App-scope work inside a memory transaction."""
-
-    def lock_app_scope(self, account_id: str, app_id: str) -> None:
-        """Hold off other writers of this app scope until this transaction ends."""
-        ...
-
-    def count_app_memories(self, account_id: str, app_id: str) -> int:
-        """Active memories in the scope, as this transaction sees them."""
-        ...
-
-
-class SqlAppWrites:
-    """:class:`AppWrites` in SQL; mixed into the SQL backends' transactions."""
-
-    app_lock_sql: ClassVar[str | None] = None
-    """A statement that serialises writers of one app scope until commit (``None``: the
-    backend serialises every write transaction already, as SQLite does)."""
-
-    def lock_app_scope(self: Statements, account_id: str, app_id: str) -> None:
-        """Hold off other writers of this app scope until this transaction ends."""
-        self.scope_to(account_id)
-        sql = type(self).app_lock_sql  # type: ignore[attr-defined]
-        if sql is not None:
-            self.run(sql, [f"app-scope/{account_id}/{app_id}"])
-
-    def count_app_memories(self: Statements, account_id: str, app_id: str) -> int:
-        """Active memories in the scope, as this transaction sees them."""
-        self.scope_to(account_id)
-        row = self.run(
-            "SELECT COUNT(*) FROM memories WHERE account_id = ? AND app_id = ? "
-            "AND state = 'active'",
-            [account_id, app_id],
-        ).fetchone()
-        return int(row[0])
-
-
 class AppTables(Protocol):
     """App settings and the LLM usage ledger."""
 
@@ -173,6 +132,14 @@ class AppTables(Protocol):
         worker took it."""
         ...
 
+    def lock_app_scope(self, tx: TransactionStatements, account_id: str, app_id: str) -> None:
+        """Hold off other writers of this app scope until ``tx`` ends."""
+        ...
+
+    def count_app_memories(self, tx: TransactionStatements, account_id: str, app_id: str) -> int:
+        """Active memories in the scope, as ``tx`` sees them."""
+        ...
+
 
 _APP_COLUMNS = "account_id, app_id, name, memory_cap, created_at, uninstalled_at"
 USER_SCOPE = "user:"
@@ -184,28 +151,43 @@ def _app(values: Sequence[Any]) -> AppRow:
     return AppRow(account_id, app_id, name, None if cap is None else int(cap), created, uninstalled)
 
 
-class _ErasureAwareTransaction(Statements, Protocol):
+class _ErasureAwareTransaction(TransactionStatements, Protocol):
     def erased_at(self, account_id: str, user_id: str) -> float | None:
         """When the user was last erased (None: never), held against an erasure until
         commit."""
         ...
 
 
-class _AppDatabase(Database, Protocol):
-    def transaction(self) -> AbstractContextManager[_ErasureAwareTransaction]:
-        """A memory transaction (see :class:`_ErasureAwareTransaction`)."""
-        ...
-
-
 class SqlAppTables:
-    """:class:`AppTables` over a SQL storage (its reader and its transactions)."""
+    """:class:`AppTables` over a SQL storage (its reader and its transactions).
 
-    def __init__(self, storage: _AppDatabase) -> None:
-        self._storage = storage
+    Args:
+        store: the memory store (the ledger asks its transactions when a user was erased).
+    """
+
+    def __init__(self, store: MemoryStore[_ErasureAwareTransaction]) -> None:
+        self._store = store
+
+    @staticmethod
+    def lock_app_scope(tx: TransactionStatements, account_id: str, app_id: str) -> None:
+        """Hold off other writers of this app scope until ``tx`` ends."""
+        tx.scope_to(account_id)
+        tx.lock(f"app-scope/{account_id}/{app_id}")
+
+    @staticmethod
+    def count_app_memories(tx: TransactionStatements, account_id: str, app_id: str) -> int:
+        """Active memories in the scope, as ``tx`` sees them."""
+        tx.scope_to(account_id)
+        row = tx.run(
+            "SELECT COUNT(*) FROM memories WHERE account_id = ? AND app_id = ? "
+            "AND state = 'active'",
+            [account_id, app_id],
+        ).fetchone()
+        return int(row[0])
 
     def get_app(self, account_id: str, app_id: str) -> AppRow | None:
         """The app's settings row, if it has one."""
-        with self._storage.reader(account_id) as db:
+        with self._store.database.reader(account_id) as db:
             row = db.run(
                 f"SELECT {_APP_COLUMNS} FROM apps WHERE account_id = ? AND app_id = ?",
                 [account_id, app_id],
@@ -216,7 +198,7 @@ class SqlAppTables:
         self, account_id: str, app_id: str, *, name: str | None, memory_cap: int | None, ts: float
     ) -> AppRow:
         """Create or replace the app's name and cap override (installing it again)."""
-        with self._storage.transaction() as tx:
+        with self._store.database.transaction() as tx:
             tx.scope_to(account_id)
             tx.run(
                 f"INSERT INTO apps ({_APP_COLUMNS}) VALUES (?, ?, ?, ?, ?, NULL) "
@@ -232,7 +214,7 @@ class SqlAppTables:
 
     def mark_uninstalled(self, account_id: str, app_id: str, ts: float) -> AppRow:
         """Record that the app was uninstalled (creating its row when it had none)."""
-        with self._storage.transaction() as tx:
+        with self._store.database.transaction() as tx:
             tx.scope_to(account_id)
             tx.run(
                 f"INSERT INTO apps ({_APP_COLUMNS}) VALUES (?, ?, NULL, NULL, ?, ?) "
@@ -253,7 +235,7 @@ class SqlAppTables:
         (``row.ts``) is written without its scope: the erasure cleared the scopes written
         until then, and a call under way at the erasure records itself only after it.
         """
-        with self._storage.transaction() as tx:
+        with self._store.transaction() as tx:
             tx.scope_to(row.account_id)
             scope = row.scope
             if scope is not None and scope.startswith(USER_SCOPE):
@@ -290,13 +272,13 @@ class SqlAppTables:
         if until is not None:
             sql += " AND ts < ?"
             params.append(until)
-        with self._storage.reader(account_id) as db:
+        with self._store.database.reader(account_id) as db:
             rows = db.run(sql + " GROUP BY operation ORDER BY operation", params).fetchall()
         return [UsageTotals(str(r[0]), int(r[1]), int(r[2]), int(r[3]), float(r[4])) for r in rows]
 
     def spent_units(self, account_id: str, since: float) -> float:
         """Cost units the account spent since ``since``."""
-        with self._storage.reader(account_id) as db:
+        with self._store.database.reader(account_id) as db:
             row = db.run(
                 "SELECT COALESCE(SUM(cost_units), 0) FROM llm_usage "
                 "WHERE account_id = ? AND ts >= ?",
@@ -306,7 +288,7 @@ class SqlAppTables:
 
     def swap_poll(self, account_id: str, caller: str, now: float) -> float | None:
         """Record ``now`` as the caller's last poll; the previous one (``None``: first)."""
-        with self._storage.transaction() as tx:
+        with self._store.database.transaction() as tx:
             tx.scope_to(account_id)
             row = tx.run(
                 "SELECT polled_at FROM usage_polls WHERE account_id = ? AND caller = ?"
@@ -322,7 +304,7 @@ class SqlAppTables:
 
     def defer(self, row: DeferredRow) -> None:
         """Keep a piece of background work until the budget allows it."""
-        with self._storage.transaction() as tx:
+        with self._store.database.transaction() as tx:
             tx.scope_to(row.account_id)
             tx.run(
                 f"INSERT INTO deferred_work ({_DEFERRED_COLUMNS}) "
@@ -349,9 +331,9 @@ class SqlAppTables:
             params.append(account_id)
         # The worker drains every account's deferred work; a caller naming one reads it alone.
         reader = (
-            self._storage.reader_across_accounts()
+            self._store.database.reader_across_accounts()
             if account_id is None
-            else self._storage.reader(account_id)
+            else self._store.database.reader(account_id)
         )
         with reader as db:
             rows = db.run(sql + " ORDER BY created_at, id LIMIT ?", [*params, limit]).fetchall()
@@ -373,7 +355,7 @@ class SqlAppTables:
     def drop_deferred(self, account_id: str, work_id: str) -> bool:
         """Delete a piece of the account's deferred work once done; False when another
         worker took it."""
-        with self._storage.transaction() as tx:
+        with self._store.database.transaction() as tx:
             tx.scope_to(account_id)
             cursor = tx.run(
                 "DELETE FROM deferred_work WHERE id = ? AND account_id = ?", [work_id, account_id]

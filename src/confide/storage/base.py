@@ -23,17 +23,9 @@ from typing import Any, ClassVar, NamedTuple, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from confide.storage.apps import AppTables, AppWrites
-from confide.storage.checkpoints import CheckpointTables
-from confide.storage.consolidation import ConsolidationTables
 from confide.storage.database import Capability as Capability
-from confide.storage.database import Database
-from confide.storage.derived import DerivedWrites
-from confide.storage.jobs import JobTables, JobWrites
-from confide.storage.messages import MessageTables, MessageWrites
+from confide.storage.database import Database, ScrubOutcome, TransactionStatements
 from confide.storage.schema import Derived
-from confide.storage.scrubs import ScrubOutcome, ScrubTables
-from confide.storage.service import ServiceTables
 from confide.types import MemoryFilter
 
 Vector = NDArray[np.float32]
@@ -391,17 +383,12 @@ class IndexWrites(Protocol):
         ...
 
 
-class Transaction(
-    RowWrites,
-    AuditWrites,
-    IndexWrites,
-    MessageWrites,
-    AppWrites,
-    JobWrites,
-    DerivedWrites,
-    Protocol,
-):
-    """Writes inside one database transaction; see :meth:`Storage.transaction`."""
+class Transaction(RowWrites, AuditWrites, IndexWrites, TransactionStatements, Protocol):
+    """Writes inside one database transaction; see :meth:`Storage.transaction`.
+
+    It is also the database seam's :class:`~confide.storage.database.TransactionStatements`,
+    so a feature whose rows must commit with memory writes runs its own SQL on it (the
+    engine's ``commit_batch(within=...)`` hands it over) rather than adding methods here."""
 
 
 class MemoryRows(Protocol):
@@ -643,7 +630,7 @@ class StoreAdmin(Protocol):
 
         Called after erasure, purge and key rotation; its words go into receipts and
         reports. An outcome that is not ``complete`` names what blocked it, and the caller
-        records the scrub as owed (see :meth:`scrub_tables`). ``rebuild`` asks for the
+        records the scrub as owed (see :mod:`confide.storage.scrubs`). ``rebuild`` asks for the
         database to be rewritten whole, for residue an ordinary scrub left behind (a scan
         found it): a backend whose scrub always rewrites may ignore it.
         """
@@ -665,34 +652,6 @@ class StoreAdmin(Protocol):
         backends with :attr:`Capability.DATA_FILES` can name them; others raise
         :class:`StorageError`.
         """
-        ...
-
-    def service_tables(self) -> ServiceTables:
-        """The call sessions, API keys and proposals kept in this store."""
-        ...
-
-    def message_tables(self) -> MessageTables:
-        """The chat messages and summarised ranges kept in this store."""
-        ...
-
-    def app_tables(self) -> AppTables:
-        """App settings and the LLM usage ledger kept in this store."""
-        ...
-
-    def checkpoint_tables(self) -> CheckpointTables:
-        """The LangGraph checkpoints kept in this store (sealed by the caller)."""
-        ...
-
-    def consolidation_tables(self) -> ConsolidationTables:
-        """The consolidation job's judged pairs and retrieval counts kept in this store."""
-        ...
-
-    def job_tables(self) -> JobTables:
-        """The background job queue kept in this store."""
-        ...
-
-    def scrub_tables(self) -> ScrubTables:
-        """The scrubs owed by erasures, purges and rotations, kept in this store."""
         ...
 
     def user_ids(self, account_id: str, *, limit: int = 1000) -> list[str]:

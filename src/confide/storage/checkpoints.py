@@ -110,7 +110,7 @@ class WriteRow:
 
 
 class CheckpointTables(Protocol):
-    """Reads and writes of the checkpoint tables (``Storage.checkpoint_tables()``).
+    """Reads and writes of the checkpoint tables (``SqlCheckpointTables(storage.database)``).
 
     Every call names a :class:`ThreadOwner`; a call never reaches another owner's rows.
     Those that read or write one thread's checkpoints need the owner's user.

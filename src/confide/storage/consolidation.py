@@ -7,7 +7,7 @@ id in clear. The retrieval count (``access_count`` of a memory version, raised b
 ``Storage.touch``) names a user's most retrieved memories.
 
 As for app scopes, the SQL is written once with ``?`` placeholders and shared by both SQL
-backends (``Storage.consolidation_tables()``).
+backends (``SqlConsolidationTables(storage.database)``).
 """
 
 from __future__ import annotations

@@ -4,17 +4,29 @@ A backend (SQLite, PostgreSQL) implements :class:`Database`: connections, transa
 row-level security, placeholders. The memory store and each feature's tables (chat messages,
 app memories, jobs, checkpoints, call sessions, scrubs, keys) are written once against it,
 with ``?``-style SQL run through :class:`Statements`, so a feature adds its tables without
-touching a backend.
+touching a backend. A feature whose rows must commit with memory writes takes the memory
+transaction as :class:`TransactionStatements` (the engine's ``commit_batch(within=...)``
+hands it over) and runs its own SQL on it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
-__all__ = ["Capability", "Connection", "Cursor", "Database", "Statements"]
+__all__ = [
+    "Capability",
+    "Connection",
+    "Cursor",
+    "Database",
+    "MemoryStore",
+    "ScrubOutcome",
+    "Statements",
+    "TransactionStatements",
+]
 
 
 class Capability(StrEnum):
@@ -38,6 +50,20 @@ class Capability(StrEnum):
     them in the database."""
     ROW_SECURITY = "row_security"
     """The database confines each transaction to one account's rows (row-level security)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScrubOutcome:
+    """What one scrub of a store's files did; ``blocked_by`` names what prevented part of
+    it, in words an operator can act on (``None``: nothing is left for a later scrub)."""
+
+    detail: str
+    blocked_by: str | None = None
+
+    @property
+    def complete(self) -> bool:
+        """Whether nothing is left for a later scrub to do."""
+        return self.blocked_by is None
 
 
 class Cursor(Protocol):
@@ -82,6 +108,15 @@ class Statements(Protocol):
         ...
 
 
+class TransactionStatements(Statements, Protocol):
+    """A write transaction's connection: statements, and named locks held until it ends."""
+
+    def lock(self, name: str) -> None:
+        """Hold off other write transactions that lock the same name until this one ends; a
+        no-op where the database already serialises writers, as SQLite does."""
+        ...
+
+
 class Database(Protocol):
     """One SQL database: reads confined to an account or across accounts, and write
     transactions."""
@@ -104,10 +139,29 @@ class Database(Protocol):
         """A connection for reads that span accounts."""
         ...
 
-    def transaction(self) -> AbstractContextManager[Statements]:
+    def transaction(self) -> AbstractContextManager[TransactionStatements]:
         """A write transaction: commits on normal exit, rolls back on any exception."""
         ...
 
     def close(self) -> None:
         """Release connections."""
+        ...
+
+
+TransactionT_co = TypeVar("TransactionT_co", bound=TransactionStatements, covariant=True)
+
+
+class MemoryStore(Protocol[TransactionT_co]):
+    """The memory store, as a feature that writes through its transactions sees it
+    (``confide.storage.Storage`` is one): the database seam beneath it, and its write
+    transactions, of which the feature names (as ``TransactionT_co``) what it uses beyond
+    statements, such as the user's key generation held against an erasure."""
+
+    @property
+    def database(self) -> Database:
+        """The database seam beneath the store."""
+        ...
+
+    def transaction(self) -> AbstractContextManager[TransactionT_co]:
+        """A memory write transaction: commits on normal exit, rolls back on any exception."""
         ...

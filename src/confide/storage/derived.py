@@ -26,28 +26,21 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from typing import Any, Protocol
+from typing import Any
 
+from confide.storage.database import TransactionStatements
 from confide.storage.schema import Derived, ErasingTransaction, Feature, Migration, account_policy
 
-__all__ = ["DERIVED_FEATURE", "Derived", "DerivedWrites", "SqlDerivedWrites", "memory_sources_ddl"]
+__all__ = [
+    "DERIVED_FEATURE",
+    "Derived",
+    "add_memory_sources",
+    "copy_memory_sources",
+    "delete_derived",
+    "memory_sources_ddl",
+]
 
 _CHUNK = 500
-
-
-class DerivedWrites(Protocol):
-    """Provenance of memories written from users' words, inside a memory transaction."""
-
-    def add_memory_sources(
-        self, account_id: str, owner: str, lineage_id: str, sources: Sequence[str]
-    ) -> None:
-        """Record that the memory ``lineage_id`` of ``owner`` was written from the words of
-        the users these pseudonyms name."""
-        ...
-
-    def copy_memory_sources(self, account_id: str, from_lineage: str, to_lineage: str) -> None:
-        """Give ``to_lineage`` every source of ``from_lineage`` (it was merged into it)."""
-        ...
 
 
 def _chunks(items: Sequence[str]) -> Iterator[list[str]]:
@@ -66,37 +59,33 @@ def _names(key: str, kind: str, account_id: str, refs: set[str]) -> bool:
     return any(f":{ref}:" in f":{rest}:" for ref in refs)
 
 
-class SqlDerivedWrites:
-    """:class:`DerivedWrites` and the erasure of derived rows in SQL; mixed into the SQL
-    backends' transactions."""
-
-    def add_memory_sources(
-        self: ErasingTransaction,
-        account_id: str,
-        owner: str,
-        lineage_id: str,
-        sources: Sequence[str],
-    ) -> None:
-        """See :meth:`DerivedWrites.add_memory_sources`."""
-        self.scope_to(account_id)
-        for source in sorted(set(sources)):
-            self.run(
-                "INSERT INTO memory_sources (account_id, user_id, lineage_id, source) "
-                "VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                [account_id, owner, lineage_id, source],
-            )
-
-    def copy_memory_sources(
-        self: ErasingTransaction, account_id: str, from_lineage: str, to_lineage: str
-    ) -> None:
-        """See :meth:`DerivedWrites.copy_memory_sources`."""
-        self.scope_to(account_id)
-        self.run(
+def add_memory_sources(
+    tx: TransactionStatements, account_id: str, owner: str, lineage_id: str, sources: Sequence[str]
+) -> None:
+    """Record in ``tx`` (the memory transaction that writes the memory) that the memory
+    ``lineage_id`` of ``owner`` was written from the words of the users these pseudonyms
+    name."""
+    tx.scope_to(account_id)
+    for source in sorted(set(sources)):
+        tx.run(
             "INSERT INTO memory_sources (account_id, user_id, lineage_id, source) "
-            "SELECT account_id, user_id, ?, source FROM memory_sources "
-            "WHERE account_id = ? AND lineage_id = ? ON CONFLICT DO NOTHING",
-            [to_lineage, account_id, from_lineage],
+            "VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            [account_id, owner, lineage_id, source],
         )
+
+
+def copy_memory_sources(
+    tx: TransactionStatements, account_id: str, from_lineage: str, to_lineage: str
+) -> None:
+    """Give ``to_lineage`` every source of ``from_lineage`` (it was merged into it), in the
+    memory transaction ``tx`` that merges them."""
+    tx.scope_to(account_id)
+    tx.run(
+        "INSERT INTO memory_sources (account_id, user_id, lineage_id, source) "
+        "SELECT account_id, user_id, ?, source FROM memory_sources "
+        "WHERE account_id = ? AND lineage_id = ? ON CONFLICT DO NOTHING",
+        [to_lineage, account_id, from_lineage],
+    )
 
 
 def delete_derived(
@@ -232,7 +221,7 @@ def _strip_usage_scopes(db: ErasingTransaction, account_id: str, refs: set[str])
 
 
 def memory_sources_ddl() -> tuple[str, ...]:
-    """The sources of memories written from users' words (pseudonyms), the
+    """Migration 22: the sources of memories written from users' words (pseudonyms), the
     source of deferred work, and the account index erasure reads jobs by."""
     return (
         """CREATE TABLE IF NOT EXISTS memory_sources (

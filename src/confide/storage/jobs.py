@@ -16,7 +16,7 @@ one write transaction (writes are serialised). A job whose lease expired (its wo
 is claimable again. Every claim counts as an attempt, so a job that keeps killing its worker
 gives up after ``max_attempts`` like one that keeps raising. Completion, renewal and retry
 name the lease token and are refused (``False``) once the lease moved to another claim, so a
-stale worker can never finish a job another worker has taken. :meth:`JobWrites.complete_job`
+stale worker can never finish a job another worker has taken. :meth:`JobTables.complete_job`
 marks a job done inside a caller's own write transaction, so a handler's effects and the
 job's completion commit together (or the whole transaction rolls back when the lease was
 lost, see :class:`LeaseLostError`).
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from confide.errors import ConflictError, ValidationError
-from confide.storage.database import Database, Statements
+from confide.storage.database import Database, Statements, TransactionStatements
 from confide.storage.schema import Feature, Migration, account_policy
 
 __all__ = [
@@ -39,11 +39,9 @@ __all__ = [
     "JobRow",
     "JobState",
     "JobTables",
-    "JobWrites",
     "Lease",
     "LeaseLostError",
     "SqlJobTables",
-    "SqlJobWrites",
     "check_payload",
 ]
 
@@ -160,18 +158,6 @@ def _job(values: Sequence[Any]) -> JobRow:
     )
 
 
-class JobWrites(Protocol):
-    """Job completion inside a caller's write transaction."""
-
-    def complete_job(self, lease: Lease, now: float) -> None:
-        """Mark the leased job done with this transaction's other writes.
-
-        Raises :class:`LeaseLostError` (rolling the transaction back) when the lease is no
-        longer this claim's; completing a job this lease already completed is a no-op.
-        """
-        ...
-
-
 def _update_leased(
     db: Statements,
     lease: Lease,
@@ -202,15 +188,6 @@ def _complete(db: Statements, lease: Lease, now: float) -> bool:
         states=(JobState.RUNNING, JobState.DONE),
     )
     return int(cursor.rowcount) == 1
-
-
-class SqlJobWrites:
-    """:class:`JobWrites` in SQL; mixed into the SQL backends' transactions."""
-
-    def complete_job(self: Statements, lease: Lease, now: float) -> None:
-        """Mark the leased job done with this transaction's other writes."""
-        if not _complete(self, lease, now):
-            raise LeaseLostError(f"job {lease.job_id}: the lease was taken by another worker")
 
 
 class JobTables(Protocol):
@@ -259,6 +236,15 @@ class JobTables(Protocol):
         """Mark the job done; False when the lease was lost (another worker has it)."""
         ...
 
+    def complete_job(self, tx: TransactionStatements, lease: Lease, now: float) -> None:
+        """Mark the leased job done with the other writes of ``tx`` (a caller's own write
+        transaction, such as the memory transaction ``commit_batch(within=...)`` hands over).
+
+        Raises :class:`LeaseLostError` (rolling the transaction back) when the lease is no
+        longer this claim's; completing a job this lease already completed is a no-op.
+        """
+        ...
+
     def retry(self, lease: Lease, *, error: str, run_at: float, now: float) -> str | None:
         """Put a failed attempt back to run at ``run_at`` (``error``: a type name only), or
         mark it failed after its last attempt; the new state, ``None`` when the lease was
@@ -289,10 +275,17 @@ class JobTables(Protocol):
 class SqlJobTables:
     """:class:`JobTables` over a SQL storage (its reader and its transactions)."""
 
-    def __init__(self, storage: Database, *, claim_suffix: str = "") -> None:
+    def __init__(self, storage: Database) -> None:
         self._storage = storage
-        # PostgreSQL: " FOR UPDATE SKIP LOCKED"; SQLite serialises write transactions.
-        self._claim_suffix = claim_suffix
+        # PostgreSQL: workers never wait for or take rows another claim holds; SQLite
+        # serialises write transactions, so a claim there has no one to skip.
+        self._claim_suffix = " FOR UPDATE SKIP LOCKED" if storage.dialect == "postgres" else ""
+
+    @staticmethod
+    def complete_job(tx: TransactionStatements, lease: Lease, now: float) -> None:
+        """Mark the leased job done with ``tx``'s other writes."""
+        if not _complete(tx, lease, now):
+            raise LeaseLostError(f"job {lease.job_id}: the lease was taken by another worker")
 
     def enqueue(
         self,

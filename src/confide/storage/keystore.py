@@ -22,10 +22,9 @@ from typing import Any, Protocol
 
 from confide.errors import ConfigurationError, StorageError
 from confide.storage.base import DataKeyRow
-from confide.storage.database import Database
+from confide.storage.database import Database, ScrubOutcome
 from confide.storage.migrations import key_tables
 from confide.storage.schema import no_statistics
-from confide.storage.scrubs import ScrubOutcome
 
 __all__ = ["KeyStore", "SqlKeyStore", "open_key_store"]
 

@@ -7,30 +7,27 @@ summarised range once: ``(account_id, conversation_id, range_start, range_end)``
 so a range written twice (a retry, two concurrent triggers, a crash between the LLM call
 and the commit) fails inside the transaction that would have stored it twice.
 
-Two roles: :class:`MessageWrites`, the writes a summary commits inside the engine's memory
-transaction, and :class:`MessageTables`, reads and self-contained writes on a storage
-(``Storage.message_tables()``). Both SQL backends share the SQL below, written once with
-``?`` placeholders.
+:class:`MessageTables` holds the reads, the writes that stand alone, and the writes a summary
+commits inside the engine's memory transaction (given that transaction: the engine's
+``commit_batch(within=...)`` hands it over). Both SQL backends share the SQL below, written
+once with ``?`` placeholders.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import Any, Protocol
 
 from confide.errors import NotFoundError, StaleKeyError
-from confide.storage.database import Database, Statements
+from confide.storage.database import MemoryStore, TransactionStatements
 from confide.storage.schema import Feature, Migration, account_policies, no_statistics
 
 __all__ = [
     "CHAT_FEATURE",
     "MessageRow",
     "MessageTables",
-    "MessageWrites",
     "SqlMessageTables",
-    "SqlMessageWrites",
     "SummaryRange",
 ]
 
@@ -85,67 +82,6 @@ def _message(values: Sequence[Any]) -> MessageRow:
     return MessageRow(*row)
 
 
-class MessageWrites(Protocol):
-    """Message writes inside a memory transaction (a summary and the range it covers)."""
-
-    def record_summary(self, summary: SummaryRange) -> bool:
-        """Record a summarised range; False (nothing written) when it is recorded already."""
-        ...
-
-    def mark_summarised(
-        self, account_id: str, conversation_id: str, start: int, end: int, ts: float
-    ) -> int:
-        """Mark messages ``[start, end)`` summarised at ``ts``; how many were not yet."""
-        ...
-
-
-class SqlMessageWrites:
-    """:class:`MessageWrites` in SQL; mixed into the SQL backends' transactions."""
-
-    conversation_lock_sql: ClassVar[str | None] = None
-    """A statement that serialises writers of one conversation until commit (``None``:
-    the backend serialises every write transaction already, as SQLite does)."""
-
-    def lock_conversation(self: Statements, account_id: str, conversation_id: str) -> None:
-        """Hold off other writers of this conversation until this transaction ends."""
-        self.scope_to(account_id)
-        sql = type(self).conversation_lock_sql  # type: ignore[attr-defined]
-        if sql is not None:
-            self.run(sql, [f"{account_id}/{conversation_id}"])
-
-    def record_summary(self: Statements, summary: SummaryRange) -> bool:
-        """Insert the range unless it is there (``ON CONFLICT DO NOTHING``: no error, so a
-        PostgreSQL transaction stays usable); True when this call recorded it."""
-        self.scope_to(summary.account_id)
-        cursor = self.run(
-            "INSERT INTO conversation_summaries (account_id, user_id, conversation_id, "
-            "range_start, range_end, memory_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) "
-            "ON CONFLICT (account_id, conversation_id, range_start, range_end) DO NOTHING",
-            [
-                summary.account_id,
-                summary.user_id,
-                summary.conversation_id,
-                summary.range_start,
-                summary.range_end,
-                summary.memory_id,
-                summary.created_at,
-            ],
-        )
-        return int(cursor.rowcount) == 1
-
-    def mark_summarised(
-        self: Statements, account_id: str, conversation_id: str, start: int, end: int, ts: float
-    ) -> int:
-        """Mark messages ``[start, end)`` summarised at ``ts``; how many were not yet."""
-        self.scope_to(account_id)
-        cursor = self.run(
-            "UPDATE messages SET summarised_at = ? WHERE account_id = ? AND conversation_id = ? "
-            "AND idx >= ? AND idx < ? AND summarised_at IS NULL",
-            [ts, account_id, conversation_id, start, end],
-        )
-        return int(cursor.rowcount)
-
-
 class MessageTables(Protocol):
     """Reads of messages and summarised ranges, and writes that stand alone."""
 
@@ -192,39 +128,87 @@ class MessageTables(Protocol):
         """Delete up to ``limit`` messages summarised before ``before``; how many."""
         ...
 
+    def record_summary(self, tx: TransactionStatements, summary: SummaryRange) -> bool:
+        """Record a summarised range in ``tx`` (a memory transaction, so the range commits
+        with the summary's memory); False (nothing written) when it is recorded already."""
+        ...
 
-class _ConversationTransaction(Statements, Protocol):
-    """A memory transaction as the message tables write through it: the user's key
-    generation (held against an erasure until commit) and the conversation's lock."""
+    def mark_summarised(self, tx: TransactionStatements, summary: SummaryRange) -> int:
+        """Mark the messages of ``summary``'s range summarised at its ``created_at``, in
+        ``tx``; how many were not yet."""
+        ...
+
+
+class _ConversationTransaction(TransactionStatements, Protocol):
+    """A memory transaction as the message tables write through it: statements and the
+    user's key generation (held against an erasure until commit)."""
 
     def key_generation(self, account_id: str, user_id: str) -> int | None:
         """The user's key generation (None: no row)."""
         ...
 
-    def lock_conversation(self, account_id: str, conversation_id: str) -> None:
-        """Serialise writers of one conversation until commit."""
-        ...
-
-
-class _MessageDatabase(Database, Protocol):
-    def transaction(self) -> AbstractContextManager[_ConversationTransaction]:
-        """A memory transaction (see :class:`_ConversationTransaction`)."""
-        ...
-
 
 class SqlMessageTables:
-    """:class:`MessageTables` on a SQL storage (SQLite or PostgreSQL)."""
+    """:class:`MessageTables` on a SQL storage (SQLite or PostgreSQL).
 
-    def __init__(self, storage: _MessageDatabase) -> None:
-        self._storage = storage
+    Args:
+        store: the memory store (its transactions check the user's key generation, which
+            the memory store keeps, before a message is written).
+    """
+
+    def __init__(self, store: MemoryStore[_ConversationTransaction]) -> None:
+        self._store = store
+
+    @staticmethod
+    def lock_conversation(tx: TransactionStatements, account_id: str, conversation_id: str) -> None:
+        """Hold off other writers of this conversation until ``tx`` ends."""
+        tx.scope_to(account_id)
+        tx.lock(f"{account_id}/{conversation_id}")
+
+    def record_summary(self, tx: TransactionStatements, summary: SummaryRange) -> bool:
+        """Insert the range unless it is there (``ON CONFLICT DO NOTHING``: no error, so a
+        PostgreSQL transaction stays usable); True when this call recorded it."""
+        tx.scope_to(summary.account_id)
+        cursor = tx.run(
+            "INSERT INTO conversation_summaries (account_id, user_id, conversation_id, "
+            "range_start, range_end, memory_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (account_id, conversation_id, range_start, range_end) DO NOTHING",
+            [
+                summary.account_id,
+                summary.user_id,
+                summary.conversation_id,
+                summary.range_start,
+                summary.range_end,
+                summary.memory_id,
+                summary.created_at,
+            ],
+        )
+        return int(cursor.rowcount) == 1
+
+    def mark_summarised(self, tx: TransactionStatements, summary: SummaryRange) -> int:
+        """Mark the messages of ``summary``'s range summarised at its ``created_at``; how
+        many were not yet."""
+        tx.scope_to(summary.account_id)
+        cursor = tx.run(
+            "UPDATE messages SET summarised_at = ? WHERE account_id = ? AND conversation_id = ? "
+            "AND idx >= ? AND idx < ? AND summarised_at IS NULL",
+            [
+                summary.created_at,
+                summary.account_id,
+                summary.conversation_id,
+                summary.range_start,
+                summary.range_end,
+            ],
+        )
+        return int(cursor.rowcount)
 
     def next_index_and_insert(self, row: MessageRow, *, key_generation: int) -> int:
         """Insert ``row`` at the conversation's next index, serialised per conversation."""
-        with self._storage.transaction() as tx:
+        with self._store.transaction() as tx:
             tx.scope_to(row.account_id)
             if tx.key_generation(row.account_id, row.user_id) != key_generation:
                 raise StaleKeyError("the user's key changed since the message was sealed")
-            tx.lock_conversation(row.account_id, row.conversation_id)
+            self.lock_conversation(tx, row.account_id, row.conversation_id)
             first = tx.run(
                 "SELECT user_id FROM messages WHERE account_id = ? AND conversation_id = ? LIMIT 1",
                 [row.account_id, row.conversation_id],
@@ -272,7 +256,7 @@ class SqlMessageTables:
         self, account_id: str, conversation_id: str, *, after: int, limit: int
     ) -> list[MessageRow]:
         """Messages with an index above ``after``, oldest first, at most ``limit``."""
-        with self._storage.reader(account_id) as db:
+        with self._store.database.reader(account_id) as db:
             rows = db.run(
                 f"SELECT {_COLUMNS} FROM messages WHERE account_id = ? AND conversation_id = ? "
                 "AND idx > ? ORDER BY idx LIMIT ?",
@@ -289,7 +273,7 @@ class SqlMessageTables:
         if channel is not None:
             where = " AND (channel = ? OR channel IS NULL)"
             params.append(channel)
-        with self._storage.reader(account_id) as db:
+        with self._store.database.reader(account_id) as db:
             rows = db.run(
                 f"SELECT {_COLUMNS} FROM messages WHERE account_id = ? AND conversation_id = ?"
                 f"{where} ORDER BY idx DESC LIMIT ?",
@@ -299,7 +283,7 @@ class SqlMessageTables:
 
     def count(self, account_id: str, conversation_id: str) -> int:
         """How many messages the conversation holds."""
-        with self._storage.reader(account_id) as db:
+        with self._store.database.reader(account_id) as db:
             row = db.run(
                 "SELECT COUNT(*) FROM messages WHERE account_id = ? AND conversation_id = ?",
                 [account_id, conversation_id],
@@ -308,7 +292,7 @@ class SqlMessageTables:
 
     def unsummarised(self, account_id: str, conversation_id: str) -> list[MessageRow]:
         """Messages no summary covers yet, oldest first."""
-        with self._storage.reader(account_id) as db:
+        with self._store.database.reader(account_id) as db:
             rows = db.run(
                 f"SELECT {_COLUMNS} FROM messages WHERE account_id = ? AND conversation_id = ? "
                 "AND summarised_at IS NULL ORDER BY idx",
@@ -318,7 +302,7 @@ class SqlMessageTables:
 
     def summaries(self, account_id: str, conversation_id: str) -> list[SummaryRange]:
         """The summarised ranges, oldest first."""
-        with self._storage.reader(account_id) as db:
+        with self._store.database.reader(account_id) as db:
             rows = db.run(
                 "SELECT account_id, user_id, conversation_id, range_start, range_end, "
                 "memory_id, created_at FROM conversation_summaries WHERE account_id = ? "
@@ -329,7 +313,7 @@ class SqlMessageTables:
 
     def owner(self, account_id: str, conversation_id: str) -> str | None:
         """The user whose conversation it is (``None``: it holds no message)."""
-        with self._storage.reader(account_id) as db:
+        with self._store.database.reader(account_id) as db:
             row = db.run(
                 "SELECT user_id FROM messages WHERE account_id = ? AND conversation_id = ? LIMIT 1",
                 [account_id, conversation_id],
@@ -338,7 +322,7 @@ class SqlMessageTables:
 
     def purge_summarised(self, before: float, limit: int) -> int:
         """Delete up to ``limit`` messages summarised before ``before``; how many."""
-        with self._storage.transaction() as tx:
+        with self._store.database.transaction() as tx:
             tx.across_accounts()  # the retention sweep covers every account
             cursor = tx.run(
                 "DELETE FROM messages WHERE id IN (SELECT id FROM messages WHERE "

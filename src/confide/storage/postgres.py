@@ -25,10 +25,10 @@ from confide.storage.base import (
     ScoredId,
     Vector,
 )
+from confide.storage.database import ScrubOutcome
 from confide.storage.filters import compile_filter
 from confide.storage.migrations import HNSW_EF_SEARCH, POSTGRES_HNSW_INDEX
 from confide.storage.schema import Feature, account_policy
-from confide.storage.scrubs import ScrubOutcome
 from confide.storage.sql import (
     MEMORY_SELECT,
     NO_NEIGHBOUR_COLUMN,
@@ -144,8 +144,7 @@ class PostgresTransaction(_BinaryRows, SqlTransaction):
     # wait; FOR UPDATE blocked it, and two updates linking to each other's memory deadlocked.
     lock_suffix: ClassVar[str] = " FOR NO KEY UPDATE"
     share_suffix: ClassVar[str] = " FOR SHARE"
-    conversation_lock_sql: ClassVar[str | None] = "SELECT pg_advisory_xact_lock(hashtext(?))"
-    app_lock_sql: ClassVar[str | None] = "SELECT pg_advisory_xact_lock(hashtext(?))"
+    named_lock_sql: ClassVar[str | None] = "SELECT pg_advisory_xact_lock(hashtext(?))"
     vector_column: ClassVar[str] = "embedding"
     vector_param: ClassVar[str] = "?::vector"
 
@@ -214,7 +213,6 @@ class PostgresStorage(SqlStorage):
 
     name: ClassVar[str] = "postgres"
     dialect: ClassVar[str] = "postgres"
-    job_claim_suffix: ClassVar[str] = " FOR UPDATE SKIP LOCKED"
 
     def __init__(
         self,

@@ -18,7 +18,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from confide.storage.database import Database
+from confide.storage.database import Database, ScrubOutcome
 from confide.storage.schema import Feature, Migration, account_policy
 
 __all__ = [
@@ -29,20 +29,6 @@ __all__ = [
     "ScrubTables",
     "SqlScrubTables",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class ScrubOutcome:
-    """What one scrub of a store's files did; ``blocked_by`` names what prevented part of
-    it, in words an operator can act on (``None``: nothing is left for a later scrub)."""
-
-    detail: str
-    blocked_by: str | None = None
-
-    @property
-    def complete(self) -> bool:
-        """Whether nothing is left for a later scrub to do."""
-        return self.blocked_by is None
 
 
 class ScrubState:

@@ -1,8 +1,8 @@
 """The service tables' interface: call sessions and their events, API keys, proposals.
 
 Backend-neutral: the rows and the :class:`ServiceTables` protocol the service, the API keys
-and the proposal store use. Each storage backend supplies an implementation through
-``Storage.service_tables()`` (both SQL backends share :mod:`confide.storage.sessions`). None
+and the proposal store use. Both SQL backends share one implementation over the database
+seam, ``SqlServiceTables(storage.database)`` in :mod:`confide.storage.sessions`. None
 of these tables holds conversation text: events carry tool names, memory ids, blinded keys
 and types; proposal values are sealed by the caller.
 """

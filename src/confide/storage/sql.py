@@ -20,7 +20,6 @@ import numpy as np
 
 from confide.crypto.envelope import BLIND_KEY_PREFIX
 from confide.errors import EmbedderMismatchError, StorageError
-from confide.storage.apps import AppTables, SqlAppTables, SqlAppWrites
 from confide.storage.base import (
     MEMORY_COLUMNS,
     ChangeRow,
@@ -36,18 +35,10 @@ from confide.storage.base import (
     Vector,
     VectorOpener,
 )
-from confide.storage.checkpoints import CheckpointTables, SqlCheckpointTables
-from confide.storage.consolidation import ConsolidationTables, SqlConsolidationTables
-from confide.storage.database import Capability, Connection, Cursor, Database
-from confide.storage.derived import SqlDerivedWrites
+from confide.storage.database import Capability, Connection, Cursor, Database, ScrubOutcome
 from confide.storage.filters import compile_filter, compile_others_shared
-from confide.storage.jobs import JobTables, SqlJobTables, SqlJobWrites
-from confide.storage.messages import MessageTables, SqlMessageTables, SqlMessageWrites
 from confide.storage.migrations import LEGACY_VERSIONS, MEMORY_STORE
 from confide.storage.schema import Derived, Feature
-from confide.storage.scrubs import ScrubOutcome, ScrubTables, SqlScrubTables
-from confide.storage.service import ServiceTables
-from confide.storage.sessions import SqlServiceTables
 from confide.types import MemoryFilter, MemoryState
 
 MEMORY_SELECT = ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
@@ -160,10 +151,18 @@ class SqlExecutor:
         """
 
 
-class SqlTransaction(SqlMessageWrites, SqlAppWrites, SqlJobWrites, SqlDerivedWrites, SqlExecutor):
+class SqlTransaction(SqlExecutor):
     """Implements :class:`confide.storage.base.Transaction` on one open transaction."""
 
     lock_suffix: ClassVar[str] = ""
+    named_lock_sql: ClassVar[str | None] = None
+    """A statement taking a lock on a name (its one parameter) until commit (``None``: the
+    backend serialises every write transaction already, as SQLite does)."""
+
+    def lock(self, name: str) -> None:
+        """Hold off other write transactions that lock ``name`` until this one ends."""
+        if self.named_lock_sql is not None:
+            self.run(self.named_lock_sql, [name])
 
     def __init__(self, conn: Connection, *, features: Sequence[Feature] = ()) -> None:
         super().__init__(conn)
@@ -1104,37 +1103,6 @@ class SqlStorage:
         queue, API key lookups before an account is known, upgrades of an older store.
         Each use is listed in docs/security.md."""
         return self._reader_across_accounts()
-
-    def service_tables(self) -> ServiceTables:
-        """The call sessions, API keys and proposals kept in this database."""
-        return SqlServiceTables(self)
-
-    def message_tables(self) -> MessageTables:
-        """The chat messages and summarised ranges kept in this database."""
-        return SqlMessageTables(self)
-
-    def app_tables(self) -> AppTables:
-        """App settings and the LLM usage ledger kept in this database."""
-        return SqlAppTables(self)
-
-    def checkpoint_tables(self) -> CheckpointTables:
-        """The LangGraph checkpoints kept in this database."""
-        return SqlCheckpointTables(self)
-
-    def consolidation_tables(self) -> ConsolidationTables:
-        """The consolidation job's judged pairs and retrieval counts in this database."""
-        return SqlConsolidationTables(self)
-
-    job_claim_suffix: ClassVar[str] = ""
-    """Appended to the job claim's row selection (PostgreSQL: skip rows others claim)."""
-
-    def job_tables(self) -> JobTables:
-        """The background job queue kept in this database."""
-        return SqlJobTables(self, claim_suffix=self.job_claim_suffix)
-
-    def scrub_tables(self) -> ScrubTables:
-        """The scrubs owed by erasures, purges and rotations, kept in this database."""
-        return SqlScrubTables(self)
 
     def user_ids(self, account_id: str, *, limit: int = 1000) -> list[str]:
         """See :meth:`Storage.user_ids`."""

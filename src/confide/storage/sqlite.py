@@ -23,9 +23,9 @@ except ImportError:  # pragma: no cover - platforms without the wheel
 
 from confide.errors import StorageError
 from confide.storage.base import Capability, ScoredId, SealedVector, StoredVector, Vector
+from confide.storage.database import ScrubOutcome
 from confide.storage.filters import compile_filter, compile_others_shared
 from confide.storage.schema import Derived, Feature
-from confide.storage.scrubs import ScrubOutcome
 from confide.storage.sql import (
     LexicalTuning,
     SqlExecutor,

@@ -39,7 +39,7 @@ from confide.errors import NotFoundError
 from confide.server.auth import ApiKeys
 from confide.storage import open_storage
 from confide.storage.base import Storage
-from confide.storage.jobs import JobRow, JobState
+from confide.storage.jobs import JobRow, JobState, SqlJobTables
 from confide.storage.keystore import KeyStore, open_key_store
 from confide.storage.sql import SqlStorage
 from confide.testing.forensics import sentinels_in_clear
@@ -457,7 +457,7 @@ class _Backlog:
     def wait_until_held(self, timeout: float = 2.0) -> bool:
         """Return once a worker holds a live lease on a job (or ``timeout`` passed); whether
         one does. Polls the queue: the worker runs in another process or thread."""
-        queue = self._storage.job_tables()
+        queue = SqlJobTables(self._storage.database)
         deadline = time.monotonic() + timeout
         while True:
             now = time.time()
@@ -469,7 +469,7 @@ class _Backlog:
 
     def _run(self) -> None:
         try:
-            queue = self._storage.job_tables()
+            queue = SqlJobTables(self._storage.database)
             while not self._stop.is_set():
                 now = time.time()
                 waiting = sum(1 for j in queue.jobs(state=JobState.QUEUED) if j.run_at <= now)
@@ -494,7 +494,7 @@ def _jobs_held(storage_url: str, killed_at: float) -> set[str]:
     moment); read while every worker is dead."""
     storage = open_storage(storage_url, pool_max=2)
     try:
-        running = storage.job_tables().jobs(state=JobState.RUNNING)
+        running = SqlJobTables(storage.database).jobs(state=JobState.RUNNING)
         return {j.id for j in running if j.lease_until is not None and j.lease_until > killed_at}
     finally:
         storage.close()
@@ -525,7 +525,7 @@ def drain_queue(
         storage.close()
         raise TypeError(f"the crash check reads SQL stores, not {storage.name}")
     try:
-        queue = storage.job_tables()
+        queue = SqlJobTables(storage.database)
         now = time.time()
         sweep_at = now + FADE_SECONDS + 0.5  # every note acknowledged before now is idle by then
         queue.enqueue(

@@ -44,6 +44,7 @@ from confide.engine import Link, MemoryEngine
 from confide.errors import ConflictError
 from confide.index.tokenize import terms
 from confide.storage.base import EdgeRow, MemoryRow, OpRow, Page, Transaction, Vector
+from confide.storage.consolidation import SqlConsolidationTables
 from confide.types import APP_OWNER_PREFIX, HistoryEventType, Memory, MemoryFilter, utcnow
 from confide.workers.judges import Pair, SameFactJudge, Verdict, numbers_in
 
@@ -148,7 +149,7 @@ class Consolidator:
         self.engine = engine
         self.judge = judge
         self.settings = settings or engine.settings
-        self.tables = engine.consolidation_tables()
+        self.tables = SqlConsolidationTables(engine.storage.database)
         self.max_candidates = max_candidates
 
     async def run_account(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from confide.chat.messages import MessageStore
 from confide.errors import ConflictError
+from confide.storage.jobs import SqlJobTables
 from confide.workers.worker import JobContext
 
 __all__ = ["JOB_RETENTION_DAYS", "ScrubPendingError", "purge_job", "scrub_job", "ttl_job"]
@@ -34,7 +35,7 @@ def purge_job(ctx: JobContext) -> int:
     older than :data:`JOB_RETENTION_DAYS`. Returns how many memory versions were purged."""
     report = ctx.engine.purge_expired(now=ctx.now)
     MessageStore(ctx.engine).purge(retention_days=ctx.settings.message_retention_days, now=ctx.now)
-    ctx.engine.storage.job_tables().prune_jobs(ctx.now - JOB_RETENTION_DAYS * 86_400.0)
+    SqlJobTables(ctx.engine.storage.database).prune_jobs(ctx.now - JOB_RETENTION_DAYS * 86_400.0)
     # Scrubs still pending after their own job gave up are retried here, hourly, for good.
     ctx.engine.retry_scrubs()
     return report.purged

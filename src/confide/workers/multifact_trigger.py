@@ -40,6 +40,7 @@ from confide.errors import ProviderError
 from confide.llm.base import LLM
 from confide.llm.offline import OfflineExtractor
 from confide.llm.usage import UsageLedger
+from confide.storage.sessions import SqlServiceTables
 from confide.types import Memory
 from confide.workers.multifact import MultiFactPass, MultiFactReport
 from confide.workers.queue import enqueue
@@ -99,7 +100,9 @@ class MultiFactTrigger:
         self.settings = settings
         self.dedup = dedup
         self.proposals = proposals or ProposalStore(
-            engine, engine.service_tables(), ttl=timedelta(days=settings.proposal_ttl_days)
+            engine,
+            SqlServiceTables(engine.storage.database),
+            ttl=timedelta(days=settings.proposal_ttl_days),
         )
         self.ledger = ledger
         self.queues = queues

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from confide.engine import MemoryEngine
+from confide.storage.jobs import SqlJobTables
 
 __all__ = ["enqueue"]
 
@@ -32,7 +33,7 @@ def enqueue(
     :meth:`~confide.storage.jobs.JobTables.enqueue`).
     """
     now = time.time()
-    return engine.storage.job_tables().enqueue(
+    return SqlJobTables(engine.storage.database).enqueue(
         kind,
         account_id=account_id,
         payload=dict(payload or {}),

@@ -31,7 +31,14 @@ from confide.config import Settings
 from confide.engine import MemoryEngine
 from confide.llm.usage import UsageLedger
 from confide.storage.base import Transaction
-from confide.storage.jobs import JobRow, JobState, JobTables, Lease, LeaseLostError
+from confide.storage.jobs import (
+    JobRow,
+    JobState,
+    JobTables,
+    Lease,
+    LeaseLostError,
+    SqlJobTables,
+)
 from confide.types import Progress
 from confide.workers.schedules import Schedule, due_schedules
 
@@ -84,7 +91,7 @@ class JobContext:
         (another worker took the job after it expired) this raises
         :class:`~confide.storage.jobs.LeaseLostError` and the whole transaction rolls back.
         """
-        tx.complete_job(self.lease, self.clock())
+        SqlJobTables.complete_job(tx, self.lease, self.clock())
 
     def should_stop(self) -> bool:
         """Whether the handler should stop: the worker gave the job up (its runtime ran out
@@ -165,7 +172,7 @@ class Worker:
     @property
     def queue(self) -> JobTables:
         """The job queue in the engine's store."""
-        return self.engine.storage.job_tables()
+        return SqlJobTables(self.engine.storage.database)
 
     def register(self, kind: str, handler: Handler, *, uses_llm: bool = False) -> None:
         """Run jobs of ``kind`` with ``handler`` (``uses_llm``: mind the token budget)."""

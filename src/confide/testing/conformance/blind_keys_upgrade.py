@@ -25,6 +25,7 @@ from confide.storage.base import (
     Storage,
 )
 from confide.storage.service import CallSessionRow, ProposalRow
+from confide.storage.sessions import SqlServiceTables
 from confide.testing.builders import ACCOUNT, unstored_memory
 from confide.testing.conformance.blind_keys import assert_no_clear_keys, raw_rows
 from confide.testing.conformance.harness import StorageHarness, unrecord_steps
@@ -69,7 +70,7 @@ def _legacy_memory(engine: MemoryEngine, key: str, value: str, memory_id: str) -
 
 def _legacy_service_rows(engine: MemoryEngine) -> str:
     """A session event and a proposal with clear keys; returns the proposal id."""
-    tables = engine.storage.service_tables()
+    tables = SqlServiceTables(engine.storage.database)
     tables.insert_session(
         CallSessionRow("s1", ACCOUNT, "user-1", False, time.time(), None, None, 0, 0, None)
     )

@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from confide.storage import open_storage
 from confide.storage.base import Storage
 from confide.storage.service import CallSessionRow
+from confide.storage.sessions import SqlServiceTables
 from confide.testing.builders import ACCOUNT
 from confide.testing.conformance.harness import StorageHarness, latest_versions, unrecord_steps
 
@@ -35,14 +36,14 @@ class CallSessionsConformance(StorageHarness):
     """Which process holds a call session's turns."""
 
     def test_a_new_session_is_held_by_no_process(self, storage: Storage) -> None:
-        tables = storage.service_tables()
+        tables = SqlServiceTables(storage.database)
         tables.insert_session(_session("s-new"))
         row = tables.get_session("s-new", account_id=ACCOUNT)
         assert row is not None
         assert (row.worker_id, row.worker_host, row.worker_pid) == (None, None, None)
 
     def test_the_first_claim_holds_and_later_claims_read_the_holder(self, storage: Storage) -> None:
-        tables = storage.service_tables()
+        tables = SqlServiceTables(storage.database)
         tables.insert_session(_session("s-1"))
         first = tables.claim_session(
             "s-1", account_id=ACCOUNT, worker_id="w-a", host="host-a", pid=11
@@ -63,7 +64,7 @@ class CallSessionsConformance(StorageHarness):
         )
 
     def test_a_session_is_found_and_changed_only_in_its_account(self, storage: Storage) -> None:
-        tables = storage.service_tables()
+        tables = SqlServiceTables(storage.database)
         tables.insert_session(_session("s-mine"))
         assert tables.get_session("s-mine", account_id="acct-2") is None
         claimed = tables.claim_session(
@@ -85,7 +86,7 @@ class CallSessionsConformance(StorageHarness):
         # Two stores on one database, as two processes would open it.
         other = open_storage(storage_url, pool_max=4)
         try:
-            stores = [storage.service_tables(), other.service_tables()]
+            stores = [SqlServiceTables(storage.database), SqlServiceTables(other.database)]
             ids = [f"s-race-{i}" for i in range(20)]
             for session_id in ids:
                 stores[0].insert_session(_session(session_id))
@@ -112,7 +113,7 @@ class CallSessionsConformance(StorageHarness):
             other.close()
 
     def test_a_store_made_before_the_holder_was_recorded_upgrades(self, storage: Storage) -> None:
-        tables = storage.service_tables()
+        tables = SqlServiceTables(storage.database)
         tables.insert_session(_session("s-old"))
         # As a store made before the call-session-worker step left it: no holder columns.
         with storage.database.transaction() as tx:

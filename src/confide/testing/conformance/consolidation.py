@@ -25,7 +25,9 @@ from confide.engine import MemoryEngine
 from confide.errors import ProviderError
 from confide.llm.openai_compat import OpenAICompatibleLLM
 from confide.llm.usage import MeteredLLM, UsageLedger
+from confide.storage.apps import SqlAppTables
 from confide.storage.base import Storage
+from confide.storage.consolidation import SqlConsolidationTables
 from confide.testing.conformance.harness import StorageHarness, latest_versions, unrecord_steps
 from confide.testing.embedders import HashingEmbedder
 from confide.testing.scripted_llm import ScriptedLLMServer, ScriptedReply
@@ -146,7 +148,7 @@ class ConsolidationConformance(StorageHarness):
         first = _run(consolidator, now=now)
         assert (first.judged, first.capped) == (1, True)
         assert _run(consolidator, now=now).capped  # the day's one pair is spent
-        tables = engine.consolidation_tables()
+        tables = SqlConsolidationTables(engine.storage.database)
         tomorrow = _run(consolidator, now=now + timedelta(days=1))
         assert tomorrow.judged == 1
         # Not yesterday's pair again: two pairs have been judged, one a day.
@@ -190,7 +192,7 @@ class ConsolidationConformance(StorageHarness):
             assert len(server.requests) >= 2
         assert sorted((m.id, m.row_version) for m in _active(engine)) == before
         assert engine.current_rev(THREAD) == rev
-        tables = engine.consolidation_tables()
+        tables = SqlConsolidationTables(engine.storage.database)
         assert tables.judged_since(ACCOUNT, USER, 0.0) == 0  # judged again next time
 
     def test_the_llm_judge_waits_while_the_budget_is_low(
@@ -198,7 +200,7 @@ class ConsolidationConformance(StorageHarness):
     ) -> None:
         engine = indexed
         engine.store_many([_new(v) for v in TWINS])
-        ledger = UsageLedger(engine.app_tables(), budget_units=1.0)
+        ledger = UsageLedger(SqlAppTables(engine.storage), budget_units=1.0)
         ledger.record(
             account_id=ACCOUNT,
             operation="extraction",
@@ -241,7 +243,7 @@ class ConsolidationConformance(StorageHarness):
             storage.migrate()
             assert storage.schema_versions() == latest_versions()
             engine.storage.touch(ACCOUNT, [stored[0].id], utcnow().timestamp())
-            tables = engine.consolidation_tables()
+            tables = SqlConsolidationTables(engine.storage.database)
             assert tables.most_retrieved(ACCOUNT, USER, 5) == [stored[0].id]
             assert _run(self._consolidator(engine)).merges == 1
         finally:

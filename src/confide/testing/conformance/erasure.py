@@ -23,7 +23,8 @@ from confide.errors import IntegrityError
 from confide.storage import open_storage
 from confide.storage.base import Capability, MemoryRow, Storage
 from confide.storage.keystore import KeyStore, open_key_store
-from confide.storage.messages import MessageRow
+from confide.storage.messages import MessageRow, SqlMessageTables
+from confide.storage.scrubs import SqlScrubTables
 from confide.testing.builders import ACCOUNT, add
 from confide.testing.conformance.harness import StorageHarness
 from confide.testing.forensics import CarveReport, carve
@@ -54,7 +55,7 @@ def _fill(engine: MemoryEngine) -> list[MemoryRow]:
 
 
 def _messages(engine: MemoryEngine) -> list[MessageRow]:
-    return engine.message_tables().recent(ACCOUNT, "conv-erase", limit=10)
+    return SqlMessageTables(engine.storage).recent(ACCOUNT, "conv-erase", limit=10)
 
 
 def _probe(
@@ -158,7 +159,7 @@ class ErasureConformance(StorageHarness):
         assert scan_files(engine.residue_files() or [], receipt.markers).clean
         report = engine.scrub_report(receipt.id)
         assert report is not None and report.status == "verified" and report.kind == "erasure"
-        assert engine.storage.scrub_tables().pending() == []
+        assert SqlScrubTables(engine.storage.database).pending() == []
 
     @pytest.mark.requires(Capability.DATA_FILES)
     def test_rotation_and_retire_leave_no_key_wrapped_under_the_former_kek(
@@ -249,7 +250,7 @@ class ErasureConformance(StorageHarness):
         assert receipt.deleted["messages"] == 1
 
         serving.add({**said, "role": "user", "content": "said after the erasure"})
-        rows = engine.message_tables().recent(ACCOUNT, "conv-1", limit=10)
+        rows = SqlMessageTables(engine.storage).recent(ACCOUNT, "conv-1", limit=10)
         assert [r.key_id in receipt.key_ids_destroyed for r in rows] == [False]
         for reader in (serving, MessageStore(operator)):
             page = reader.page(account_id=ACCOUNT, user_id="user-1", conversation_id="conv-1")

@@ -22,6 +22,7 @@ from confide.engine import MemoryEngine
 from confide.index.vectors import VectorIndexer
 from confide.llm.usage import UsageLedger
 from confide.storage import open_storage
+from confide.storage.apps import SqlAppTables
 from confide.storage.base import IndexWrites, Storage
 from confide.storage.keystore import open_key_store
 from confide.testing.builders import ACCOUNT, add
@@ -122,7 +123,7 @@ class DerivedErasureConformance(StorageHarness):
             assert name in after  # another user's rows stay
         assert receipt.deleted["jobs"] == 3 and receipt.deleted["llm_usage_scopes"] == 2
         # The ledger keeps the spending, without the scope.
-        [totals] = engine.app_tables().usage_totals(ACCOUNT, since=None)
+        [totals] = SqlAppTables(engine.storage).usage_totals(ACCOUNT, since=None)
         assert totals.calls == 4
         # No table but the key generations (which must outlive the erasure) names the user
         # or their conversations.
@@ -192,7 +193,7 @@ def _derive_rows(engine: MemoryEngine, user: str, conversation: str) -> None:
         engine, account_id=ACCOUNT, user_id=user, conversation_id=conversation, index=0
     )
     enqueue_insights(engine, object(), account_id=ACCOUNT, user_id=user)  # type: ignore[arg-type]
-    ledger = UsageLedger(engine.app_tables())
+    ledger = UsageLedger(SqlAppTables(engine.storage))
     for scope in (f"user:{user}", f"conversation:{conversation}"):
         ledger.record(
             account_id=ACCOUNT,

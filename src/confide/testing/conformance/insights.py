@@ -20,6 +20,7 @@ from confide.engine import MemoryEngine
 from confide.errors import ProviderError
 from confide.llm.openai_compat import OpenAICompatibleLLM
 from confide.llm.usage import MeteredLLM, UsageLedger
+from confide.storage.apps import SqlAppTables
 from confide.testing.conformance.harness import StorageHarness
 from confide.testing.scripted_llm import ScriptedLLMServer, ScriptedReply
 from confide.types import Memory, MemoryFilter, MemoryType, Source, utcnow
@@ -94,7 +95,7 @@ class InsightsConformance(StorageHarness):
     @pytest.fixture
     def ledger(self, engine: MemoryEngine) -> UsageLedger:
         """The usage ledger in this store."""
-        return UsageLedger(engine.app_tables())
+        return UsageLedger(SqlAppTables(engine.storage))
 
     def _insight_writer(
         self,

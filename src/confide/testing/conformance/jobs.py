@@ -16,8 +16,9 @@ from confide.config import LLMPrice, Settings
 from confide.engine import MemoryEngine
 from confide.errors import ValidationError
 from confide.llm.usage import UsageLedger
+from confide.storage.apps import SqlAppTables
 from confide.storage.base import Storage
-from confide.storage.jobs import JobState, LeaseLostError
+from confide.storage.jobs import JobState, LeaseLostError, SqlJobTables
 from confide.testing.builders import ACCOUNT, add
 from confide.testing.conformance.harness import StorageHarness
 from confide.types import MemoryFilter
@@ -27,7 +28,7 @@ T0 = 1_800_000_000.0
 
 
 def _enqueue(storage: Storage, kind: str = "noop", **kw: Any) -> str:
-    job_id = storage.job_tables().enqueue(
+    job_id = SqlJobTables(storage.database).enqueue(
         kind, account_id=kw.pop("account_id", ACCOUNT), payload={}, run_at=T0, now=T0, **kw
     )
     assert job_id is not None
@@ -38,7 +39,7 @@ class JobQueueConformance(StorageHarness):
     """Claims are exclusive leases; only the current holder completes; failures back off."""
 
     def test_concurrent_claims_never_share_a_job(self, storage: Storage) -> None:
-        queue = storage.job_tables()
+        queue = SqlJobTables(storage.database)
         ids = {_enqueue(storage) for _ in range(24)}
         claimed: list[list[str]] = [[] for _ in range(4)]
 
@@ -56,7 +57,7 @@ class JobQueueConformance(StorageHarness):
         assert all(j.state == JobState.RUNNING and j.attempts == 1 for j in queue.jobs())
 
     def test_only_due_jobs_of_the_asked_kinds_are_claimed(self, storage: Storage) -> None:
-        queue = storage.job_tables()
+        queue = SqlJobTables(storage.database)
         later = queue.enqueue("noop", account_id=None, payload={}, run_at=T0 + 60, now=T0)
         other = _enqueue(storage, kind="other")
         assert queue.claim("w", lease_seconds=60, now=T0, kinds=["noop"]) == []
@@ -68,7 +69,7 @@ class JobQueueConformance(StorageHarness):
     def test_an_expired_lease_is_claimed_again_and_the_stale_holder_is_refused(
         self, engine: MemoryEngine
     ) -> None:
-        queue = engine.storage.job_tables()
+        queue = SqlJobTables(engine.storage.database)
         job_id = _enqueue(engine.storage)
         [first] = queue.claim("a", lease_seconds=10, now=T0)
         assert queue.claim("b", lease_seconds=10, now=T0 + 5) == []  # still held
@@ -82,7 +83,7 @@ class JobQueueConformance(StorageHarness):
         assert queue.renew(second, lease_seconds=10, now=T0 + 12)
         effect = engine.commit_batch(
             new=[{"account_id": ACCOUNT, "user_id": "user-1", "key": "done", "value": "once"}],
-            within=lambda tx, _: tx.complete_job(second, T0 + 13),
+            within=lambda tx, _: queue.complete_job(tx, second, T0 + 13),
         )
         assert queue.get_job(job_id).state == JobState.DONE  # type: ignore[union-attr]
         assert queue.complete(second, T0 + 14)  # completing again is harmless
@@ -98,19 +99,19 @@ class JobQueueConformance(StorageHarness):
     def test_a_completion_inside_a_refused_transaction_rolls_back_its_writes(
         self, engine: MemoryEngine
     ) -> None:
-        queue = engine.storage.job_tables()
+        queue = SqlJobTables(engine.storage.database)
         _enqueue(engine.storage)
         [stale] = queue.claim("a", lease_seconds=10, now=T0)
         queue.claim("b", lease_seconds=10, now=T0 + 11)
         with pytest.raises(LeaseLostError):
             engine.commit_batch(
                 new=[{"account_id": ACCOUNT, "user_id": "user-1", "key": "k", "value": "v"}],
-                within=lambda tx, _: tx.complete_job(stale, T0 + 12),
+                within=lambda tx, _: queue.complete_job(tx, stale, T0 + 12),
             )
         assert engine.list_memories(MemoryFilter(account_id=ACCOUNT, user_id="user-1")) == []
 
     def test_retry_backs_off_then_gives_up(self, storage: Storage) -> None:
-        queue = storage.job_tables()
+        queue = SqlJobTables(storage.database)
         job_id = _enqueue(storage, max_attempts=2)
         [lease] = queue.claim("w", lease_seconds=60, now=T0)
         assert queue.retry(lease, error="ProviderError", run_at=T0 + 30, now=T0) == "queued"
@@ -123,7 +124,7 @@ class JobQueueConformance(StorageHarness):
         assert queue.claim("w", lease_seconds=60, now=T0 + 1000) == []
 
     def test_a_job_whose_worker_keeps_dying_gives_up(self, storage: Storage) -> None:
-        queue = storage.job_tables()
+        queue = SqlJobTables(storage.database)
         job_id = _enqueue(storage, max_attempts=1)
         queue.claim("a", lease_seconds=10, now=T0)
         assert queue.claim("b", lease_seconds=10, now=T0 + 11) == []
@@ -132,7 +133,7 @@ class JobQueueConformance(StorageHarness):
         assert job.last_error == "LeaseExpired"
 
     def test_postponing_does_not_spend_an_attempt(self, storage: Storage) -> None:
-        queue = storage.job_tables()
+        queue = SqlJobTables(storage.database)
         job_id = _enqueue(storage, max_attempts=1)
         [lease] = queue.claim("w", lease_seconds=60, now=T0)
         assert queue.postpone(lease, run_at=T0 + 3600, now=T0)
@@ -140,7 +141,7 @@ class JobQueueConformance(StorageHarness):
         assert again.job_id == job_id and again.job.attempts == 1
 
     def test_a_dedupe_key_enqueues_once(self, storage: Storage) -> None:
-        queue = storage.job_tables()
+        queue = SqlJobTables(storage.database)
         first = _enqueue(storage, dedupe_key="ttl:2027-01-15T08")
         again = queue.enqueue(
             "noop", account_id=None, payload={}, run_at=T0, now=T0, dedupe_key="ttl:2027-01-15T08"
@@ -149,7 +150,7 @@ class JobQueueConformance(StorageHarness):
         assert [j.id for j in queue.jobs()] == [first]
 
     def test_a_key_while_queued_dedupes_only_against_a_queued_job(self, storage: Storage) -> None:
-        queue = storage.job_tables()
+        queue = SqlJobTables(storage.database)
         key = "chat_summary:acct:conv-1"
         first = _enqueue(storage, dedupe_key=key, while_queued=True)
         burst = [
@@ -176,7 +177,7 @@ class JobQueueConformance(StorageHarness):
         assert queued.id == second and queued.dedupe_key == key
 
     def test_payloads_hold_ids_never_content(self, storage: Storage) -> None:
-        queue = storage.job_tables()
+        queue = SqlJobTables(storage.database)
         for payload in ({"text": "x" * 300}, {"nested": {"a": 1}}, {"items": ["a"]}):
             with pytest.raises(ValidationError):
                 queue.enqueue("noop", account_id=None, payload=payload, run_at=T0, now=T0)
@@ -285,7 +286,7 @@ class WorkerConformance(StorageHarness):
     ) -> None:
         clock = _Clock()
         ledger = UsageLedger(
-            engine.app_tables(),
+            SqlAppTables(engine.storage),
             prices={"*": LLMPrice(per_call=9.0)},
             budget_units=10.0,
             clock=clock,

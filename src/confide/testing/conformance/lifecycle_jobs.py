@@ -15,7 +15,7 @@ from confide.client import Confide
 from confide.config import Settings
 from confide.engine import MemoryEngine, default_thread
 from confide.errors import ConflictError
-from confide.storage.jobs import JobState
+from confide.storage.jobs import JobState, SqlJobTables
 from confide.testing.builders import ACCOUNT, add
 from confide.testing.clock import before_consolidation
 from confide.testing.conformance.harness import StorageHarness
@@ -153,7 +153,7 @@ class LifecycleJobsConformance(StorageHarness):
     def test_the_purge_job_prunes_finished_jobs(
         self, engine: MemoryEngine, settings: Settings
     ) -> None:
-        queue = engine.storage.job_tables()
+        queue = SqlJobTables(engine.storage.database)
         moment = _before_consolidation()
         old = moment - 8 * DAY
         job_id = queue.enqueue("noop", account_id=None, payload={}, run_at=old, now=old)

@@ -21,6 +21,7 @@ from confide.engine import MemoryEngine
 from confide.errors import NotFoundError, ProviderError, ValidationError
 from confide.llm.openai_compat import OpenAICompatibleLLM
 from confide.llm.usage import MeteredLLM, UsageLedger
+from confide.storage.apps import SqlAppTables
 from confide.testing.conformance.harness import StorageHarness
 from confide.testing.scripted_llm import ScriptedLLMServer, ScriptedReply
 from confide.types import Memory, MemoryFilter, MemoryType, Source
@@ -69,7 +70,7 @@ class MultiFactConformance(StorageHarness):
     def _multifact_pass(
         self, engine: MemoryEngine, settings: Settings, server: ScriptedLLMServer, **changes: Any
     ) -> MultiFactPass:
-        ledger = UsageLedger(engine.app_tables())
+        ledger = UsageLedger(SqlAppTables(engine.storage))
         llm = MeteredLLM(OpenAICompatibleLLM(base_url=server.base_url, model="scripted"), ledger)
         return MultiFactPass(
             engine, llm, settings.model_copy(update=changes), ledger=ledger, timeout=5.0
@@ -93,7 +94,7 @@ class MultiFactConformance(StorageHarness):
         for memory in stored:
             assert memory.source == Source.EXTRACTION
             assert memory.metadata["origin"] == "multifact"
-        [usage] = UsageLedger(engine.app_tables()).report(ACCOUNT, since=None).operations
+        [usage] = UsageLedger(SqlAppTables(engine.storage)).report(ACCOUNT, since=None).operations
         assert (usage.operation, usage.calls) == ("multifact", 1)
 
     def test_multifact_a_short_turn_makes_no_call(

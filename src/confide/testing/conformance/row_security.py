@@ -24,12 +24,20 @@ from confide.engine import MemoryEngine
 from confide.errors import NotFoundError, StorageError
 from confide.index.vectors import VectorIndexer
 from confide.storage import FEATURES
-from confide.storage.apps import DeferredRow, UsageRow
+from confide.storage.apps import DeferredRow, SqlAppTables, UsageRow
 from confide.storage.base import Capability, Storage
-from confide.storage.checkpoints import BlobRow, CheckpointRow, ThreadOwner, WriteRow
+from confide.storage.checkpoints import (
+    BlobRow,
+    CheckpointRow,
+    SqlCheckpointTables,
+    ThreadOwner,
+    WriteRow,
+)
+from confide.storage.consolidation import SqlConsolidationTables
 from confide.storage.keystore import KeyStore
-from confide.storage.messages import MessageRow, SummaryRange
+from confide.storage.messages import MessageRow, SqlMessageTables, SummaryRange
 from confide.storage.service import ApiKeyRow, CallSessionRow, ProposalRow
+from confide.storage.sessions import SqlServiceTables
 from confide.testing.builders import ACCOUNT, add
 from confide.testing.conformance.harness import TEST_KEK, StorageHarness
 from confide.testing.embedders import HashingEmbedder
@@ -269,14 +277,15 @@ class RowSecurityConformance(StorageHarness):
     ) -> None:
         """What makes the tests below worth having: under the ``confined`` policies a read
         across accounts finds no row, so their reads find rows only as their account."""
-        confined.app_tables().put_app(ACCOUNT, "app-1", name=None, memory_cap=None, ts=1.0)
-        assert confined.app_tables().get_app(ACCOUNT, "app-1") is not None
+        apps = SqlAppTables(confined)
+        apps.put_app(ACCOUNT, "app-1", name=None, memory_cap=None, ts=1.0)
+        assert apps.get_app(ACCOUNT, "app-1") is not None
         with confined.reader_across_accounts() as db:
             assert db.run("SELECT count(*) FROM apps").fetchone()[0] == 0
 
     @pytest.mark.requires(Capability.ROW_SECURITY)
     def test_app_tables_work_as_their_account(self, confined: PostgresStorage) -> None:
-        apps = confined.app_tables()
+        apps = SqlAppTables(confined)
         for account in (ACCOUNT, OTHER):
             apps.put_app(account, "app-1", name=f"{account} app", memory_cap=5, ts=1.0)
             apps.record_usage(UsageRow(account, "chat", "app-1", 10, 5, 1, 2.0, 100.0))
@@ -297,14 +306,14 @@ class RowSecurityConformance(StorageHarness):
         assert not apps.drop_deferred(ACCOUNT, f"work-{OTHER}")
         assert apps.deferred(ACCOUNT, 10) == []
         with confined.transaction() as tx:
-            tx.lock_app_scope(ACCOUNT, "app-1")
-            assert tx.count_app_memories(ACCOUNT, "app-1") == 0
+            apps.lock_app_scope(tx, ACCOUNT, "app-1")
+            assert apps.count_app_memories(tx, ACCOUNT, "app-1") == 0
         other = apps.get_app(OTHER, "app-1")
         assert other is not None and other.uninstalled_at is None
 
     @pytest.mark.requires(Capability.ROW_SECURITY)
     def test_checkpoint_tables_work_as_their_account(self, confined: PostgresStorage) -> None:
-        checkpoints = confined.checkpoint_tables()
+        checkpoints = SqlCheckpointTables(confined.database)
         for account in (ACCOUNT, OTHER):
             for n in ("1", "2"):
                 checkpoints.put(
@@ -351,7 +360,7 @@ class RowSecurityConformance(StorageHarness):
     def test_call_sessions_keys_and_proposals_work_as_their_account(
         self, confined: PostgresStorage
     ) -> None:
-        tables = confined.service_tables()
+        tables = SqlServiceTables(confined.database)
         for account in (ACCOUNT, OTHER):
             tables.insert_session(
                 CallSessionRow(
@@ -421,16 +430,16 @@ class RowSecurityConformance(StorageHarness):
         self, confined: PostgresStorage, confined_engine: MemoryEngine
     ) -> None:
         memory = add(confined_engine, value="tea")
-        messages = confined.message_tables()
+        messages = SqlMessageTables(confined)
         for account in (ACCOUNT, OTHER):
             generation = confined.key_generation(account, "user-1")
             row = _message(account, f"m-{account}")
             assert messages.next_index_and_insert(row, key_generation=generation) == 0
         with confined.transaction() as tx:
-            tx.lock_conversation(ACCOUNT, "conversation-1")
+            messages.lock_conversation(tx, ACCOUNT, "conversation-1")
             summary = SummaryRange(ACCOUNT, "user-1", "conversation-1", 0, 1, memory.id, 2.0)
-            assert tx.record_summary(summary)
-            assert tx.mark_summarised(ACCOUNT, "conversation-1", 0, 1, 2.0) == 1
+            assert messages.record_summary(tx, summary)
+            assert messages.mark_summarised(tx, summary) == 1
         assert [m.id for m in messages.messages(ACCOUNT, "conversation-1", after=-1, limit=5)] == [
             f"m-{ACCOUNT}"
         ]
@@ -438,7 +447,7 @@ class RowSecurityConformance(StorageHarness):
         assert [s.memory_id for s in messages.summaries(ACCOUNT, "conversation-1")] == [memory.id]
         assert len(messages.unsummarised(OTHER, "conversation-1")) == 1
 
-        pairs = confined.consolidation_tables()
+        pairs = SqlConsolidationTables(confined.database)
         for account in (ACCOUNT, OTHER):
             pairs.record_judged(account, "user-1", [("fp-1", "same"), ("fp-2", "distinct")], 5.0)
         assert pairs.judged(ACCOUNT, "user-1", ["fp-1", "fp-3"]) == {"fp-1": 5.0}

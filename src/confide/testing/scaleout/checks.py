@@ -17,8 +17,8 @@ from confide.crypto.envelope import Envelope
 from confide.crypto.keyring import KeyRing
 from confide.engine import MemoryEngine
 from confide.storage.base import MemoryRow
-from confide.storage.jobs import JobState
-from confide.storage.messages import MessageRow
+from confide.storage.jobs import JobState, SqlJobTables
+from confide.storage.messages import MessageRow, SqlMessageTables
 from confide.testing.forensics import CarveReport, carve
 from confide.testing.scaleout.traffic import ACCOUNT, AppEnd, Ledger
 from confide.types import MemoryFilter, MemoryState
@@ -157,7 +157,7 @@ def check_store(
     died; ``now`` is when the load ended (jobs due by then must be finished).
     """
     out = StoreCheck()
-    chats = engine.message_tables()
+    chats = SqlMessageTables(engine.storage)
     conversations = {(m.user, m.conversation_id) for m in ledger.messages if m.user != erased}
     for user, conversation in sorted(conversations):
         ranges = chats.summaries(ACCOUNT, conversation)
@@ -193,7 +193,7 @@ def check_store(
                 out.app_ends_died += 1
             else:
                 out.app_ends_missing.append(f"{app}/{end.conversation_id}")
-    for job in engine.storage.job_tables().jobs():
+    for job in SqlJobTables(engine.storage.database).jobs():
         if job.state == JobState.FAILED:
             out.jobs_failed.append(job.kind)
         elif job.run_at <= now and job.state in (JobState.QUEUED, JobState.RUNNING):
@@ -224,7 +224,7 @@ class ErasedUser:
     ) -> ErasedUser:
         """Read the user's rows, messages and key (before erasing them)."""
         rows = list(engine.storage.iter_owner(ACCOUNT, user_id))
-        chats = engine.message_tables()
+        chats = SqlMessageTables(engine.storage)
         messages = [m for c in conversations for m in chats.recent(ACCOUNT, c, limit=100_000)]
         key = engine.key_store.get(ACCOUNT, user_id, "user")
         return cls(

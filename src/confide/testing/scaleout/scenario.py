@@ -29,7 +29,7 @@ from confide.crypto.keyring import load_keyring
 from confide.engine import MemoryEngine
 from confide.server.auth import ApiKeys
 from confide.storage import open_storage
-from confide.storage.jobs import JobState
+from confide.storage.jobs import JobState, SqlJobTables
 from confide.testing.processes import ConfideProcess, confide_env, serve, worker
 from confide.testing.scaleout.checks import (
     ErasedUser,
@@ -540,7 +540,7 @@ def _kill(
 
 def _drain(engine: MemoryEngine, due_by: float, seconds: float) -> None:
     """Wait (up to ``seconds``) until the workers finished every job due by ``due_by``."""
-    queue = engine.storage.job_tables()
+    queue = SqlJobTables(engine.storage.database)
     deadline = time.monotonic() + seconds
     waiting = (JobState.QUEUED, JobState.RUNNING)
     while time.monotonic() < deadline:
