@@ -41,7 +41,7 @@ from confide.crypto.keyring import KeyRing
 from confide.embedders import build_embedder
 from confide.engine import MemoryEngine
 from confide.index.vectors import VectorIndexer
-from confide.storage.messages import SqlMessageTables
+from confide.storage.chat import SqlMessageTables
 
 ACCOUNT = "bench-acct"
 USER = "user-1"

@@ -40,7 +40,7 @@ from confide.chat import ChatMemory
 from confide.chat.summaries import OfflineSummariser
 from confide.embedders.local import LocalMiniLMEmbedder
 from confide.index.vectors import VectorIndexer
-from confide.storage.messages import SqlMessageTables
+from confide.storage.chat import SqlMessageTables
 
 ACCOUNT = "bench"
 SHOWN = 3

@@ -37,7 +37,7 @@ from confide.retrieval.categories import CategoriesConfig, load_categories
 from confide.retrieval.memory_query import MemoryQueryService
 from confide.storage.apps import SqlAppTables
 from confide.storage.base import SERVICE_KEYS_BLINDED
-from confide.storage.sessions import SqlServiceTables
+from confide.storage.service.sessions import SqlServiceTables
 from confide.workers.conversation_jobs import enqueue_app_resume
 from confide.workers.registry import standard_worker
 from confide.workers.worker import Worker

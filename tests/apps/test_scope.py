@@ -13,7 +13,7 @@ from confide.apps import AppMemories, AppScope, offline_paragraph
 from confide.apps.scope import AppMessage
 from confide.engine import MemoryEngine
 from confide.errors import ValidationError
-from confide.storage.messages import SqlMessageTables
+from confide.storage.chat import SqlMessageTables
 from confide.testing.scripted_llm import ScriptedLLMServer, ScriptedReply
 from confide.types import MemoryFilter, NewMemory
 

@@ -22,8 +22,8 @@ from confide.config import LLMPrice, Settings
 from confide.engine import MemoryEngine
 from confide.llm.usage import MeteredLLM, UsageLedger
 from confide.storage.apps import SqlAppTables
+from confide.storage.chat import SqlMessageTables
 from confide.storage.jobs import JobState, SqlJobTables
-from confide.storage.messages import SqlMessageTables
 from confide.testing.scripted_llm import ScriptedLLMServer
 from confide.workers import Worker, register_conversation_jobs
 from confide.workers.conversation_jobs import APP_RESUME, enqueue_app_resume

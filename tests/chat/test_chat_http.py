@@ -12,7 +12,7 @@ from tests.chat.conftest import ACCOUNT, ApiFactory, ChatApi
 from confide.chat.history import CHUNK_CATEGORY
 from confide.engine import MemoryEngine
 from confide.storage.base import Capability
-from confide.storage.messages import SqlMessageTables
+from confide.storage.chat import SqlMessageTables
 from confide.testing.scripted_llm import ScriptedLLMServer
 from confide.types import HistoryEventType, MemoryFilter
 

@@ -15,7 +15,7 @@ from confide.client import Confide
 from confide.config import Settings
 from confide.engine import MemoryEngine
 from confide.errors import NotFoundError, ValidationError
-from confide.storage.messages import SqlMessageTables
+from confide.storage.chat import SqlMessageTables
 
 ACCOUNT = "acct-1"
 KEY = "22" * 32

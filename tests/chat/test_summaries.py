@@ -26,7 +26,7 @@ from confide.engine import MemoryEngine
 from confide.errors import ProviderError, StorageError
 from confide.index.vectors import VectorIndexer
 from confide.llm.openai_compat import OpenAICompatibleLLM
-from confide.storage.messages import SqlMessageTables
+from confide.storage.chat import SqlMessageTables
 from confide.testing.scripted_llm import RecordedRequest, ScriptedLLMServer, ScriptedReply
 from confide.types import HistoryEventType, MemoryFilter, MemoryType, Visibility
 

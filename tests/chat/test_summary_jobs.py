@@ -12,8 +12,8 @@ import pytest
 from tests.chat.conftest import ACCOUNT, ApiFactory
 
 from confide.engine import MemoryEngine
+from confide.storage.chat import SqlMessageTables
 from confide.storage.jobs import JobRow, JobState, SqlJobTables
-from confide.storage.messages import SqlMessageTables
 from confide.testing.scripted_llm import ScriptedLLMServer, ScriptedReply
 from confide.workers.conversation_jobs import CHAT_SUMMARY
 

@@ -16,7 +16,7 @@ from confide.conversation.proposals import ProposalStore
 from confide.embedders import Embedder, build_embedder
 from confide.engine import MemoryEngine
 from confide.errors import ValidationError
-from confide.storage.sessions import SqlServiceTables
+from confide.storage.service.sessions import SqlServiceTables
 from confide.types import MemoryFilter, MemoryType, Source
 
 pytestmark = pytest.mark.slow

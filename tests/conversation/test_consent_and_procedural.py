@@ -18,7 +18,7 @@ from confide.conversation.procedural import (
 )
 from confide.conversation.proposals import ProposalStore
 from confide.engine import MemoryEngine
-from confide.storage.sessions import SqlServiceTables
+from confide.storage.service.sessions import SqlServiceTables
 from confide.types import HistoryEventType, MemoryFilter, MemoryType
 
 ACCOUNT = "acct-1"

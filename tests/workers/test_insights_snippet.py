@@ -11,8 +11,8 @@ import pytest
 from confide.client import Confide
 from confide.config import Settings
 from confide.engine import MemoryEngine
+from confide.storage.chat import SqlMessageTables
 from confide.storage.jobs import SqlJobTables
-from confide.storage.messages import SqlMessageTables
 from confide.testing.scripted_llm import ScriptedLLMServer
 from confide.workers.insights import INSIGHT_PROMPT, MAX_CONTEXT_CHARS, conversation_snippet
 from confide.workers.memory_jobs import MemoryJobs

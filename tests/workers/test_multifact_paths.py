@@ -22,7 +22,7 @@ from confide.conversation.proposals import ProposalStore
 from confide.engine import MemoryEngine
 from confide.server import create_app
 from confide.storage.jobs import SqlJobTables
-from confide.storage.sessions import SqlServiceTables
+from confide.storage.service.sessions import SqlServiceTables
 from confide.testing.scripted_llm import ScriptedLLMServer
 from confide.types import Memory, MemoryFilter
 from confide.workers.multifact import MULTIFACT_PROMPT

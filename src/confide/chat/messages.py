@@ -24,7 +24,7 @@ from confide.chat.types import ChatMessage, MessagePage, NewMessage, SavedMessag
 from confide.crypto.envelope import SealedValue
 from confide.engine import MemoryEngine
 from confide.errors import ConflictError, NotFoundError, StaleKeyError, ValidationError
-from confide.storage.messages import MessageRow, SqlMessageTables
+from confide.storage.chat import MessageRow, SqlMessageTables
 from confide.types import validated
 
 __all__ = ["MessageStore"]

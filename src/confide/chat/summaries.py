@@ -40,7 +40,7 @@ from confide.llm.base import LLM, Message
 from confide.llm.offline import OfflineExtractor, split_clauses
 from confide.llm.third_person import first_person, retell, strip_lead_in, third_person
 from confide.storage.base import Transaction
-from confide.storage.messages import SummaryRange
+from confide.storage.chat import SummaryRange
 from confide.types import Memory, MemoryType, Source
 
 __all__ = [

@@ -27,7 +27,7 @@ from confide.errors import NotFoundError, ValidationError
 from confide.gate import DEFAULT_AGENT, Principal, Scope
 from confide.storage.base import Storage
 from confide.storage.service import ApiKeyRow, ServiceTables
-from confide.storage.sessions import SqlServiceTables
+from confide.storage.service.sessions import SqlServiceTables
 
 __all__ = ["DEFAULT_AGENT", "ApiKey", "ApiKeys", "hash_token"]
 

@@ -33,7 +33,7 @@ from confide.server.metrics import Metrics
 from confide.server.tasks import TaskRegistry
 from confide.storage.scrubs import SqlScrubTables
 from confide.storage.service import CallSessionRow
-from confide.storage.sessions import SqlServiceTables
+from confide.storage.service.sessions import SqlServiceTables
 from confide.types import Memory
 from confide.wiring import Components
 from confide.workers.conversation_jobs import (

@@ -9,14 +9,14 @@ job queue, so it comes after both.
 from __future__ import annotations
 
 from confide.storage.apps import APPS_FEATURE
+from confide.storage.chat import CHAT_FEATURE
 from confide.storage.checkpoints import CHECKPOINTS_FEATURE
 from confide.storage.consolidation import CONSOLIDATION_FEATURE
 from confide.storage.derived import DERIVED_FEATURE
 from confide.storage.jobs import JOBS_FEATURE
-from confide.storage.messages import CHAT_FEATURE
 from confide.storage.schema import Feature
 from confide.storage.scrubs import SCRUBS_FEATURE
-from confide.storage.sessions import SERVICE_FEATURE
+from confide.storage.service.sessions import SERVICE_FEATURE
 
 __all__ = ["FEATURES"]
 

@@ -40,7 +40,7 @@ from confide.errors import ProviderError
 from confide.llm.base import LLM
 from confide.llm.offline import OfflineExtractor
 from confide.llm.usage import UsageLedger
-from confide.storage.sessions import SqlServiceTables
+from confide.storage.service.sessions import SqlServiceTables
 from confide.types import Memory
 from confide.workers.multifact import MultiFactPass, MultiFactReport
 from confide.workers.queue import enqueue

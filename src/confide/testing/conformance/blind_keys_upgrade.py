@@ -25,7 +25,7 @@ from confide.storage.base import (
     Storage,
 )
 from confide.storage.service import CallSessionRow, ProposalRow
-from confide.storage.sessions import SqlServiceTables
+from confide.storage.service.sessions import SqlServiceTables
 from confide.testing.builders import ACCOUNT, unstored_memory
 from confide.testing.conformance.blind_keys import assert_no_clear_keys, raw_rows
 from confide.testing.conformance.harness import StorageHarness, unrecord_steps

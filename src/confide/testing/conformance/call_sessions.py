@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from confide.storage import open_storage
 from confide.storage.base import Storage
 from confide.storage.service import CallSessionRow
-from confide.storage.sessions import SqlServiceTables
+from confide.storage.service.sessions import SqlServiceTables
 from confide.testing.builders import ACCOUNT
 from confide.testing.conformance.harness import StorageHarness, latest_versions, unrecord_steps
 

@@ -22,8 +22,8 @@ from confide.engine.residue import markers_of, scan_files
 from confide.errors import IntegrityError
 from confide.storage import open_storage
 from confide.storage.base import Capability, MemoryRow, Storage
+from confide.storage.chat import MessageRow, SqlMessageTables
 from confide.storage.keystore import KeyStore, open_key_store
-from confide.storage.messages import MessageRow, SqlMessageTables
 from confide.storage.scrubs import SqlScrubTables
 from confide.testing.builders import ACCOUNT, add
 from confide.testing.conformance.harness import StorageHarness

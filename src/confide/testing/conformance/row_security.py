@@ -26,6 +26,7 @@ from confide.index.vectors import VectorIndexer
 from confide.storage import FEATURES
 from confide.storage.apps import DeferredRow, SqlAppTables, UsageRow
 from confide.storage.base import Capability, Storage
+from confide.storage.chat import MessageRow, SqlMessageTables, SummaryRange
 from confide.storage.checkpoints import (
     BlobRow,
     CheckpointRow,
@@ -35,9 +36,8 @@ from confide.storage.checkpoints import (
 )
 from confide.storage.consolidation import SqlConsolidationTables
 from confide.storage.keystore import KeyStore
-from confide.storage.messages import MessageRow, SqlMessageTables, SummaryRange
 from confide.storage.service import ApiKeyRow, CallSessionRow, ProposalRow
-from confide.storage.sessions import SqlServiceTables
+from confide.storage.service.sessions import SqlServiceTables
 from confide.testing.builders import ACCOUNT, add
 from confide.testing.conformance.harness import TEST_KEK, StorageHarness
 from confide.testing.embedders import HashingEmbedder

@@ -17,8 +17,8 @@ from confide.crypto.envelope import Envelope
 from confide.crypto.keyring import KeyRing
 from confide.engine import MemoryEngine
 from confide.storage.base import MemoryRow
+from confide.storage.chat import MessageRow, SqlMessageTables
 from confide.storage.jobs import JobState, SqlJobTables
-from confide.storage.messages import MessageRow, SqlMessageTables
 from confide.testing.forensics import CarveReport, carve
 from confide.testing.scaleout.traffic import ACCOUNT, AppEnd, Ledger
 from confide.types import MemoryFilter, MemoryState

@@ -2,7 +2,7 @@
 
 Backend-neutral: the rows and the :class:`ServiceTables` protocol the service, the API keys
 and the proposal store use. Both SQL backends share one implementation over the database
-seam, ``SqlServiceTables(storage.database)`` in :mod:`confide.storage.sessions`. None
+seam, ``SqlServiceTables(storage.database)`` in :mod:`confide.storage.service.sessions`. None
 of these tables holds conversation text: events carry tool names, memory ids, blinded keys
 and types; proposal values are sealed by the caller.
 """
