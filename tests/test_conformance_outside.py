@@ -30,8 +30,8 @@ class WrappedStorage(SqliteStorage):
     name = "wrapped"
 {changes}
 
-def open_wrapped(url: str, **_options: int) -> WrappedStorage:
-    return WrappedStorage(url.split("://", 1)[1].removeprefix("/"))
+def open_wrapped(url: str, *, features=(), **_options: int) -> WrappedStorage:
+    return WrappedStorage(url.split("://", 1)[1].removeprefix("/"), features=features)
 
 
 register_backend("wrapped", open_wrapped)

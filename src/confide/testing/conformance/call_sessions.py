@@ -6,15 +6,25 @@ nothing and reads the holder. A store made before the column existed upgrades in
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+import pytest
+
+from confide.storage.base import Capability
+
+if TYPE_CHECKING:
+    from confide.storage.postgres import PostgresStorage
+
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from confide.storage import open_storage
 from confide.storage.base import Storage
-from confide.storage.service import CallSessionRow
+from confide.storage.service import ApiKeyRow, CallSessionRow, ProposalRow
 from confide.storage.service.sessions import SqlServiceTables
 from confide.testing.builders import ACCOUNT
-from confide.testing.conformance.harness import StorageHarness, latest_versions, unrecord_steps
+from confide.testing.conformance.confined import OTHER, ConfinedRoleHarness
+from confide.testing.conformance.harness import latest_versions, unrecord_steps
 
 
 def _session(session_id: str) -> CallSessionRow:
@@ -32,7 +42,7 @@ def _session(session_id: str) -> CallSessionRow:
     )
 
 
-class CallSessionsConformance(StorageHarness):
+class CallSessionsConformance(ConfinedRoleHarness):
     """Which process holds a call session's turns."""
 
     def test_a_new_session_is_held_by_no_process(self, storage: Storage) -> None:
@@ -128,3 +138,56 @@ class CallSessionsConformance(StorageHarness):
             "s-old", account_id=ACCOUNT, worker_id="w-a", host="h", pid=1
         )
         assert claimed is not None and claimed.worker_id == "w-a"
+
+    @pytest.mark.requires(Capability.ROW_SECURITY)
+    def test_call_sessions_keys_and_proposals_work_as_their_account(
+        self, confined: PostgresStorage
+    ) -> None:
+        tables = SqlServiceTables(confined.database)
+        for account in (ACCOUNT, OTHER):
+            tables.insert_session(
+                CallSessionRow(
+                    f"s-{account}", account, "user-1", False, 1.0, None, None, 0, 0, None
+                )
+            )
+            tables.insert_api_key(
+                ApiKeyRow(f"key-{account}", account, f"hash-{account}", 1.0, None, ("agent-a",))
+            )
+            tables.insert_proposal(
+                ProposalRow(f"p-{account}", account, "user-1", "bk:old", "fact", 0.9,
+                            f"s-{account}", "pending", 1.0, 1e12, None, "key-1", b"s", b"w")
+            )  # fmt: skip
+        mine = f"s-{ACCOUNT}"
+        tables.add_event(mine, "created", 1.0, account_id=ACCOUNT)
+        tables.mark_connected(mine, 2.0, account_id=ACCOUNT)
+        held = tables.claim_session(mine, account_id=ACCOUNT, worker_id="w-1", host="h", pid=7)
+        assert held is not None and (held.worker_id, held.connected_at) == ("w-1", 2.0)
+        tables.add_tool_call(
+            mine, account_id=ACCOUNT, tool="store_memory", memory_id=None, key="bk:old",
+            memory_type="fact", ts=3.0,
+        )  # fmt: skip
+        assert tables.mark_ended(mine, 4.0, "scheduled", account_id=ACCOUNT)
+        assert not tables.mark_ended(mine, 5.0, "scheduled", account_id=ACCOUNT)
+        tables.set_extracted(mine, 2, "done", account_id=ACCOUNT)
+        row = tables.get_session(mine, account_id=ACCOUNT)
+        assert row is not None
+        assert (row.tool_calls, row.memories_extracted, row.ended_at) == (1, 2, 4.0)
+        events = tables.events(mine, account_id=ACCOUNT)
+        assert [e.kind for e in events] == ["created", "tool_call", "ended"]
+        tables.replace_event_keys(ACCOUNT, "bk:old", "bk:new")
+        assert {e.key for e in tables.events(mine, account_id=ACCOUNT)} == {None, "bk:new"}
+        # Another account's session is not found, nor changed, by its id.
+        theirs = f"s-{OTHER}"
+        assert tables.get_session(theirs, account_id=ACCOUNT) is None
+        assert (
+            tables.claim_session(theirs, account_id=ACCOUNT, worker_id="w", host="h", pid=1) is None
+        )
+        assert [k.id for k in tables.api_keys(ACCOUNT)] == [f"key-{ACCOUNT}"]
+        assert tables.api_keys(ACCOUNT)[0].agents == ("agent-a",)
+        assert tables.get_proposal(ACCOUNT, f"p-{ACCOUNT}") is not None
+        pending = tables.pending_proposals(ACCOUNT, "user-1", key="bk:old", now=2.0)
+        assert [p.id for p in pending] == [f"p-{ACCOUNT}"]
+        assert tables.decide_proposal(f"p-{ACCOUNT}", "confirmed", 3.0, account_id=ACCOUNT)
+        assert not tables.decide_proposal(f"p-{OTHER}", "confirmed", 3.0, account_id=ACCOUNT)
+        assert tables.pending_proposals(ACCOUNT, "user-1", key=None, now=2.0) == []
+        assert len(tables.pending_proposals(OTHER, "user-1", key=None, now=2.0)) == 1

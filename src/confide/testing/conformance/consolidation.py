@@ -15,7 +15,7 @@ import asyncio
 import json
 from collections.abc import Iterator
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -26,14 +26,20 @@ from confide.errors import ProviderError
 from confide.llm.openai_compat import OpenAICompatibleLLM
 from confide.llm.usage import MeteredLLM, UsageLedger
 from confide.storage.apps import SqlAppTables
-from confide.storage.base import Storage
+from confide.storage.base import Capability, Storage
 from confide.storage.consolidation import SqlConsolidationTables
-from confide.testing.conformance.harness import StorageHarness, latest_versions, unrecord_steps
+from confide.testing.builders import ACCOUNT as OWN_ACCOUNT
+from confide.testing.builders import add
+from confide.testing.conformance.confined import OTHER, ConfinedRoleHarness
+from confide.testing.conformance.harness import latest_versions, unrecord_steps
 from confide.testing.embedders import HashingEmbedder
 from confide.testing.scripted_llm import ScriptedLLMServer, ScriptedReply
 from confide.types import HistoryEventType, Memory, MemoryFilter, MemoryState, utcnow
 from confide.workers.consolidation import MERGED_FROM, ConsolidationReport, Consolidator
 from confide.workers.judges import LLMJudge, OfflineJudge, SameFactJudge
+
+if TYPE_CHECKING:
+    from confide.storage.postgres import PostgresStorage
 
 ACCOUNT = "acct-consolidation"
 USER = "ana"
@@ -61,7 +67,7 @@ def _active(engine: MemoryEngine) -> list[Memory]:
     return engine.list_memories(MemoryFilter(account_id=ACCOUNT, user_id=USER))
 
 
-class ConsolidationConformance(StorageHarness):
+class ConsolidationConformance(ConfinedRoleHarness):
     """The consolidation job (``confide.workers.consolidation``) on this backend."""
 
     @pytest.fixture
@@ -248,3 +254,18 @@ class ConsolidationConformance(StorageHarness):
             assert _run(self._consolidator(engine)).merges == 1
         finally:
             app.access.close()
+
+    @pytest.mark.requires(Capability.ROW_SECURITY)
+    def test_judged_pairs_and_retrieval_counts_work_as_their_account(
+        self, confined: PostgresStorage, confined_engine: MemoryEngine
+    ) -> None:
+        memory = add(confined_engine, value="tea")
+        pairs = SqlConsolidationTables(confined.database)
+        for account in (OWN_ACCOUNT, OTHER):
+            pairs.record_judged(account, "user-1", [("fp-1", "same"), ("fp-2", "distinct")], 5.0)
+        assert pairs.judged(OWN_ACCOUNT, "user-1", ["fp-1", "fp-3"]) == {"fp-1": 5.0}
+        assert pairs.judged_since(OWN_ACCOUNT, "user-1", 5.0) == 2
+        assert pairs.forget_judged(OWN_ACCOUNT, "user-1", 6.0) == 2
+        assert pairs.judged_since(OTHER, "user-1", 0.0) == 2
+        confined.touch(OWN_ACCOUNT, [memory.id], 7.0)
+        assert pairs.most_retrieved(OWN_ACCOUNT, "user-1", 5) == [memory.id]
