@@ -16,7 +16,8 @@ from confide.testing.conformance import (
 
 def test_every_feature_has_a_suite_and_every_backend_runs_it() -> None:
     assert set(FEATURE_SUITES) == {feature.name for feature in FEATURES}
-    for suite in (DatabaseConformance, MemoryStoreConformance, *FEATURE_SUITES.values()):
+    suites: list[type] = [DatabaseConformance, MemoryStoreConformance, *FEATURE_SUITES.values()]
+    for suite in suites:
         assert issubclass(StorageConformance, suite)
 
 

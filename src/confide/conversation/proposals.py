@@ -208,7 +208,7 @@ class ProposalStore:
 
         A proposal gets its key sealed with its values and its key column blinded; session
         events get the blinded key. Returns how many proposals were re-sealed; runs when the
-        service starts on a store marked ``pending`` by migration 8. Safe to re-run.
+        service starts on a store marked ``pending`` by the ``blind-keys`` steps. Safe to re-run.
         """
         done = 0
         while rows := self._tables.clear_key_proposals(batch):

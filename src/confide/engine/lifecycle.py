@@ -343,8 +343,8 @@ class EngineLifecycle(EngineScrubbing):
         then on, its key column replaced by the blinded key, and the ``key`` entries of its
         history and change-log rows blinded too. A row that does not open (tampered with) only
         loses its clear key. Runs when the engine opens a store marked ``pending`` by
-        migration 8; safe to re-run and to interrupt. Afterwards rows with a clear key or an
-        unbound payload are refused.
+        the ``blind-keys`` steps; safe to re-run and to interrupt. Afterwards rows with a
+        clear key or an unbound payload are refused.
         """
         upgraded = 0
         while rows := self.storage.clear_key_rows(batch):

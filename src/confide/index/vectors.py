@@ -386,12 +386,11 @@ def require_vector_indexer(storage: Storage, indexers: Sequence[object]) -> None
 
 
 def seal_clear_vectors(storage: Storage, seal: VectorSeal, *, batch: int = 1000) -> int:
-    """Seal the vectors an older version stored in clear (the upgrade of migration 18);
-    returns how many. Each batch is one transaction; run again, it finishes what is left.
-
-    The clear originals are overwritten in place (``secure_delete`` zeroes the old cells) and
-    the WAL, which still holds them, is folded and truncated at the end.
-    """
+    """Seal the vectors an older version stored in clear (the upgrade of the memory store's
+    ``sealed-vectors`` step); returns how many. Each batch is one transaction; run again, it
+    finishes what is left. The clear originals are overwritten in place (``secure_delete``
+    zeroes the old cells) and the WAL, which still holds them, is folded and truncated at
+    the end."""
     done = 0
     while True:
         rows = storage.clear_vectors(batch)

@@ -111,7 +111,8 @@ class _BinaryRows:
 
 
 ACCOUNT_SETTING = "confide.account_id"
-"""The setting row-level security compares each row's ``account_id`` with (migration 15)."""
+"""The setting row-level security compares each row's ``account_id`` with (the
+``row-level-security`` steps)."""
 ALL_ACCOUNTS_SETTING = "confide.all_accounts"
 """``on`` lifts the account policies: the explicit bypass for work that spans accounts."""
 _SET_SCOPE = (

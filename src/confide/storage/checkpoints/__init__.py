@@ -1,7 +1,7 @@
 """LangGraph checkpoints as rows: sealed blobs beside the columns that place them.
 
-Four tables (migration 11, keyed by owner since migration 21). ``checkpoints`` holds one row
-per checkpoint: its owner (account, user and agent: :class:`ThreadOwner`), thread, namespace,
+Four tables (keyed by owner since the ``checkpoint-owners`` step). ``checkpoints`` holds one
+row per checkpoint: its owner (account, user and agent: :class:`ThreadOwner`), thread, namespace,
 id and parent in clear, the channel versions it references (channel names and version
 counters: graph structure, no values) and the checkpoint with its metadata sealed.
 ``checkpoint_blobs`` holds each channel value once per version, sealed;

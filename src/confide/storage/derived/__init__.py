@@ -221,7 +221,7 @@ def _strip_usage_scopes(db: ErasingTransaction, account_id: str, refs: set[str])
 
 
 def memory_sources_ddl() -> tuple[str, ...]:
-    """Migration 22: the sources of memories written from users' words (pseudonyms), the
+    """The sources of memories written from users' words (pseudonyms), the
     source of deferred work, and the account index erasure reads jobs by."""
     return (
         """CREATE TABLE IF NOT EXISTS memory_sources (

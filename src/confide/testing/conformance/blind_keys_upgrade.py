@@ -1,4 +1,4 @@
-"""A store written before keys were blinded upgrades when it is opened (migration 8).
+"""A store written before keys were blinded upgrades when it is opened (the ``blind-keys`` steps).
 
 The older layout is made the way older Confide wrote it: the key in clear in ``memories.key``
 and ``key_lc``, in history and change-log meta, in session events and proposals; the sealed

@@ -1,4 +1,5 @@
-"""Conformance: a call session records the one process holding its turns (migration 14).
+"""Conformance: a call session records the one process holding its turns (the service's
+``call-session-worker`` step).
 
 The first process to claim a session holds it; a later claim, from any process, changes
 nothing and reads the holder. A store made before the column existed upgrades in place.
