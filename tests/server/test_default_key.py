@@ -23,3 +23,12 @@ async def test_an_invalid_type_without_a_key_is_refused_for_its_type(api: Api) -
     refused = await api.post("/v1/memories", {"user_id": "ann", "value": "x", "type": "nope"})
     assert refused.status_code == 400
     assert refused.json()["fields"] == ["type"]
+
+
+@pytest.mark.parametrize("owner", ["", "u" * 300])
+async def test_an_invalid_owner_without_a_key_is_refused_for_its_user_id(
+    api: Api, owner: str
+) -> None:
+    refused = await api.post("/v1/memories", {"user_id": owner, "value": "Ann grows tomatoes."})
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["fields"] == ["user_id"]

@@ -63,6 +63,7 @@ from confide.types import (
     ScrubReport,
     Source,
     owner_app_id,
+    validated,
 )
 
 __all__ = ["WRITE_TOOLS", "Gate", "next_note_key"]
@@ -100,12 +101,10 @@ def next_note_key(
 ) -> str:
     """The key a memory stored without one gets, on every door: the user's next free
     ``note`` key (``note``, ``note.2``, ...)."""
-    taken = {
-        m.key.lower()
-        for m in engine.list_memories(
-            MemoryFilter(account_id=account_id, user_id=user_id), limit=_MAX_KEYS
-        )
-    }
+    # Validated here, before the memory is: an id the filter refuses (empty, too long) is
+    # the caller's mistake, refused as a ValidationError naming the field.
+    owner = validated(MemoryFilter, {"account_id": account_id, "user_id": user_id})
+    taken = {m.key.lower() for m in engine.list_memories(owner, limit=_MAX_KEYS)}
     return to_vocabulary(Candidate(type=memory_type, key="note", value=value), taken).key
 
 
