@@ -18,7 +18,7 @@ from confide.errors import ValidationError
 from confide.llm.usage import UsageLedger
 from confide.storage.apps import SqlAppTables
 from confide.storage.base import Storage
-from confide.storage.jobs import JobState, LeaseLostError, SqlJobTables
+from confide.storage.jobs import JobRow, JobState, JobTables, LeaseLostError, SqlJobTables
 from confide.testing.builders import ACCOUNT, add
 from confide.testing.conformance.harness import StorageHarness
 from confide.types import MemoryFilter
@@ -33,6 +33,13 @@ def _enqueue(storage: Storage, kind: str = "noop", **kw: Any) -> str:
     )
     assert job_id is not None
     return job_id
+
+
+def _job(queue: JobTables, job_id: str) -> JobRow:
+    """The job ``job_id`` (it must exist)."""
+    row = queue.get_job(job_id)
+    assert row is not None, f"job {job_id} not found"
+    return row
 
 
 class JobQueueConformance(StorageHarness):
@@ -85,13 +92,13 @@ class JobQueueConformance(StorageHarness):
             new=[{"account_id": ACCOUNT, "user_id": "user-1", "key": "done", "value": "once"}],
             within=lambda tx, _: queue.complete_job(tx, second, T0 + 13),
         )
-        assert queue.get_job(job_id).state == JobState.DONE  # type: ignore[union-attr]
+        assert _job(queue, job_id).state == JobState.DONE
         assert queue.complete(second, T0 + 14)  # completing again is harmless
         # A finished job's lease holds nothing more: no renewal, retry or postponement.
         assert not queue.renew(second, lease_seconds=10, now=T0 + 15)
         assert queue.retry(second, error="ProviderError", run_at=T0, now=T0 + 15) is None
         assert not queue.postpone(second, run_at=T0, now=T0 + 15)
-        assert queue.get_job(job_id).state == JobState.DONE  # type: ignore[union-attr]
+        assert _job(queue, job_id).state == JobState.DONE
         listed = engine.list_memories(MemoryFilter(account_id=ACCOUNT, user_id="user-1"))
         assert [m.id for m in listed] == [effect[0].id]
         assert queue.claim("c", lease_seconds=10, now=T0 + 100) == []
@@ -242,7 +249,7 @@ class WorkerConformance(StorageHarness):
         assert worker.run_once().ran == 0  # not due yet
         clock.now += 30
         assert worker.run_once().retried == 1
-        assert worker.queue.get_job(job_id).run_at == clock.now + 60  # type: ignore[union-attr]
+        assert _job(worker.queue, job_id).run_at == clock.now + 60
         clock.now += 60
         assert worker.run_once().done == 1
         assert calls == [1, 2, 3]
