@@ -23,9 +23,11 @@ from confide.storage.database import Statements
 __all__ = [
     "SEALED_COLUMNS",
     "Derived",
+    "EraseHook",
     "ErasingTransaction",
     "Feature",
     "Migration",
+    "account_policies",
     "account_policy",
     "no_statistics",
 ]

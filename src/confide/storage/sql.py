@@ -444,10 +444,11 @@ class SqlTransaction(SqlExecutor):
     ) -> dict[str, int]:
         """Delete every row derived from one user (each feature's erasure hook), then every
         row of theirs in every table; returns the count per table."""
+        derived = derived or Derived()
         derived_counts: dict[str, int] = {}
         for feature in self.features:
             if feature.erase is not None:
-                derived_counts |= feature.erase(self, account_id, user_id, derived or Derived())
+                derived_counts |= feature.erase(self, account_id, user_id, derived)
         ids = [
             r[0]
             for r in self.run(
