@@ -61,7 +61,7 @@ from _mem0_side import make_mem0_side
 from _progress import counted, progress_bar
 from _prototype import ConfideSide, LinkParams, memory_text
 from confide.embedders import CachedEmbedder, Embedder
-from confide.embedders.local import LocalMiniLMEmbedder
+from confide.embedders.local import PRECISIONS, LocalMiniLMEmbedder
 from confide.retrieval.ranking import RankingWeights
 
 KS = (5, 10, 20)
@@ -246,6 +246,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--no-mem0", action="store_true")
     parser.add_argument("--cache", action="store_true")
+    parser.add_argument(
+        "--precision",
+        choices=sorted(PRECISIONS),
+        default="int8",
+        help="the local MiniLM graph (CONFIDE_EMBEDDER_PRECISION; int8 is the default)",
+    )
     args = parser.parse_args(argv)
     lines: list[str] = []
     say = lines.append
@@ -265,11 +271,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{data.questions_without_evidence} questions left without evidence were dropped"
     )
     say(f"confide backend: {args.backend} (real engine)")
-    local = LocalMiniLMEmbedder()
+    local = LocalMiniLMEmbedder(precision=args.precision)
     base: Embedder = DiskCachedEmbedder(local, RESULTS / "embeddings") if args.cache else local
     local.embed_one("warm up")  # model load is not part of the measurement
     bare_per_s = embedder_throughput(local, data)
-    say(f"embedder: {local.model_id} via onnxruntime, {bare_per_s:.1f} texts/s bare")
+    say(
+        f"embedder: {local.model_id} ({local.precision}) via onnxruntime, "
+        f"{bare_per_s:.1f} texts/s bare"
+    )
     side = EngineSide(args.backend, QueryCachedEmbedder(base, local))
     try:
         confide = evaluate(side, data)

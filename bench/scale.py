@@ -26,6 +26,12 @@ Each query is a fresh question through ``Confide.query`` (agent ``default``, top
 ``--top-k``), so its embedding is included; the bare query embedding is timed separately on
 the same questions, and the retrieval overhead is p95(total) - p95(embedding).
 
+The process's resident memory is read right after the timed queries (the embedder's two
+graphs, SQLite's in-process index of the user, the engine's caches, and this bench's own
+lists of texts), with the vector index's size: SQLite's index as held in memory (sign bits,
+int8 codes, scales, ids), PostgreSQL's HNSW index as stored; each over its rows gives the
+bytes per memory.
+
 Speed must not come from a sloppier index, so the run also checks the vector index against
 an exact scan of the vectors the indexer stored (each in the context of the row before it
 in its run): ``ann_recall@10`` is the share of the index's top 10 (``vector_search`` for
@@ -92,7 +98,7 @@ from confide.client import Confide
 from confide.config import Settings
 from confide.crypto.keyring import KeyRing
 from confide.embedders import Embedder, l2_normalise
-from confide.embedders.local import LocalMiniLMEmbedder
+from confide.embedders.local import PRECISIONS, LocalMiniLMEmbedder
 from confide.engine import MemoryEngine
 from confide.index.vectors import in_context
 from confide.retrieval import query as query_path
@@ -497,6 +503,43 @@ def settle_index(storage: Storage) -> None:
         settle(storage)
 
 
+def resident_mb() -> float | None:
+    """This process's resident memory now, in MB (Linux's ``/proc``; ``None`` elsewhere)."""
+    try:
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+    return round(pages * os.sysconf("SC_PAGE_SIZE") / 1e6, 1)
+
+
+def index_footprint(storage: Storage) -> dict[str, Any]:
+    """The vector index's rows and bytes: SQLite's in-process index as held in memory now,
+    PostgreSQL's HNSW index as stored (``pg_relation_size``)."""
+    from confide.storage.postgres import PostgresStorage
+
+    index = getattr(storage, "vector_index", None)
+    if index is not None:
+        rows, size = index.footprint()
+        where = "in process"
+    elif isinstance(storage, PostgresStorage):
+        import psycopg
+
+        with psycopg.connect(storage.conninfo, autocommit=True) as conn:
+            found = conn.execute(
+                "SELECT pg_relation_size('embeddings_hnsw'), (SELECT count(*) FROM embeddings)"
+            ).fetchone()
+        size, rows = (int(found[0]), int(found[1])) if found else (0, 0)
+        where = "hnsw on disk"
+    else:
+        return {}
+    return {
+        "index_rows": rows,
+        "index_bytes": size,
+        "index_where": where,
+        "index_bytes_per_memory": round(size / rows) if rows else None,
+    }
+
+
 def cold_first_query(app: Confide, question: str, top_k: int) -> dict[str, Any]:
     """Milliseconds of one query after dropping what the process caches of the user: from
     the index snapshot, then (SQLite) from the rows alone, the snapshot deleted; and what a
@@ -585,6 +628,10 @@ def run(backend: str, size: int, local: Embedder, args: argparse.Namespace) -> d
                 if args.top_k != 10
                 else totals
             )
+            # What a process serving this store holds once warm (its embedder, SQLite's index of
+            # the user, caches), before the recall check below builds exact vectors of its own.
+            rss = resident_mb()
+            footprint = index_footprint(storage)
             if args.profile is not None:
                 profile_queries(app, timed, args.top_k, _profile_path(args, backend, size))
             embeds: list[float] = []
@@ -626,6 +673,8 @@ def run(backend: str, size: int, local: Embedder, args: argparse.Namespace) -> d
         "rows_total": len(texts),
         "rows_user": size,
         "fill_rows_per_s": round(len(texts) / fill_s, 1),
+        "resident_mb": rss,
+        **footprint,
         **cold,
         **({"by_ef_search": by_ef} if by_ef else {}),
     }
@@ -742,6 +791,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--pool", type=int, default=5000)
     parser.add_argument(
+        "--precision",
+        choices=sorted(PRECISIONS),
+        default="int8",
+        help="the local MiniLM graph (CONFIDE_EMBEDDER_PRECISION; int8 is the default)",
+    )
+    parser.add_argument(
         "--recall-queries", type=int, default=100, help="questions for the ANN recall check"
     )
     parser.add_argument("--json", type=Path, default=None, dest="json_out")
@@ -787,7 +842,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("numba is not installed (the `fast` extra): the SQLite index uses NumPy")
     if args.text == "locomo":
         use_locomo_text(args.data)
-    local = LocalMiniLMEmbedder()
+    local = LocalMiniLMEmbedder(precision=args.precision)
     local.embed_one("warm up")
     out: dict[str, dict[str, Any]] = {}
     if args.ingest:
@@ -825,6 +880,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                     f"{'':<9} ef_search {ef}: p50 {e['p50_ms']:.2f} p95 {e['p95_ms']:.2f} "
                     f"overhead {e['overhead_p95_ms']:.2f} ANN r@10 {e['ann_recall@10']:.3f} "
                     f"search {e['search_p50_ms']:.2f} s/embed {e['search_after_embed_p50_ms']:.2f}",
+                    flush=True,
+                )
+            if m.get("index_bytes_per_memory") is not None:
+                print(
+                    f"{'':<9} resident {m['resident_mb']} MB after the timed queries; vector "
+                    f"index ({m['index_where']}) {m['index_bytes'] / 1e6:.1f} MB for "
+                    f"{m['index_rows']} rows: {m['index_bytes_per_memory']} bytes per memory",
                     flush=True,
                 )
             if m.get("snapshot_every_rows"):

@@ -178,7 +178,8 @@ class Confide:
     def warm_up(self, progress: Callable[[str], None] | None = None) -> None:
         """Load now what the first call would otherwise load on its way.
 
-        That is the embedder's model (one embedding of a fixed text: no user data), the
+        That is the embedder's model (a fixed text embedded as a batch and as a question,
+        which the local model runs on different graphs: no user data), the
         in-process vector index's compiled loops and the token counter. ``progress``
         receives a line before and after (names and seconds only); by default they are
         logged. A failing embedder provider is logged, not raised: the first call tries
@@ -190,6 +191,7 @@ class Confide:
             say(f"loading embedder {self.embedder.model_id} …")
             try:
                 self.embedder.embed([_WARM_UP_TEXT])
+                self.embedder.embed_one(_WARM_UP_TEXT)
             except ProviderError as exc:
                 log.warning("embedder warm-up failed: %s", type(exc).__name__)
         if Capability.IN_PROCESS_VECTORS in self.engine.storage.capabilities:

@@ -16,6 +16,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from confide.errors import ConfigurationError
 
+EmbedderPrecision = Literal["int8", "float32"]
+"""The local MiniLM graph a setting selects (``CONFIDE_EMBEDDER_PRECISION``)."""
+
 
 def default_home() -> Path:
     """The embedded data folder: ``~/.confide`` unless ``CONFIDE_HOME`` says otherwise."""
@@ -116,6 +119,10 @@ class Settings(BaseSettings):
         description="'local:all-MiniLM-L6-v2', 'openai:<model>@<base_url>' or 'none'",
     )
     embedder_api_key: SecretStr | None = None
+    embedder_precision: EmbedderPrecision = Field(
+        default="int8",
+        description="the local model's graph: 'int8' (quantised, faster; the default) or 'float32'",
+    )
     categories_file: Path | None = Field(
         default=None, description="categories and allowlists YAML; default: the shipped one"
     )

@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGE_DATA = (
     "py.typed",
     "embedders/minilm/model.onnx",
+    "embedders/minilm/model.int8.onnx",
     "embedders/minilm/tokenizer.json",
     "embedders/minilm/LICENSE",
     "retrieval/default_categories.yaml",

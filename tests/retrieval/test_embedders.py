@@ -13,12 +13,15 @@ from typing import Any
 import numpy as np
 import pytest
 
+from confide.config import Settings
 from confide.embedders import (
     CachedEmbedder,
     Embedder,
     build_embedder,
+    embedder_from_settings,
     embedder_signature,
 )
+from confide.embedders.base import Vector
 from confide.embedders.local import LocalMiniLMEmbedder
 from confide.embedders.openai import OpenAICompatibleEmbedder
 from confide.errors import ConfigurationError, ProviderError
@@ -46,19 +49,61 @@ def test_local_spec_is_lazy_and_cached(tmp_path: Any) -> None:
     assert not embedder.inner.loaded  # nothing loaded yet
 
 
+@pytest.mark.parametrize("precision", ["int8", "float32"])
+def test_precision_setting_picks_the_question_graph(
+    precision: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CONFIDE_EMBEDDER_PRECISION", precision)
+    embedder = embedder_from_settings(Settings())
+    assert isinstance(embedder, CachedEmbedder)
+    assert isinstance(embedder.inner, LocalMiniLMEmbedder)
+    assert embedder.inner.precision == precision
+
+
+def test_unknown_precision_setting_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CONFIDE_EMBEDDER_PRECISION", "int4")
+    with pytest.raises(ConfigurationError, match="CONFIDE_EMBEDDER_PRECISION"):
+        Settings()
+
+
 def test_lru_cache_serves_repeats_and_evicts() -> None:
     inner = HashingEmbedder()
     cached = CachedEmbedder(inner, max_entries=2)
     assert isinstance(cached, Embedder)
-    first = cached.embed_one("alpha")
-    np.testing.assert_array_equal(cached.embed_one("alpha"), first)
+    first = cached.embed(["alpha"])[0]
+    np.testing.assert_array_equal(cached.embed(["alpha"])[0], first)
     assert inner.calls == [1]
     batch = cached.embed(["alpha", "beta", "gamma"])
     assert inner.calls == [1, 2]  # only beta and gamma were computed
     np.testing.assert_array_equal(batch[0], first)
-    cached.embed_one("alpha")  # evicted by beta and gamma
+    cached.embed(["alpha"])  # evicted by beta and gamma
     assert inner.calls == [1, 2, 1]
     assert cached.embed([]).shape == (0, inner.dims)
+
+
+class _QuestionsApart(HashingEmbedder):
+    """Embeds a lone question another way than a batch, as the local model's int8 graph does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.questions: list[str] = []
+
+    def embed_one(self, text: str) -> Vector:
+        self.questions.append(text)
+        row: Vector = -super().embed([text])[0]
+        return row
+
+
+def test_cache_asks_a_lone_question_of_the_question_path() -> None:
+    inner = _QuestionsApart()
+    cached = CachedEmbedder(inner, max_entries=8)
+    stored = cached.embed(["alpha"])[0]
+    asked = cached.embed_one("alpha")  # not the batch's cached vector
+    np.testing.assert_array_equal(asked, -stored)
+    np.testing.assert_array_equal(cached.embed_one("alpha"), asked)
+    np.testing.assert_array_equal(cached.embed(["alpha"])[0], stored)
+    assert inner.questions == ["alpha"] and inner.calls == [1, 1]
+    assert (cached.hits, cached.misses) == (2, 2)
 
 
 class _EmbeddingsServer:

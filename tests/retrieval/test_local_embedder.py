@@ -57,13 +57,35 @@ def test_matches_sentence_transformers(
     assert cosines[worst] >= 0.9999, (golden["sentences"][worst][:60], float(cosines[worst]))
 
 
-def test_batches_match_single_embeddings(
-    embedder: LocalMiniLMEmbedder, golden: dict[str, Any]
-) -> None:
+def test_float_questions_match_batches(golden: dict[str, Any]) -> None:
+    embedder = LocalMiniLMEmbedder(precision="float32")
     sentences = golden["sentences"]
     batch = embedder.embed(sentences)
     for row, text in enumerate(sentences):
         assert float(batch[row] @ embedder.embed_one(text)) >= 0.9999
+
+
+def test_int8_questions_stay_near_the_float_model(
+    embedder: LocalMiniLMEmbedder, golden: dict[str, Any]
+) -> None:
+    # The default runs a lone question through the int8 graph and stores batches by the
+    # float one; a question must still land where the float model puts it.
+    assert embedder.precision == "int8"
+    reference = np.asarray(golden["vectors"], dtype=np.float32)
+    questions = np.stack([embedder.embed_one(text) for text in golden["sentences"]])
+    np.testing.assert_allclose(np.linalg.norm(questions, axis=1), 1.0, rtol=1e-5)
+    cosines = (questions * reference).sum(axis=1)
+    worst = int(cosines.argmin())
+    assert cosines[worst] >= 0.99, (golden["sentences"][worst][:60], float(cosines[worst]))
+    assert float(cosines.max()) < 0.9999  # the int8 graph did run
+    floats = embedder.embed(golden["sentences"])
+    assert float((floats * reference).sum(axis=1).min()) >= 0.9999
+
+
+def test_unknown_precision_is_refused() -> None:
+    unknown: Any = "int4"
+    with pytest.raises(ValueError, match="precision"):
+        LocalMiniLMEmbedder(precision=unknown)
 
 
 def test_similar_sentences_are_closer(embedder: LocalMiniLMEmbedder) -> None:
@@ -106,6 +128,7 @@ def test_spans_past_the_token_limit_give_no_row(embedder: LocalMiniLMEmbedder) -
 def test_shipped_files_and_notice() -> None:
     folder = minilm_model_dir()
     assert (folder / "model.onnx").stat().st_size < 60_000_000
+    assert (folder / "model.int8.onnx").stat().st_size < 45_000_000
     notice = (folder / "NOTICE").read_text(encoding="utf-8")
     assert "Apache License, Version 2.0" in notice
     assert "Apache License" in (folder / "LICENSE").read_text(encoding="utf-8")

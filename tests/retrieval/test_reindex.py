@@ -99,7 +99,7 @@ def test_reindex_re_embeds_live_versions_with_the_configured_embedder(home: Path
         vectors = storage.vectors(ACCOUNT, [kept.id, forgotten.id, changed.id, newer.id])
         assert set(vectors) == {kept.id, forgotten.id, newer.id}  # not the superseded one
         assert all(v.shape == (384,) for v in vectors.values())
-        expected = embedder.embed_one(indexed_text(kept))
+        expected = embedder.embed([indexed_text(kept)])[0]  # stored: the batch graph
         assert float(np.dot(vectors[kept.id], expected)) > 0.999
         flt = MemoryFilter(account_id=ACCOUNT, user_id="u1", states=(MemoryState.ACTIVE,))
         hits = storage.vector_search(flt, embedder.embed_one("pet"), 5)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -18,6 +18,9 @@ class CachedEmbedder:
     """Wraps an :class:`Embedder` and remembers the vectors of recent texts.
 
     Keys are SHA-256 digests, so the cache never holds the texts themselves. Thread-safe.
+    :meth:`embed_one` asks the wrapped embedder's ``embed_one`` and caches apart from
+    :meth:`embed`: a provider may embed a lone question another way than a batch (the local
+    model's int8 graph).
     """
 
     def __init__(self, inner: Embedder, *, max_entries: int = 1024) -> None:
@@ -49,7 +52,21 @@ class CachedEmbedder:
 
     def embed(self, texts: Sequence[str]) -> Vectors:
         """Embed texts, asking the wrapped embedder only for those not cached."""
-        keys = [hashlib.sha256(t.encode("utf-8")).digest() for t in texts]
+        return self._cached(texts, self.inner.embed, b"")
+
+    def embed_one(self, text: str) -> Vector:
+        """Embed one text, from the cache when possible."""
+
+        def one(texts: Sequence[str]) -> Vectors:
+            return np.stack([self.inner.embed_one(texts[0])])
+
+        row: Vector = self._cached([text], one, b"one\0")[0]
+        return row
+
+    def _cached(
+        self, texts: Sequence[str], compute: Callable[[Sequence[str]], Vectors], kind: bytes
+    ) -> Vectors:
+        keys = [hashlib.sha256(kind + t.encode("utf-8")).digest() for t in texts]
         found: dict[int, Vector] = {}
         with self._lock:
             for i, key in enumerate(keys):
@@ -61,7 +78,7 @@ class CachedEmbedder:
             self.misses += len(keys) - len(found)
         missing = [i for i in range(len(texts)) if i not in found]
         if missing:
-            fresh = self.inner.embed([texts[i] for i in missing])
+            fresh = compute([texts[i] for i in missing])
             with self._lock:
                 for row, i in enumerate(missing):
                     vec = fresh[row].copy()
@@ -74,8 +91,3 @@ class CachedEmbedder:
         if not texts:
             return np.zeros((0, self.dims), dtype=np.float32)
         return np.stack([found[i] for i in range(len(texts))]).astype(np.float32, copy=False)
-
-    def embed_one(self, text: str) -> Vector:
-        """Embed one text, from the cache when possible."""
-        row: Vector = self.embed([text])[0]
-        return row

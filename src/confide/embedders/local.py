@@ -7,6 +7,18 @@ float16 and cast to float32 when ONNX Runtime loads it, which keeps the file at 
 the arithmetic stays float32 (cosine >= 0.9999 against sentence-transformers, proven by
 ``tests/fixtures/minilm_golden.json``).
 
+Beside it ships ``model.int8.onnx``, made from that graph by ``bench/minilm_int8.py``: the
+attention and feed-forward input products quantised to int8 by ONNX Runtime (weights per
+channel, after smoothing their inputs' outlier channels), the feed-forward output products
+left float. It embeds a lone question about 1.3 times faster on a two-core CPU and stays
+within cosine 0.99 of the float graph on the golden fixture, so :meth:`embed_one` (the query
+path) runs it by default (``precision="int8"``, ``CONFIDE_EMBEDDER_PRECISION``;
+``"float32"`` runs the float graph there too). Batches (:meth:`embed`, what is stored)
+always run the float graph: ONNX Runtime quantises an activation with one scale for the
+whole batch, so in a batch a short text would be quantised at the scale of the longest one
+and of the padding (cosine down to 0.89 on the fixture). Both graphs are the same model
+(``all-MiniLM-L6-v2``): a question embedded by one finds what the other stored.
+
 Why not the alternatives: sentence-transformers needs torch, and on the public PyPI torch
 resolves to a CUDA build of several gigabytes; the PyPI packages that bundle this model either
 depend on sentence-transformers or ship an int8 graph whose vectors differ from the reference.
@@ -26,28 +38,38 @@ from pathlib import Path
 
 import numpy as np
 
+from confide.config import EmbedderPrecision as Precision
 from confide.embedders.base import Vector, Vectors, l2_normalise
 from confide.errors import MissingDependencyError, ProviderError
 
-__all__ = ["MINILM_ID", "LocalMiniLMEmbedder", "Span", "minilm_model_dir"]
+__all__ = [
+    "MINILM_ID",
+    "PRECISIONS",
+    "LocalMiniLMEmbedder",
+    "Precision",
+    "Span",
+    "minilm_model_dir",
+]
 
 MINILM_ID = "all-MiniLM-L6-v2"
 _DIMS = 384
 _MAX_TOKENS = 256  # max_seq_length in the model's sentence_bert_config.json
-_MODEL_FILE = "model.onnx"
 _TOKENIZER_FILE = "tokenizer.json"
+
+PRECISIONS: dict[Precision, str] = {"int8": "model.int8.onnx", "float32": "model.onnx"}
+"""The graph file of each precision."""
 
 Span = tuple[int, int]
 """A ``(start, end)`` range of characters of a text, end exclusive."""
 
 
 def minilm_model_dir() -> Path:
-    """The folder of the MiniLM files shipped with Confide (``model.onnx``, ``tokenizer.json``).
+    """The folder of the MiniLM files shipped with Confide (both graphs, ``tokenizer.json``).
 
     Raises :class:`ProviderError` when a file is missing (a broken install).
     """
     folder = Path(__file__).resolve().parent / "minilm"
-    for name in (_MODEL_FILE, _TOKENIZER_FILE):
+    for name in (*PRECISIONS.values(), _TOKENIZER_FILE):
         if not (folder / name).is_file():
             raise ProviderError(f"the packaged MiniLM model is incomplete: {name} is missing")
     return folder
@@ -56,7 +78,7 @@ def minilm_model_dir() -> Path:
 class _OnnxRunner:
     """The transformer in ONNX Runtime, with mean pooling and normalisation."""
 
-    def __init__(self, model_dir: Path, *, threads: int) -> None:
+    def __init__(self, model_dir: Path, *, threads: int, precision: Precision) -> None:
         # Rust-side batch parallelism is not worth its threads for short texts, and once used
         # it makes tokenizers warn in every forked worker.
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -73,7 +95,7 @@ class _OnnxRunner:
         options.inter_op_num_threads = 1
         options.log_severity_level = 3
         self._session = ort.InferenceSession(
-            str(model_dir / _MODEL_FILE), options, providers=["CPUExecutionProvider"]
+            str(model_dir / PRECISIONS[precision]), options, providers=["CPUExecutionProvider"]
         )
         self._inputs = {i.name for i in self._session.get_inputs()}
         tokenizer = Tokenizer.from_file(str(model_dir / _TOKENIZER_FILE))
@@ -125,16 +147,24 @@ class LocalMiniLMEmbedder:
 
     Runs the model shipped with Confide in ONNX Runtime; needs the ``local`` extra
     (``onnxruntime``, ``tokenizers``) and raises :class:`MissingDependencyError` on first use
-    without it. ``threads`` is the intra-op thread count (one by default: more threads were
-    much slower under load). Loading is lazy and thread-safe; the first call pays for it.
-    Errors while embedding are raised as :class:`ProviderError`.
+    without it. ``precision`` picks the graph (see the module docstring). ``threads`` is the
+    intra-op thread count (one by default: two threads embed a lone question faster on an
+    idle machine, but a query embeds while its lexical search runs on the other core, and
+    there two threads were no faster; under load they were much slower). Loading is lazy
+    and thread-safe; the first call pays for it. Errors while embedding are raised as
+    :class:`ProviderError`.
     """
 
-    def __init__(self, *, threads: int = 1, batch_size: int = 64) -> None:
+    def __init__(
+        self, *, threads: int = 1, batch_size: int = 64, precision: Precision = "int8"
+    ) -> None:
         """Configure the embedder; nothing is loaded until the first call."""
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {sorted(PRECISIONS)}, not {precision!r}")
         self.threads = threads
         self.batch_size = batch_size
-        self._runner: _OnnxRunner | None = None
+        self.precision: Precision = precision
+        self._runners: dict[Precision, _OnnxRunner] = {}
         self._lock = threading.Lock()
 
     @property
@@ -149,11 +179,12 @@ class LocalMiniLMEmbedder:
 
     @property
     def loaded(self) -> bool:
-        """Whether the model has been loaded (by a first call)."""
-        return self._runner is not None
+        """Whether both graphs it runs (batches' and questions') have been loaded."""
+        return {"float32", self.precision} <= self._runners.keys()
 
     def embed(self, texts: Sequence[str]) -> Vectors:
-        """Embed texts in length-sorted batches (less padding); order is preserved."""
+        """Embed texts in length-sorted batches (less padding) by the float graph; order is
+        preserved."""
         return self.embed_spans(texts, [()] * len(texts))[0]
 
     def embed_spans(
@@ -171,7 +202,7 @@ class LocalMiniLMEmbedder:
             raise ValueError("embed_spans needs one list of spans per text")
         if not texts:
             return _no_rows(), []
-        runner = self._load()
+        runner = self._load("float32")
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         out = np.empty((len(texts), _DIMS), dtype=np.float32)
         parts: list[Vectors] = [_no_rows()] * len(texts)
@@ -189,20 +220,27 @@ class LocalMiniLMEmbedder:
         return out, parts
 
     def embed_one(self, text: str) -> Vector:
-        """Embed one text."""
-        row: Vector = self.embed([text])[0]
+        """Embed one text (a question) by the graph of :attr:`precision`."""
+        runner = self._load(self.precision)
+        try:
+            vectors, _ = runner.run_spans([text], [()])
+        except Exception as exc:  # a vendor error at the boundary
+            raise ProviderError(f"local embedder failed: {type(exc).__name__}") from exc
+        row: Vector = vectors[0]
         return row
 
-    def _load(self) -> _OnnxRunner:
+    def _load(self, precision: Precision) -> _OnnxRunner:
         with self._lock:
-            if self._runner is None:
+            runner = self._runners.get(precision)
+            if runner is None:
                 model_dir = minilm_model_dir()
                 try:
-                    self._runner = _OnnxRunner(model_dir, threads=self.threads)
+                    runner = _OnnxRunner(model_dir, threads=self.threads, precision=precision)
                 except MissingDependencyError:
                     raise
                 except Exception as exc:
                     raise ProviderError(
                         f"could not load the MiniLM model: {type(exc).__name__}"
                     ) from exc
-            return self._runner
+                self._runners[precision] = runner
+            return runner

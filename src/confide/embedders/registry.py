@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from confide.config import Settings
+from confide.config import EmbedderPrecision, Settings
 from confide.embedders.base import Embedder
 from confide.embedders.cache import CachedEmbedder
 from confide.errors import ConfigurationError
@@ -32,6 +32,8 @@ class EmbedderOptions:
 
     home: Path | None = None
     api_key: str | None = None
+    precision: EmbedderPrecision = "int8"
+    """The local model's graph (``CONFIDE_EMBEDDER_PRECISION``); other providers ignore it."""
 
 
 def _local(model: str, options: EmbedderOptions) -> Embedder:
@@ -39,7 +41,7 @@ def _local(model: str, options: EmbedderOptions) -> Embedder:
 
     if model != MINILM_ID:
         raise ConfigurationError(f"local embedder supports only {MINILM_ID!r}, not {model!r}")
-    return LocalMiniLMEmbedder()
+    return LocalMiniLMEmbedder(precision=options.precision)
 
 
 def _openai(model: str, options: EmbedderOptions) -> Embedder:
@@ -63,6 +65,7 @@ def build_embedder(
     *,
     home: Path | None = None,
     api_key: str | None = None,
+    precision: EmbedderPrecision = "int8",
     cache_size: int = 1024,
 ) -> Embedder | None:
     """Build the embedder a spec string names, wrapped in an LRU query cache.
@@ -81,7 +84,7 @@ def build_embedder(
         raise ConfigurationError(
             f"embedder spec {spec!r} must be 'none' or '<provider>:<model>' ({known})"
         )
-    inner = factory(model, EmbedderOptions(home=home, api_key=api_key))
+    inner = factory(model, EmbedderOptions(home=home, api_key=api_key, precision=precision))
     return CachedEmbedder(inner, max_entries=cache_size) if cache_size > 0 else inner
 
 
@@ -132,5 +135,6 @@ def embedder_from_settings(settings: Settings, *, cache_size: int = 1024) -> Emb
         settings.embedder,
         home=settings.home,
         api_key=None if api_key is None else api_key.get_secret_value(),
+        precision=settings.embedder_precision,
         cache_size=cache_size,
     )

@@ -38,6 +38,7 @@ from __future__ import annotations
 import logging
 import math
 import struct
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Sequence
@@ -462,6 +463,21 @@ class SqliteVectorIndex:
         while total > self._max_rows and len(self._owners) > 1:
             _, dropped = self._owners.popitem(last=False)
             total -= len(dropped.ids)
+
+    def footprint(self) -> tuple[int, int]:
+        """``(rows, bytes)`` of the indexes held in memory now: the sign bits, int8 codes and
+        scales, plus the ids and their row map as Python objects (``sys.getsizeof``)."""
+        with self._lock:
+            owners = list(self._owners.values())
+        rows = sum(len(i.ids) for i in owners)
+        arrays = sum(
+            i.bits.nbytes + i.codes.nbytes + i.scales.nbytes + i.live.nbytes for i in owners
+        )
+        objects = sum(
+            sys.getsizeof(i.ids) + sys.getsizeof(i.row_of) + sum(map(sys.getsizeof, i.ids))
+            for i in owners
+        )
+        return rows, arrays + objects
 
     def shortlist_for(self, rows: int, k: int) -> int:
         """How many rows the sign bits pass on to be re-scored, for ``rows`` rows and top-``k``."""
