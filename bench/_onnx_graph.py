@@ -7,6 +7,7 @@ float16 behind a ``Cast`` and check their output by embedding texts one at a tim
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -52,21 +53,26 @@ def halve_weights(source: Path, target: Path, *, producer: str) -> int:
     return len(casts)
 
 
-def embed(graph: Path, tokenizer_file: Path, texts: list[str]) -> np.ndarray:
-    """Mean-pooled, normalised vectors of ``texts`` by ``graph``, one text at a time."""
-    session = ort.InferenceSession(str(graph), providers=["CPUExecutionProvider"])
+def single_text_feeds(tokenizer_file: Path, texts: list[str]) -> Iterator[dict[str, np.ndarray]]:
+    """The graph's inputs for each text alone (no padding; truncated at 256 tokens)."""
     tokenizer = Tokenizer.from_file(str(tokenizer_file))
     tokenizer.no_padding()
     tokenizer.enable_truncation(max_length=256)
-    rows = []
     for text in texts:
         enc = tokenizer.encode(text)
         ids = np.array([enc.ids], dtype=np.int64)
-        feeds = {
+        yield {
             "input_ids": ids,
             "attention_mask": np.ones_like(ids),
             "token_type_ids": np.array([enc.type_ids], dtype=np.int64),
         }
+
+
+def embed(graph: Path, tokenizer_file: Path, texts: list[str]) -> np.ndarray:
+    """Mean-pooled, normalised vectors of ``texts`` by ``graph``, one text at a time."""
+    session = ort.InferenceSession(str(graph), providers=["CPUExecutionProvider"])
+    rows = []
+    for feeds in single_text_feeds(tokenizer_file, texts):
         hidden = session.run(None, feeds)[0][0]
         pooled = hidden.mean(axis=0)
         rows.append(pooled / np.linalg.norm(pooled))

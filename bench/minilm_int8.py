@@ -39,7 +39,7 @@ from onnx import helper, numpy_helper
 from onnxruntime.quantization import QuantType, quantize_dynamic
 
 from _locomo_data import DEFAULT_DATA, load_conversations
-from _onnx_graph import embed, halve_weights
+from _onnx_graph import embed, halve_weights, single_text_feeds
 
 MINILM = Path(__file__).resolve().parents[1] / "src/confide/embedders/minilm"
 ALPHAS = (0.5, 0.6, 0.7, 0.75, 0.8)
@@ -84,20 +84,8 @@ def activation_peaks(
         probe.graph.output.append(helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None))
     session = ort.InferenceSession(probe.SerializeToString(), providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]
-    from tokenizers import Tokenizer
-
-    tokenizer = Tokenizer.from_file(str(tokenizer_file))
-    tokenizer.no_padding()
-    tokenizer.enable_truncation(max_length=256)
     peaks: dict[str, np.ndarray] = {}
-    for text in texts:
-        enc = tokenizer.encode(text)
-        ids = np.array([enc.ids], dtype=np.int64)
-        feeds = {
-            "input_ids": ids,
-            "attention_mask": np.ones_like(ids),
-            "token_type_ids": np.zeros_like(ids),
-        }
+    for feeds in single_text_feeds(tokenizer_file, texts):
         for name, value in zip(names, session.run(None, feeds), strict=True):
             if name in inputs:
                 peak = np.abs(value).reshape(-1, value.shape[-1]).max(axis=0)
