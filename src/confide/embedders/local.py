@@ -10,7 +10,7 @@ the arithmetic stays float32 (cosine >= 0.9999 against sentence-transformers, pr
 Beside it ships ``model.int8.onnx``, made from that graph by ``bench/minilm_int8.py``: the
 attention and feed-forward input products quantised to int8 by ONNX Runtime (weights per
 channel, after smoothing their inputs' outlier channels), the feed-forward output products
-left float. It embeds a lone question about 1.3 times faster on a two-core CPU and stays
+left float. It embeds a lone question about 1.5 times faster on a two-core CPU and stays
 within cosine 0.99 of the float graph on the golden fixture, so :meth:`embed_one` (the query
 path) runs it by default (``precision="int8"``, ``CONFIDE_EMBEDDER_PRECISION``;
 ``"float32"`` runs the float graph there too). Batches (:meth:`embed`, what is stored)
