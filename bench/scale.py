@@ -26,11 +26,14 @@ Each query is a fresh question through ``Confide.query`` (agent ``default``, top
 ``--top-k``), so its embedding is included; the bare query embedding is timed separately on
 the same questions, and the retrieval overhead is p95(total) - p95(embedding).
 
-The process's resident memory is read right after the timed queries (the embedder's two
-graphs, SQLite's in-process index of the user, the engine's caches, and this bench's own
-lists of texts), with the vector index's size: SQLite's index as held in memory (sign bits,
-int8 codes, scales, ids), PostgreSQL's HNSW index as stored; each over its rows gives the
-bytes per memory.
+After the timed queries, a serving process's resident memory: a child process
+(``_resident.py``) opens the filled store as a service would, warms up, answers
+``--resident-queries`` of the questions for the user and reports its ``VmRSS``, split into
+its own memory (``RssAnon``: the embedder's two graphs, SQLite's in-process index of the
+user, caches) and file pages mapped into it (``RssFile``: SQLite's memory-mapped database
+among them, which the kernel may drop). The vector index's size is reported beside it:
+SQLite's index as held in this process (sign bits, int8 codes, scales, ids), PostgreSQL's
+HNSW index as stored; each over its rows gives the bytes per memory.
 
 Speed must not come from a sloppier index, so the run also checks the vector index against
 an exact scan of the vectors the indexer stored (each in the context of the row before it
@@ -94,6 +97,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _engine_side import open_storage, settle
 from _locomo_data import DEFAULT_DATA, REPO_ROOT, load_conversations
 from _progress import counted, progress_bar
+from _resident import measure as measure_resident
 from confide.client import Confide
 from confide.config import Settings
 from confide.crypto.keyring import KeyRing
@@ -503,15 +507,6 @@ def settle_index(storage: Storage) -> None:
         settle(storage)
 
 
-def resident_mb() -> float | None:
-    """This process's resident memory now, in MB (Linux's ``/proc``; ``None`` elsewhere)."""
-    try:
-        pages = int(Path("/proc/self/statm").read_text().split()[1])
-    except (OSError, IndexError, ValueError):
-        return None
-    return round(pages * os.sysconf("SC_PAGE_SIZE") / 1e6, 1)
-
-
 def index_footprint(storage: Storage) -> dict[str, Any]:
     """The vector index's rows and bytes: SQLite's in-process index as held in memory now,
     PostgreSQL's HNSW index as stored (``pg_relation_size``)."""
@@ -628,10 +623,15 @@ def run(backend: str, size: int, local: Embedder, args: argparse.Namespace) -> d
                 if args.top_k != 10
                 else totals
             )
-            # What a process serving this store holds once warm (its embedder, SQLite's index of
-            # the user, caches), before the recall check below builds exact vectors of its own.
-            rss = resident_mb()
             footprint = index_footprint(storage)
+            target = (
+                str(Path(tmp) / "confide.db")
+                if backend == "sqlite"
+                else str(getattr(storage, "conninfo", ""))
+            )
+            serving = measure_resident(
+                backend, target, key, settings.home, ACCOUNT, USER, timed[: args.resident_queries]
+            )
             if args.profile is not None:
                 profile_queries(app, timed, args.top_k, _profile_path(args, backend, size))
             embeds: list[float] = []
@@ -673,7 +673,7 @@ def run(backend: str, size: int, local: Embedder, args: argparse.Namespace) -> d
         "rows_total": len(texts),
         "rows_user": size,
         "fill_rows_per_s": round(len(texts) / fill_s, 1),
-        "resident_mb": rss,
+        "serving_resident_mb": serving,
         **footprint,
         **cold,
         **({"by_ef_search": by_ef} if by_ef else {}),
@@ -791,6 +791,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--pool", type=int, default=5000)
     parser.add_argument(
+        "--resident-queries",
+        type=int,
+        default=50,
+        help="questions the serving-process child answers before its memory is read",
+    )
+    parser.add_argument(
         "--precision",
         choices=sorted(PRECISIONS),
         default="int8",
@@ -883,9 +889,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                     flush=True,
                 )
             if m.get("index_bytes_per_memory") is not None:
+                rss = m["serving_resident_mb"]
                 print(
-                    f"{'':<9} resident {m['resident_mb']} MB after the timed queries; vector "
-                    f"index ({m['index_where']}) {m['index_bytes'] / 1e6:.1f} MB for "
+                    f"{'':<9} serving process: resident {rss.get('VmRSS')} MB (own "
+                    f"{rss.get('RssAnon')}, file-backed {rss.get('RssFile')}); vector index "
+                    f"({m['index_where']}) {m['index_bytes'] / 1e6:.1f} MB for "
                     f"{m['index_rows']} rows: {m['index_bytes_per_memory']} bytes per memory",
                     flush=True,
                 )
