@@ -3,7 +3,7 @@
     python bench/scale.py [--sizes 10000,100000] [--backends sqlite,postgres]
                           [--queries 500] [--pool 5000] [--json OUT]
                           [--kernels numba|numpy] [--ingest 2000] [--ingest-batch 32]
-                          [--profile OUT]
+                          [--profile OUT] [--phases]
 
 Memory text is real conversation text (``--text locomo``, the default): every LoCoMo turn
 once, then distinct splices of two turns (the first half of one, the second half of another),
@@ -70,6 +70,11 @@ profiled too (a fresh pool that profiles the tasks it runs, not its idle waits) 
 with the caller's thread, so a caller waiting on a worker (``Future.result``, a lock's
 ``acquire``) and the worker's own calls both appear: times add up across threads and
 overlap in wall time.
+
+``--phases`` answers as many fresh questions once more (embedding included) with the query
+path's steps timed in wall time on the caller's thread and on the workers (``_phases.py``):
+each step's milliseconds per query (p50, p95) and, for the slowest twentieth of the queries,
+the median of each step on the caller's thread, so a slow tail shows what it waited for.
 """
 
 from __future__ import annotations
@@ -96,6 +101,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _engine_side import open_storage, settle
 from _locomo_data import DEFAULT_DATA, REPO_ROOT, load_conversations
+from _phases import print_phases, query_phases
 from _progress import counted, progress_bar
 from _resident import measure as measure_resident
 from confide.client import Confide
@@ -402,17 +408,33 @@ def search_timings(storage: Storage, local: Embedder, asked: list[str]) -> tuple
     )
 
 
-def _time_queries(app: Confide, asked: Iterable[str], top_k: int) -> list[float]:
-    """Milliseconds of ``memory_query`` for each question (query embedding included)."""
-    totals: list[float] = []
-    for q in asked:
-        request = {
+def _request(top_k: int) -> Callable[[str], dict[str, Any]]:
+    """The ``memory_query`` request of the bench's user for a question."""
+
+    def request(question: str) -> dict[str, Any]:
+        return {
             "agent": "default",
             "account_id": ACCOUNT,
             "user_id": USER,
-            "query": q,
+            "query": question,
             "top_k": top_k,
         }
+
+    return request
+
+
+def fresh_questions(n: int) -> list[str]:
+    """``n`` questions after the warm-up's and the timed ones (fresh while the corpus
+    lasts), so a later pass does not find its term counts cached by the timed pass."""
+    return questions(20 + 2 * n)[20 + n :]
+
+
+def _time_queries(app: Confide, asked: Iterable[str], top_k: int) -> list[float]:
+    """Milliseconds of ``memory_query`` for each question (query embedding included)."""
+    totals: list[float] = []
+    ask = _request(top_k)
+    for q in asked:
+        request = ask(q)
         t0 = time.perf_counter()
         found = app.query(request)
         totals.append((time.perf_counter() - t0) * 1000)
@@ -634,6 +656,11 @@ def run(backend: str, size: int, local: Embedder, args: argparse.Namespace) -> d
             )
             if args.profile is not None:
                 profile_queries(app, timed, args.top_k, _profile_path(args, backend, size))
+            phases = (
+                query_phases(app, fresh_questions(args.queries), _request(args.top_k))
+                if args.phases
+                else None
+            )
             embeds: list[float] = []
             for q in counted(timed, "bare embedding", "queries"):
                 t0 = time.perf_counter()
@@ -677,6 +704,7 @@ def run(backend: str, size: int, local: Embedder, args: argparse.Namespace) -> d
         **footprint,
         **cold,
         **({"by_ef_search": by_ef} if by_ef else {}),
+        **({"phases": phases} if phases is not None else {}),
     }
 
 
@@ -841,6 +869,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="profile the timed queries (their embedding excluded) with cProfile: pstats "
         "file OUT, and the top 25 by cumulative and by own time printed",
     )
+    parser.add_argument(
+        "--phases",
+        action="store_true",
+        help="answer as many fresh questions again with the query path's steps timed on "
+        "the caller's thread and the workers (_phases.py) and print where the time goes",
+    )
     args = parser.parse_args(argv)
     args.ef_search = [int(v) for v in args.ef_search.split(",") if v]
     vector_kernels.use_numba(args.kernels == "numba")
@@ -897,6 +931,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     f"{m['index_rows']} rows: {m['index_bytes_per_memory']} bytes per memory",
                     flush=True,
                 )
+            if m.get("phases"):
+                print_phases(m["phases"])
             if m.get("snapshot_every_rows"):
                 print(
                     f"{'':<9} index snapshot {m['snapshot_bytes'] / 1e6:.1f} MB sealed, "
