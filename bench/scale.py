@@ -3,7 +3,7 @@
     python bench/scale.py [--sizes 10000,100000] [--backends sqlite,postgres]
                           [--queries 500] [--pool 5000] [--json OUT]
                           [--kernels numba|numpy] [--ingest 2000] [--ingest-batch 32]
-                          [--profile OUT] [--phases]
+                          [--profile OUT] [--phases] [--defer-hnsw]
 
 Memory text is real conversation text (``--text locomo``, the default): every LoCoMo turn
 once, then distinct splices of two turns (the first half of one, the second half of another),
@@ -71,6 +71,12 @@ with the caller's thread, so a caller waiting on a worker (``Future.result``, a 
 ``acquire``) and the worker's own calls both appear: times add up across threads and
 overlap in wall time.
 
+``--defer-hnsw`` (PostgreSQL) loads the rows without the HNSW index and builds it once the
+load is done, as a bulk import would: inserting into the graph row by row costs more than
+the rest of a store (110 rows/s at 100k), which would make a million memories a fill of
+hours on two cores. ``fill/s`` is then the load without the index; the build's seconds are
+printed under the row (``hnsw_build_s``).
+
 ``--phases`` answers as many fresh questions once more (embedding included) with the query
 path's steps timed in wall time on the caller's thread and on the workers (``_phases.py``):
 each step's milliseconds per query (p50, p95) and, for the slowest twentieth of the queries,
@@ -114,12 +120,16 @@ from confide.index.vectors import in_context
 from confide.retrieval import query as query_path
 from confide.storage import FEATURES, vector_kernels
 from confide.storage.base import Storage
+from confide.storage.migrations import POSTGRES_HNSW_INDEX
 from confide.types import MemoryFilter
 
 P = ParamSpec("P")
 T = TypeVar("T")
 
 RESULTS = REPO_ROOT / "bench" / "results"
+HNSW_BUILD_MEMORY = "6GB"
+"""``maintenance_work_mem`` of ``--defer-hnsw``'s build: a million memories' graph (about
+2 KB each) must fit, or pgvector finishes it on disk, many times slower."""
 ACCOUNT = "scale"
 USER = "target"
 
@@ -607,6 +617,9 @@ def run(backend: str, size: int, local: Embedder, args: argparse.Namespace) -> d
         engine = MemoryEngine(storage, KeyRing(primary=key), settings=settings)
         app = Confide(engine, embedder=embedder, settings=settings)
         try:
+            deferred = backend == "postgres" and args.defer_hnsw
+            if deferred:
+                drop_hnsw(storage)
             start = time.perf_counter()
             user_ids: list[str] = []
             with progress_bar(f"{backend} {size}: storing", "rows") as progress:
@@ -626,6 +639,7 @@ def run(backend: str, size: int, local: Embedder, args: argparse.Namespace) -> d
                     user_ids += [m.id for m in stored if m.user_id == USER]
                     progress(min(lo + 1000, len(texts)), len(texts))
             fill_s = time.perf_counter() - start
+            build_s = build_hnsw(storage) if deferred else None
             # A progress line (stderr): a large size takes a while to fill, and the timed
             # part that follows wants the machine to itself.
             print(
@@ -700,12 +714,42 @@ def run(backend: str, size: int, local: Embedder, args: argparse.Namespace) -> d
         "rows_total": len(texts),
         "rows_user": size,
         "fill_rows_per_s": round(len(texts) / fill_s, 1),
+        **({"hnsw_build_s": round(build_s, 1)} if build_s is not None else {}),
         "serving_resident_mb": serving,
         **footprint,
         **cold,
         **({"by_ef_search": by_ef} if by_ef else {}),
         **({"phases": phases} if phases is not None else {}),
     }
+
+
+def _admin(storage: Storage) -> Any:
+    """An autocommit connection to a PostgreSQL store's database (DDL outside the pool)."""
+    import psycopg
+
+    from confide.storage.postgres import PostgresStorage
+
+    assert isinstance(storage, PostgresStorage)
+    return psycopg.connect(storage.conninfo, autocommit=True)
+
+
+def drop_hnsw(storage: Storage) -> None:
+    """PostgreSQL: drop the HNSW index before a bulk load (``--defer-hnsw``)."""
+    with _admin(storage) as conn:
+        conn.execute("DROP INDEX IF EXISTS embeddings_hnsw")
+
+
+def build_hnsw(storage: Storage) -> float:
+    """PostgreSQL: build the HNSW index the migrations make, over the loaded rows, as a
+    bulk import would (the graph built in memory, one parallel worker beside the leader);
+    returns the seconds it took."""
+    print("building the HNSW index", file=sys.stderr, flush=True)
+    with _admin(storage) as conn:
+        conn.execute(f"SET maintenance_work_mem = '{HNSW_BUILD_MEMORY}'")
+        conn.execute("SET max_parallel_maintenance_workers = 1")
+        start = time.perf_counter()
+        conn.execute(POSTGRES_HNSW_INDEX)
+        return time.perf_counter() - start
 
 
 def _profile_path(args: argparse.Namespace, backend: str, size: int) -> Path:
@@ -870,6 +914,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "file OUT, and the top 25 by cumulative and by own time printed",
     )
     parser.add_argument(
+        "--defer-hnsw",
+        action="store_true",
+        help="PostgreSQL: load without the HNSW index and build it after the load, as a bulk "
+        "import would (each insert into the graph otherwise costs more than the rest of a "
+        "store; the build's seconds are reported)",
+    )
+    parser.add_argument(
         "--phases",
         action="store_true",
         help="answer as many fresh questions again with the query path's steps timed on "
@@ -931,6 +982,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     f"{m['index_rows']} rows: {m['index_bytes_per_memory']} bytes per memory",
                     flush=True,
                 )
+            if m.get("hnsw_build_s") is not None:
+                print(f"{'':<9} HNSW index built after the load in {m['hnsw_build_s']:.0f} s")
             if m.get("phases"):
                 print_phases(m["phases"])
             if m.get("snapshot_every_rows"):

@@ -11,6 +11,7 @@ import logging
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -1009,20 +1010,44 @@ class EngineCore:
                 tx.delete_index([expected_head.id])
             prepared = _without_vanished_edges(tx, writes, prepared)
             linked: list[tuple[_Write, list[Link]]] = []
-            for index, (write, row) in enumerate(zip(writes, rows, strict=True)):
-                tx.insert_memory(row)
-                for indexer, data in zip(self.indexers, prepared, strict=True):
-                    indexer.write(tx, write.memory, data[index])
-                self._history(
-                    tx, row, write.event, write.old_ref, write.memory.id, write.actor, write.meta
-                )
-                links = _links_of(write.memory.id, [data[index] for data in prepared])
-                for link in links:
-                    self.audit_link(tx, write.memory, link, actor=write.actor)
-                if links:
-                    linked.append((write, links))
-                if log_changes and write.memory.state == MemoryState.ACTIVE:
-                    self._change(tx, row, write.thread_id, write.event, write.meta)
+            logged = [
+                (w.memory.account_id, w.thread_id)
+                for w in writes
+                if log_changes and w.memory.state == MemoryState.ACTIVE
+            ]
+            # Each thread's revisions for the batch in one step, so the loop below reads
+            # nothing back from the database.
+            revs = {
+                (account_id, thread): tx.next_rev(account_id, thread, n) - n
+                for (account_id, thread), n in Counter(logged).items()
+            }
+            # A batch is a few statements per memory: on a server, sent without waiting for
+            # each one's answer (its errors still roll the whole batch back).
+            with tx.pipelined():
+                for index, (write, row) in enumerate(zip(writes, rows, strict=True)):
+                    tx.insert_memory(row)
+                    for indexer, data in zip(self.indexers, prepared, strict=True):
+                        indexer.write(tx, write.memory, data[index])
+                    self._history(
+                        tx,
+                        row,
+                        write.event,
+                        write.old_ref,
+                        write.memory.id,
+                        write.actor,
+                        write.meta,
+                    )
+                    links = _links_of(write.memory.id, [data[index] for data in prepared])
+                    for link in links:
+                        self.audit_link(tx, write.memory, link, actor=write.actor)
+                    if links:
+                        linked.append((write, links))
+                    if log_changes and write.memory.state == MemoryState.ACTIVE:
+                        owner = (row.account_id, write.thread_id)
+                        revs[owner] += 1
+                        self._change(
+                            tx, row, write.thread_id, write.event, write.meta, rev=revs[owner]
+                        )
             if within is not None:
                 within(tx, [w.memory for w in writes])
         for write, links in linked:  # once committed: a rolled-back edge is no event
@@ -1188,8 +1213,13 @@ class EngineCore:
         thread_id: str,
         event: HistoryEventType,
         meta: dict[str, Any],
+        *,
+        rev: int | None = None,
     ) -> None:
-        rev = tx.next_rev(row.account_id, thread_id)
+        """Append ``row``'s change to its thread's log, at ``rev`` when the caller reserved
+        it (:meth:`Transaction.next_rev`), else at the thread's next revision."""
+        if rev is None:
+            rev = tx.next_rev(row.account_id, thread_id)
         tx.add_change(
             row.account_id,
             ChangeRow(

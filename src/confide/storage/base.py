@@ -272,8 +272,9 @@ class AuditWrites(Protocol):
         """Append an audit event (its ``id`` is assigned by the database)."""
         ...
 
-    def next_rev(self, account_id: str, thread_id: str) -> int:
-        """Increment and return the thread's revision counter (exactly +1, serialised)."""
+    def next_rev(self, account_id: str, thread_id: str, count: int = 1) -> int:
+        """Advance the thread's revision counter by ``count`` (serialised) and return its new
+        value: the last of the ``count`` consecutive revisions this caller now owns."""
         ...
 
     def add_change(self, account_id: str, row: ChangeRow) -> None:

@@ -116,6 +116,16 @@ class TransactionStatements(Statements, Protocol):
         no-op where the database already serialises writers, as SQLite does."""
         ...
 
+    def pipelined(self) -> AbstractContextManager[None]:
+        """A block whose statements may be sent without waiting for each one's answer.
+
+        A batch of writes to a server costs one round trip per statement otherwise. A
+        statement whose rows are read still waits for them; an error may surface at the
+        latest when the block ends (the transaction then rolls back as on any error). A
+        no-op where statements run in process, as SQLite's do.
+        """
+        ...
+
 
 class Database(Protocol):
     """One SQL database: reads confined to an account or across accounts, and write

@@ -192,6 +192,15 @@ class PostgresTransaction(_BinaryRows, SqlTransaction):
             # account) and runs on the bypass (see docs/security.md).
             self.across_accounts()
 
+    @contextmanager
+    def pipelined(self) -> Iterator[None]:
+        """psycopg's pipeline mode: statements are sent as they come and their answers read
+        when needed (a fetch) or at the block's end, so a batch of writes costs a round trip
+        or two instead of one per statement."""
+        self._ensure_scope()
+        with self.conn.pipeline():
+            yield
+
     @staticmethod
     def encode_vector(vector: Vector) -> Any:
         """pgvector's binary form."""

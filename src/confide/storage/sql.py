@@ -12,7 +12,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, NamedTuple
 
@@ -164,6 +164,10 @@ class SqlTransaction(SqlExecutor):
         if self.named_lock_sql is not None:
             self.run(self.named_lock_sql, [name])
 
+    def pipelined(self) -> AbstractContextManager[None]:
+        """Statements as they come (see :meth:`TransactionStatements.pipelined`)."""
+        return nullcontext()
+
     def __init__(self, conn: Connection, *, features: Sequence[Feature] = ()) -> None:
         super().__init__(conn)
         self.features = tuple(features)
@@ -253,15 +257,18 @@ class SqlTransaction(SqlExecutor):
             ],
         )
 
-    def next_rev(self, account_id: str, thread_id: str) -> int:
-        """Increment and return the thread's revision counter (1 for a new thread)."""
+    def next_rev(self, account_id: str, thread_id: str, count: int = 1) -> int:
+        """Advance the thread's revision counter by ``count`` and return its new value (the
+        last of the revisions reserved; a new thread starts at 0)."""
+        if count < 1:
+            raise ValueError("count must be at least 1")
         self.scope_to(account_id)
         # The upsert takes a row lock (PostgreSQL) or runs under the single writer (SQLite),
         # so concurrent writers of one thread get consecutive revisions.
         row = self.run(
-            "INSERT INTO threads (thread_id, account_id, rev) VALUES (?, ?, 1) "
-            "ON CONFLICT (thread_id) DO UPDATE SET rev = threads.rev + 1 RETURNING rev",
-            [thread_id, account_id],
+            "INSERT INTO threads (thread_id, account_id, rev) VALUES (?, ?, ?) "
+            "ON CONFLICT (thread_id) DO UPDATE SET rev = threads.rev + ? RETURNING rev",
+            [thread_id, account_id, count, count],
         ).fetchone()
         return int(row[0])
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from confide.engine import MemoryEngine
-from confide.errors import ConflictError, NotFoundError, ValidationError
+from confide.errors import ConflictError, NotFoundError, StorageError, ValidationError
 from confide.storage.base import Storage
 from confide.testing.builders import ACCOUNT, add
 from confide.testing.conformance.harness import StorageHarness
@@ -22,6 +22,10 @@ from confide.types import (
     Visibility,
     utcnow,
 )
+
+
+def _item(key: str) -> dict[str, Any]:
+    return {"account_id": ACCOUNT, "user_id": "user-1", "key": key, "value": f"about {key}"}
 
 
 class MemoriesConformance(StorageHarness):
@@ -235,6 +239,41 @@ class MemoriesConformance(StorageHarness):
         assert [m.id for m in first + rest] == [m.id for m in reversed(stored)]
         with pytest.raises(ValidationError):
             engine.list_memories(flt, limit=0)
+
+    def test_a_batch_logs_consecutive_changes_after_the_threads_last(
+        self, engine: MemoryEngine
+    ) -> None:
+        # A batch reserves its revisions in one step and writes without reading back: the
+        # log must read as if each memory had taken the next revision in turn.
+        first = add(engine, "first", "one", thread_id="thread-b")
+        batch = engine.store_many([_item(f"turn-{i}") for i in range(4)], thread_id="thread-b")
+        other = add(engine, "elsewhere", "two", thread_id="thread-c")
+        last = add(engine, "last", "three", thread_id="thread-b")
+        logged = sorted(engine.changes_since("thread-b", 0), key=lambda c: c.rev)
+        assert [c.rev for c in logged] == [1, 2, 3, 4, 5, 6]
+        assert [c.memory_id for c in logged] == [m.id for m in (first, *batch, last)]
+        assert engine.current_rev("thread-b") == 6
+        assert [c.memory_id for c in engine.changes_since("thread-c", 0)] == [other.id]
+
+    def test_a_batch_that_fails_writes_nothing(
+        self, engine: MemoryEngine, storage: Storage
+    ) -> None:
+        # The batch's statements may be sent without waiting for each answer (a server's
+        # pipeline): a late failure must still roll back every row sent before it.
+        kept = add(engine, "kept", "kept")
+        doomed = engine.store_many([_item(f"doomed-{i}") for i in range(3)])
+        rows = [storage.get_memory(ACCOUNT, m.id) for m in doomed]
+        before = len(engine.list_memories(MemoryFilter(account_id=ACCOUNT), limit=100))
+        with pytest.raises(StorageError), storage.transaction() as tx, tx.pipelined():
+            for row in rows[:2]:
+                assert row is not None
+                tx.insert_memory(row._replace(id=f"{row.id}-copy"))
+            assert rows[2] is not None
+            tx.insert_memory(rows[2])  # its id exists: the batch fails here or at its end
+        after = engine.list_memories(MemoryFilter(account_id=ACCOUNT), limit=100)
+        assert len(after) == before
+        assert all(not m.id.endswith("-copy") for m in after)
+        assert engine.get(kept.id, account_id=ACCOUNT).value == "kept"
 
     def test_a_batch_keeps_its_order(self, engine: MemoryEngine, storage: Storage) -> None:
         # Stored together, yet newest first and oldest first follow the batch's order: the
