@@ -17,7 +17,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from confide.embedders import local as local_module
 from confide.embedders.local import LocalMiniLMEmbedder, minilm_model_dir
+from confide.errors import ProviderError
 
 pytestmark = pytest.mark.slow
 
@@ -170,3 +172,22 @@ def test_missing_runtime_names_the_extra(module: str) -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == [module, "local"]
+
+
+def test_a_runtime_failure_is_a_provider_error_that_quotes_no_text(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fresh = LocalMiniLMEmbedder()
+    fresh.embed_one("loads both graphs")
+    fresh.embed(["loads both graphs"])
+
+    def refuse(self: object, texts: Any, spans: Any) -> Any:
+        raise RuntimeError(f"cannot run on {texts}")
+
+    monkeypatch.setattr(local_module._OnnxRunner, "run_spans", refuse)
+    with pytest.raises(ProviderError) as one:
+        fresh.embed_one("my secret")
+    with pytest.raises(ProviderError) as batch:
+        fresh.embed(["my secret"])
+    for info in (one, batch):
+        assert str(info.value) == "local embedder failed: RuntimeError"

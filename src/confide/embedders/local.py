@@ -33,7 +33,8 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -138,6 +139,16 @@ class _OnnxRunner:
         return l2_normalise(pooled), parts
 
 
+@contextmanager
+def _vendor_errors() -> Iterator[None]:
+    """A runtime's or tokenizer's error while embedding, raised as :class:`ProviderError`
+    (its class named, never its message: it may quote the text)."""
+    try:
+        yield
+    except Exception as exc:  # a vendor error at the boundary
+        raise ProviderError(f"local embedder failed: {type(exc).__name__}") from exc
+
+
 def _no_rows() -> Vectors:
     return np.zeros((0, _DIMS), dtype=np.float32)
 
@@ -206,7 +217,7 @@ class LocalMiniLMEmbedder:
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         out = np.empty((len(texts), _DIMS), dtype=np.float32)
         parts: list[Vectors] = [_no_rows()] * len(texts)
-        try:
+        with _vendor_errors():
             for start in range(0, len(order), self.batch_size):
                 chunk = order[start : start + self.batch_size]
                 vectors, chunk_parts = runner.run_spans(
@@ -215,17 +226,13 @@ class LocalMiniLMEmbedder:
                 out[chunk] = vectors
                 for i, rows in zip(chunk, chunk_parts, strict=True):
                     parts[i] = rows
-        except Exception as exc:  # a vendor error at the boundary
-            raise ProviderError(f"local embedder failed: {type(exc).__name__}") from exc
         return out, parts
 
     def embed_one(self, text: str) -> Vector:
         """Embed one text (a question) by the graph of :attr:`precision`."""
         runner = self._load(self.precision)
-        try:
+        with _vendor_errors():
             vectors, _ = runner.run_spans([text], [()])
-        except Exception as exc:  # a vendor error at the boundary
-            raise ProviderError(f"local embedder failed: {type(exc).__name__}") from exc
         row: Vector = vectors[0]
         return row
 
