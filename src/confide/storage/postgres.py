@@ -197,7 +197,6 @@ class PostgresTransaction(_BinaryRows, SqlTransaction):
         """psycopg's pipeline mode: statements are sent as they come and their answers read
         when needed (a fetch) or at the block's end, so a batch of writes costs a round trip
         or two instead of one per statement."""
-        self._ensure_scope()
         with self.conn.pipeline():
             yield
 
