@@ -76,20 +76,10 @@ class _TimedEmbedder:
     """The service's embedder, its ``embed_one`` timed as the ``embedding`` phase."""
 
     def __init__(self, inner: Any, clock: _Clock) -> None:
-        self._inner = inner
-        self._clock = clock
         self.model_id = inner.model_id
         self.dims = inner.dims
-
-    def embed(self, texts: Any) -> Any:
-        return self._inner.embed(texts)
-
-    def embed_one(self, text: str) -> Any:
-        t0 = time.perf_counter()
-        try:
-            return self._inner.embed_one(text)
-        finally:
-            self._clock.add("embedding", time.perf_counter() - t0)
+        self.embed = inner.embed
+        self.embed_one = _timed(inner.embed_one, "embedding", clock)
 
 
 @contextmanager

@@ -1010,21 +1010,11 @@ class EngineCore:
                 tx.delete_index([expected_head.id])
             prepared = _without_vanished_edges(tx, writes, prepared)
             linked: list[tuple[_Write, list[Link]]] = []
-            logged = [
-                (w.memory.account_id, w.thread_id)
-                for w in writes
-                if log_changes and w.memory.state == MemoryState.ACTIVE
-            ]
-            # Each thread's revisions for the batch in one step, so the loop below reads
-            # nothing back from the database.
-            revs = {
-                (account_id, thread): tx.next_rev(account_id, thread, n) - n
-                for (account_id, thread), n in Counter(logged).items()
-            }
+            revs = _reserved_revs(tx, writes, log_changes)
             # A batch is a few statements per memory: on a server, sent without waiting for
             # each one's answer (its errors still roll the whole batch back).
             with tx.pipelined():
-                for index, (write, row) in enumerate(zip(writes, rows, strict=True)):
+                for index, (write, row, rev) in enumerate(zip(writes, rows, revs, strict=True)):
                     tx.insert_memory(row)
                     for indexer, data in zip(self.indexers, prepared, strict=True):
                         indexer.write(tx, write.memory, data[index])
@@ -1042,12 +1032,8 @@ class EngineCore:
                         self.audit_link(tx, write.memory, link, actor=write.actor)
                     if links:
                         linked.append((write, links))
-                    if log_changes and write.memory.state == MemoryState.ACTIVE:
-                        owner = (row.account_id, write.thread_id)
-                        revs[owner] += 1
-                        self._change(
-                            tx, row, write.thread_id, write.event, write.meta, rev=revs[owner]
-                        )
+                    if rev is not None:
+                        self._change(tx, row, write.thread_id, write.event, write.meta, rev=rev)
             if within is not None:
                 within(tx, [w.memory for w in writes])
         for write, links in linked:  # once committed: a rolled-back edge is no event
@@ -1231,6 +1217,27 @@ class EngineCore:
                 time.time(),
             ),
         )
+
+
+def _reserved_revs(
+    tx: Transaction, writes: Sequence[_Write], log_changes: bool
+) -> list[int | None]:
+    """The change-log revision of each write (``None``: not logged), each thread's revisions
+    for the batch reserved in one statement, so writing the batch reads nothing back."""
+    logged = [
+        (w.memory.account_id, w.thread_id)
+        if log_changes and w.memory.state == MemoryState.ACTIVE
+        else None
+        for w in writes
+    ]
+    counts = Counter(owner for owner in logged if owner is not None)
+    taken = {owner: tx.next_rev(*owner, n) - n for owner, n in counts.items()}
+    revs: list[int | None] = []
+    for owner in logged:
+        if owner is not None:
+            taken[owner] += 1
+        revs.append(None if owner is None else taken[owner])
+    return revs
 
 
 @dataclass(frozen=True, slots=True)
