@@ -806,14 +806,13 @@ def ingestion_ratio(
     """Ingestion through the engine's write path against the bare embedder, same batches.
 
     ``texts`` are stored with the real embedder (no pool vectors), ``batch`` a
-    ``store_many`` call, with the default settings (store-time linking included); the bare
-    embedder embeds the same batches right before, so both see the same machine load.
+    ``store_many`` call, with the default settings (store-time linking included). Each batch
+    is embedded bare right before it is stored, so both sides of the ratio see the same
+    machine load: a machine whose speed drifts by a tenth over a minute moved a ratio taken
+    from two consecutive passes by as much.
     """
     batches = [list(texts[i : i + batch]) for i in range(0, len(texts), batch)]
-    start = time.perf_counter()
-    for b in counted(batches, f"{backend} bare embedder", "batches"):
-        local.embed(b)
-    bare_s = time.perf_counter() - start
+    bare_s = store_s = 0.0
     with tempfile.TemporaryDirectory(prefix=f"confide-ingest-{backend}-") as tmp:
         storage, server = open_storage(backend, Path(tmp))
         key = os.urandom(32)
@@ -821,8 +820,11 @@ def ingestion_ratio(
         engine = MemoryEngine(storage, KeyRing(primary=key), settings=settings)
         app = Confide(engine, embedder=local, settings=settings)
         try:
-            start = time.perf_counter()
             for n, b in enumerate(counted(batches, f"{backend} ingest", "batches")):
+                start = time.perf_counter()
+                local.embed(b)
+                bare_s += time.perf_counter() - start
+                start = time.perf_counter()
                 app.engine.store_many(
                     [
                         {
@@ -835,7 +837,7 @@ def ingestion_ratio(
                         for text in b
                     ]
                 )
-            store_s = time.perf_counter() - start
+                store_s += time.perf_counter() - start
         finally:
             app.close()
             if server is not None:

@@ -1028,8 +1028,7 @@ class EngineCore:
                         write.meta,
                     )
                     links = _links_of(write.memory.id, [data[index] for data in prepared])
-                    for link in links:
-                        self.audit_link(tx, write.memory, link, actor=write.actor)
+                    self.audit_links(tx, write.memory, links, actor=write.actor)
                     if links:
                         linked.append((write, links))
                     if rev is not None:
@@ -1044,20 +1043,33 @@ class EngineCore:
     def audit_link(tx: Transaction, memory: Memory, link: Link, *, actor: str | None) -> None:
         """Write the ``LINK`` audit event of a relation edge from ``memory``, on ``tx`` (the
         transaction that writes the edge): ids, the relation and its strength; no value."""
-        tx.add_history(
-            HistoryRow(
-                0,
-                memory.account_id,
-                memory.user_id,
-                memory.id,
-                memory.lineage_id,
-                HistoryEventType.LINK.value,
-                memory.id,
-                memory.id,
-                actor,
-                json.dumps(link.meta()),
-                time.time(),
-            )
+        EngineCore.audit_links(tx, memory, [link], actor=actor)
+
+    @staticmethod
+    def audit_links(
+        tx: Transaction, memory: Memory, links: Sequence[Link], *, actor: str | None
+    ) -> None:
+        """:meth:`audit_link` for each of ``links``, in one write."""
+        if not links:
+            return
+        now = time.time()
+        tx.add_history_many(
+            [
+                HistoryRow(
+                    0,
+                    memory.account_id,
+                    memory.user_id,
+                    memory.id,
+                    memory.lineage_id,
+                    HistoryEventType.LINK.value,
+                    memory.id,
+                    memory.id,
+                    actor,
+                    json.dumps(link.meta()),
+                    now,
+                )
+                for link in links
+            ]
         )
 
     def emit_link(

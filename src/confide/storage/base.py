@@ -272,6 +272,11 @@ class AuditWrites(Protocol):
         """Append an audit event (its ``id`` is assigned by the database)."""
         ...
 
+    def add_history_many(self, rows: Sequence[HistoryRow]) -> None:
+        """Append audit events in order, as one write where the backend can (a memory's
+        edges are audited together)."""
+        ...
+
     def next_rev(self, account_id: str, thread_id: str, count: int = 1) -> int:
         """Advance the thread's revision counter by ``count`` (serialised) and return its new
         value: the last of the ``count`` consecutive revisions this caller now owns."""

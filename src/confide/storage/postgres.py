@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import re
 import struct
 import threading
 import time
@@ -130,6 +131,12 @@ def _scope_values(account_id: str | None) -> tuple[str, str]:
     return account_id, "off"
 
 
+_PLAIN_VALUES = re.compile(r"(INSERT INTO .*? VALUES )(\((?:\?, )*\?\))(.*)", re.DOTALL)
+"""An ``INSERT`` whose one row of ``VALUES`` is plain placeholders (and what follows it)."""
+_ROWS_PER_INSERT = 500
+"""Rows per multi-row ``INSERT`` (well under PostgreSQL's 65,535 parameters a statement)."""
+
+
 class PostgresExecutor(_BinaryRows, SqlExecutor):
     """Executes with psycopg's ``%s`` placeholders."""
 
@@ -210,11 +217,29 @@ class PostgresTransaction(_BinaryRows, SqlTransaction):
         return _has_table(self, name)
 
     def insert_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        """Insert many rows with ``executemany`` (pipelined by psycopg)."""
-        if rows:
-            self._ensure_scope()
+        """Insert many rows with one multi-row ``INSERT ... VALUES (...), (...)`` per
+        :data:`_ROWS_PER_INSERT` rows.
+
+        The server runs one statement for a memory's blind tokens instead of one per token
+        (executor start-up, a round of index and key checks each), which was a third of a
+        batch's write time. A statement whose ``VALUES`` are not plain placeholders goes
+        row by row through ``executemany`` (pipelined by psycopg).
+        """
+        if not rows:
+            return
+        self._ensure_scope()
+        shape = _PLAIN_VALUES.fullmatch(sql)
+        if shape is None:
             with self.conn.cursor() as cur:
                 cur.executemany(sql.replace("?", "%s"), rows)
+            return
+        head, one_row, tail = shape.groups()
+        for start in range(0, len(rows), _ROWS_PER_INSERT):
+            chunk = rows[start : start + _ROWS_PER_INSERT]
+            self.run(
+                f"{head}{', '.join(one_row for _ in chunk)}{tail}",
+                [value for row in chunk for value in row],
+            )
 
 
 class PostgresStorage(SqlStorage):
@@ -434,11 +459,16 @@ class PostgresStorage(SqlStorage):
         with self._reader(flt.account_id) as db:
             if not self._has_vectors(db):
                 return []
+            # The nearest ids first, the rows of only those after: where the planner scans
+            # (a small or young table, before the graph pays off) its join then carries ids,
+            # not every matching row's ciphertexts (5.2 against 8.7 ms at 2,000 memories).
             rows = db.run(
-                f"SELECT m.id, 1 - (e.embedding <=> ?::vector) AS sim, {MEMORY_SELECT} "
-                f"FROM embeddings e JOIN memories m ON m.id = e.memory_id WHERE {where} "
-                "ORDER BY e.embedding <=> ?::vector LIMIT ?",
-                [query, *params, query, k],
+                "WITH nearest AS MATERIALIZED (SELECT e.memory_id, e.embedding <=> ?::vector "
+                f"AS distance FROM embeddings e JOIN memories m ON m.id = e.memory_id "
+                f"WHERE {where} ORDER BY distance LIMIT ?) "
+                f"SELECT m.id, 1 - n.distance AS sim, {MEMORY_SELECT} FROM nearest n "
+                "JOIN memories m ON m.id = n.memory_id ORDER BY n.distance, m.id",
+                [query, *params, k],
             ).fetchall()
             if len(rows) >= k:
                 return [ScoredId(str(r[0]), float(r[1]), memory_row(r[2:])) for r in rows]

@@ -239,21 +239,29 @@ class SqlTransaction(SqlExecutor):
 
     def add_history(self, row: HistoryRow) -> None:
         """Append an audit event (the database assigns its ``id``)."""
-        self.scope_to(row.account_id)
-        self.run(
+        self.add_history_many([row])
+
+    def add_history_many(self, rows: Sequence[HistoryRow]) -> None:
+        """Append audit events in order (the database assigns their ``id``)."""
+        for account_id in dict.fromkeys(row.account_id for row in rows):
+            self.scope_to(account_id)
+        self.insert_many(
             "INSERT INTO history (account_id, user_id, memory_id, lineage_id, event, old_ref, "
             "new_ref, actor, meta, ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
-                row.account_id,
-                row.user_id,
-                row.memory_id,
-                row.lineage_id,
-                row.event,
-                row.old_ref,
-                row.new_ref,
-                row.actor,
-                row.meta,
-                row.ts,
+                (
+                    row.account_id,
+                    row.user_id,
+                    row.memory_id,
+                    row.lineage_id,
+                    row.event,
+                    row.old_ref,
+                    row.new_ref,
+                    row.actor,
+                    row.meta,
+                    row.ts,
+                )
+                for row in rows
             ],
         )
 
