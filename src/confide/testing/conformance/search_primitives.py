@@ -159,6 +159,23 @@ class SearchPrimitivesConformance(StorageHarness):
         narrowed = flt.model_copy(update={"keys": ("dog",)})
         assert storage.lexical_search(narrowed, piano, 5, k1=1.2, b=0.75) == []
 
+    def test_a_memory_of_more_words_than_one_insert_carries_is_found_by_each(
+        self, engine: MemoryEngine, storage: Storage
+    ) -> None:
+        # 1,200 distinct words: more blind tokens than a backend writes in one statement.
+        words = [
+            "q" + "".join("abcdefghijklmnopqrstuvwxyz"[(i // 26**p) % 26] for p in range(3))
+            for i in range(1200)
+        ]
+        long = add(engine, key="long", value=" ".join(words))
+        add(engine, key="short", value=f"{words[0]} and nothing else")
+        flt = MemoryFilter(account_id=ACCOUNT, user_id="user-1")
+        for word in (words[0], words[599], words[-1]):
+            tokens = list(engine.lexical.hashed_terms(ACCOUNT, word))
+            hits = [h.memory_id for h in storage.lexical_search(flt, tokens, 5, k1=1.2, b=0.75)]
+            assert long.id in hits
+        assert storage.count_rows("memory_tokens", ACCOUNT, "user-1") >= 1200
+
     def test_edges_are_unique_and_found_from_either_end(
         self, engine: MemoryEngine, storage: Storage
     ) -> None:
