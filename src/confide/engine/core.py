@@ -1040,16 +1040,12 @@ class EngineCore:
                 self.emit_link(write.memory, link, node="index", thread_id=write.thread_id)
 
     @staticmethod
-    def audit_link(tx: Transaction, memory: Memory, link: Link, *, actor: str | None) -> None:
-        """Write the ``LINK`` audit event of a relation edge from ``memory``, on ``tx`` (the
-        transaction that writes the edge): ids, the relation and its strength; no value."""
-        EngineCore.audit_links(tx, memory, [link], actor=actor)
-
-    @staticmethod
     def audit_links(
         tx: Transaction, memory: Memory, links: Sequence[Link], *, actor: str | None
     ) -> None:
-        """:meth:`audit_link` for each of ``links``, in one write."""
+        """Write the ``LINK`` audit event of each relation edge from ``memory`` in ``links``,
+        on ``tx`` (the transaction that writes the edges), in one write: ids, the relation
+        and its strength; no value."""
         if not links:
             return
         now = time.time()

@@ -221,17 +221,15 @@ class PostgresTransaction(_BinaryRows, SqlTransaction):
         :data:`_ROWS_PER_INSERT` rows.
 
         The server runs one statement for a memory's blind tokens instead of one per token
-        (executor start-up, a round of index and key checks each), which was a third of a
-        batch's write time. A statement whose ``VALUES`` are not plain placeholders goes
-        row by row through ``executemany`` (pipelined by psycopg).
+        (each its own executor start-up and round of index and key checks).
+
+        Raises:
+            ValueError: ``sql`` is not an ``INSERT`` of one row of plain ``?`` placeholders.
         """
-        if not rows:
-            return
-        self._ensure_scope()
         shape = _PLAIN_VALUES.fullmatch(sql)
         if shape is None:
-            with self.conn.cursor() as cur:
-                cur.executemany(sql.replace("?", "%s"), rows)
+            raise ValueError("insert_many takes an INSERT of one row of plain placeholders")
+        if not rows:
             return
         head, one_row, tail = shape.groups()
         for start in range(0, len(rows), _ROWS_PER_INSERT):

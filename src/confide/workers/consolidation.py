@@ -429,7 +429,7 @@ class Consolidator:
                 tx.record_op(_op(pair.first, "link", pair.score, when))
                 if frozenset((pair.first.id, pair.second.id)) not in linked:
                     link = Link(pair.second.id, RELATED, round(pair.score, 4))
-                    self.engine.audit_link(tx, pair.first, link, actor=ACTOR)
+                    self.engine.audit_links(tx, pair.first, [link], actor=ACTOR)
         return len(pairs)
 
 
