@@ -56,7 +56,12 @@ def compile_filter(flt: MemoryFilter, alias: str = "m") -> tuple[str, list[Any]]
         if not values:
             clauses.append("1 = 0")
             return
-        clauses.append(f"{p}{column} IN ({', '.join('?' for _ in values)})")
+        # One value as an equality: SQLite's planner, reading its value statistics, can take
+        # ``x IN (?)`` for a range and scan the table where ``x = ?`` reads one index range.
+        if len(values) == 1:
+            clauses.append(f"{p}{column} = ?")
+        else:
+            clauses.append(f"{p}{column} IN ({', '.join('?' for _ in values)})")
         params.extend(values)
 
     any_of("state", tuple(s.value for s in flt.states))
