@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from confide.client import Confide
-from confide.config import Settings
+from confide.config import RankingWeights, Settings
 from confide.crypto.keyring import KeyRing
 from confide.embedders import Embedder, build_embedder
 from confide.engine import MemoryEngine
@@ -334,10 +334,14 @@ class MemoryQueryConformance(StorageHarness):
         assert set(got[2:]) == {m.id for m in profile}
         assert notes[2].id not in got
 
+    @pytest.mark.parametrize("followed", [True, False], ids=["edges-followed", "edges-unread"])
     def test_related_memories_follow_the_ranked_bullets_within_the_rules(
-        self, make_app: AppFactory
+        self, make_app: AppFactory, followed: bool
     ) -> None:
-        app = make_app(HashingEmbedder(), link_top_k=0)  # only the edges made here
+        # With adjacency weighed, retrieval follows the best candidates' edges and the
+        # related memories come from what it read; without, they are read for the answer.
+        ranking = RankingWeights() if followed else RankingWeights(w_adjacent=0.0)
+        app = make_app(HashingEmbedder(), link_top_k=0, ranking=ranking)  # only these edges
         dog, walk, vet, tea, sofa, gone = app.engine.store_many(
             [
                 _mem("u1", "dog", "the dog Biscuit is a beagle"),
