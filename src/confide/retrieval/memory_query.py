@@ -446,17 +446,17 @@ class MemoryQueryService:
         self, source: StorageCandidateSource, memory_ids: list[str]
     ) -> dict[str, list[Memory]]:
         """Up to two ``related_to`` memories per result, strongest first, that the request's
-        filter reaches (the edges retrieval followed already; one read for the others)."""
+        filter reaches (from the edges retrieval followed; one edges query for the rest)."""
         wanted = set(memory_ids)
         others: dict[str, list[tuple[float, str]]] = {m: [] for m in memory_ids}
-        for e in source.edges_within(memory_ids):
+        for e in source.edges_of(memory_ids):
             if e.relation_type != "related_to":
                 continue
             for here, there in ((e.from_id, e.to_id), (e.to_id, e.from_id)):
                 if here in wanted and there not in wanted:
                     others[here].append((e.strength, there))
         # A memory has a handful of edges (``link_top_k`` and consolidation's): all of them
-        # within the filter are read, so one outside it leaves room for the next strongest.
+        # are considered, so one outside the filter leaves room for the next strongest.
         found = source.load(sorted({i for o in others.values() for _, i in o}))
         return {
             m: [found[i] for _, i in sorted(o, reverse=True) if i in found][:2]

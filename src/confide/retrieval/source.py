@@ -21,7 +21,7 @@ from confide.index.vectors import ADJACENT
 from confide.retrieval.bm25 import BM25Params
 from confide.retrieval.ports import MemoryReader
 from confide.retrieval.ranking import Candidate, Edge, EdgeKind
-from confide.storage.base import EdgeRow, MemoryRow, Neighbourhood, ScoredId
+from confide.storage.base import EdgeRow, MemoryRow, ScoredId
 from confide.types import Memory, MemoryFilter
 
 
@@ -176,7 +176,11 @@ class StorageCandidateSource:
         """
         keep_vectors = vector is None and self._vector_expected
         hood = self._index.neighbourhood(self.flt, ids, vector, with_vectors=keep_vectors)
-        self._keep_neighbourhood(ids, hood)
+        for row in hood.rows:
+            self._rows[row.id] = row
+        for edge in hood.edges:
+            self._edges[(edge.from_id, edge.to_id)] = edge
+        self._edges_read.update(ids)
         self._vectors.update(hood.vectors)
         edges = [
             Edge(
@@ -190,26 +194,21 @@ class StorageCandidateSource:
         ends = sorted(row.id for row in hood.rows)
         return [Candidate(id=i, dense=hood.similarity.get(i)) for i in ends], edges
 
-    def _keep_neighbourhood(self, ids: Sequence[str], hood: Neighbourhood) -> None:
-        for row in hood.rows:
-            self._rows[row.id] = row
-        for edge in hood.edges:
-            self._edges[(edge.from_id, edge.to_id)] = edge
-        self._edges_read.update(ids)
+    def edges_of(self, ids: Sequence[str]) -> list[EdgeRow]:
+        """Edges touching ``ids``: for the ids whose neighbourhood :meth:`neighbours` read in
+        this query, the edges it kept (other end within the filter), at no cost; for the
+        others, every edge, read now (the ends' rows are for :meth:`load` to filter).
 
-    def edges_within(self, ids: Sequence[str]) -> list[EdgeRow]:
-        """Edges touching ``ids`` whose other end matches the filter, the rows at those ends
-        kept for :meth:`load`.
-
-        Answered from what :meth:`neighbours` read for the query where it covers ``ids``
-        (the answers of a query are mostly the seeds whose edges it followed), so the
-        related memories of an answer usually cost no read at all.
+        The answers of a query are mostly the seeds whose edges it followed, so their related
+        memories usually need no edges query of their own.
         """
         unread = [i for i in dict.fromkeys(ids) if i not in self._edges_read]
+        known = set(ids).difference(unread)
+        found = {key: e for key, e in self._edges.items() if e.from_id in known or e.to_id in known}
         if unread:
-            self._keep_neighbourhood(unread, self._index.neighbourhood(self.flt, unread, None))
-        wanted = set(ids)
-        return [e for e in self._edges.values() if e.from_id in wanted or e.to_id in wanted]
+            for e in self._index.edges(self.flt.account_id, unread):
+                found.setdefault((e.from_id, e.to_id), e)
+        return list(found.values())
 
     def with_dense(self, candidates: Sequence[Candidate], vector: Vector) -> list[Candidate]:
         """The candidates with their cosine to ``vector`` filled in where it is missing."""
