@@ -5,28 +5,24 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from tests.storage.listing_plans import sqlite_listing_plan
 
 from confide.config import Settings
 from confide.crypto.keyring import KeyRing
 from confide.engine import MemoryEngine
 from confide.storage import FEATURES
-from confide.storage.filters import compile_filter
 from confide.storage.sqlite import SqliteStorage
+from confide.testing.conformance.harness import TEST_KEK
 from confide.types import MemoryFilter
 
 
 @pytest.mark.parametrize("categories", [("preference",), ("preference", "follow_up")])
 def test_a_rare_category_is_listed_through_the_category_index(
-    tmp_path: Path, categories: tuple[str, ...]
+    tmp_path: Path, settings: Settings, categories: tuple[str, ...]
 ) -> None:
-    key = bytes(range(32))
     storage = SqliteStorage(str(tmp_path / "confide.db"), features=FEATURES)
     storage.migrate()
-    engine = MemoryEngine(
-        storage,
-        KeyRing(primary=key),
-        settings=Settings(home=tmp_path / "home", encryption_key=key.hex()),
-    )
+    engine = MemoryEngine(storage, KeyRing(primary=TEST_KEK), settings=settings)
     try:
         # One common category and statistics that know it: SQLite then prices each value
         # it is asked for, and read ``category IN (?)`` for one value as a scan of the table.
@@ -44,17 +40,9 @@ def test_a_rare_category_is_listed_through_the_category_index(
         )
         with storage.transaction() as tx:
             tx.run("ANALYZE")
-        where, params = compile_filter(
-            MemoryFilter(account_id="acct", user_id="u1", categories=categories)
-        )
         # The statement ``list_memories`` sends for the agent's ``context: all`` categories.
-        with storage.transaction() as tx:
-            plan = tx.run(
-                f"EXPLAIN QUERY PLAN SELECT m.id FROM memories m WHERE {where} "
-                "ORDER BY m.updated_at DESC, m.id DESC LIMIT ?",
-                [*params, 50],
-            ).fetchall()
-        details = " ".join(str(row[-1]) for row in plan)
+        flt = MemoryFilter(account_id="acct", user_id="u1", categories=categories)
+        details = sqlite_listing_plan(storage, flt, 50)
         assert "USING INDEX memories_category" in details, details
     finally:
         storage.close()

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.storage.listing_plans import sqlite_listing_plan
+
 from confide.storage import FEATURES
-from confide.storage.filters import compile_filter
 from confide.storage.sqlite import SqliteStorage
 from confide.types import MemoryFilter, utcnow
 
@@ -17,16 +18,9 @@ def test_the_newest_memory_of_a_run_is_read_through_the_run_index(tmp_path: Path
         flt = MemoryFilter(
             account_id="acct", user_id="u1", run_id="call-1", created_before=utcnow()
         )
-        where, params = compile_filter(flt)
         # The statement ``list_memories`` sends for a run's newest memories stored before a
         # given one (the indexer's lookup of the previous turn).
-        with storage.transaction() as tx:
-            plan = tx.run(
-                f"EXPLAIN QUERY PLAN SELECT m.id FROM memories m WHERE {where} "
-                "ORDER BY m.updated_at DESC, m.id DESC LIMIT ?",
-                [*params, 2],
-            ).fetchall()
-        details = " ".join(str(row[-1]) for row in plan)
+        details = sqlite_listing_plan(storage, flt, 2)
         assert "memories_run" in details, details
     finally:
         storage.close()
