@@ -4,6 +4,7 @@
                           [--queries 500] [--pool 5000] [--json OUT]
                           [--kernels numba|numpy] [--ingest 2000] [--ingest-batch 32]
                           [--profile OUT] [--phases] [--defer-hnsw]
+                          [--compare NAME=VALUE ...]
 
 Memory text is real conversation text (``--text locomo``, the default): every LoCoMo turn
 once, then distinct splices of two turns (the first half of one, the second half of another),
@@ -81,6 +82,12 @@ printed under the row (``hnsw_build_s``).
 path's steps timed in wall time on the caller's thread and on the workers (``_phases.py``):
 each step's milliseconds per query (p50, p95) and, for the slowest twentieth of the queries,
 the median of each step on the caller's thread, so a slow tail shows what it waited for.
+
+``--compare NAME=VALUE`` (repeatable) answers as many fresh questions twice each on the same
+filled store, once as configured and once with one setting of the query path changed, in
+alternating order, and prints both arms' p50/p95 and the median and mean of the paired
+differences (``_compare.py``, which lists the settings): the way to tell a lever from this
+machine's drift between runs.
 """
 
 from __future__ import annotations
@@ -105,6 +112,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _compare import compare, parse_setting, print_comparison
 from _engine_side import open_storage, settle
 from _locomo_data import DEFAULT_DATA, REPO_ROOT, load_conversations
 from _phases import print_phases, query_phases
@@ -675,6 +683,10 @@ def run(backend: str, size: int, local: Embedder, args: argparse.Namespace) -> d
                 if args.phases
                 else None
             )
+            comparisons = [
+                compare(app, setting, fresh_questions(args.queries), _request(args.top_k))
+                for setting in args.compare
+            ]
             embeds: list[float] = []
             for q in counted(timed, "bare embedding", "queries"):
                 t0 = time.perf_counter()
@@ -720,6 +732,7 @@ def run(backend: str, size: int, local: Embedder, args: argparse.Namespace) -> d
         **cold,
         **({"by_ef_search": by_ef} if by_ef else {}),
         **({"phases": phases} if phases is not None else {}),
+        **({"comparisons": comparisons} if comparisons else {}),
     }
 
 
@@ -852,6 +865,15 @@ def ingestion_ratio(
     }
 
 
+def _setting(text: str) -> str:
+    """``--compare``'s value, checked (argparse reports the ``ValueError``'s message)."""
+    try:
+        parse_setting(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run and print the table (and write ``--json``)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -928,6 +950,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="answer as many fresh questions again with the query path's steps timed on "
         "the caller's thread and the workers (_phases.py) and print where the time goes",
     )
+    parser.add_argument(
+        "--compare",
+        action="append",
+        default=[],
+        type=_setting,
+        metavar="NAME=VALUE",
+        help="answer as many fresh questions twice each, as configured and with this query "
+        "path setting, alternately, and print the paired difference (_compare.py lists the "
+        "settings; repeatable)",
+    )
     args = parser.parse_args(argv)
     args.ef_search = [int(v) for v in args.ef_search.split(",") if v]
     vector_kernels.use_numba(args.kernels == "numba")
@@ -988,6 +1020,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"{'':<9} HNSW index built after the load in {m['hnsw_build_s']:.0f} s")
             if m.get("phases"):
                 print_phases(m["phases"])
+            for found in m.get("comparisons", []):
+                print_comparison(found)
             if m.get("snapshot_every_rows"):
                 print(
                     f"{'':<9} index snapshot {m['snapshot_bytes'] / 1e6:.1f} MB sealed, "

@@ -1,0 +1,197 @@
+"""One setting of the query path against the store as configured, question by question.
+
+This machine's speed drifts by a fifth between runs (the bare embedder's p50 alone), more than
+most single changes move a query, so two separate runs cannot tell a lever from the drift.
+Here each question is answered twice in a row, once as configured and once with one setting
+changed, the order swapped from one question to the next (AB, BA, AB...), so the drift and
+the second answer's warmer caches fall on both arms alike. The median and mean of the paired
+differences (changed minus configured) say what the setting moves; each arm's p50 and p95
+are printed beside them.
+
+Settings (``scale.py --compare NAME=VALUE``, repeatable):
+
+- ``postings-budget``: postings one lexical search scores at most
+  (:attr:`confide.storage.sql.LexicalTuning.postings_budget`);
+- ``common-min``: postings above which a term is left out of a lexical search when rarer
+  ones exist (:attr:`~confide.storage.sql.LexicalTuning.common_min`);
+- ``query-workers``: threads of the query path's pool; ``0`` runs its tasks on the caller's
+  thread, one after the other;
+- ``switch-interval``: the interpreter's thread switch interval in seconds
+  (``sys.setswitchinterval``; 0.005 by default);
+- ``dense-limit``, ``lexical-limit``, ``hydrate-top``: the query plan's ceilings
+  (:class:`confide.retrieval.query.QueryPlan`; ``memory_query`` sizes each to the answer
+  under its ceiling).
+
+Bench code only: the settings are swapped on the live objects and restored afterwards.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
+from typing import Any, ParamSpec, TypeVar
+
+from confide.client import Confide
+from confide.retrieval import query as query_path
+from confide.storage.sql import SqlStorage
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+Switch = Callable[[bool], None]
+"""Turns the changed setting on (``True``) or back to the configured one (``False``)."""
+
+
+class InlinePool:
+    """A stand-in for the query path's pool that runs each task at once on the caller's
+    thread (``query-workers=0``)."""
+
+    def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Future[T]:
+        """Run ``fn`` now; its result (or exception) in a finished future."""
+        done: Future[T] = Future()
+        try:
+            done.set_result(fn(*args, **kwargs))
+        except BaseException as exc:  # handed to the caller through the future, as a pool does
+            done.set_exception(exc)
+        return done
+
+    def shutdown(self, wait: bool = True) -> None:
+        """Nothing to stop."""
+
+
+def _lexical(app: Confide, field: str, value: str) -> tuple[Switch, Callable[[], None]]:
+    storage = app.engine.storage
+    if not isinstance(storage, SqlStorage):
+        raise ValueError(f"{field} needs a SQL store")
+    configured = storage.lexical
+    changed = replace(configured, **{field: int(value)})
+
+    def switch(on: bool) -> None:
+        storage.lexical = changed if on else configured
+
+    return switch, lambda: None
+
+
+def _workers(app: Confide, value: str) -> tuple[Switch, Callable[[], None]]:
+    count = int(value)
+    if count < 0:
+        raise ValueError("query-workers must be 0 or more")
+    configured = query_path.workers()
+    pool: ThreadPoolExecutor | InlinePool = (
+        InlinePool() if count == 0 else ThreadPoolExecutor(count, thread_name_prefix="compare")
+    )
+
+    def switch(on: bool) -> None:
+        query_path._executor = pool if on else configured  # type: ignore[assignment]
+
+    return switch, lambda: pool.shutdown(wait=True)
+
+
+def _switch_interval(app: Confide, value: str) -> tuple[Switch, Callable[[], None]]:
+    configured, changed = sys.getswitchinterval(), float(value)
+    if changed <= 0:
+        raise ValueError("switch-interval must be positive")
+
+    def switch(on: bool) -> None:
+        sys.setswitchinterval(changed if on else configured)
+
+    return switch, lambda: None
+
+
+def _plan(app: Confide, field: str, value: str) -> tuple[Switch, Callable[[], None]]:
+    service = app.memory_query
+    configured, n = service.plan, int(value)
+    changed = {
+        "dense_limit": replace(configured, dense_limit=n),
+        "lexical_limit": replace(configured, lexical_limit=n),
+        "hydrate_top": replace(configured, hydrate_top=n),
+    }[field]
+
+    def switch(on: bool) -> None:
+        service.plan = changed if on else configured
+
+    return switch, lambda: None
+
+
+SETTINGS: dict[str, Callable[[Confide, str], tuple[Switch, Callable[[], None]]]] = {
+    "postings-budget": lambda app, v: _lexical(app, "postings_budget", v),
+    "common-min": lambda app, v: _lexical(app, "common_min", v),
+    "query-workers": _workers,
+    "switch-interval": _switch_interval,
+    "dense-limit": lambda app, v: _plan(app, "dense_limit", v),
+    "lexical-limit": lambda app, v: _plan(app, "lexical_limit", v),
+    "hydrate-top": lambda app, v: _plan(app, "hydrate_top", v),
+}
+
+
+def parse_setting(text: str) -> tuple[str, str]:
+    """``NAME=VALUE`` checked against :data:`SETTINGS` (``ValueError`` names the known ones)."""
+    name, sep, value = text.partition("=")
+    if not sep or name not in SETTINGS or not value:
+        raise ValueError(f"expected NAME=VALUE with NAME one of {', '.join(sorted(SETTINGS))}")
+    return name, value
+
+
+def _p50_p95(values: Sequence[float]) -> tuple[float, float]:
+    cuts = statistics.quantiles(values, n=100) if len(values) > 1 else [values[0]] * 99
+    return round(cuts[49], 2), round(cuts[94], 2)
+
+
+def compare(
+    app: Confide,
+    setting: str,
+    asked: Sequence[str],
+    request: Callable[[str], dict[str, Any]],
+    *,
+    warm: int = 10,
+) -> dict[str, Any]:
+    """Answer each of ``asked`` as configured and with ``setting`` (``NAME=VALUE``), in
+    alternating order; the first ``warm`` questions are answered both ways untimed first."""
+    name, value = parse_setting(setting)
+    switch, close = SETTINGS[name](app, value)
+    configured: list[float] = []
+    changed: list[float] = []
+    try:
+        for q in asked[:warm]:
+            for on in (False, True):
+                switch(on)
+                app.query(request(q))
+        for i, q in enumerate(asked):
+            for on in (False, True) if i % 2 == 0 else (True, False):
+                switch(on)
+                start = time.perf_counter()
+                app.query(request(q))
+                (changed if on else configured).append((time.perf_counter() - start) * 1000)
+    finally:
+        switch(False)
+        close()
+    differences = [c - b for b, c in zip(configured, changed, strict=True)]
+    base50, base95 = _p50_p95(configured)
+    new50, new95 = _p50_p95(changed)
+    return {
+        "setting": f"{name}={value}",
+        "questions": len(asked),
+        "configured_p50_ms": base50,
+        "configured_p95_ms": base95,
+        "changed_p50_ms": new50,
+        "changed_p95_ms": new95,
+        "paired_difference_median_ms": round(statistics.median(differences), 3),
+        "paired_difference_mean_ms": round(statistics.fmean(differences), 3),
+    }
+
+
+def print_comparison(found: dict[str, Any]) -> None:
+    """One line per comparison, under the size's row."""
+    print(
+        f"{'':<9} {found['setting']} against as configured, {found['questions']} questions "
+        f"each answered both ways: p50 {found['configured_p50_ms']:.2f} -> "
+        f"{found['changed_p50_ms']:.2f}, p95 {found['configured_p95_ms']:.2f} -> "
+        f"{found['changed_p95_ms']:.2f}; paired difference median "
+        f"{found['paired_difference_median_ms']:+.3f} ms, mean "
+        f"{found['paired_difference_mean_ms']:+.3f} ms",
+        flush=True,
+    )

@@ -1,0 +1,102 @@
+"""bench/_compare.py on a small embedded store: both arms answered, the setting in force only
+for its own arm, everything restored afterwards."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+from _compare import compare, parse_setting
+from confide.client import Confide
+from confide.config import Settings
+from confide.crypto.keyring import KeyRing
+from confide.embedders.local import LocalMiniLMEmbedder
+from confide.engine import MemoryEngine
+from confide.retrieval import query as query_path
+from confide.storage import FEATURES
+from confide.storage.sql import SqlStorage
+from confide.storage.sqlite import SqliteStorage
+
+KEK = bytes(range(32))
+QUESTIONS = ["Who adopted Coco?", "Where did Liam run?", "What did Maya adopt?"]
+
+
+def _request(question: str) -> dict[str, Any]:
+    return {"agent": "default", "account_id": "a", "user_id": "u", "query": question}
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> Iterator[Confide]:
+    storage = SqliteStorage(tmp_path / "confide.db", features=FEATURES)
+    storage.migrate()
+    settings = Settings(home=tmp_path / "home", encryption_key=KEK.hex())
+    engine = MemoryEngine(storage, KeyRing(primary=KEK), settings=settings)
+    confide = Confide(engine, embedder=LocalMiniLMEmbedder(), settings=settings)
+    confide.engine.store_many(
+        [
+            {"account_id": "a", "user_id": "u", "key": "note", "value": value}
+            for value in ("Maya adopted a puppy named Coco", "Liam ran a half marathon")
+        ]
+    )
+    try:
+        yield confide
+    finally:
+        confide.close()
+
+
+def test_each_question_is_answered_both_ways_and_the_budget_is_restored(app: Confide) -> None:
+    storage = app.engine.storage
+    assert isinstance(storage, SqlStorage)
+    configured = storage.lexical
+    budgets: list[int] = []
+    real = SqlStorage.lexical_search
+
+    def watched(self: SqlStorage, *args: Any, **kwargs: Any) -> Any:
+        budgets.append(self.lexical.postings_budget)
+        return real(self, *args, **kwargs)
+
+    SqlStorage.lexical_search = watched  # type: ignore[method-assign]
+    try:
+        found = compare(app, "postings-budget=7", QUESTIONS, _request, warm=0)
+    finally:
+        SqlStorage.lexical_search = real  # type: ignore[method-assign]
+    assert storage.lexical is configured
+    assert found["setting"] == "postings-budget=7"
+    assert found["questions"] == len(QUESTIONS)
+    assert found["configured_p50_ms"] > 0 and found["changed_p50_ms"] > 0
+    # One lexical search per answer: configured first, then changed, then the other way round.
+    default = configured.postings_budget
+    assert budgets == [default, 7, 7, default, default, 7]
+
+
+def test_no_query_workers_answers_on_the_callers_thread(app: Confide) -> None:
+    shared = query_path.workers()
+    threads: set[str] = set()
+    real = SqlStorage.lexical_search
+
+    def watched(self: SqlStorage, *args: Any, **kwargs: Any) -> Any:
+        threads.add(threading.current_thread().name)
+        return real(self, *args, **kwargs)
+
+    SqlStorage.lexical_search = watched  # type: ignore[method-assign]
+    try:
+        compare(app, "query-workers=0", QUESTIONS[:1], _request, warm=0)
+    finally:
+        SqlStorage.lexical_search = real  # type: ignore[method-assign]
+    assert query_path.workers() is shared
+    # As configured the lexical search runs on a worker; with no workers, on this thread.
+    assert threading.current_thread().name in threads
+    assert any(name.startswith("confide-query") for name in threads)
+
+
+@pytest.mark.parametrize("text", ["postings-budget", "budget=3", "postings-budget="])
+def test_a_setting_must_be_a_known_name_and_a_value(text: str) -> None:
+    with pytest.raises(ValueError, match="NAME=VALUE"):
+        parse_setting(text)
