@@ -217,7 +217,9 @@ function cutoff() {
 
 function renderSearch(page) {
   const best = state.hits.length ? state.hits[0].score : 0;
-  const kept = state.hits.filter((hit) => hit.score >= best * cutoff());
+  // A cut-off of 0 ("Show them") keeps every result: a weak match can score below zero.
+  const share = cutoff();
+  const kept = share > 0 ? state.hits.filter((hit) => hit.score >= best * share) : state.hits;
   const hidden = state.hits.length - kept.length;
   const pages = Math.max(1, Math.ceil(kept.length / PAGE_SIZE));
   state.page = Math.min(page, pages - 1);
