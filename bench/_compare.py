@@ -20,7 +20,10 @@ Settings (``scale.py --compare NAME=VALUE``, repeatable):
   (``sys.setswitchinterval``; 0.005 by default);
 - ``dense-limit``, ``lexical-limit``, ``hydrate-top``: the query plan's ceilings
   (:class:`confide.retrieval.query.QueryPlan`; ``memory_query`` sizes each to the answer
-  under its ceiling).
+  under its ceiling);
+- ``precision``: the local MiniLM graph that embeds the question (``int8`` or ``float32``,
+  :attr:`confide.embedders.local.LocalMiniLMEmbedder.precision`); both graphs are loaded
+  before the timed questions.
 
 Bench code only: the settings are swapped on the live objects and restored afterwards.
 """
@@ -36,6 +39,7 @@ from dataclasses import replace
 from typing import Any, ParamSpec, TypeVar
 
 from confide.client import Confide
+from confide.embedders.local import PRECISIONS, LocalMiniLMEmbedder, Precision
 from confide.retrieval import query as query_path
 from confide.storage.sql import SqlStorage
 
@@ -117,6 +121,23 @@ def _plan(app: Confide, field: str, value: str) -> tuple[Switch, Callable[[], No
     return switch, lambda: None
 
 
+def _precision(app: Confide, value: str) -> tuple[Switch, Callable[[], None]]:
+    service = app.memory_query
+    # The bench's embedder serves stored rows from a pool and questions from ``local``.
+    local = getattr(service.embedder, "local", service.embedder)
+    if not isinstance(local, LocalMiniLMEmbedder):
+        raise ValueError("precision needs the local MiniLM embedder")
+    known: dict[str, Precision] = {name: name for name in PRECISIONS}
+    if value not in known:
+        raise ValueError(f"precision must be one of {', '.join(sorted(known))}")
+    configured, changed = local.precision, known[value]
+
+    def switch(on: bool) -> None:
+        local.precision = changed if on else configured
+
+    return switch, lambda: None
+
+
 SETTINGS: dict[str, Callable[[Confide, str], tuple[Switch, Callable[[], None]]]] = {
     "postings-budget": lambda app, v: _lexical(app, "postings_budget", v),
     "common-min": lambda app, v: _lexical(app, "common_min", v),
@@ -125,6 +146,7 @@ SETTINGS: dict[str, Callable[[Confide, str], tuple[Switch, Callable[[], None]]]]
     "dense-limit": lambda app, v: _plan(app, "dense_limit", v),
     "lexical-limit": lambda app, v: _plan(app, "lexical_limit", v),
     "hydrate-top": lambda app, v: _plan(app, "hydrate_top", v),
+    "precision": _precision,
 }
 
 

@@ -323,7 +323,7 @@ class PoolEmbedder:
     def __init__(self, local: Embedder, texts: list[str], pool: np.ndarray) -> None:
         self.model_id = local.model_id
         self.dims = local.dims
-        self._local = local
+        self.local = local
         self._pool = pool
         self._row = {t: i for i, t in enumerate(texts)}
 
@@ -341,7 +341,7 @@ class PoolEmbedder:
         return l2_normalise(out)
 
     def embed_one(self, text: str) -> np.ndarray:
-        return self._local.embed_one(text)
+        return self.local.embed_one(text)
 
 
 def _bare(indexed: str) -> str:

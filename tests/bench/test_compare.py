@@ -96,6 +96,27 @@ def test_no_query_workers_answers_on_the_callers_thread(app: Confide) -> None:
     assert any(name.startswith("confide-query") for name in threads)
 
 
+def test_precision_embeds_the_changed_arms_questions_by_the_other_graph(app: Confide) -> None:
+    embedder = app.memory_query.embedder
+    assert isinstance(embedder, LocalMiniLMEmbedder) and embedder.precision == "int8"
+    used: list[str] = []
+    real = LocalMiniLMEmbedder.embed_one
+
+    def watched(self: LocalMiniLMEmbedder, text: str) -> Any:
+        used.append(self.precision)
+        return real(self, text)
+
+    LocalMiniLMEmbedder.embed_one = watched  # type: ignore[method-assign]
+    try:
+        compare(app, "precision=float32", QUESTIONS[:2], _request, warm=0)
+    finally:
+        LocalMiniLMEmbedder.embed_one = real  # type: ignore[method-assign]
+    assert used == ["int8", "float32", "float32", "int8"]
+    assert embedder.precision == "int8"
+    with pytest.raises(ValueError, match="float32, int8"):
+        compare(app, "precision=float16", QUESTIONS[:1], _request, warm=0)
+
+
 @pytest.mark.parametrize("text", ["postings-budget", "budget=3", "postings-budget="])
 def test_a_setting_must_be_a_known_name_and_a_value(text: str) -> None:
     with pytest.raises(ValueError, match="NAME=VALUE"):

@@ -7,17 +7,18 @@ float16 and cast to float32 when ONNX Runtime loads it, which keeps the file at 
 the arithmetic stays float32 (cosine >= 0.9999 against sentence-transformers, proven by
 ``tests/fixtures/minilm_golden.json``).
 
-Beside it ships ``model.int8.onnx``, made from that graph by ``bench/minilm_int8.py``: the
-attention and feed-forward input products quantised to int8 by ONNX Runtime (weights per
-channel, after smoothing their inputs' outlier channels), the feed-forward output products
-left float. It embeds a lone question about 1.5 times faster on a two-core CPU and stays
-within cosine 0.99 of the float graph on the golden fixture, so :meth:`embed_one` (the query
-path) runs it by default (``precision="int8"``, ``CONFIDE_EMBEDDER_PRECISION``;
-``"float32"`` runs the float graph there too). Batches (:meth:`embed`, what is stored)
-always run the float graph: ONNX Runtime quantises an activation with one scale for the
-whole batch, so in a batch a short text would be quantised at the scale of the longest one
-and of the padding (cosine down to 0.89 on the fixture). Both graphs are the same model
-(``all-MiniLM-L6-v2``): a question embedded by one finds what the other stored.
+Beside it ships ``model.int8.onnx``, made from that graph by ``bench/minilm_int8.py``: every
+matrix product but one quantised to int8 by ONNX Runtime (weights per channel, after smoothing
+their inputs' outlier channels); the one feed-forward output product whose quantisation cost
+the most accuracy stays float. It embeds a lone question about twice as fast on a two-core
+CPU and stays within cosine 0.99 of the float graph on the golden fixture, so
+:meth:`embed_one` (the query path) runs it by default (``precision="int8"``,
+``CONFIDE_EMBEDDER_PRECISION``; ``"float32"`` runs the float graph there too). Batches
+(:meth:`embed`, what is stored) always run the float graph: ONNX Runtime quantises an
+activation with one scale for the whole batch, so in a batch a short text would be quantised
+at the scale of the longest one and of the padding (cosine down to 0.89 on the fixture).
+Both graphs are the same model (``all-MiniLM-L6-v2``): a question embedded by one finds what
+the other stored.
 
 Why not the alternatives: sentence-transformers needs torch, and on the public PyPI torch
 resolves to a CUDA build of several gigabytes; the PyPI packages that bundle this model either
