@@ -158,7 +158,8 @@ def parse_setting(text: str) -> tuple[str, str]:
     return name, value
 
 
-def _p50_p95(values: Sequence[float]) -> tuple[float, float]:
+def p50_p95(values: Sequence[float]) -> tuple[float, float]:
+    """The median and 95th percentile of ``values``, rounded to 0.01."""
     cuts = statistics.quantiles(values, n=100) if len(values) > 1 else [values[0]] * 99
     return round(cuts[49], 2), round(cuts[94], 2)
 
@@ -192,8 +193,8 @@ def compare(
         switch(False)
         close()
     differences = [c - b for b, c in zip(configured, changed, strict=True)]
-    base50, base95 = _p50_p95(configured)
-    new50, new95 = _p50_p95(changed)
+    base50, base95 = p50_p95(configured)
+    new50, new95 = p50_p95(changed)
     return {
         "setting": f"{name}={value}",
         "questions": len(asked),

@@ -112,7 +112,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _compare import compare, parse_setting, print_comparison
+from _compare import compare, p50_p95, parse_setting, print_comparison
 from _engine_side import open_storage, settle
 from _locomo_data import DEFAULT_DATA, REPO_ROOT, load_conversations
 from _phases import print_phases, query_phases
@@ -347,11 +347,6 @@ class PoolEmbedder:
 def _bare(indexed: str) -> str:
     """The value inside the indexed text ``(date) value``."""
     return indexed.split(") ", 1)[1] if indexed.startswith("(") else indexed
-
-
-def _pcts(values: list[float]) -> tuple[float, float]:
-    q = statistics.quantiles(values, n=100)
-    return round(q[49], 2), round(q[94], 2)
 
 
 RUN = 20
@@ -708,9 +703,9 @@ def run(backend: str, size: int, local: Embedder, args: argparse.Namespace) -> d
             app.close()
             if server is not None:
                 server.stop()
-    p50, p95 = _pcts(totals)
-    e50, e95 = _pcts(embeds)
-    w50, w95 = _pcts(wide)
+    p50, p95 = p50_p95(totals)
+    e50, e95 = p50_p95(embeds)
+    w50, w95 = p50_p95(wide)
     return {
         "top_k": args.top_k,
         "p50_ms": p50,
@@ -802,11 +797,11 @@ def time_ef_search(
         search, search_after_embedding = search_timings(other, local, timed)
     finally:
         twin.close()
-    p50, p95 = _pcts(totals)
+    p50, p95 = p50_p95(totals)
     return {
         "p50_ms": p50,
         "p95_ms": p95,
-        "overhead_p95_ms": round(p95 - _pcts(embeds)[1], 2),
+        "overhead_p95_ms": round(p95 - p50_p95(embeds)[1], 2),
         "ann_recall@10": recall,
         "search_p50_ms": search,
         "search_after_embed_p50_ms": search_after_embedding,
