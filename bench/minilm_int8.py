@@ -13,8 +13,9 @@ rest, and one scale per tensor crushes the small ones. So, before quantising:
 2. **As few feed-forward output products stay float as the check allows.** Their input,
    after GELU, is the least quantisable; every product is quantised first, then, while the
    worst check cosine is under 0.99, the output product whose return to float raises it most
-   goes back to float, one at a time. Each float one costs about as much as the int8 rest of
-   its layer, so every one kept int8 is worth a tenth of the embedding time or more.
+   goes back to float, one at a time. Every one kept int8 counts: with all six float the graph
+   embedded a question about 1.5 times as fast as the float model, with one float about 2.7
+   times (``bench/embed_latency.py --precision int8,float32``).
 
 Calibration and the choice of ``alpha`` use LoCoMo dev conversation text (turns and
 questions): ``--calibrate`` texts measure ``amax``, the next ``--check`` texts choose
