@@ -132,6 +132,24 @@ def settle(storage: Storage) -> None:
         storage.checkpoint()
 
 
+def turn_memory(conv_id: str, turn: Turn) -> dict[str, Any]:
+    """A dialogue turn as the memory the harness stores for user ``conv_id`` (an episodic
+    memory with the speaker, date and dialogue id in its metadata, the session its run)."""
+    return {
+        "account_id": ACCOUNT,
+        "user_id": conv_id,
+        "key": f"turn_{turn.dia_id.replace(':', '_').lower()}",
+        "value": memory_value(turn),
+        "type": "episodic",
+        "run_id": f"{conv_id}-s{turn.session}",
+        "metadata": {
+            "speaker": turn.speaker,
+            "occurred_at": turn.date.isoformat(),
+            "dia_id": turn.dia_id,
+        },
+    }
+
+
 class EngineSide:
     """Ingest turns with ``store_many``; answer questions with hybrid retrieval."""
 
@@ -162,25 +180,8 @@ class EngineSide:
         sessions: dict[int, list[Turn]] = {}
         for turn in turns:
             sessions.setdefault(turn.session, []).append(turn)
-        for number, session in sessions.items():
-            self.app.engine.store_many(
-                [
-                    {
-                        "account_id": ACCOUNT,
-                        "user_id": conv_id,
-                        "key": f"turn_{turn.dia_id.replace(':', '_').lower()}",
-                        "value": memory_value(turn),
-                        "type": "episodic",
-                        "run_id": f"{conv_id}-s{number}",
-                        "metadata": {
-                            "speaker": turn.speaker,
-                            "occurred_at": turn.date.isoformat(),
-                            "dia_id": turn.dia_id,
-                        },
-                    }
-                    for turn in session
-                ]
-            )
+        for session in sessions.values():
+            self.app.engine.store_many([turn_memory(conv_id, turn) for turn in session])
 
     def query(self, conv_id: str, question: str, k: int) -> list[str]:
         """Dialogue ids of the top ``k`` memories."""

@@ -34,10 +34,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from _engine_side import ACCOUNT, bench_engine, settle
-from _locomo_data import DEFAULT_DATA, Conversation, Question, Turn, load_conversations
+from _compare import p50_p95
+from _engine_side import ACCOUNT, bench_engine, settle, turn_memory
+from _locomo_data import DEFAULT_DATA, Conversation, Question, load_conversations
 from _progress import counted
-from _prototype import memory_value
 from confide.engine import MemoryEngine
 from confide.index.tokenize import terms
 from confide.retrieval.bm25 import BM25Params
@@ -48,6 +48,15 @@ DEPTHS = (40, 90)
 """Lexical hits ``memory_query`` asks for: ``top_k`` up to 4, and 10."""
 
 BATCH = 1000
+
+Samples = dict[int, dict[str, list[float]]]
+"""Per budget: each question's recall at each of :data:`DEPTHS` (``recall@40``...), and
+each search's milliseconds (``ms``)."""
+
+
+def no_samples(budgets: Sequence[int]) -> Samples:
+    """Empty :data:`Samples` for ``budgets``."""
+    return {b: {**{f"recall@{d}": [] for d in DEPTHS}, "ms": []} for b in budgets}
 
 
 def other_memories(
@@ -87,23 +96,6 @@ def other_memories(
     return out
 
 
-def turn_memory(conv_id: str, turn: Turn) -> dict[str, Any]:
-    """A turn stored as ``bench/locomo.py`` stores it."""
-    return {
-        "account_id": ACCOUNT,
-        "user_id": conv_id,
-        "key": f"turn_{turn.dia_id.replace(':', '_').lower()}",
-        "value": memory_value(turn),
-        "type": "episodic",
-        "run_id": f"{conv_id}-s{turn.session}",
-        "metadata": {
-            "speaker": turn.speaker,
-            "occurred_at": turn.date.isoformat(),
-            "dia_id": turn.dia_id,
-        },
-    }
-
-
 def store(engine: MemoryEngine, memories: Sequence[dict[str, Any]]) -> dict[str, str]:
     """Store ``memories`` in batches; the dialogue id of each stored turn by memory id."""
     dia_ids: dict[str, str] = {}
@@ -121,13 +113,11 @@ def ask(
     dia_ids: dict[str, str],
     questions: Sequence[Question],
     budgets: Sequence[int],
-) -> dict[int, dict[str, list[float]]]:
+) -> Samples:
     """Per budget, each question's evidence recall at :data:`DEPTHS` and search time."""
     params = BM25Params()
     configured = storage.lexical
-    found: dict[int, dict[str, list[float]]] = {
-        b: {**{f"recall@{d}": [] for d in DEPTHS}, "ms": []} for b in budgets
-    }
+    found = no_samples(budgets)
     try:
         for q in questions:
             flt = MemoryFilter(account_id=ACCOUNT, user_id=q.conv_id)
@@ -162,9 +152,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(f"{args.others} other memories per user; budgets {', '.join(map(str, budgets))}")
     header = " ".join(f"{'r@' + str(d) + ' ' + str(b):>12}" for b in budgets for d in DEPTHS)
     print(f"{'conversation':<13} {'qs':>4} {header}")
-    pooled: dict[int, dict[str, list[float]]] = {
-        b: {**{f"recall@{d}": [] for d in DEPTHS}, "ms": []} for b in budgets
-    }
+    pooled = no_samples(budgets)
     for index, conversation in enumerate(data.conversations):
         others = [c for c in data.conversations if c is not conversation]
         questions = [q for q in data.questions if q.conv_id == conversation.conv_id]
@@ -195,10 +183,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     print(f"{'all':<13} {len(pooled[budgets[0]]['ms']):>4} {cells}")
     for budget in budgets:
-        ms = pooled[budget]["ms"]
-        cuts = statistics.quantiles(ms, n=100)
-        results[f"ms_{budget}"] = {"p50": round(cuts[49], 2), "p95": round(cuts[94], 2)}
-        print(f"budget {budget}: lexical search p50 {cuts[49]:.2f} ms, p95 {cuts[94]:.2f} ms")
+        p50, p95 = p50_p95(pooled[budget]["ms"])
+        results[f"ms_{budget}"] = {"p50": p50, "p95": p95}
+        print(f"budget {budget}: lexical search p50 {p50:.2f} ms, p95 {p95:.2f} ms")
     if args.json_out is not None:
         args.json_out.write_text(json.dumps(results, indent=2))
         print(f"wrote {args.json_out}")
