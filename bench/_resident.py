@@ -1,17 +1,21 @@
-"""A serving process's resident memory, for ``bench/scale.py``: run as a child process.
+"""A serving process: its query latency and resident memory, for ``bench/scale.py``: run as a
+child process.
 
-The bench's own process is no measure of it: it filled the store (Python keeps much of what
-the fill allocated), holds every text and pool vector, and, on SQLite, has touched the whole
-database file through its memory map. This child opens the filled store the way a service
-would (the same engine and key ring, the configured embedder through ``build_embedder``,
-``Confide.warm_up``), answers the given questions for one user, and prints one JSON line:
-``/proc/self/status``'s ``VmRSS``, ``RssAnon`` (the process's own memory: the embedder's
+The bench's own process is no measure of either: it filled the store (Python keeps much of
+what the fill allocated, and its collector walks all of it), holds every text and pool
+vector, and, on SQLite, has touched the whole database file through its memory map. This
+child opens the filled store the way a service would (the same engine and key ring, the
+configured embedder through ``build_embedder``, ``Confide.warm_up``), answers the first
+``WARM`` of the given questions untimed and the rest timed, one after another (the parent
+waits meanwhile), and prints one JSON line: the timed queries' ``p50_ms`` and ``p95_ms``,
+and ``/proc/self/status``'s ``VmRSS``, ``RssAnon`` (the process's own memory: the embedder's
 graphs, SQLite's in-process index, caches) and ``RssFile`` (file pages mapped into it, the
 SQLite database's among them, which the kernel can drop and read again), in MB.
 
-    python bench/_resident.py BACKEND TARGET KEY_HEX HOME ACCOUNT USER < questions (one a line)
+    python bench/_resident.py BACKEND TARGET KEY_HEX HOME ACCOUNT USER WARM TOP_K < questions
 
-``TARGET`` is the SQLite file or PostgreSQL's connection string.
+``TARGET`` is the SQLite file or PostgreSQL's connection string; the questions come one a
+line.
 """
 
 from __future__ import annotations
@@ -19,9 +23,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from _compare import p50_p95
 from _locomo_data import REPO_ROOT
 from confide.client import Confide
 from confide.config import Settings
@@ -59,11 +65,22 @@ def _storage(backend: str, target: str) -> Storage:
 
 
 def measure(
-    backend: str, target: str, key: bytes, home: Path, account: str, user: str, asked: Sequence[str]
+    backend: str,
+    target: str,
+    key: bytes,
+    home: Path,
+    owner: tuple[str, str],
+    asked: Sequence[str],
+    *,
+    warm: int,
+    top_k: int,
 ) -> dict[str, float]:
-    """Run the child on ``asked`` and return what it printed."""
+    """Run the child on ``asked`` (the first ``warm`` untimed) for ``owner`` (account,
+    user) and return what it printed."""
+    account, user = owner
+    command = [backend, target, key.hex(), str(home), account, user, str(warm), str(top_k)]
     done = subprocess.run(
-        [sys.executable, str(Path(__file__)), backend, target, key.hex(), str(home), account, user],
+        [sys.executable, str(Path(__file__)), *command],
         input="\n".join(asked),
         capture_output=True,
         text=True,
@@ -75,7 +92,7 @@ def measure(
 
 
 def main(argv: Sequence[str]) -> None:
-    backend, target, key_hex, home, account, user = argv
+    backend, target, key_hex, home, account, user, warm, top_k = argv
     asked = [line for line in sys.stdin.read().splitlines() if line.strip()]
     settings = Settings(home=Path(home), encryption_key=key_hex, link_top_k=0)
     engine = MemoryEngine(
@@ -83,11 +100,16 @@ def main(argv: Sequence[str]) -> None:
     )
     with Confide(engine, embedder=build_embedder(settings.embedder), settings=settings) as app:
         app.warm_up(progress=lambda _line: None)
-        for question in asked:
-            app.query(
-                {"agent": "default", "account_id": account, "user_id": user, "query": question}
-            )
-        print(json.dumps(resident()))
+        totals: list[float] = []
+        for i, question in enumerate(asked):
+            request = {"agent": "default", "account_id": account, "user_id": user}
+            t0 = time.perf_counter()
+            found = app.query({**request, "query": question, "top_k": int(top_k)})
+            if i >= int(warm):
+                totals.append((time.perf_counter() - t0) * 1000)
+            assert found.results, "a query found nothing"
+        p50, p95 = p50_p95(totals) if totals else (None, None)
+        print(json.dumps({"p50_ms": p50, "p95_ms": p95, **resident()}))
 
 
 if __name__ == "__main__":

@@ -27,12 +27,16 @@ Each query is a fresh question through ``Confide.query`` (agent ``default``, top
 ``--top-k``), so its embedding is included; the bare query embedding is timed separately on
 the same questions, and the retrieval overhead is p95(total) - p95(embedding).
 
-After the timed queries, a serving process's resident memory: a child process
-(``_resident.py``) opens the filled store as a service would, warms up, answers
-``--resident-queries`` of the questions for the user and reports its ``VmRSS``, split into
-its own memory (``RssAnon``: the embedder's two graphs, SQLite's in-process index of the
-user, caches) and file pages mapped into it (``RssFile``: SQLite's memory-mapped database
-among them, which the kernel may drop). The vector index's size is reported beside it:
+After the timed queries, a serving process: a child process (``_resident.py``) opens the
+filled store as a service would, warms up on the same 20 questions, answers the same timed
+questions one after another (this process waiting meanwhile) and reports their p50 and p95:
+the latency of a service started on the store, with none of the fill's leftovers in its heap
+and all that only a fresh process does (the user's index loaded from its snapshot, the
+first checkpoints and flushes of its background threads). Then its ``VmRSS``, split into
+its own memory (``RssAnon``:
+the embedder's two graphs, SQLite's in-process index of the user, caches) and file pages
+mapped into it (``RssFile``: SQLite's memory-mapped database among them, which the kernel
+may drop). The vector index's size is reported beside it:
 SQLite's index as held in this process (sign bits, int8 codes, scales, ids), PostgreSQL's
 HNSW index as stored; each over its rows gives the bytes per memory.
 
@@ -669,7 +673,14 @@ def run(backend: str, size: int, local: Embedder, args: argparse.Namespace) -> d
                 else str(getattr(storage, "conninfo", ""))
             )
             serving = measure_resident(
-                backend, target, key, settings.home, ACCOUNT, USER, timed[: args.resident_queries]
+                backend,
+                target,
+                key,
+                settings.home,
+                (ACCOUNT, USER),
+                [*warm, *timed],
+                warm=len(warm),
+                top_k=args.top_k,
             )
             if args.profile is not None:
                 profile_queries(app, timed, args.top_k, _profile_path(args, backend, size))
@@ -722,6 +733,8 @@ def run(backend: str, size: int, local: Embedder, args: argparse.Namespace) -> d
         "rows_user": size,
         "fill_rows_per_s": round(len(texts) / fill_s, 1),
         **({"hnsw_build_s": round(build_s, 1)} if build_s is not None else {}),
+        "serving_p50_ms": serving.pop("p50_ms"),
+        "serving_p95_ms": serving.pop("p95_ms"),
         "serving_resident_mb": serving,
         **footprint,
         **cold,
@@ -882,12 +895,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--pool", type=int, default=5000)
     parser.add_argument(
-        "--resident-queries",
-        type=int,
-        default=50,
-        help="questions the serving-process child answers before its memory is read",
-    )
-    parser.add_argument(
         "--precision",
         choices=sorted(PRECISIONS),
         default="int8",
@@ -1005,7 +1012,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if m.get("index_bytes_per_memory") is not None:
                 rss = m["serving_resident_mb"]
                 print(
-                    f"{'':<9} serving process: resident {rss.get('VmRSS')} MB (own "
+                    f"{'':<9} serving process: p50 {m['serving_p50_ms']:.2f} p95 "
+                    f"{m['serving_p95_ms']:.2f}; resident {rss.get('VmRSS')} MB (own "
                     f"{rss.get('RssAnon')}, file-backed {rss.get('RssFile')}); vector index "
                     f"({m['index_where']}) {m['index_bytes'] / 1e6:.1f} MB for "
                     f"{m['index_rows']} rows: {m['index_bytes_per_memory']} bytes per memory",
