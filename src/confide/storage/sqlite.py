@@ -148,7 +148,7 @@ class Checkpointer:
         if self._analysed_rows is None:
             # A process that opens an analysed store goes on from its statistics. Counting
             # from zero re-analysed the whole store at its first checkpoint: at 100k
-            # memories one to two seconds of a core, every write waiting for it.
+            # memories over a second of a core, with every write waiting for it.
             self._analysed_rows = _rows_when_analysed(conn)
         row = conn.execute("SELECT MAX(rowid) FROM memories").fetchone()
         rows = int(row[0] or 0)
