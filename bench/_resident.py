@@ -100,11 +100,12 @@ def main(argv: Sequence[str]) -> None:
     )
     with Confide(engine, embedder=build_embedder(settings.embedder), settings=settings) as app:
         app.warm_up(progress=lambda _line: None)
+        owner = {"agent": "default", "account_id": account, "user_id": user}
         totals: list[float] = []
         for i, question in enumerate(asked):
-            request = {"agent": "default", "account_id": account, "user_id": user}
+            request = {**owner, "query": question, "top_k": int(top_k)}
             t0 = time.perf_counter()
-            found = app.query({**request, "query": question, "top_k": int(top_k)})
+            found = app.query(request)
             if i >= int(warm):
                 totals.append((time.perf_counter() - t0) * 1000)
             assert found.results, "a query found nothing"
