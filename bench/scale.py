@@ -33,10 +33,9 @@ questions one after another (this process waiting meanwhile) and reports their p
 the latency of a service started on the store, with none of the fill's leftovers in its heap
 and all that only a fresh process does (the user's index loaded from its snapshot, the
 first checkpoints and flushes of its background threads). Then its ``VmRSS``, split into
-its own memory (``RssAnon``:
-the embedder's two graphs, SQLite's in-process index of the user, caches) and file pages
-mapped into it (``RssFile``: SQLite's memory-mapped database among them, which the kernel
-may drop). The vector index's size is reported beside it:
+its own memory (``RssAnon``: the embedder's two graphs, SQLite's in-process index of the
+user, caches) and file pages mapped into it (``RssFile``: SQLite's memory-mapped database
+among them, which the kernel may drop). The vector index's size is reported beside it:
 SQLite's index as held in this process (sign bits, int8 codes, scales, ids), PostgreSQL's
 HNSW index as stored; each over its rows gives the bytes per memory.
 
