@@ -4,9 +4,12 @@ form (``memory_context``), in the SDK and over HTTP, on both backends."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+import time_machine
 from tests.chat.conftest import ApiFactory
 
 from confide.chat import ChatMemory
@@ -28,6 +31,16 @@ KETTLE = "The kettle was descaled with vinegar on Tuesday."
 QUESTION = "what did Joe do for work?"
 
 pytestmark = pytest.mark.slow
+
+STORED = datetime(2026, 11, 29, 12, tzinfo=UTC)
+"""The tests' clock: a summary's vector embeds the day it was stored, and near cosines (the
+third and fourth best summaries below) change places from one day to another."""
+
+
+@pytest.fixture(autouse=True)
+def _clock() -> Iterator[None]:
+    with time_machine.travel(STORED, tick=True):
+        yield
 
 
 @pytest.fixture(scope="module")
