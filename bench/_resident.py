@@ -92,7 +92,8 @@ def measure(
 
 
 def main(argv: Sequence[str]) -> None:
-    backend, target, key_hex, home, account, user, warm, top_k = argv
+    backend, target, key_hex, home, account, user, warm_text, top_k_text = argv
+    warm, top_k = int(warm_text), int(top_k_text)
     asked = [line for line in sys.stdin.read().splitlines() if line.strip()]
     settings = Settings(home=Path(home), encryption_key=key_hex, link_top_k=0)
     engine = MemoryEngine(
@@ -103,10 +104,10 @@ def main(argv: Sequence[str]) -> None:
         owner = {"agent": "default", "account_id": account, "user_id": user}
         totals: list[float] = []
         for i, question in enumerate(asked):
-            request = {**owner, "query": question, "top_k": int(top_k)}
+            request = {**owner, "query": question, "top_k": top_k}
             t0 = time.perf_counter()
             found = app.query(request)
-            if i >= int(warm):
+            if i >= warm:
                 totals.append((time.perf_counter() - t0) * 1000)
             assert found.results, "a query found nothing"
         p50, p95 = p50_p95(totals) if totals else (None, None)

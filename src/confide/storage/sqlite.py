@@ -141,14 +141,12 @@ class Checkpointer:
         # (10x slower at 10k memories), so re-analyse each time the table doubles. (A sampled
         # ANALYZE misjudged the state column and walked every active row instead.)
         # The key store is a SQLite file too, with no memories table: nothing to analyse.
-        if not conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'memories'"
-        ).fetchone():
+        if not _table_exists(conn, "memories"):
             return
         if self._analysed_rows is None:
             # A process that opens an analysed store goes on from its statistics. Counting
-            # from zero re-analysed the whole store at its first checkpoint: at 100k
-            # memories over a second of a core, with every write waiting for it.
+            # from zero re-analysed the whole store at its first checkpoint, holding the
+            # write lock throughout.
             self._analysed_rows = _rows_when_analysed(conn)
         row = conn.execute("SELECT MAX(rowid) FROM memories").fetchone()
         rows = int(row[0] or 0)
@@ -164,15 +162,16 @@ class Checkpointer:
             self._thread.join(timeout=10)
 
 
+def _table_exists(conn: sqlite3.Connection, name: str) -> bool:
+    found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", [name])
+    return found.fetchone() is not None
+
+
 def _rows_when_analysed(conn: sqlite3.Connection) -> int:
     """How many memories the stored statistics counted (0 if never analysed)."""
-    if not conn.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sqlite_stat1'"
-    ).fetchone():
+    if not _table_exists(conn, "sqlite_stat1"):
         return 0
-    row = conn.execute(
-        "SELECT stat FROM sqlite_stat1 WHERE tbl = 'memories' AND stat IS NOT NULL LIMIT 1"
-    ).fetchone()
+    row = conn.execute("SELECT stat FROM sqlite_stat1 WHERE tbl = 'memories' LIMIT 1").fetchone()
     return int(str(row[0]).split()[0]) if row else 0
 
 
