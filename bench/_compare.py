@@ -21,6 +21,9 @@ Settings (``scale.py --compare NAME=VALUE``, repeatable):
 - ``dense-limit``, ``lexical-limit``, ``hydrate-top``: the query plan's ceilings
   (:class:`confide.retrieval.query.QueryPlan`; ``memory_query`` sizes each to the answer
   under its ceiling);
+- ``head-chunks``: chunks of the SQLite vector index's re-scored shortlist put in order
+  before the filter is asked (:attr:`confide.storage.sqlite_vectors.SqliteVectorIndex.head_chunks`;
+  ``0`` sorts all of it);
 - ``precision``: the local MiniLM graph that embeds the question (``int8`` or ``float32``,
   :attr:`confide.embedders.local.LocalMiniLMEmbedder.precision`); both graphs are loaded
   before the timed questions.
@@ -42,6 +45,7 @@ from confide.client import Confide
 from confide.embedders.local import PRECISIONS, LocalMiniLMEmbedder, Precision
 from confide.retrieval import query as query_path
 from confide.storage.sql import SqlStorage
+from confide.storage.sqlite import SqliteStorage
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -106,6 +110,21 @@ def _switch_interval(app: Confide, value: str) -> tuple[Switch, Callable[[], Non
     return switch, lambda: None
 
 
+def _head_chunks(app: Confide, value: str) -> tuple[Switch, Callable[[], None]]:
+    storage = app.engine.storage
+    if not isinstance(storage, SqliteStorage):
+        raise ValueError("head-chunks needs a SQLite store")
+    index = storage.vector_index
+    configured, changed = index.head_chunks, int(value)
+    if changed < 0:
+        raise ValueError("head-chunks must be 0 or more")
+
+    def switch(on: bool) -> None:
+        index.head_chunks = changed if on else configured
+
+    return switch, lambda: None
+
+
 def _plan(app: Confide, field: str, value: str) -> tuple[Switch, Callable[[], None]]:
     service = app.memory_query
     configured, n = service.plan, int(value)
@@ -147,6 +166,7 @@ SETTINGS: dict[str, Callable[[Confide, str], tuple[Switch, Callable[[], None]]]]
     "lexical-limit": lambda app, v: _plan(app, "lexical_limit", v),
     "hydrate-top": lambda app, v: _plan(app, "hydrate_top", v),
     "precision": _precision,
+    "head-chunks": _head_chunks,
 }
 
 

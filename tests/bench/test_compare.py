@@ -121,3 +121,26 @@ def test_precision_embeds_the_changed_arms_questions_by_the_other_graph(app: Con
 def test_a_setting_must_be_a_known_name_and_a_value(text: str) -> None:
     with pytest.raises(ValueError, match="NAME=VALUE"):
         parse_setting(text)
+
+
+def test_head_chunks_sorts_the_whole_shortlist_in_the_changed_arm_only(app: Confide) -> None:
+    storage = app.engine.storage
+    assert isinstance(storage, SqliteStorage)
+    index = storage.vector_index
+    configured = index.head_chunks
+    seen: list[int] = []
+    real = type(index).search
+
+    def watched(self: Any, *args: Any, **kwargs: Any) -> Any:
+        seen.append(self.head_chunks)
+        return real(self, *args, **kwargs)
+
+    type(index).search = watched  # type: ignore[method-assign]
+    try:
+        compare(app, "head-chunks=0", QUESTIONS[:2], _request, warm=0)
+    finally:
+        type(index).search = real  # type: ignore[method-assign]
+    assert seen == [configured, 0, 0, configured]
+    assert index.head_chunks == configured
+    with pytest.raises(ValueError, match="0 or more"):
+        compare(app, "head-chunks=-1", QUESTIONS[:1], _request, warm=0)

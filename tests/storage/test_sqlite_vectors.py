@@ -8,6 +8,7 @@ import pytest
 from confide.storage.sqlite_vectors import (
     SqliteVectorIndex,
     _OwnerIndex,
+    _ranked,
     from_snapshot,
     nearest_by_bits,
     pack_signs,
@@ -68,6 +69,25 @@ def test_int8_scores_stay_within_two_thousandths_of_float32() -> None:
     assert np.abs(index.vector(7) - vectors[7]).max() < 2e-3
     codes, scales = quantize(np.zeros((1, 8), np.float32))
     assert not codes.any() and scales[0] > 0  # a zero vector quantises without dividing by 0
+
+
+@pytest.mark.parametrize("head", [1, 7, 50, 200, 599, 600, 601])
+def test_the_ordered_head_is_the_start_of_the_full_order_ties_included(head: int) -> None:
+    rng = np.random.default_rng(9)
+    # Many exact copies, so that equal scores straddle every cut.
+    vectors = _unit(rng, 40)[rng.integers(0, 40, 600)]
+    index = _OwnerIndex()
+    index.append([f"m{i}" for i in range(len(vectors))], vectors)
+    rows, q = np.arange(len(vectors)), _unit(rng, 1)[0]
+    full_rows, full_sims, whole = _ranked(index, q, rows)
+    assert whole and len(full_rows) == 600
+    got_rows, got_sims, got_whole = _ranked(index, q, rows, head=head)
+    n = len(got_rows)
+    assert got_whole == (head >= 600)
+    assert n >= min(head, 600)
+    assert got_rows.tolist() == full_rows[:n].tolist()
+    assert got_sims.tolist() == full_sims[:n].tolist()
+    assert n == 600 or full_sims[n] < got_sims[-1], "every row tied with the last is in"
 
 
 def test_a_snapshot_restores_the_index_exactly() -> None:

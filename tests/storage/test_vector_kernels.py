@@ -86,7 +86,7 @@ def test_numpy_loops_serve_when_numba_cannot_be_imported() -> None:
         "v /= np.linalg.norm(v, axis=1, keepdims=True);"
         "index = _OwnerIndex(); index.append([str(i) for i in range(3000)], v);"
         "rows = nearest_by_bits(index.bits, pack_signs(v[5:6])[0], 100);"
-        "ranked, sims = _ranked(index, v[5], rows);"
+        "ranked, sims, _ = _ranked(index, v[5], rows);"
         "print(vk.numba_available(), vk._chosen() is vk._NUMPY, int(ranked[0]),"
         " 'llvmlite' in sys.modules)"
     )

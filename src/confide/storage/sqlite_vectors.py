@@ -35,6 +35,7 @@ few KB) and a cold load opens at most 5% of the rows past the snapshot.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import struct
@@ -321,6 +322,7 @@ class SqliteVectorIndex:
         snapshots: SnapshotStore | None = None,
         snapshot_rows: int = 1000,
         snapshot_share: float = 0.05,
+        head_chunks: int = 4,
     ) -> None:
         self._owners: OrderedDict[Owner, _OwnerIndex] = OrderedDict()
         self._lock = threading.Lock()
@@ -331,6 +333,10 @@ class SqliteVectorIndex:
         0.08% of them and the sign bits leave a tenth of the true top 10 out of it
         (``ann_recall@10`` 0.894 in ``bench/scale.py --sizes 1000000``); up to 100k rows
         the floor of 768 is the larger."""
+        self.head_chunks = head_chunks
+        """Chunks of the re-scored shortlist put in order before the filter is asked about
+        the first (``0``: all of it). The first chunk usually holds the answer; at a million
+        rows the shortlist holds thousands (``bench/scale.py --compare head-chunks=0``)."""
         self._snapshots = snapshots
         self._writer = _SnapshotWriter(snapshots) if snapshots is not None else None
         self.snapshot_rows = snapshot_rows
@@ -508,12 +514,18 @@ class SqliteVectorIndex:
             rows = np.arange(len(index.ids))
         else:
             rows = nearest_by_bits(index.bits, pack_signs(q[None, :])[0], shortlist)
-        ranked, sims = _ranked(index, q, rows)
         # Ask the database about the best-scored ids first, a chunk at a time: with an
-        # ordinary filter the first chunk already holds k that pass.
+        # ordinary filter the first chunk already holds k that pass, so only the first few
+        # chunks are put in order (the rest only if the filter turns most of them away).
         hits: list[ScoredId] = []
         chunk = max(16, k + k // 4)
-        for start in range(0, len(ranked), chunk):
+        ranked, sims, whole = _ranked(index, q, rows, head=self.head_chunks * chunk or None)
+        for start in itertools.count(0, chunk):
+            if start + chunk > len(ranked) and not whole:
+                # Past the ordered head: the full order begins with the same rows.
+                ranked, sims, whole = _ranked(index, q, rows)
+            if start >= len(ranked):
+                break
             part = _scored(index, ranked[start : start + chunk], sims[start : start + chunk])
             allowed = passes_filter([memory_id for memory_id, _ in part])
             hits.extend(ScoredId(m, s) for m, s in part if m in allowed)
@@ -527,18 +539,29 @@ class SqliteVectorIndex:
         wanted = [index.row_of[m] for m in filter_ids() if m in index.row_of]
         if not wanted:
             return hits[:k]
-        ranked, sims = _ranked(index, q, np.asarray(wanted))
+        ranked, sims, _ = _ranked(index, q, np.asarray(wanted), head=k)
         return [ScoredId(m, s) for m, s in _scored(index, ranked[:k], sims[:k])]
 
 
 def _ranked(
-    index: _OwnerIndex, q: NDArray[np.float32], rows: NDArray[np.intp]
-) -> tuple[NDArray[np.intp], NDArray[np.float32]]:
-    """The live ``rows`` best first, with their cosine to ``q``."""
+    index: _OwnerIndex, q: NDArray[np.float32], rows: NDArray[np.intp], *, head: int | None = None
+) -> tuple[NDArray[np.intp], NDArray[np.float32], bool]:
+    """The live ``rows`` best first, with their cosine to ``q``, and whether that is all of
+    them.
+
+    With ``head``, only the best ``head`` rows and any tied with the last of them: the
+    start of the full order, the same rows in the same sequence (ties keep row order),
+    without sorting a shortlist of thousands to read its first chunk.
+    """
     rows = rows[index.live[rows]]
     sims = index.scores(rows, q)
+    if head is not None and 0 < head < len(sims):
+        cut = np.partition(sims, len(sims) - head)[len(sims) - head]
+        best = np.flatnonzero(sims >= cut)
+        order = best[np.argsort(-sims[best], kind="stable")]
+        return rows[order], sims[order], False
     order = np.argsort(-sims, kind="stable")
-    return rows[order], sims[order]
+    return rows[order], sims[order], True
 
 
 def _scored(

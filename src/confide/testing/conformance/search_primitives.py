@@ -91,6 +91,33 @@ class SearchPrimitivesConformance(StorageHarness):
         scores = [h.score for h in bound.vector_search(everything, q, 20)]
         assert scores == sorted(scores, reverse=True)
 
+    def test_vector_search_reads_on_when_the_first_candidates_mostly_fail_the_filter(
+        self, engine: MemoryEngine, bound: Storage
+    ) -> None:
+        rng = np.random.default_rng(6)
+        stored = engine.store_many(
+            [
+                {
+                    "account_id": ACCOUNT,
+                    "user_id": "mixed",
+                    "key": f"k{i}",
+                    "value": f"memory {i}",
+                    "category": "some" if i % 8 == 0 else "other",
+                }
+                for i in range(600)
+            ]
+        )
+        vectors = _with_vectors(engine, bound, stored, rng)
+        q = _unit(rng)
+        some = {m.id for m in stored if m.category == "some"}
+        flt = MemoryFilter(account_id=ACCOUNT, user_id="mixed", categories=("some",))
+        # One in eight passes: forty hits lie a few hundred candidates down the ranking.
+        hits = bound.vector_search(flt, q, 40)
+        assert len(hits) == 40
+        assert {h.memory_id for h in hits} <= some
+        assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+        assert len({h.memory_id for h in hits} & set(_exact_top(vectors, some, q, 40))) >= 38
+
     def test_vector_search_excludes_forgotten_and_other_users(
         self, engine: MemoryEngine, bound: Storage
     ) -> None:
