@@ -36,6 +36,24 @@ def _with_vectors(
     return vectors
 
 
+def _crowd(
+    engine: MemoryEngine, user_id: str, n: int, *, every: int, few: str, many: str
+) -> list[Memory]:
+    """``n`` memories of ``user_id``: every ``every``-th in category ``few``, the rest ``many``."""
+    return engine.store_many(
+        [
+            {
+                "account_id": ACCOUNT,
+                "user_id": user_id,
+                "key": f"k{i}",
+                "value": f"memory {i}",
+                "category": few if i % every == 0 else many,
+            }
+            for i in range(n)
+        ]
+    )
+
+
 def _exact_top(vectors: dict[str, np.ndarray], ids: set[str], q: np.ndarray, k: int) -> list[str]:
     ranked = sorted(ids, key=lambda i: -float(vectors[i] @ q))
     return ranked[:k]
@@ -57,18 +75,7 @@ class SearchPrimitivesConformance(StorageHarness):
         self, engine: MemoryEngine, bound: Storage
     ) -> None:
         rng = np.random.default_rng(1)
-        crowd = engine.store_many(
-            [
-                {
-                    "account_id": ACCOUNT,
-                    "user_id": "busy",
-                    "key": f"k{i}",
-                    "value": f"memory {i}",
-                    "category": "rare" if i % 100 == 0 else "common",
-                }
-                for i in range(1200)
-            ]
-        )
+        crowd = _crowd(engine, "busy", 1200, every=100, few="rare", many="common")
         lonely = engine.store_many(
             [
                 {"account_id": ACCOUNT, "user_id": f"u{i}", "key": "k", "value": "v"}
@@ -95,18 +102,7 @@ class SearchPrimitivesConformance(StorageHarness):
         self, engine: MemoryEngine, bound: Storage
     ) -> None:
         rng = np.random.default_rng(6)
-        stored = engine.store_many(
-            [
-                {
-                    "account_id": ACCOUNT,
-                    "user_id": "mixed",
-                    "key": f"k{i}",
-                    "value": f"memory {i}",
-                    "category": "some" if i % 8 == 0 else "other",
-                }
-                for i in range(600)
-            ]
-        )
+        stored = _crowd(engine, "mixed", 600, every=8, few="some", many="other")
         vectors = _with_vectors(engine, bound, stored, rng)
         q = _unit(rng)
         some = {m.id for m in stored if m.category == "some"}
