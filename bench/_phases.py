@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from confide.client import Confide
+from confide.engine.delta import EngineDeltas
 from confide.retrieval import memory_query, query, source
 
 Phase = tuple[object, str, str]
@@ -42,6 +43,8 @@ PHASES: tuple[Phase, ...] = (
     (memory_query.MemoryQueryService, "_context_all", "context: all listing"),
     (memory_query.MemoryQueryService, "_related", "related"),
     (memory_query.MemoryQueryService, "_render", "render"),
+    (EngineDeltas, "has_unseen_delta", "delta header due?"),
+    (memory_query.MemoryQueryService, "_header", "delta header"),
     (Future, "result", "wait"),
 )
 

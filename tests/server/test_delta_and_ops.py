@@ -12,11 +12,14 @@ from tests.server.conftest import ACCOUNT, Api
 
 from confide.config import Settings
 from confide.conversation.query_handler import RetrievalQueryHandler
+from confide.embedders.base import Vector
 from confide.engine import MemoryEngine
+from confide.errors import ProviderError
 from confide.retrieval.categories import load_categories
 from confide.retrieval.memory_query import MemoryQueryService
 from confide.server import create_app
 from confide.server.services import Services
+from confide.testing.embedders import HashingEmbedder
 
 pytestmark = pytest.mark.asyncio
 
@@ -144,3 +147,30 @@ async def test_a_sensitive_tool_write_applies_and_is_counted_as_consented(api: A
     assert ops.json()["byOp"].get("create") == 1 and "hold" not in ops.json()["byOp"]
     statuses = api.app.state.services.engine.op_counts(by="status", account_id=ACCOUNT)
     assert statuses.get("consented") == 1
+
+
+class _FailsFirstQuestion(HashingEmbedder):
+    """Raises on the first question it embeds: the answer fails after the header check."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed = False
+
+    def embed_one(self, text: str) -> Vector:
+        if not self.failed:
+            self.failed = True
+            raise ProviderError("the embedder is down")
+        return super().embed_one(text)
+
+
+async def test_an_answer_that_fails_leaves_its_header_for_the_next(engine: MemoryEngine) -> None:
+    service = MemoryQueryService(
+        engine, load_categories(), embedder=_FailsFirstQuestion(), deltas=engine
+    )
+    engine.store({"account_id": ACCOUNT, "user_id": "line-1", "key": "city", "value": "Lima"})
+    request = {"agent": "default", "account_id": ACCOUNT, "user_id": "line-1", "query": "city"}
+    with pytest.raises(ProviderError):
+        service.query(request)
+    # The change was not delivered with the failed answer, so the next one carries it.
+    assert service.query(request).header.startswith("Memory updates since rev 0:\n- +created")
+    assert service.query(request).header == ""

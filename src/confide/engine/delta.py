@@ -92,6 +92,15 @@ class EngineDeltas(EngineCore):
             return ""
         return "\n".join([f"Memory updates since rev {rev}:", *bullets])
 
+    def has_unseen_delta(
+        self, *, account_id: str, user_id: str, reader: str, thread_id: str | None = None
+    ) -> bool:
+        """Whether the thread changed since ``reader``'s last delivery (one read; nothing is
+        marked seen). ``thread_id`` defaults to the user's own thread. The changes may still
+        all be outside what the reader may see: :meth:`deliver_delta` decides that."""
+        thread = thread_id or default_thread(account_id, user_id)
+        return self.storage.unseen(account_id, thread, reader)
+
     def deliver_delta(
         self,
         *,
@@ -107,7 +116,9 @@ class EngineDeltas(EngineCore):
         ``""`` when nothing changed since the reader's last delivery, or nothing it may see.
         """
         thread = thread_id or default_thread(account_id, user_id)
-        if not self.storage.unseen(account_id, thread, reader):
+        if not self.has_unseen_delta(
+            account_id=account_id, user_id=user_id, reader=reader, thread_id=thread
+        ):
             return ""  # the usual answer, from one read: no write lock on the query path
         with self.storage.transaction() as tx:
             claimed = tx.advance_read(account_id, thread, reader)

@@ -254,6 +254,19 @@ class MemoryQueryService:
         always = [c for c in allowed if self.categories.spec(c).context is ContextMode.ALL]
         rag = [c for c in allowed if c not in always]
         scope = SharedScope(self.reader, base)  # one shared-memory check per request
+        # Whether a delta header is due is read on a worker while the query is embedded (it
+        # is usually not); delivering it marks the changes seen, so that waits for the
+        # answer, and a query that fails does not swallow them.
+        due = (
+            workers().submit(
+                self.deltas.has_unseen_delta,
+                account_id=req.account_id,
+                user_id=req.user_id,
+                reader=req.agent,
+            )
+            if self.deltas is not None
+            else None
+        )
         # ``context: all`` memories are listed on a worker while retrieval embeds the query.
         listing = (
             workers().submit(
@@ -271,7 +284,7 @@ class MemoryQueryService:
         # keeps the first few bullets must get them, not the standing context; related
         # memories come last, the first to give way to the budget.
         picked = retrieved + (listing.result() if listing is not None else []) + related
-        header, header_tokens = self._header(req, allowed)
+        header, header_tokens = self._header(req, allowed) if due and due.result() else ("", 0)
         budget = None if req.budget_tokens is None else req.budget_tokens - header_tokens
         results, tokens = self._render(req, picked, budget)
         if self.access is not None and results:

@@ -55,6 +55,10 @@ class MemoryReader(Protocol):
 class DeltaFeed(Protocol):
     """The delta header a reader has not seen yet (:meth:`MemoryEngine.deliver_delta`)."""
 
+    def has_unseen_delta(self, *, account_id: str, user_id: str, reader: str) -> bool:
+        """Whether :meth:`deliver_delta` may have a header for ``reader`` (a read only)."""
+        ...
+
     def deliver_delta(
         self,
         *,
