@@ -24,6 +24,8 @@ Settings (``scale.py --compare NAME=VALUE``, repeatable):
 - ``head-chunks``: chunks of the SQLite vector index's re-scored shortlist put in order
   before the filter is asked (:attr:`confide.storage.sqlite_vectors.SqliteVectorIndex.head_chunks`;
   ``0`` sorts all of it);
+- ``delta-header``: ``caller`` asks whether a delta header is due on the caller's thread,
+  after the answer, instead of on a worker while the question is embedded;
 - ``precision``: the local MiniLM graph that embeds the question (``int8`` or ``float32``,
   :attr:`confide.embedders.local.LocalMiniLMEmbedder.precision`); both graphs are loaded
   before the timed questions.
@@ -44,6 +46,7 @@ from typing import Any, ParamSpec, TypeVar
 from confide.client import Confide
 from confide.embedders.local import PRECISIONS, LocalMiniLMEmbedder, Precision
 from confide.retrieval import query as query_path
+from confide.retrieval.ports import DeltaFeed
 from confide.storage.sql import SqlStorage
 from confide.storage.sqlite import SqliteStorage
 
@@ -140,6 +143,35 @@ def _plan(app: Confide, field: str, value: str) -> tuple[Switch, Callable[[], No
     return switch, lambda: None
 
 
+class _DeltaOnCaller:
+    """The delta feed as it was before the check moved to a worker: no early read, and the
+    caller's delivery reads whether anything is due itself."""
+
+    def __init__(self, inner: DeltaFeed) -> None:
+        self.inner = inner
+
+    def has_unseen_delta(self, *, account_id: str, user_id: str, reader: str) -> bool:
+        return True
+
+    def deliver_delta(self, **kwargs: Any) -> str:
+        return self.inner.deliver_delta(**kwargs)
+
+
+def _delta_header(app: Confide, value: str) -> tuple[Switch, Callable[[], None]]:
+    service = app.memory_query
+    if value != "caller":
+        raise ValueError("delta-header must be caller")
+    configured = service.deltas
+    if configured is None:
+        raise ValueError("delta-header needs a delta feed")
+    changed = _DeltaOnCaller(configured)
+
+    def switch(on: bool) -> None:
+        service.deltas = changed if on else configured
+
+    return switch, lambda: None
+
+
 def _precision(app: Confide, value: str) -> tuple[Switch, Callable[[], None]]:
     service = app.memory_query
     # The bench's embedder serves stored rows from a pool and questions from ``local``.
@@ -167,6 +199,7 @@ SETTINGS: dict[str, Callable[[Confide, str], tuple[Switch, Callable[[], None]]]]
     "hydrate-top": lambda app, v: _plan(app, "hydrate_top", v),
     "precision": _precision,
     "head-chunks": _head_chunks,
+    "delta-header": _delta_header,
 }
 
 

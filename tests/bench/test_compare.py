@@ -144,3 +144,37 @@ def test_head_chunks_sorts_the_whole_shortlist_in_the_changed_arm_only(app: Conf
     assert index.head_chunks == configured
     with pytest.raises(ValueError, match="0 or more"):
         compare(app, "head-chunks=-1", QUESTIONS[:1], _request, warm=0)
+
+
+def test_delta_header_on_the_caller_asks_after_the_answer_in_its_arm_only(app: Confide) -> None:
+    service = app.memory_query
+    configured = service.deltas
+    assert configured is not None
+    seen: list[str] = []
+    real_due, real_deliver = MemoryEngine.has_unseen_delta, MemoryEngine.deliver_delta
+
+    def due(self: MemoryEngine, **kwargs: Any) -> bool:
+        seen.append("due on " + ("caller" if _on_caller() else "worker"))
+        return real_due(self, **kwargs)
+
+    def deliver(self: MemoryEngine, **kwargs: Any) -> str:
+        seen.append("deliver")
+        return real_deliver(self, **kwargs)
+
+    MemoryEngine.has_unseen_delta = due  # type: ignore[method-assign,assignment]
+    MemoryEngine.deliver_delta = deliver  # type: ignore[method-assign,assignment]
+    try:
+        compare(app, "delta-header=caller", QUESTIONS[:1], _request, warm=0)
+    finally:
+        MemoryEngine.has_unseen_delta = real_due  # type: ignore[method-assign]
+        MemoryEngine.deliver_delta = real_deliver  # type: ignore[method-assign]
+    # The two stored memories are the reader's news. The configured arm finds that out on a
+    # worker, then delivers (the delivery asks again, on the caller, as it claims the news);
+    # the changed arm goes straight to the delivery, which finds nothing new by then.
+    configured_arm = ["due on worker", "deliver", "due on caller"]
+    assert seen == [*configured_arm, "deliver", "due on caller"]
+    assert service.deltas is configured
+
+
+def _on_caller() -> bool:
+    return threading.current_thread() is threading.main_thread()
