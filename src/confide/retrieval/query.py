@@ -27,6 +27,7 @@ from confide.retrieval.ranking import (
 
 __all__ = [
     "COMMON_NAME_MIN",
+    "QUERY_WORKERS",
     "CandidateSource",
     "QueryPlan",
     "embedded_question",
@@ -140,6 +141,12 @@ def _merge(lists: Sequence[Sequence[Candidate]]) -> list[Candidate]:
     return list(merged.values())
 
 
+QUERY_WORKERS = 2
+"""Threads of the query path's shared pool. Its tasks are mostly Python under the GIL and
+database reads, so on two cores a third and fourth thread only contend: two answered a
+question faster than four on both backends (``bench/scale.py --compare query-workers=4``,
+docs/retrieval.md "Settings measured")."""
+
 _executor: ThreadPoolExecutor | None = None
 _executor_lock = threading.Lock()
 
@@ -149,7 +156,9 @@ def workers() -> ThreadPoolExecutor:
     global _executor
     with _executor_lock:
         if _executor is None:
-            _executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="confide-query")
+            _executor = ThreadPoolExecutor(
+                max_workers=QUERY_WORKERS, thread_name_prefix="confide-query"
+            )
         return _executor
 
 
