@@ -35,6 +35,7 @@ from confide.llm.usage import MeteredLLM, UsageLedger
 from confide.retrieval.access import AccessTracker
 from confide.retrieval.categories import CategoriesConfig, load_categories
 from confide.retrieval.memory_query import MemoryQueryService
+from confide.retrieval.query import QUERY_WORKERS, use_workers
 from confide.storage.apps import SqlAppTables
 from confide.storage.base import SERVICE_KEYS_BLINDED
 from confide.storage.service.sessions import SqlServiceTables
@@ -141,6 +142,13 @@ class Components:
                 close_embedder()
 
 
+QUERY_WORKERS_BY_BACKEND: dict[str, int] = {"postgres": 4}
+"""The query path's threads for a store whose reads wait on another process: there more
+threads overlap more round trips (four served about a tenth more queries than two at 8 and 32
+clients on two ``confide serve`` processes, ``bench/throughput.py``). Other stores get
+:data:`confide.retrieval.query.QUERY_WORKERS`."""
+
+
 def sensitive_keys_of(settings: Settings) -> tuple[str, ...]:
     """The configured sensitive keys, else Confide's defaults."""
     if settings.sensitive_keys is None:
@@ -189,6 +197,7 @@ def build(
     if extractor is None:
         extractor = extractor_from_settings(settings) if llm is None else LLMExtractor(llm)
     access = AccessTracker(engine.storage)
+    use_workers(QUERY_WORKERS_BY_BACKEND.get(engine.storage.name, QUERY_WORKERS))
     memory_query = MemoryQueryService(
         engine,
         load_categories(settings.categories_file),

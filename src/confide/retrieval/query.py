@@ -32,6 +32,7 @@ __all__ = [
     "QueryPlan",
     "embedded_question",
     "retrieve",
+    "use_workers",
     "workers",
 ]
 
@@ -142,12 +143,14 @@ def _merge(lists: Sequence[Sequence[Candidate]]) -> list[Candidate]:
 
 
 QUERY_WORKERS = 2
-"""Threads of the query path's shared pool. Its tasks are mostly Python under the GIL and
-database reads, so on two cores a third and fourth thread only contend: two answered a
-question faster than four on both backends (``bench/scale.py --compare query-workers=4``,
-docs/retrieval.md "Settings measured")."""
+"""Threads of the query path's shared pool unless the wiring sizes it for its store
+(:func:`use_workers`). On SQLite the tasks are Python under the GIL and reads in this
+process, so on two cores a third and fourth thread only contend: two answered a question
+faster than four (``bench/scale.py --compare query-workers=4``) and served more queries at 8
+and 32 clients (``bench/throughput.py``; docs/retrieval.md "Settings measured")."""
 
 _executor: ThreadPoolExecutor | None = None
+_worker_count = QUERY_WORKERS
 _executor_lock = threading.Lock()
 
 
@@ -157,9 +160,27 @@ def workers() -> ThreadPoolExecutor:
     with _executor_lock:
         if _executor is None:
             _executor = ThreadPoolExecutor(
-                max_workers=QUERY_WORKERS, thread_name_prefix="confide-query"
+                max_workers=_worker_count, thread_name_prefix="confide-query"
             )
         return _executor
+
+
+def use_workers(count: int) -> None:
+    """Give the query path's shared pool ``count`` threads from its next task on.
+
+    A pool of another size made already is let go: the tasks it holds still run, and the
+    queries waiting on them get their answers.
+    """
+    global _executor, _worker_count
+    if count < 1:
+        raise ValueError("the query path needs at least one worker")
+    with _executor_lock:
+        if count == _worker_count:
+            return
+        _worker_count = count
+        replaced, _executor = _executor, None
+    if replaced is not None:
+        replaced.shutdown(wait=False)
 
 
 def _hydrated(
