@@ -146,7 +146,8 @@ QUERY_WORKERS_BY_BACKEND: dict[str, int] = {"postgres": 4}
 """The query path's threads for a store whose reads wait on another process: there more
 threads overlap more round trips (four served about a tenth more queries than two at 8 and 32
 clients on two ``confide serve`` processes, ``bench/throughput.py``). Other stores get
-:data:`confide.retrieval.query.QUERY_WORKERS`."""
+:data:`confide.retrieval.query.QUERY_WORKERS`. The pool is the process's: in a process that
+wires clients of both stores, the last one wired sizes it."""
 
 
 def sensitive_keys_of(settings: Settings) -> tuple[str, ...]:
