@@ -11,6 +11,7 @@ from confide.wiring import build
 
 
 def test_the_wiring_sizes_the_pool_for_its_store(engine: MemoryEngine) -> None:
+    size = query.workers()._max_workers
     components = build(engine=engine)
     try:
         # PostgreSQL's reads wait on the server, so more threads overlap them.
@@ -18,6 +19,7 @@ def test_the_wiring_sizes_the_pool_for_its_store(engine: MemoryEngine) -> None:
         assert query.workers()._max_workers == expected
     finally:
         components.close()
+        query.use_workers(size)  # the pool is the process's: leave it as the next test found it
 
 
 def test_a_resized_pool_still_runs_the_tasks_it_holds() -> None:

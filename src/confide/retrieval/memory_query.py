@@ -284,7 +284,9 @@ class MemoryQueryService:
         # keeps the first few bullets must get them, not the standing context; related
         # memories come last, the first to give way to the budget.
         picked = retrieved + (listing.result() if listing is not None else []) + related
-        header, header_tokens = self._header(req, allowed) if due and due.result() else ("", 0)
+        header, header_tokens = ("", 0)
+        if due is not None and due.result():
+            header, header_tokens = self._header(req, allowed)
         budget = None if req.budget_tokens is None else req.budget_tokens - header_tokens
         results, tokens = self._render(req, picked, budget)
         if self.access is not None and results:
