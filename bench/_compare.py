@@ -26,6 +26,11 @@ Settings (``scale.py --compare NAME=VALUE``, repeatable):
   ``0`` sorts all of it);
 - ``delta-header``: ``caller`` asks whether a delta header is due on the caller's thread,
   after the answer, instead of on a worker while the question is embedded;
+- ``common-names``: ``sampled`` has the check for the owner's common names (before the
+  question is embedded) read the owner's length sample beside its document count, as lexical
+  search does, instead of the count alone; only an owner below
+  :attr:`~confide.storage.sql.LexicalTuning.stats_min_cached` memories, whose counts are not
+  cached, reads either on each question (``bench/scale.py --sizes 800``);
 - ``precision``: the local MiniLM graph that embeds the question (``int8`` or ``float32``,
   :attr:`confide.embedders.local.LocalMiniLMEmbedder.precision`); both graphs are loaded
   before the timed questions.
@@ -172,6 +177,25 @@ def _delta_header(app: Confide, value: str) -> tuple[Switch, Callable[[], None]]
     return switch, lambda: None
 
 
+def _common_names(app: Confide, value: str) -> tuple[Switch, Callable[[], None]]:
+    storage = app.engine.storage
+    if not isinstance(storage, SqlStorage):
+        raise ValueError("common-names needs a SQL store")
+    if value != "sampled":
+        raise ValueError("common-names must be sampled")
+
+    def sampled(db: Any, account_id: str, user_id: str | None) -> int:
+        return storage._owner_stats(db, account_id, user_id)[0]
+
+    def switch(on: bool) -> None:
+        if on:
+            storage._owner_documents = sampled  # type: ignore[method-assign]
+        else:
+            vars(storage).pop("_owner_documents", None)
+
+    return switch, lambda: None
+
+
 def _precision(app: Confide, value: str) -> tuple[Switch, Callable[[], None]]:
     service = app.memory_query
     # The bench's embedder serves stored rows from a pool and questions from ``local``.
@@ -200,6 +224,7 @@ SETTINGS: dict[str, Callable[[Confide, str], tuple[Switch, Callable[[], None]]]]
     "precision": _precision,
     "head-chunks": _head_chunks,
     "delta-header": _delta_header,
+    "common-names": _common_names,
 }
 
 

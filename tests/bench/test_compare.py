@@ -178,3 +178,32 @@ def test_delta_header_on_the_caller_asks_after_the_answer_in_its_arm_only(app: C
 
 def _on_caller() -> bool:
     return threading.current_thread() is threading.main_thread()
+
+
+def test_common_names_sampled_reads_the_length_sample_in_its_arm_only(app: Confide) -> None:
+    storage = app.engine.storage
+    assert isinstance(storage, SqlStorage)
+    seen: list[str] = []
+    real_stats, real_documents = SqlStorage._owner_stats, SqlStorage._owner_documents
+
+    def stats(self: SqlStorage, *args: Any) -> tuple[int, float]:
+        seen.append("documents and length")
+        return real_stats(self, *args)
+
+    def documents(self: SqlStorage, *args: Any) -> int:
+        seen.append("documents")
+        return real_documents(self, *args)
+
+    SqlStorage._owner_stats = stats  # type: ignore[method-assign,assignment]
+    SqlStorage._owner_documents = documents  # type: ignore[method-assign,assignment]
+    try:
+        compare(app, "common-names=sampled", QUESTIONS[:1], _request, warm=0)
+    finally:
+        SqlStorage._owner_stats = real_stats  # type: ignore[method-assign]
+        SqlStorage._owner_documents = real_documents  # type: ignore[method-assign]
+    # Two memories: nothing is cached. Each arm's lexical search reads both figures; the
+    # common-name check reads the count alone as configured, both figures in the changed arm.
+    assert sorted(seen) == ["documents", *["documents and length"] * 3]
+    assert "_owner_documents" not in vars(storage)
+    with pytest.raises(ValueError, match="sampled"):
+        compare(app, "common-names=full", QUESTIONS[:1], _request, warm=0)

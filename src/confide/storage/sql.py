@@ -649,6 +649,13 @@ def _real(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
+def _owner_clause(account_id: str, user_id: str | None) -> tuple[str, list[Any]]:
+    """The ``WHERE`` condition (and its values) of one owner: a user, or (``None``) the
+    account's own memories."""
+    owner_sql = "account_id = ?" + (" AND user_id = ?" if user_id is not None else "")
+    return owner_sql, [account_id] + ([user_id] if user_id is not None else [])
+
+
 def _chunks(items: Sequence[str], size: int = 500) -> Iterator[list[str]]:
     for start in range(0, len(items), size):
         yield list(items[start : start + size])
@@ -1282,29 +1289,53 @@ class SqlStorage:
         BM25 needs both; for a large owner they move slowly, so a value up to a minute old
         ranks the same and saves a scan of the owner's tokens on every query.
         """
-        key = (account_id, user_id)
+        cached = self._cached_owner_stats(account_id, user_id)
+        if cached is not None:
+            return cached
         now = time.monotonic()
-        cached = self._lexical_stats.get(key)
-        if cached is not None and now - cached[0] < self.lexical.stats_ttl:
-            return cached[1], cached[2]
-        owner_sql = "account_id = ?" + (" AND user_id = ?" if user_id is not None else "")
-        params: list[Any] = [account_id] + ([user_id] if user_id is not None else [])
-        # Documents: the owner's indexed memories (an index-only count); average length: a
-        # sample of postings, which is all BM25's length normalisation needs.
-        docs_row = db.run(
-            f"SELECT COUNT(*) FROM memories WHERE {owner_sql} AND state = 'active'", params
-        ).fetchone()
+        docs = self._count_owner_documents(db, account_id, user_id)
+        owner_sql, params = _owner_clause(account_id, user_id)
+        # Average length: a sample of postings, which is all BM25's length normalisation needs.
         len_row = db.run(
             "SELECT AVG(doc_len) FROM (SELECT doc_len FROM memory_tokens "
             f"WHERE {owner_sql} LIMIT 5000) sample",
             params,
         ).fetchone()
-        row = (docs_row[0], len_row[0])
-        docs, avg_len = int(row[0]), float(row[1] or 1.0)
+        avg_len = float(len_row[0] or 1.0)
         if docs >= self.lexical.stats_min_cached:  # small owners are cheap to recount
             with self._stats_lock:
-                self._lexical_stats[key] = (now, docs, avg_len)
+                self._lexical_stats[(account_id, user_id)] = (now, docs, avg_len)
         return docs, avg_len
+
+    def _owner_documents(self, db: SqlExecutor, account_id: str, user_id: str | None) -> int:
+        """The owner's document count alone (what the common-term check needs).
+
+        A small owner's count is not cached, and its length sample costs several times the
+        count (it reads every posting up to the sample's size): leaving the sample out here
+        takes it off the query's path before the question is embedded.
+        """
+        cached = self._cached_owner_stats(account_id, user_id)
+        if cached is not None:
+            return cached[0]
+        docs = self._count_owner_documents(db, account_id, user_id)
+        if docs >= self.lexical.stats_min_cached:
+            return self._owner_stats(db, account_id, user_id)[0]  # fills the cache
+        return docs
+
+    def _cached_owner_stats(self, account_id: str, user_id: str | None) -> tuple[int, float] | None:
+        cached = self._lexical_stats.get((account_id, user_id))
+        if cached is not None and time.monotonic() - cached[0] < self.lexical.stats_ttl:
+            return cached[1], cached[2]
+        return None
+
+    @staticmethod
+    def _count_owner_documents(db: SqlExecutor, account_id: str, user_id: str | None) -> int:
+        """The owner's indexed memories (an index-only count)."""
+        owner_sql, params = _owner_clause(account_id, user_id)
+        row = db.run(
+            f"SELECT COUNT(*) FROM memories WHERE {owner_sql} AND state = 'active'", params
+        ).fetchone()
+        return int(row[0])
 
     def lexical_search(
         self, flt: MemoryFilter, tokens: Sequence[int], k: int, *, k1: float, b: float
@@ -1368,7 +1399,7 @@ class SqlStorage:
         if not unique:
             return set()
         with self._reader(account_id) as db:
-            docs, _ = self._owner_stats(db, account_id, user_id)
+            docs = self._owner_documents(db, account_id, user_id)
             # Rounded first: 0.07 * 100 is 7.000000000000001, and 7 memories are 7%.
             need = max(at_least, math.ceil(round(share * docs, 9)), 1)
             if docs < need:
@@ -1467,8 +1498,7 @@ class SqlStorage:
         missing = [t for t in tokens if t not in df]
         if not missing:
             return df
-        owner_sql = "account_id = ?" + (" AND user_id = ?" if owner is not None else "")
-        owner_params: list[Any] = [account_id] + ([owner] if owner is not None else [])
+        owner_sql, owner_params = _owner_clause(account_id, owner)
         # One index range per token; with ``cap`` it stops there, so a term in half the
         # memories costs no more to count than one in ``cap`` of them.
         limit, limit_params = (" LIMIT ?", [cap]) if cap is not None else ("", [])
