@@ -649,6 +649,10 @@ def _real(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
+_DOCUMENTS = "SELECT COUNT(*) FROM memories WHERE {owner} AND state = 'active'"
+"""An owner's documents for BM25: its indexed memories (an index-only count)."""
+
+
 def _owner_clause(account_id: str, user_id: str | None) -> tuple[str, list[Any]]:
     """The ``WHERE`` condition (and its values) of one owner: a user, or (``None``) the
     account's own memories."""
@@ -1293,15 +1297,15 @@ class SqlStorage:
         if cached is not None:
             return cached
         now = time.monotonic()
-        docs = self._count_owner_documents(db, account_id, user_id)
         owner_sql, params = _owner_clause(account_id, user_id)
-        # Average length: a sample of postings, which is all BM25's length normalisation needs.
-        len_row = db.run(
-            "SELECT AVG(doc_len) FROM (SELECT doc_len FROM memory_tokens "
-            f"WHERE {owner_sql} LIMIT 5000) sample",
-            params,
+        # Both in one statement (one round trip to a server); average length: a sample of
+        # postings, which is all BM25's length normalisation needs.
+        row = db.run(
+            f"SELECT ({_DOCUMENTS.format(owner=owner_sql)}), (SELECT AVG(doc_len) FROM "
+            f"(SELECT doc_len FROM memory_tokens WHERE {owner_sql} LIMIT 5000) sample)",
+            [*params, *params],
         ).fetchone()
-        avg_len = float(len_row[0] or 1.0)
+        docs, avg_len = int(row[0]), float(row[1] or 1.0)
         if docs >= self.lexical.stats_min_cached:  # small owners are cheap to recount
             with self._stats_lock:
                 self._lexical_stats[(account_id, user_id)] = (now, docs, avg_len)
@@ -1332,10 +1336,7 @@ class SqlStorage:
     def _count_owner_documents(db: SqlExecutor, account_id: str, user_id: str | None) -> int:
         """The owner's indexed memories (an index-only count)."""
         owner_sql, params = _owner_clause(account_id, user_id)
-        row = db.run(
-            f"SELECT COUNT(*) FROM memories WHERE {owner_sql} AND state = 'active'", params
-        ).fetchone()
-        return int(row[0])
+        return int(db.run(_DOCUMENTS.format(owner=owner_sql), params).fetchone()[0])
 
     def lexical_search(
         self, flt: MemoryFilter, tokens: Sequence[int], k: int, *, k1: float, b: float
