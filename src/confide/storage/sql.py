@@ -1321,6 +1321,9 @@ class SqlStorage:
         cached = self._cached_owner_stats(account_id, user_id)
         if cached is not None:
             return cached[0]
+        if (account_id, user_id) in self._lexical_stats:
+            # Large when last counted: both figures again, into the cache, in one read.
+            return self._owner_stats(db, account_id, user_id)[0]
         docs = self._count_owner_documents(db, account_id, user_id)
         if docs >= self.lexical.stats_min_cached:
             return self._owner_stats(db, account_id, user_id)[0]  # fills the cache

@@ -435,6 +435,10 @@ class SearchPrimitivesConformance(StorageHarness):
         monkeypatch.setattr(storage, "lexical", small)
         for _ in range(2):  # counted, then from the cache
             assert source.common_terms(asked, share=0.15, at_least=5) == {"caroline", "fish"}
+        expired = LexicalTuning(stats_min_cached=5, document_frequency_min_cached=5, stats_ttl=0)
+        monkeypatch.setattr(storage, "lexical", expired)
+        for _ in range(2):  # a large owner's counts read again, once they are too old
+            assert source.common_terms(asked, share=0.15, at_least=5) == {"caroline", "fish"}
         account = StorageCandidateSource(engine, MemoryFilter(account_id=ACCOUNT))
         assert account.common_terms(asked, share=0.5, at_least=5) == {"paris"}
 
