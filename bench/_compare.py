@@ -26,11 +26,12 @@ Settings (``scale.py --compare NAME=VALUE``, repeatable):
   ``0`` sorts all of it);
 - ``delta-header``: ``caller`` asks whether a delta header is due on the caller's thread,
   after the answer, instead of on a worker while the question is embedded;
-- ``common-names``: ``sampled`` has the check for the owner's common names (before the
-  question is embedded) read the owner's length sample beside its document count, as lexical
-  search does, instead of the count alone; only an owner below
+- ``common-names``: ``two-reads`` has the check for the owner's common names (before the
+  question is embedded) read the owner's figures as lexical search does (the document count
+  with its length sample), then the terms' counts, as before the check read a small owner's
+  count and term counts together; only an owner below
   :attr:`~confide.storage.sql.LexicalTuning.stats_min_cached` memories, whose counts are not
-  cached, reads either on each question (``bench/scale.py --sizes 800``);
+  cached, takes either read on each question (``bench/scale.py --sizes 800``);
 - ``precision``: the local MiniLM graph that embeds the question (``int8`` or ``float32``,
   :attr:`confide.embedders.local.LocalMiniLMEmbedder.precision`); both graphs are loaded
   before the timed questions.
@@ -40,6 +41,7 @@ Bench code only: the settings are swapped on the live objects and restored after
 
 from __future__ import annotations
 
+import math
 import statistics
 import sys
 import time
@@ -181,17 +183,29 @@ def _common_names(app: Confide, value: str) -> tuple[Switch, Callable[[], None]]
     storage = app.engine.storage
     if not isinstance(storage, SqlStorage):
         raise ValueError("common-names needs a SQL store")
-    if value != "sampled":
-        raise ValueError("common-names must be sampled")
+    if value != "two-reads":
+        raise ValueError("common-names must be two-reads")
 
-    def sampled(db: Any, account_id: str, user_id: str | None) -> int:
-        return storage._owner_stats(db, account_id, user_id)[0]
+    def two_reads(
+        account_id: str, user_id: str | None, tokens: Sequence[int], *, share: float, at_least: int
+    ) -> set[int]:
+        unique = list(dict.fromkeys(tokens))
+        if not unique:
+            return set()
+        with storage._reader(account_id) as db:
+            docs, _ = storage._owner_stats(db, account_id, user_id)
+            need = max(at_least, math.ceil(round(share * docs, 9)), 1)
+            if docs < need:
+                return set()
+            cache = docs >= storage.lexical.stats_min_cached
+            df = storage._document_frequencies(db, account_id, user_id, unique, cache, need)
+        return {token for token, n in df.items() if n >= need}
 
     def switch(on: bool) -> None:
         if on:
-            storage._owner_documents = sampled  # type: ignore[method-assign]
+            storage.common_tokens = two_reads  # type: ignore[method-assign]
         else:
-            vars(storage).pop("_owner_documents", None)
+            vars(storage).pop("common_tokens", None)
 
     return switch, lambda: None
 

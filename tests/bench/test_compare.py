@@ -180,30 +180,31 @@ def _on_caller() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
-def test_common_names_sampled_reads_the_length_sample_in_its_arm_only(app: Confide) -> None:
+def test_common_names_in_two_reads_in_its_arm_only(app: Confide) -> None:
     storage = app.engine.storage
     assert isinstance(storage, SqlStorage)
     seen: list[str] = []
-    real_stats, real_documents = SqlStorage._owner_stats, SqlStorage._owner_documents
+    real_stats, real_together = SqlStorage._owner_stats, SqlStorage._documents_and_frequencies
 
     def stats(self: SqlStorage, *args: Any) -> tuple[int, float]:
         seen.append("documents and length")
         return real_stats(self, *args)
 
-    def documents(self: SqlStorage, *args: Any) -> int:
-        seen.append("documents")
-        return real_documents(self, *args)
+    def together(self: SqlStorage, *args: Any) -> tuple[int, dict[int, int]]:
+        seen.append("documents and terms")
+        return real_together(self, *args)
 
     SqlStorage._owner_stats = stats  # type: ignore[method-assign,assignment]
-    SqlStorage._owner_documents = documents  # type: ignore[method-assign,assignment]
+    SqlStorage._documents_and_frequencies = together  # type: ignore[method-assign,assignment]
     try:
-        compare(app, "common-names=sampled", QUESTIONS[:1], _request, warm=0)
+        compare(app, "common-names=two-reads", QUESTIONS[:1], _request, warm=0)
     finally:
         SqlStorage._owner_stats = real_stats  # type: ignore[method-assign]
-        SqlStorage._owner_documents = real_documents  # type: ignore[method-assign]
-    # Two memories: nothing is cached. Each arm's lexical search reads both figures; the
-    # common-name check reads the count alone as configured, both figures in the changed arm.
-    assert sorted(seen) == ["documents", *["documents and length"] * 3]
-    assert "_owner_documents" not in vars(storage)
-    with pytest.raises(ValueError, match="sampled"):
-        compare(app, "common-names=full", QUESTIONS[:1], _request, warm=0)
+        SqlStorage._documents_and_frequencies = real_together  # type: ignore[method-assign]
+    # Two memories: nothing is cached. Each arm's lexical search reads the document count
+    # and length sample; the common-name check reads the count with the terms' counts as
+    # configured, and the count with the length sample (then the terms) in the changed arm.
+    assert sorted(seen) == ["documents and length"] * 3 + ["documents and terms"]
+    assert "common_tokens" not in vars(storage)
+    with pytest.raises(ValueError, match="two-reads"):
+        compare(app, "common-names=one-read", QUESTIONS[:1], _request, warm=0)

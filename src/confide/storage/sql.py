@@ -653,6 +653,29 @@ _DOCUMENTS = "SELECT COUNT(*) FROM memories WHERE {owner} AND state = 'active'"
 """An owner's documents for BM25: its indexed memories (an index-only count)."""
 
 
+def _common_threshold(docs: int, share: float, at_least: int) -> int:
+    """Memories a term must be in to be common among ``docs``: ``share`` of them and at
+    least ``at_least``."""
+    # Rounded first: 0.07 * 100 is 7.000000000000001, and 7 memories are 7%.
+    return max(at_least, math.ceil(round(share * docs, 9)), 1)
+
+
+def _frequency_counts(
+    owner_sql: str, owner_params: list[Any], tokens: Sequence[int], cap: int | None
+) -> tuple[str, list[Any]]:
+    """``SELECT i, count`` rows for each of ``tokens`` (by position) among one owner's
+    postings, each count stopped at ``cap`` when given."""
+    # One index range per token; with ``cap`` it stops there, so a term in half the
+    # memories costs no more to count than one in ``cap`` of them.
+    limit, limit_params = (" LIMIT ?", [cap]) if cap is not None else ("", [])
+    parts = " UNION ALL ".join(
+        f"SELECT {i}, COUNT(*) FROM (SELECT 1 FROM memory_tokens WHERE {owner_sql} "
+        f"AND token = ?{limit}) AS c{i}"
+        for i in range(len(tokens))
+    )
+    return parts, [v for token in tokens for v in (*owner_params, token, *limit_params)]
+
+
 def _owner_clause(account_id: str, user_id: str | None) -> tuple[str, list[Any]]:
     """The ``WHERE`` condition (and its values) of one owner: a user, or (``None``) the
     account's own memories."""
@@ -1311,35 +1334,11 @@ class SqlStorage:
                 self._lexical_stats[(account_id, user_id)] = (now, docs, avg_len)
         return docs, avg_len
 
-    def _owner_documents(self, db: SqlExecutor, account_id: str, user_id: str | None) -> int:
-        """The owner's document count alone (what the common-term check needs).
-
-        A small owner's count is not cached, and its length sample costs several times the
-        count (it reads every posting up to the sample's size): leaving the sample out here
-        takes it off the query's path before the question is embedded.
-        """
-        cached = self._cached_owner_stats(account_id, user_id)
-        if cached is not None:
-            return cached[0]
-        if (account_id, user_id) in self._lexical_stats:
-            # Large when last counted: both figures again, into the cache, in one read.
-            return self._owner_stats(db, account_id, user_id)[0]
-        docs = self._count_owner_documents(db, account_id, user_id)
-        if docs >= self.lexical.stats_min_cached:
-            return self._owner_stats(db, account_id, user_id)[0]  # fills the cache
-        return docs
-
     def _cached_owner_stats(self, account_id: str, user_id: str | None) -> tuple[int, float] | None:
         cached = self._lexical_stats.get((account_id, user_id))
         if cached is not None and time.monotonic() - cached[0] < self.lexical.stats_ttl:
             return cached[1], cached[2]
         return None
-
-    @staticmethod
-    def _count_owner_documents(db: SqlExecutor, account_id: str, user_id: str | None) -> int:
-        """The owner's indexed memories (an index-only count)."""
-        owner_sql, params = _owner_clause(account_id, user_id)
-        return int(db.run(_DOCUMENTS.format(owner=owner_sql), params).fetchone()[0])
 
     def lexical_search(
         self, flt: MemoryFilter, tokens: Sequence[int], k: int, *, k1: float, b: float
@@ -1403,14 +1402,38 @@ class SqlStorage:
         if not unique:
             return set()
         with self._reader(account_id) as db:
-            docs = self._owner_documents(db, account_id, user_id)
-            # Rounded first: 0.07 * 100 is 7.000000000000001, and 7 memories are 7%.
-            need = max(at_least, math.ceil(round(share * docs, 9)), 1)
+            owner = (account_id, user_id)
+            if owner not in self._lexical_stats:
+                # Never counted large: most likely a small owner, whose figures are not
+                # cached. Its document count and the terms' counts come in one read (this
+                # runs before the question is embedded), each term counted up to a cap no
+                # threshold of a small owner exceeds.
+                cap = max(self.lexical.stats_min_cached, at_least)
+                docs, df = self._documents_and_frequencies(db, account_id, user_id, unique, cap)
+                if docs < self.lexical.stats_min_cached:
+                    need = _common_threshold(docs, share, at_least)
+                    return {t for t, n in df.items() if n >= need} if docs >= need else set()
+            docs, _ = self._owner_stats(db, account_id, user_id)
+            need = _common_threshold(docs, share, at_least)
             if docs < need:
                 return set()
             cache = docs >= self.lexical.stats_min_cached
             df = self._document_frequencies(db, account_id, user_id, unique, cache=cache, cap=need)
         return {token for token, n in df.items() if n >= need}
+
+    def _documents_and_frequencies(
+        self, db: SqlExecutor, account_id: str, owner: str | None, tokens: list[int], cap: int
+    ) -> tuple[int, dict[int, int]]:
+        """The owner's document count and each token's postings (at most ``cap``), read
+        together and never cached."""
+        owner_sql, owner_params = _owner_clause(account_id, owner)
+        counts, params = _frequency_counts(owner_sql, owner_params, tokens, cap)
+        rows = db.run(
+            f"SELECT -1, ({_DOCUMENTS.format(owner=owner_sql)}) UNION ALL {counts}",
+            [*owner_params, *params],
+        ).fetchall()
+        found = {int(i): int(n) for i, n in rows}
+        return found.pop(-1), {tokens[i]: n for i, n in found.items()}
 
     def _others_shared_idf(
         self, db: SqlExecutor, flt: MemoryFilter, tokens: list[int], owner_docs: int
@@ -1502,16 +1525,7 @@ class SqlStorage:
         missing = [t for t in tokens if t not in df]
         if not missing:
             return df
-        owner_sql, owner_params = _owner_clause(account_id, owner)
-        # One index range per token; with ``cap`` it stops there, so a term in half the
-        # memories costs no more to count than one in ``cap`` of them.
-        limit, limit_params = (" LIMIT ?", [cap]) if cap is not None else ("", [])
-        parts = " UNION ALL ".join(
-            f"SELECT {i}, COUNT(*) FROM (SELECT 1 FROM memory_tokens WHERE {owner_sql} "
-            f"AND token = ?{limit}) AS c{i}"
-            for i in range(len(missing))
-        )
-        params = [v for token in missing for v in (*owner_params, token, *limit_params)]
+        parts, params = _frequency_counts(*_owner_clause(account_id, owner), missing, cap)
         counted = {missing[int(i)]: int(n) for i, n in db.run(parts, params).fetchall()}
         if cache:
             with self._stats_lock:
