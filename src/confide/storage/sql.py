@@ -649,10 +649,6 @@ def _real(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
-_DOCUMENTS = "SELECT COUNT(*) FROM memories WHERE {owner} AND state = 'active'"
-"""An owner's documents for BM25: its indexed memories (an index-only count)."""
-
-
 def _common_threshold(docs: int, share: float, at_least: int) -> int:
     """Memories a term must be in to be common among ``docs``: ``share`` of them and at
     least ``at_least``."""
@@ -1324,7 +1320,8 @@ class SqlStorage:
         # Both in one statement (one round trip to a server); average length: a sample of
         # postings, which is all BM25's length normalisation needs.
         row = db.run(
-            f"SELECT ({_DOCUMENTS.format(owner=owner_sql)}), (SELECT AVG(doc_len) FROM "
+            f"SELECT (SELECT COUNT(*) FROM memories WHERE {owner_sql} AND state = 'active'), "
+            "(SELECT AVG(doc_len) FROM "
             f"(SELECT doc_len FROM memory_tokens WHERE {owner_sql} LIMIT 5000) sample)",
             [*params, *params],
         ).fetchone()
@@ -1408,9 +1405,12 @@ class SqlStorage:
                 # cached. Its document count and the terms' counts come in one read (this
                 # runs before the question is embedded), each term counted up to a cap no
                 # threshold of a small owner exceeds.
-                cap = max(self.lexical.stats_min_cached, at_least)
-                docs, df = self._documents_and_frequencies(db, account_id, user_id, unique, cap)
-                if docs < self.lexical.stats_min_cached:
+                small = self.lexical.stats_min_cached
+                cap = max(small, at_least)
+                docs, df = self._documents_and_frequencies(
+                    db, account_id, user_id, unique, small=small, cap=cap
+                )
+                if docs < small:
                     need = _common_threshold(docs, share, at_least)
                     return {t for t, n in df.items() if n >= need} if docs >= need else set()
             docs, _ = self._owner_stats(db, account_id, user_id)
@@ -1422,15 +1422,23 @@ class SqlStorage:
         return {token for token, n in df.items() if n >= need}
 
     def _documents_and_frequencies(
-        self, db: SqlExecutor, account_id: str, owner: str | None, tokens: list[int], cap: int
+        self,
+        db: SqlExecutor,
+        account_id: str,
+        owner: str | None,
+        tokens: list[int],
+        *,
+        small: int,
+        cap: int,
     ) -> tuple[int, dict[int, int]]:
-        """The owner's document count and each token's postings (at most ``cap``), read
-        together and never cached."""
+        """The owner's document count (at most ``small``: a larger owner's is not read in
+        full here) and each token's postings (at most ``cap``), read together, never cached."""
         owner_sql, owner_params = _owner_clause(account_id, owner)
         counts, params = _frequency_counts(owner_sql, owner_params, tokens, cap)
         rows = db.run(
-            f"SELECT -1, ({_DOCUMENTS.format(owner=owner_sql)}) UNION ALL {counts}",
-            [*owner_params, *params],
+            f"SELECT -1, COUNT(*) FROM (SELECT 1 FROM memories WHERE {owner_sql} "
+            f"AND state = 'active' LIMIT ?) AS documents UNION ALL {counts}",
+            [*owner_params, small, *params],
         ).fetchall()
         found = {int(i): int(n) for i, n in rows}
         return found.pop(-1), {tokens[i]: n for i, n in found.items()}
