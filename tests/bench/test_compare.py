@@ -190,12 +190,12 @@ def test_common_names_in_two_reads_in_its_arm_only(app: Confide) -> None:
         seen.append("documents and length")
         return real_stats(self, *args)
 
-    def together(self: SqlStorage, *args: Any) -> tuple[int, dict[int, int]]:
+    def together(self: SqlStorage, *args: Any, **kwargs: Any) -> tuple[int, dict[int, int]]:
         seen.append("documents and terms")
-        return real_together(self, *args)
+        return real_together(self, *args, **kwargs)
 
     SqlStorage._owner_stats = stats  # type: ignore[method-assign,assignment]
-    SqlStorage._documents_and_frequencies = together  # type: ignore[method-assign,assignment]
+    SqlStorage._documents_and_frequencies = together  # type: ignore[method-assign]
     try:
         compare(app, "common-names=two-reads", QUESTIONS[:1], _request, warm=0)
     finally:
