@@ -1399,8 +1399,7 @@ class SqlStorage:
         if not unique:
             return set()
         with self._reader(account_id) as db:
-            owner = (account_id, user_id)
-            if owner not in self._lexical_stats:
+            if (account_id, user_id) not in self._lexical_stats:
                 # Never counted large: most likely a small owner, whose figures are not
                 # cached. Its document count and the terms' counts come in one read (this
                 # runs before the question is embedded), each term counted up to a cap no
