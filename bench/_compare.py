@@ -41,7 +41,6 @@ Bench code only: the settings are swapped on the live objects and restored after
 
 from __future__ import annotations
 
-import math
 import statistics
 import sys
 import time
@@ -193,13 +192,9 @@ def _common_names(app: Confide, value: str) -> tuple[Switch, Callable[[], None]]
         if not unique:
             return set()
         with storage._reader(account_id) as db:
-            docs, _ = storage._owner_stats(db, account_id, user_id)
-            need = max(at_least, math.ceil(round(share * docs, 9)), 1)
-            if docs < need:
-                return set()
-            cache = docs >= storage.lexical.stats_min_cached
-            df = storage._document_frequencies(db, account_id, user_id, unique, cache, need)
-        return {token for token, n in df.items() if n >= need}
+            return storage._counted_common_tokens(
+                db, account_id, user_id, unique, share=share, at_least=at_least
+            )
 
     def switch(on: bool) -> None:
         if on:

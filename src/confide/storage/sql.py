@@ -1312,10 +1312,10 @@ class SqlStorage:
         BM25 needs both; for a large owner they move slowly, so a value up to a minute old
         ranks the same and saves a scan of the owner's tokens on every query.
         """
-        cached = self._cached_owner_stats(account_id, user_id)
-        if cached is not None:
-            return cached
         now = time.monotonic()
+        cached = self._lexical_stats.get((account_id, user_id))
+        if cached is not None and now - cached[0] < self.lexical.stats_ttl:
+            return cached[1], cached[2]
         owner_sql, params = _owner_clause(account_id, user_id)
         # Both in one statement (one round trip to a server); average length: a sample of
         # postings, which is all BM25's length normalisation needs.
@@ -1330,12 +1330,6 @@ class SqlStorage:
             with self._stats_lock:
                 self._lexical_stats[(account_id, user_id)] = (now, docs, avg_len)
         return docs, avg_len
-
-    def _cached_owner_stats(self, account_id: str, user_id: str | None) -> tuple[int, float] | None:
-        cached = self._lexical_stats.get((account_id, user_id))
-        if cached is not None and time.monotonic() - cached[0] < self.lexical.stats_ttl:
-            return cached[1], cached[2]
-        return None
 
     def lexical_search(
         self, flt: MemoryFilter, tokens: Sequence[int], k: int, *, k1: float, b: float
@@ -1412,12 +1406,28 @@ class SqlStorage:
                 if docs < small:
                     need = _common_threshold(docs, share, at_least)
                     return {t for t, n in df.items() if n >= need} if docs >= need else set()
-            docs, _ = self._owner_stats(db, account_id, user_id)
-            need = _common_threshold(docs, share, at_least)
-            if docs < need:
-                return set()
-            cache = docs >= self.lexical.stats_min_cached
-            df = self._document_frequencies(db, account_id, user_id, unique, cache=cache, cap=need)
+            return self._counted_common_tokens(
+                db, account_id, user_id, unique, share=share, at_least=at_least
+            )
+
+    def _counted_common_tokens(
+        self,
+        db: SqlExecutor,
+        account_id: str,
+        user_id: str | None,
+        tokens: list[int],
+        *,
+        share: float,
+        at_least: int,
+    ) -> set[int]:
+        """The common-term check from the owner's BM25 figures (cached for a large owner),
+        then the terms' counts, each stopped at the threshold (cached likewise)."""
+        docs, _ = self._owner_stats(db, account_id, user_id)
+        need = _common_threshold(docs, share, at_least)
+        if docs < need:
+            return set()
+        cache = docs >= self.lexical.stats_min_cached
+        df = self._document_frequencies(db, account_id, user_id, tokens, cache=cache, cap=need)
         return {token for token, n in df.items() if n >= need}
 
     def _documents_and_frequencies(
