@@ -8,6 +8,11 @@ included): each step's wall time per query, summed over its calls, split by thre
 caller's, which a user waits on, or a worker's, which overlaps it). ``wait`` is the caller
 blocked on a worker's result (the lexical side, the edges, the ``context: all`` listing).
 
+Beside each step's wall time, the CPU time its thread spent in it (``time.thread_time``): a
+step whose CPU time is close to its wall time was slowed, if at all, by running slower (the
+other core busy with the workers and the database), one whose CPU time is far below it
+waited (for a core, the interpreter lock or a worker).
+
 The steps are wrapped by replacing the attributes for the pass and restoring them after; the
 wrappers cost about a microsecond a call, so the phases add up to a little less than the
 total. Bench code only: the product has no timing hooks.
@@ -53,24 +58,26 @@ class _Clock:
     def __init__(self) -> None:
         self.query = -1
         self.spent: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+        self.cpu: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
         self._lock = threading.Lock()
 
-    def add(self, name: str, seconds: float) -> None:
+    def add(self, name: str, seconds: float, cpu_seconds: float) -> None:
         if self.query < 0:
             return
         side = "caller" if threading.current_thread() is threading.main_thread() else "worker"
         with self._lock:
             self.spent[self.query][f"{side}: {name}"] += seconds * 1000
+            self.cpu[self.query][f"{side}: {name}"] += cpu_seconds * 1000
 
 
 def _timed(fn: Callable[..., Any], name: str, clock: _Clock) -> Callable[..., Any]:
     @functools.wraps(fn)
     def timed(*args: Any, **kwargs: Any) -> Any:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         try:
             return fn(*args, **kwargs)
         finally:
-            clock.add(name, time.perf_counter() - t0)
+            clock.add(name, time.perf_counter() - t0, time.thread_time() - c0)
 
     return timed
 
@@ -108,8 +115,9 @@ def query_phases(
     """Answer each question once with the phases timed.
 
     Returns the total's p50/p95 and, per phase (``caller: ...`` / ``worker: ...``), the
-    median and p95 of its milliseconds per query (a query without the phase counts 0), and,
-    for the slowest twentieth of the queries, the median of each caller phase.
+    median and p95 of its milliseconds per query (a query without the phase counts 0) and
+    the median of its thread's CPU milliseconds, and, for the slowest twentieth of the
+    queries, the median of each caller phase.
     """
     clock = _Clock()
     service = app.memory_query
@@ -129,13 +137,18 @@ def query_phases(
         service.embedder = real
     names = sorted({name for spent in clock.spent.values() for name in spent})
     per = {n: [clock.spent[i].get(n, 0.0) for i in range(len(totals))] for n in names}
+    cpu = {n: [clock.cpu[i].get(n, 0.0) for i in range(len(totals))] for n in names}
     slow = sorted(range(len(totals)), key=lambda i: -totals[i])[: max(1, len(totals) // 20)]
     return {
         "queries": len(totals),
         "p50_ms": round(statistics.median(totals), 2),
         "p95_ms": round(_pct(totals, 0.95), 2),
         "phases": {
-            n: {"p50_ms": round(statistics.median(v), 2), "p95_ms": round(_pct(v, 0.95), 2)}
+            n: {
+                "p50_ms": round(statistics.median(v), 2),
+                "p95_ms": round(_pct(v, 0.95), 2),
+                "cpu_p50_ms": round(statistics.median(cpu[n]), 2),
+            }
             for n, v in sorted(per.items(), key=lambda kv: -statistics.median(kv[1]))
         },
         "slowest_twentieth": {
@@ -156,7 +169,12 @@ def print_phases(found: dict[str, Any]) -> None:
         f"p95 {found['p95_ms']:.2f} ms); per query, summed over calls:"
     )
     slow = found["slowest_twentieth"]
-    print(f"  {'phase':<38} {'p50':>6} {'p95':>6}  slowest 5% (total {slow['total_ms']:.2f})")
+    print(
+        f"  {'phase':<38} {'p50':>6} {'p95':>6} {'cpu p50':>8}"
+        f"  slowest 5% (total {slow['total_ms']:.2f})"
+    )
     for name, v in found["phases"].items():
         tail = f"{slow[name]:>6.2f}" if name in slow else ""
-        print(f"  {name:<38} {v['p50_ms']:>6.2f} {v['p95_ms']:>6.2f}  {tail}")
+        print(
+            f"  {name:<38} {v['p50_ms']:>6.2f} {v['p95_ms']:>6.2f} {v['cpu_p50_ms']:>8.2f}  {tail}"
+        )

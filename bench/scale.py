@@ -83,8 +83,10 @@ printed under the row (``hnsw_build_s``).
 
 ``--phases`` answers as many fresh questions once more (embedding included) with the query
 path's steps timed in wall time on the caller's thread and on the workers (``_phases.py``):
-each step's milliseconds per query (p50, p95) and, for the slowest twentieth of the queries,
-the median of each step on the caller's thread, so a slow tail shows what it waited for.
+each step's milliseconds per query (p50, p95), the median CPU time its thread spent in it
+(a step slowed by running slower keeps its CPU time close to its wall time, one that waited
+does not) and, for the slowest twentieth of the queries, the median of each step on the
+caller's thread, so a slow tail shows what it waited for.
 
 ``--compare NAME=VALUE`` (repeatable) answers as many fresh questions twice each on the same
 filled store, once as configured and once with one setting of the query path changed, in

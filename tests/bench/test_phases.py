@@ -52,6 +52,9 @@ def test_phases_split_a_query_by_thread_and_leave_the_query_path_as_it_was(
     for name in ("caller: embedding", "caller: vector search", "worker: lexical search"):
         assert phases[name]["p50_ms"] > 0, name
     assert phases["caller: embedding"]["p50_ms"] < found["p50_ms"]
+    # Each step's thread CPU time is reported beside its wall time; the embedding computes.
+    assert all("cpu_p50_ms" in v for v in phases.values())
+    assert phases["caller: embedding"]["cpu_p50_ms"] > 0
     assert "caller: embedding" in found["slowest_twentieth"]
     assert [getattr(owner, attr) for owner, attr, _ in PHASES] == originals
     assert isinstance(embedder, LocalMiniLMEmbedder)
