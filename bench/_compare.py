@@ -32,6 +32,10 @@ Settings (``scale.py --compare NAME=VALUE``, repeatable):
   count and term counts together; only an owner below
   :attr:`~confide.storage.sql.LexicalTuning.stats_min_cached` memories, whose counts are not
   cached, takes either read on each question (``bench/scale.py --sizes 800``);
+- ``side-reads``: when the ``context: all`` listing and the delta header's check start on
+  workers, ``with-question`` or ``after-embedding``
+  (:attr:`confide.retrieval.memory_query.MemoryQueryService.side_reads_after_embedding`;
+  the wiring picks by store);
 - ``precision``: the local MiniLM graph that embeds the question (``int8`` or ``float32``,
   :attr:`confide.embedders.local.LocalMiniLMEmbedder.precision`); both graphs are loaded
   before the timed questions.
@@ -178,6 +182,19 @@ def _delta_header(app: Confide, value: str) -> tuple[Switch, Callable[[], None]]
     return switch, lambda: None
 
 
+def _side_reads(app: Confide, value: str) -> tuple[Switch, Callable[[], None]]:
+    service = app.memory_query
+    starts = {"with-question": False, "after-embedding": True}
+    if value not in starts:
+        raise ValueError("side-reads must be with-question or after-embedding")
+    configured, changed = service.side_reads_after_embedding, starts[value]
+
+    def switch(on: bool) -> None:
+        service.side_reads_after_embedding = changed if on else configured
+
+    return switch, lambda: None
+
+
 def _common_names(app: Confide, value: str) -> tuple[Switch, Callable[[], None]]:
     storage = app.engine.storage
     if not isinstance(storage, SqlStorage):
@@ -234,6 +251,7 @@ SETTINGS: dict[str, Callable[[Confide, str], tuple[Switch, Callable[[], None]]]]
     "head-chunks": _head_chunks,
     "delta-header": _delta_header,
     "common-names": _common_names,
+    "side-reads": _side_reads,
 }
 
 

@@ -13,7 +13,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
-from _compare import compare, parse_setting
+from _compare import InlinePool, compare, parse_setting
 from confide.client import Confide
 from confide.config import Settings
 from confide.crypto.keyring import KeyRing
@@ -174,6 +174,40 @@ def test_delta_header_on_the_caller_asks_after_the_answer_in_its_arm_only(app: C
     configured_arm = ["due on worker", "deliver", "due on caller"]
     assert seen == [*configured_arm, "deliver", "due on caller"]
     assert service.deltas is configured
+
+
+def test_side_reads_after_the_embedding_start_after_it_in_their_arm_only(app: Confide) -> None:
+    service = app.memory_query
+    seen: list[str] = []
+    real_due, real_embed = MemoryEngine.has_unseen_delta, LocalMiniLMEmbedder.embed_one
+
+    def due(self: MemoryEngine, **kwargs: Any) -> bool:
+        seen.append("due")
+        return real_due(self, **kwargs)
+
+    def embed_one(self: LocalMiniLMEmbedder, text: str) -> Any:
+        vector = real_embed(self, text)
+        seen.append("embedded")
+        return vector
+
+    pool = query_path._executor
+    # Tasks run as they are submitted, so the order they start in is the order seen.
+    query_path._executor = InlinePool()  # type: ignore[assignment]
+    MemoryEngine.has_unseen_delta = due  # type: ignore[method-assign,assignment]
+    LocalMiniLMEmbedder.embed_one = embed_one  # type: ignore[method-assign]
+    try:
+        compare(app, "side-reads=after-embedding", QUESTIONS[:1], _request, warm=0)
+    finally:
+        query_path._executor = pool
+        MemoryEngine.has_unseen_delta = real_due  # type: ignore[method-assign]
+        LocalMiniLMEmbedder.embed_one = real_embed  # type: ignore[method-assign]
+    # On SQLite the check starts with the question (and finds the two stored memories new;
+    # delivering them asks again); in the changed arm it starts once the question is
+    # embedded and finds nothing new by then.
+    assert seen == ["due", "embedded", "due", "embedded", "due"]
+    assert service.side_reads_after_embedding is False
+    with pytest.raises(ValueError, match="after-embedding"):
+        compare(app, "side-reads=later", QUESTIONS[:1], _request, warm=0)
 
 
 def _on_caller() -> bool:

@@ -22,6 +22,20 @@ def test_the_wiring_sizes_the_pool_for_its_store(engine: MemoryEngine) -> None:
         query.use_workers(size)  # the pool is the process's: leave it as the next test found it
 
 
+def test_the_wiring_starts_the_side_reads_after_the_embedding_on_postgres_only(
+    engine: MemoryEngine,
+) -> None:
+    size = query.workers()._max_workers
+    components = build(engine=engine)
+    try:
+        # PostgreSQL answers them on the cores the embedding needs; SQLite's are short reads.
+        expected = engine.storage.name == "postgres"
+        assert components.memory_query.side_reads_after_embedding is expected
+    finally:
+        components.close()
+        query.use_workers(size)
+
+
 def test_a_resized_pool_still_runs_the_tasks_it_holds() -> None:
     before = query.workers()
     size = before._max_workers

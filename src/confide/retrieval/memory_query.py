@@ -29,7 +29,8 @@ among the ranked answers it returns (``None`` when none was ranked by meaning).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from dataclasses import replace
 from datetime import datetime
 from typing import Annotated, Any, Literal
@@ -220,6 +221,51 @@ def related_bullet(memory: Memory, *, related_to: str) -> dict[str, Any]:
     return {**item, "text": RELATED_MARK + item["text"], "related_to": related_to}
 
 
+class _SideReads:
+    """A request's reads beside retrieval, on workers: the ``context: all`` listing and
+    whether a delta header is due (usually not; delivering it marks the changes seen, so
+    that waits for the answer, and a query that fails does not swallow them)."""
+
+    def __init__(
+        self,
+        service: MemoryQueryService,
+        req: MemoryQueryRequest,
+        always: MemoryFilter,
+        scope: SharedScope,
+    ) -> None:
+        self._service = service
+        self._req = req
+        self._always = always
+        self._scope = scope
+        self._due: Future[bool] | None = None
+        self._listing: Future[list[tuple[Memory, dict[str, Any]]]] | None = None
+        self._started = False
+
+    def start(self) -> None:
+        """Submit both reads (once; later calls do nothing)."""
+        if self._started:
+            return
+        self._started = True
+        service, req = self._service, self._req
+        if service.deltas is not None:
+            self._due = workers().submit(
+                service.deltas.has_unseen_delta,
+                account_id=req.account_id,
+                user_id=req.user_id,
+                reader=req.agent,
+            )
+        if self._always.categories:
+            self._listing = workers().submit(service._context_all, self._always, self._scope)
+
+    def listing(self) -> list[tuple[Memory, dict[str, Any]]]:
+        """The ``context: all`` memories (none when no such category may be read)."""
+        return self._listing.result() if self._listing is not None else []
+
+    def header_due(self) -> bool:
+        """Whether the agent has a delta header waiting."""
+        return self._due is not None and self._due.result()
+
+
 class MemoryQueryService:
     """Runs ``memory_query`` over one :class:`MemoryReader` (the engine) with one categories
     configuration."""
@@ -236,6 +282,7 @@ class MemoryQueryService:
         context_all_limit: int = 50,
         deltas: DeltaFeed | None = None,
         ops: OpsSink | None = None,
+        side_reads_after_embedding: bool = False,
     ) -> None:
         self.reader = reader
         self.ops = ops
@@ -246,6 +293,14 @@ class MemoryQueryService:
         self.access = access
         self.context_all_limit = context_all_limit
         self.deltas = deltas
+        self.side_reads_after_embedding = side_reads_after_embedding
+        """When the ``context: all`` listing and the delta header's check start on workers:
+        with the question (``False``), so they are done by the time the answer needs them,
+        or once it is embedded (``True``), so their reads do not take a core from the
+        embedding. The wiring chooses by store (:data:`confide.wiring.SIDE_READS_AFTER_EMBEDDING`):
+        on PostgreSQL each read is a statement the server answers on the cores the embedding
+        needs, on SQLite it is a short read in this process (``bench/scale.py --compare
+        side-reads=...``, docs/retrieval.md)."""
 
     def query(self, request: MemoryQueryRequest | dict[str, Any]) -> MemoryQueryResult:
         """Answer one request; see the module docstring for the rules."""
@@ -254,38 +309,23 @@ class MemoryQueryService:
         always = [c for c in allowed if self.categories.spec(c).context is ContextMode.ALL]
         rag = [c for c in allowed if c not in always]
         scope = SharedScope(self.reader, base)  # one shared-memory check per request
-        # Whether a delta header is due is read on a worker while the query is embedded (it
-        # is usually not); delivering it marks the changes seen, so that waits for the
-        # answer, and a query that fails does not swallow them.
-        due = (
-            workers().submit(
-                self.deltas.has_unseen_delta,
-                account_id=req.account_id,
-                user_id=req.user_id,
-                reader=req.agent,
-            )
-            if self.deltas is not None
-            else None
-        )
-        # ``context: all`` memories are listed on a worker while retrieval embeds the query.
-        listing = (
-            workers().submit(
-                self._context_all, base.model_copy(update={"categories": tuple(always)}), scope
-            )
-            if always
-            else None
-        )
+        side = _SideReads(self, req, base.model_copy(update={"categories": tuple(always)}), scope)
+        if not self.side_reads_after_embedding:
+            side.start()
         retrieved: list[tuple[Memory, dict[str, Any]]] = []
         related: list[tuple[Memory, dict[str, Any]]] = []
         if rag:
             rag_filter = base.model_copy(update={"categories": tuple(rag)})
-            retrieved, related = self._retrieve(req, rag_filter, scope, related=True)
+            retrieved, related = self._retrieve(
+                req, rag_filter, scope, related=True, on_embedded=side.start
+            )
+        side.start()  # without retrieval nothing has started them
         # The ranked answers come first: ``top_k`` reads as "my best k", and a caller that
         # keeps the first few bullets must get them, not the standing context; related
         # memories come last, the first to give way to the budget.
-        picked = retrieved + (listing.result() if listing is not None else []) + related
+        picked = retrieved + side.listing() + related
         header, header_tokens = ("", 0)
-        if due is not None and due.result():
+        if side.header_due():
             header, header_tokens = self._header(req, allowed)
         budget = None if req.budget_tokens is None else req.budget_tokens - header_tokens
         results, tokens = self._render(req, picked, budget)
@@ -383,10 +423,16 @@ class MemoryQueryService:
         return [(memory, {"context": "all"}) for memory in listed]
 
     def _retrieve(
-        self, req: MemoryQueryRequest, flt: MemoryFilter, scope: SharedScope, *, related: bool
+        self,
+        req: MemoryQueryRequest,
+        flt: MemoryFilter,
+        scope: SharedScope,
+        *,
+        related: bool,
+        on_embedded: Callable[[], None] | None = None,
     ) -> tuple[list[tuple[Memory, dict[str, Any]]], list[tuple[Memory, dict[str, Any]]]]:
         """The ranked results, and (``related``, in a bullets answer) the related memories
-        to append after every other result."""
+        to append after every other result; ``on_embedded`` as :func:`retrieve` calls it."""
         source = StorageCandidateSource(
             self.reader, flt, scope, vector_expected=self.embedder is not None
         )
@@ -402,7 +448,13 @@ class MemoryQueryService:
             expand_top=limit + limit // 2,
         )
         ranked: list[ScoredCandidate] = retrieve(
-            source, req.query, embedder=self.embedder, limit=limit, weights=self.weights, plan=plan
+            source,
+            req.query,
+            embedder=self.embedder,
+            limit=limit,
+            weights=self.weights,
+            plan=plan,
+            on_embedded=on_embedded,
         )
         per_category: dict[str, int] = {}
         out: list[tuple[Memory, dict[str, Any]]] = []

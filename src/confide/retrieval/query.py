@@ -7,7 +7,7 @@ in-memory prototype in ``bench/`` and the SQL backends implement the same method
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Protocol
@@ -231,6 +231,7 @@ def retrieve(
     limit: int = 10,
     weights: RankingWeights | None = None,
     plan: QueryPlan | None = None,
+    on_embedded: Callable[[], None] | None = None,
 ) -> list[ScoredCandidate]:
     """Hybrid retrieval: dense + BM25 candidates, fusion, boosts and edge propagation.
 
@@ -238,7 +239,9 @@ def retrieve(
     in full for the text boosts while the edges of the best ``weights.expand_top`` (at most
     ``plan.expand_top``) by fused score are followed, and the final top ``limit`` are read in
     full before the last ordering. Without an embedder the dense side is skipped (BM25 and
-    boosts still rank).
+    boosts still rank). ``on_embedded`` is called once the question is embedded (at once
+    without an embedder), before the dense search: the time for a caller to start reads of
+    its own that should not compete with the embedding for a core.
     """
     w = weights or RankingWeights()
     p = plan or QueryPlan()
@@ -256,6 +259,8 @@ def retrieve(
     vector = None
     if embedder is not None:
         vector = embedder.embed_one(embedded_question(source, query, w))
+    if on_embedded is not None:
+        on_embedded()
     lists: list[list[Candidate]] = []
     if vector is not None:
         lists.append(source.dense_candidates(vector, limit=p.dense_limit))

@@ -294,6 +294,10 @@ class MemoryQueryConformance(StorageHarness):
             r["id"]: r.get("context") for r in _ask(app, query="x", **{"return": "full"}).results
         }
         assert all(contexts[m.id] == "all" for m in profile)
+        # A ``context: all`` category asked for alone retrieves nothing: the listing (started
+        # without a question to embed) is the whole answer.
+        alone = _ask(app, query="happy rain", filters={"category": "profile"})
+        assert _ids(alone) == {m.id for m in profile}
 
     def test_procedural_memories_come_only_when_asked_for(self, make_app: AppFactory) -> None:
         app = make_app(HashingEmbedder(), categories_file=DEFAULT_CATEGORIES_FILE)
