@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import replace
 from datetime import datetime
+from functools import partial
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -222,40 +223,27 @@ def related_bullet(memory: Memory, *, related_to: str) -> dict[str, Any]:
 
 
 class _SideReads:
-    """A request's reads beside retrieval, on workers: the ``context: all`` listing and
-    whether a delta header is due (usually not; delivering it marks the changes seen, so
-    that waits for the answer, and a query that fails does not swallow them)."""
+    """A request's reads beside retrieval, each started on a worker by :meth:`start`: the
+    ``context: all`` listing and whether a delta header is due (usually not; delivering it
+    marks the changes seen, so that waits for the answer, and a query that fails does not
+    swallow them)."""
 
     def __init__(
         self,
-        service: MemoryQueryService,
-        req: MemoryQueryRequest,
-        always: MemoryFilter,
-        scope: SharedScope,
+        listing: Callable[[], list[tuple[Memory, dict[str, Any]]]] | None,
+        due: Callable[[], bool] | None,
     ) -> None:
-        self._service = service
-        self._req = req
-        self._always = always
-        self._scope = scope
-        self._due: Future[bool] | None = None
+        self._read_listing = listing
+        self._read_due = due
         self._listing: Future[list[tuple[Memory, dict[str, Any]]]] | None = None
-        self._started = False
+        self._due: Future[bool] | None = None
 
     def start(self) -> None:
-        """Submit both reads (once; later calls do nothing)."""
-        if self._started:
-            return
-        self._started = True
-        service, req = self._service, self._req
-        if service.deltas is not None:
-            self._due = workers().submit(
-                service.deltas.has_unseen_delta,
-                account_id=req.account_id,
-                user_id=req.user_id,
-                reader=req.agent,
-            )
-        if self._always.categories:
-            self._listing = workers().submit(service._context_all, self._always, self._scope)
+        """Submit the reads (call once)."""
+        if self._read_due is not None:
+            self._due = workers().submit(self._read_due)
+        if self._read_listing is not None:
+            self._listing = workers().submit(self._read_listing)
 
     def listing(self) -> list[tuple[Memory, dict[str, Any]]]:
         """The ``context: all`` memories (none when no such category may be read)."""
@@ -309,17 +297,41 @@ class MemoryQueryService:
         always = [c for c in allowed if self.categories.spec(c).context is ContextMode.ALL]
         rag = [c for c in allowed if c not in always]
         scope = SharedScope(self.reader, base)  # one shared-memory check per request
-        side = _SideReads(self, req, base.model_copy(update={"categories": tuple(always)}), scope)
-        if not self.side_reads_after_embedding:
+        deltas = self.deltas
+        side = _SideReads(
+            listing=(
+                partial(
+                    self._context_all, base.model_copy(update={"categories": tuple(always)}), scope
+                )
+                if always
+                else None
+            ),
+            due=(
+                partial(
+                    deltas.has_unseen_delta,
+                    account_id=req.account_id,
+                    user_id=req.user_id,
+                    reader=req.agent,
+                )
+                if deltas is not None
+                else None
+            ),
+        )
+        # A query that retrieves nothing (only `context: all` categories) starts them at once.
+        after_embedding = self.side_reads_after_embedding and bool(rag)
+        if not after_embedding:
             side.start()
         retrieved: list[tuple[Memory, dict[str, Any]]] = []
         related: list[tuple[Memory, dict[str, Any]]] = []
         if rag:
             rag_filter = base.model_copy(update={"categories": tuple(rag)})
             retrieved, related = self._retrieve(
-                req, rag_filter, scope, related=True, on_embedded=side.start
+                req,
+                rag_filter,
+                scope,
+                related=True,
+                on_embedded=side.start if after_embedding else None,
             )
-        side.start()  # without retrieval nothing has started them
         # The ranked answers come first: ``top_k`` reads as "my best k", and a caller that
         # keeps the first few bullets must get them, not the standing context; related
         # memories come last, the first to give way to the budget.
