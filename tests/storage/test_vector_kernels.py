@@ -29,6 +29,18 @@ def test_hamming_distances_match_numpy_popcount() -> None:
 
 
 @pytest.mark.usefixtures("kernels")
+@pytest.mark.parametrize("dims", [64, 128, 192, 320, 448])
+def test_hamming_distances_hold_for_any_number_of_words(dims: int) -> None:
+    # The compiled loop reads three words a pass and the rest one at a time.
+    rng = np.random.default_rng(dims)
+    bits = np.ascontiguousarray(pack_signs(rng.standard_normal((300, dims)).astype(np.float32)).T)
+    query = pack_signs(rng.standard_normal((1, dims)).astype(np.float32))[0]
+    expected = np.sum(np.bitwise_count(bits ^ query[:, None]), axis=0)
+    assert np.array_equal(hamming_distances(bits, query), expected)
+    assert hamming_distances(bits, bits[:, 5].copy())[5] == 0
+
+
+@pytest.mark.usefixtures("kernels")
 def test_int8_scores_match_the_dequantised_dot_product() -> None:
     rng = np.random.default_rng(4)
     vectors = rng.standard_normal((500, 384)).astype(np.float32)
