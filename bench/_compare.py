@@ -36,8 +36,6 @@ Settings (``scale.py --compare NAME=VALUE``, repeatable):
   workers, ``with-question`` or ``after-embedding``
   (:attr:`confide.retrieval.memory_query.MemoryQueryService.side_reads_after_embedding`;
   the wiring picks by store);
-- ``hamming-pass``: ``word`` has the SQLite vector index's compiled Hamming loop read one word
-  of every row a pass, as it did before it read three (needs numba, the ``fast`` extra);
 - ``precision``: the local MiniLM graph that embeds the question (``int8`` or ``float32``,
   :attr:`confide.embedders.local.LocalMiniLMEmbedder.precision`); both graphs are loaded
   before the timed questions.
@@ -55,13 +53,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, ParamSpec, TypeVar
 
-import numpy as np
-
 from confide.client import Confide
 from confide.embedders.local import PRECISIONS, LocalMiniLMEmbedder, Precision
 from confide.retrieval import query as query_path
 from confide.retrieval.ports import DeltaFeed
-from confide.storage import vector_kernels
 from confide.storage.sql import SqlStorage
 from confide.storage.sqlite import SqliteStorage
 
@@ -244,42 +239,6 @@ def _precision(app: Confide, value: str) -> tuple[Switch, Callable[[], None]]:
     return switch, lambda: None
 
 
-def _one_word_a_pass(bits: Any, query: Any, out: Any) -> None:
-    """The SQLite vector index's Hamming loop as it was: one word of every row a pass."""
-    words, rows = bits.shape
-    for r in range(rows):
-        out[r] = 0
-    for w in range(words):
-        qw = query[w]
-        row = bits[w]
-        for r in range(rows):
-            x = row[r] ^ qw
-            x = x - ((x >> np.uint64(1)) & np.uint64(0x5555555555555555))
-            x = (x & np.uint64(0x3333333333333333)) + (
-                (x >> np.uint64(2)) & np.uint64(0x3333333333333333)
-            )
-            x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
-            out[r] += np.uint16((x * np.uint64(0x0101010101010101)) >> np.uint64(56))
-
-
-def _hamming_pass(app: Confide, value: str) -> tuple[Switch, Callable[[], None]]:
-    if not isinstance(app.engine.storage, SqliteStorage):
-        raise ValueError("hamming-pass needs a SQLite store")
-    if value != "word":
-        raise ValueError("hamming-pass must be word (one word of every row a pass)")
-    configured = vector_kernels._chosen()
-    if configured == vector_kernels._NUMPY:
-        raise ValueError("hamming-pass compares numba's loops (the fast extra)")
-    import numba
-
-    changed = (numba.njit(nogil=True)(_one_word_a_pass), configured[1])
-
-    def switch(on: bool) -> None:
-        vector_kernels._kernels = changed if on else configured
-
-    return switch, lambda: None
-
-
 SETTINGS: dict[str, Callable[[Confide, str], tuple[Switch, Callable[[], None]]]] = {
     "postings-budget": lambda app, v: _lexical(app, "postings_budget", v),
     "common-min": lambda app, v: _lexical(app, "common_min", v),
@@ -293,7 +252,6 @@ SETTINGS: dict[str, Callable[[Confide, str], tuple[Switch, Callable[[], None]]]]
     "delta-header": _delta_header,
     "common-names": _common_names,
     "side-reads": _side_reads,
-    "hamming-pass": _hamming_pass,
 }
 
 

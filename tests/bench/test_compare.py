@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
@@ -21,10 +20,9 @@ from confide.crypto.keyring import KeyRing
 from confide.embedders.local import LocalMiniLMEmbedder
 from confide.engine import MemoryEngine
 from confide.retrieval import query as query_path
-from confide.storage import FEATURES, vector_kernels
+from confide.storage import FEATURES
 from confide.storage.sql import SqlStorage
 from confide.storage.sqlite import SqliteStorage
-from confide.storage.vector_kernels import hamming_distances
 
 KEK = bytes(range(32))
 QUESTIONS = ["Who adopted Coco?", "Where did Liam run?", "What did Maya adopt?"]
@@ -244,27 +242,3 @@ def test_common_names_in_two_reads_in_its_arm_only(app: Confide) -> None:
     assert "common_tokens" not in vars(storage)
     with pytest.raises(ValueError, match="two-reads"):
         compare(app, "common-names=one-read", QUESTIONS[:1], _request, warm=0)
-
-
-def test_the_one_word_hamming_pass_gives_the_same_distances_and_is_undone(app: Confide) -> None:
-    pytest.importorskip("numba")
-    vector_kernels.use_numba(True)
-    configured = vector_kernels._chosen()
-    rng = np.random.default_rng(11)
-    bits = rng.integers(0, 2**63, size=(6, 500), dtype=np.uint64)
-    query = rng.integers(0, 2**63, size=6, dtype=np.uint64)
-    expected = hamming_distances(bits, query)
-    in_force: list[bool] = []
-    real_query = app.query
-
-    def query_and_look(request: dict[str, Any]) -> Any:
-        in_force.append(vector_kernels._chosen() != configured)
-        assert np.array_equal(hamming_distances(bits, query), expected)
-        return real_query(request)
-
-    app.query = query_and_look  # type: ignore[method-assign]
-    compare(app, "hamming-pass=word", QUESTIONS[:2], _request, warm=0)
-    assert in_force == [False, True, True, False]
-    assert vector_kernels._chosen() == configured
-    with pytest.raises(ValueError, match="word"):
-        compare(app, "hamming-pass=bytes", QUESTIONS[:1], _request, warm=0)

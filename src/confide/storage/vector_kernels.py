@@ -43,28 +43,18 @@ _ONE, _TWO, _FOUR, _TOP = np.uint64(1), np.uint64(2), np.uint64(4), np.uint64(56
 
 
 def _hamming_loop(bits: Any, query: Any, out: Any) -> None:
-    def popcount(x: Any) -> Any:
-        x = x - ((x >> _ONE) & _M1)
-        x = (x & _M2) + ((x >> _TWO) & _M2)
-        x = (x + (x >> _FOUR)) & _M4
-        return (x * _H01) >> _TOP
-
     words, rows = bits.shape
     for r in range(rows):
         out[r] = 0
-    # Word-major: each pass streams contiguous rows of words. Three words a pass, not one:
-    # the distances (two bytes a row) are read and written once per pass, which at a million
-    # rows cost a quarter of the time of a pass that reads one word.
-    grouped = words - words % 3
-    for w in range(0, grouped, 3):
-        a, b, c = bits[w], bits[w + 1], bits[w + 2]
-        qa, qb, qc = query[w], query[w + 1], query[w + 2]
+    for w in range(words):  # word-major: each pass streams one contiguous row of words
+        qw = query[w]
+        row = bits[w]
         for r in range(rows):
-            out[r] += np.uint16(popcount(a[r] ^ qa) + popcount(b[r] ^ qb) + popcount(c[r] ^ qc))
-    for w in range(grouped, words):
-        row, qw = bits[w], query[w]
-        for r in range(rows):
-            out[r] += np.uint16(popcount(row[r] ^ qw))
+            x = row[r] ^ qw
+            x = x - ((x >> _ONE) & _M1)
+            x = (x & _M2) + ((x >> _TWO) & _M2)
+            x = (x + (x >> _FOUR)) & _M4
+            out[r] += np.uint16((x * _H01) >> _TOP)
 
 
 def _int8_loop(codes: Any, scales: Any, rows: Any, query: Any, out: Any) -> None:
