@@ -36,6 +36,9 @@ Settings (``scale.py --compare NAME=VALUE``, repeatable):
   workers, ``with-question`` or ``after-embedding``
   (:attr:`confide.retrieval.memory_query.MemoryQueryService.side_reads_after_embedding`;
   the wiring picks by store);
+- ``free-read``: ``lexical-search`` or ``neighbourhood`` answers that storage read from a
+  recording of the same call, made when every question is first answered before the timed
+  ones: what a query would gain were the read free (an upper bound for making it faster);
 - ``precision``: the local MiniLM graph that embeds the question (``int8`` or ``float32``,
   :attr:`confide.embedders.local.LocalMiniLMEmbedder.precision`); both graphs are loaded
   before the timed questions.
@@ -52,6 +55,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, ParamSpec, TypeVar
+
+import numpy as np
 
 from confide.client import Confide
 from confide.embedders.local import PRECISIONS, LocalMiniLMEmbedder, Precision
@@ -239,6 +244,50 @@ def _precision(app: Confide, value: str) -> tuple[Switch, Callable[[], None]]:
     return switch, lambda: None
 
 
+_FREE_READS = ("lexical_search", "neighbourhood")
+
+
+class _Recorded:
+    """One storage read recorded while the questions are first answered, then (switched on)
+    answered from the recording: what a query would gain were that read free. Bench only."""
+
+    def __init__(self, storage: SqlStorage, method: str) -> None:
+        self.storage, self.method = storage, method
+        self.real: Callable[..., Any] = getattr(storage, method)
+        self.answers: dict[str, Any] = {}
+        self.serving = False
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        key = repr(
+            [a.tobytes() if isinstance(a, np.ndarray) else a for a in args] + sorted(kwargs.items())
+        )
+        if self.serving and key in self.answers:
+            return self.answers[key]
+        found = self.real(*args, **kwargs)
+        self.answers.setdefault(key, found)
+        return found
+
+
+def _free_read(app: Confide, value: str) -> tuple[Switch, Callable[[], None]]:
+    storage = app.engine.storage
+    if not isinstance(storage, SqlStorage):
+        raise ValueError("free-read needs a SQL store")
+    method = value.replace("-", "_")
+    if method not in _FREE_READS:
+        raise ValueError("free-read must be lexical-search or neighbourhood")
+    recorded = _Recorded(storage, method)
+    setattr(storage, method, recorded)
+
+    def switch(on: bool) -> None:
+        recorded.serving = on
+
+    def close() -> None:
+        vars(storage).pop(method, None)
+
+    switch.record_first = True  # type: ignore[attr-defined]
+    return switch, close
+
+
 SETTINGS: dict[str, Callable[[Confide, str], tuple[Switch, Callable[[], None]]]] = {
     "postings-budget": lambda app, v: _lexical(app, "postings_budget", v),
     "common-min": lambda app, v: _lexical(app, "common_min", v),
@@ -252,6 +301,7 @@ SETTINGS: dict[str, Callable[[Confide, str], tuple[Switch, Callable[[], None]]]]
     "delta-header": _delta_header,
     "common-names": _common_names,
     "side-reads": _side_reads,
+    "free-read": _free_read,
 }
 
 
@@ -284,6 +334,9 @@ def compare(
     configured: list[float] = []
     changed: list[float] = []
     try:
+        if getattr(switch, "record_first", False):
+            for q in asked:  # the recording the changed arm answers from
+                app.query(request(q))
         for q in asked[:warm]:
             for on in (False, True):
                 switch(on)

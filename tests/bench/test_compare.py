@@ -242,3 +242,29 @@ def test_common_names_in_two_reads_in_its_arm_only(app: Confide) -> None:
     assert "common_tokens" not in vars(storage)
     with pytest.raises(ValueError, match="two-reads"):
         compare(app, "common-names=one-read", QUESTIONS[:1], _request, warm=0)
+
+
+def test_a_free_read_is_answered_from_its_recording_only_in_the_changed_arm(
+    app: Confide,
+) -> None:
+    storage = app.engine.storage
+    assert isinstance(storage, SqlStorage)
+    real = SqlStorage.lexical_search
+    reached: list[str] = []
+
+    def counted(self: SqlStorage, *args: Any, **kwargs: Any) -> Any:
+        reached.append("database")
+        return real(self, *args, **kwargs)
+
+    SqlStorage.lexical_search = counted  # type: ignore[method-assign]
+    try:
+        found = compare(app, "free-read=lexical-search", QUESTIONS[:2], _request, warm=0)
+    finally:
+        SqlStorage.lexical_search = real  # type: ignore[method-assign]
+    # Two questions recorded first, then each answered as configured (the database) and from
+    # the recording.
+    assert reached == ["database"] * 4
+    assert found["questions"] == 2
+    assert "lexical_search" not in vars(storage)
+    with pytest.raises(ValueError, match="lexical-search or neighbourhood"):
+        compare(app, "free-read=vector-search", QUESTIONS[:1], _request, warm=0)

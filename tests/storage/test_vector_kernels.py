@@ -31,7 +31,6 @@ def test_hamming_distances_match_numpy_popcount() -> None:
 @pytest.mark.usefixtures("kernels")
 @pytest.mark.parametrize("dims", [64, 128, 192, 320, 448])
 def test_hamming_distances_hold_for_any_number_of_words(dims: int) -> None:
-    # The compiled loop reads three words a pass and the rest one at a time.
     rng = np.random.default_rng(dims)
     bits = np.ascontiguousarray(pack_signs(rng.standard_normal((300, dims)).astype(np.float32)).T)
     query = pack_signs(rng.standard_normal((1, dims)).astype(np.float32))[0]
