@@ -251,9 +251,8 @@ class _Recorded:
     """One storage read recorded while the questions are first answered, then (switched on)
     answered from the recording: what a query would gain were that read free. Bench only."""
 
-    def __init__(self, storage: SqlStorage, method: str) -> None:
-        self.storage, self.method = storage, method
-        self.real: Callable[..., Any] = getattr(storage, method)
+    def __init__(self, real: Callable[..., Any]) -> None:
+        self.real = real
         self.answers: dict[str, Any] = {}
         self.serving = False
 
@@ -275,7 +274,7 @@ def _free_read(app: Confide, value: str) -> tuple[Switch, Callable[[], None]]:
     method = value.replace("-", "_")
     if method not in _FREE_READS:
         raise ValueError("free-read must be lexical-search or neighbourhood")
-    recorded = _Recorded(storage, method)
+    recorded = _Recorded(getattr(storage, method))
     setattr(storage, method, recorded)
 
     def switch(on: bool) -> None:
@@ -284,9 +283,12 @@ def _free_read(app: Confide, value: str) -> tuple[Switch, Callable[[], None]]:
     def close() -> None:
         vars(storage).pop(method, None)
 
-    switch.record_first = True  # type: ignore[attr-defined]
     return switch, close
 
+
+RECORDED_FIRST = frozenset({"free-read"})
+"""Settings whose changed arm answers from a recording: every question is answered once,
+untimed, before the comparison."""
 
 SETTINGS: dict[str, Callable[[Confide, str], tuple[Switch, Callable[[], None]]]] = {
     "postings-budget": lambda app, v: _lexical(app, "postings_budget", v),
@@ -334,7 +336,7 @@ def compare(
     configured: list[float] = []
     changed: list[float] = []
     try:
-        if getattr(switch, "record_first", False):
+        if name in RECORDED_FIRST:
             for q in asked:  # the recording the changed arm answers from
                 app.query(request(q))
         for q in asked[:warm]:
