@@ -27,12 +27,17 @@ from confide.storage.database import ScrubOutcome
 from confide.storage.filters import compile_filter, compile_others_shared
 from confide.storage.schema import Derived, Feature
 from confide.storage.sql import (
+    MEMORY_SELECT,
+    Bm25,
     LexicalTuning,
     SqlExecutor,
     SqlStorage,
     SqlTransaction,
+    memory_row,
+    owner_postings_limit,
     select_ids_where,
 )
+from confide.storage.sqlite_postings import PostingsCache
 from confide.storage.sqlite_vectors import SqliteVectorIndex
 from confide.types import MemoryFilter
 
@@ -260,6 +265,8 @@ class SqliteStorage(SqlStorage):
         self._connections_lock = threading.Lock()
         self._closed = False
         self.vector_index = SqliteVectorIndex(snapshots=self)
+        self.postings = PostingsCache()
+        """Posting lists held in process for lexical search (see :mod:`sqlite_postings`)."""
         self._checkpointer = Checkpointer(self.path)
 
     def _connection(self) -> sqlite3.Connection:
@@ -344,6 +351,46 @@ class SqliteStorage(SqlStorage):
                 conn.close()
             self._connections.clear()
         self._local = threading.local()
+
+    def _owner_postings(
+        self, db: SqlExecutor, flt: MemoryFilter, scoring: Bm25, k: int
+    ) -> list[ScoredId]:
+        """The ``k`` best of one user's own memories matching ``flt``, with their rows: the
+        postings added up in process (:class:`PostingsCache`), the filter checked on the
+        best of them in the database."""
+        if flt.user_id is None:
+            return super()._owner_postings(db, flt, scoring, k)
+        limit = owner_postings_limit(k)
+        best = self.postings.best(db, (flt.account_id, flt.user_id), scoring, limit)
+        if not best:
+            return []
+        where, params = compile_filter(flt.model_copy(update={"include_shared": False}))
+        hits: list[ScoredId] = []
+        # Each memory checked costs two index probes; most of the best pass the filter, so
+        # the first of them are asked first and the rest only when too few passed.
+        first = 2 * k + 8
+        for start, chunk in ((0, best[:first]), (first, best[first:])):
+            if not chunk or len(hits) >= k:
+                break
+            ranks = ", ".join("(?, ?)" for _ in chunk)
+            rows = db.run(
+                f"WITH best (rank, id) AS (VALUES {ranks}) SELECT best.rank, {MEMORY_SELECT} "
+                f"FROM best CROSS JOIN memories m ON m.id = best.id WHERE {where} "
+                "ORDER BY best.rank LIMIT ?",
+                [
+                    *(
+                        v
+                        for rank, (memory_id, _) in enumerate(chunk, start)
+                        for v in (rank, memory_id)
+                    ),
+                    *params,
+                    k - len(hits),
+                ],
+            ).fetchall()
+            hits += [ScoredId(str(r[1]), best[int(r[0])][1], memory_row(r[1:])) for r in rows]
+        if len(hits) >= k or len(best) < limit:
+            return hits  # enough, or every posting was considered
+        return self._filter_first(db, flt, scoring, k)
 
     def vector_search(self, flt: MemoryFilter, vector: Vector, k: int) -> list[ScoredId]:
         """Top-``k`` by cosine among memories matching ``flt`` (see :mod:`sqlite_vectors`)."""

@@ -15,18 +15,16 @@ from pathlib import Path
 import pytest
 
 from confide.chat.messages import MessageStore
-from confide.config import Settings
 from confide.crypto.keyring import KeyRing
 from confide.engine import MemoryEngine
 from confide.engine.residue import markers_of, scan_files
 from confide.errors import IntegrityError
-from confide.storage import open_storage
 from confide.storage.base import Capability, MemoryRow, Storage
 from confide.storage.chat import MessageRow, SqlMessageTables
-from confide.storage.keystore import KeyStore, open_key_store
+from confide.storage.keystore import KeyStore
 from confide.storage.scrubs import SqlScrubTables
 from confide.testing.builders import ACCOUNT, add
-from confide.testing.conformance.harness import StorageHarness
+from confide.testing.conformance.harness import StorageHarness, other_process
 from confide.testing.forensics import CarveReport, carve
 from confide.types import MemoryFilter, ResidueMarkers
 
@@ -89,20 +87,6 @@ def _probe(
         sealed=rows,
         open_value=lambda row, key: engine.codec.contents(row, key),
     )
-
-
-def _second_process(
-    storage_url: str, key_store_url: str, settings: Settings, request: pytest.FixtureRequest
-) -> MemoryEngine:
-    """An engine with connections of its own to the same data and key store."""
-    engine = MemoryEngine(
-        open_storage(storage_url),
-        KeyRing(primary=bytes(range(32))),
-        settings=settings,
-        key_store=open_key_store(key_store_url),
-    )
-    request.addfinalizer(engine.close)
-    return engine
 
 
 class ErasureConformance(StorageHarness):
@@ -245,7 +229,7 @@ class ErasureConformance(StorageHarness):
         serving = MessageStore(engine)
         said = {"account_id": ACCOUNT, "user_id": "user-1", "conversation_id": "conv-1"}
         serving.add({**said, "role": "user", "content": "said before the erasure"})
-        operator = _second_process(storage_url, key_store_url, engine.settings, request)
+        operator = other_process(storage_url, key_store_url, engine.settings, request)
         receipt = operator.erase_user(account_id=ACCOUNT, user_id="user-1")
         assert receipt.deleted["messages"] == 1
 
@@ -268,7 +252,7 @@ class ErasureConformance(StorageHarness):
         serving = engine
         first = add(serving, key="before", value="written before the erasure")
         old_key = first  # the serving process now caches user-1's key
-        operator = _second_process(storage_url, key_store_url, serving.settings, request)
+        operator = other_process(storage_url, key_store_url, serving.settings, request)
         receipt = operator.erase_user(account_id=ACCOUNT, user_id="user-1")
         assert receipt.key_ids_destroyed
 
@@ -280,7 +264,7 @@ class ErasureConformance(StorageHarness):
         for reader in (serving, operator):
             listed = reader.list_memories(MemoryFilter(account_id=ACCOUNT, user_id="user-1"))
             assert [m.value for m in listed] == ["written after the erasure"]
-        restarted = _second_process(storage_url, key_store_url, serving.settings, request)
+        restarted = other_process(storage_url, key_store_url, serving.settings, request)
         assert restarted.get(after.id, account_id=ACCOUNT).value == "written after the erasure"
 
     def test_a_write_between_the_erasure_and_its_key_destruction_is_kept(
@@ -297,7 +281,7 @@ class ErasureConformance(StorageHarness):
         behind for the scan to find)."""
         serving = engine
         add(serving, key="before", value="written before the erasure")
-        operator = _second_process(storage_url, key_store_url, serving.settings, request)
+        operator = other_process(storage_url, key_store_url, serving.settings, request)
         written: list[str] = []
 
         def write_when_rows_are_deleted(done: int, total: int | None) -> None:

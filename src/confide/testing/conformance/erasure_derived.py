@@ -16,19 +16,15 @@ import pytest
 
 from confide.apps import AppMemories
 from confide.chat.messages import MessageStore
-from confide.config import Settings
-from confide.crypto.keyring import KeyRing
 from confide.engine import MemoryEngine
 from confide.index.vectors import VectorIndexer
 from confide.llm.base import LLM
 from confide.llm.usage import UsageLedger
-from confide.storage import open_storage
 from confide.storage.apps import SqlAppTables
 from confide.storage.base import IndexWrites, Storage
-from confide.storage.keystore import open_key_store
 from confide.testing.builders import ACCOUNT, add
 from confide.testing.conformance.blind_keys import raw_rows
-from confide.testing.conformance.harness import TEST_KEK, StorageHarness
+from confide.testing.conformance.harness import StorageHarness, other_process
 from confide.testing.embedders import HashingEmbedder
 from confide.types import Memory, MemoryFilter
 from confide.workers.conversation_jobs import enqueue_chat_summary
@@ -42,20 +38,6 @@ BYSTANDER = "user-2"
 BYSTANDER_CONVERSATION = "conv-bystander-1"
 DERIVED_TABLES = ("jobs", "llm_usage", "ops_events")
 """The tables that name users and conversations without being a user's own rows."""
-
-
-def _other_process(
-    storage_url: str, key_store_url: str, settings: Settings, request: pytest.FixtureRequest
-) -> MemoryEngine:
-    """An engine with connections of its own to the same data and key store."""
-    engine = MemoryEngine(
-        open_storage(storage_url),
-        KeyRing(primary=TEST_KEK),
-        settings=settings,
-        key_store=open_key_store(key_store_url),
-    )
-    request.addfinalizer(engine.close)
-    return engine
 
 
 class _ErasesAfterPrepare:
@@ -95,7 +77,7 @@ class DerivedErasureConformance(StorageHarness):
         )
         for n in range(3):
             add(engine, key=f"garden-{n}", value=f"the garden roses bloom in june {n}")
-        operator = _other_process(storage_url, key_store_url, engine.settings, request)
+        operator = other_process(storage_url, key_store_url, engine.settings, request)
         race = _ErasesAfterPrepare(operator, "user-1")
         engine.add_indexer(race)
 

@@ -37,6 +37,21 @@ def unrecord_steps(
 """The key-encryption key of the ``engine`` fixture and of ``settings``."""
 
 
+def other_process(
+    storage_url: str, key_store_url: str, settings: Settings, request: pytest.FixtureRequest
+) -> MemoryEngine:
+    """An engine with connections of its own to the same data and key store, as another
+    process would have (closed when the test ends)."""
+    engine = MemoryEngine(
+        open_storage(storage_url),
+        KeyRing(primary=TEST_KEK),
+        settings=settings,
+        key_store=open_key_store(key_store_url),
+    )
+    request.addfinalizer(engine.close)
+    return engine
+
+
 class StorageHarness:
     """Fixtures for the conformance suites; a backend subclass says where its stores live.
 

@@ -15,7 +15,7 @@ from confide.retrieval.source import StorageCandidateSource
 from confide.storage.base import EdgeRow, Storage
 from confide.storage.sql import LexicalTuning
 from confide.testing.builders import ACCOUNT, add
-from confide.testing.conformance.harness import StorageHarness
+from confide.testing.conformance.harness import StorageHarness, other_process
 from confide.testing.embedders import RandomEmbedder, unit_vector
 from confide.types import Memory, MemoryFilter, MemoryState
 
@@ -226,6 +226,47 @@ class SearchPrimitivesConformance(StorageHarness):
         memory = add(engine, key="hobby", value="She loves gardening")
         hits = storage.lexical_search(flt, tokens, 5, k1=1.2, b=0.75)
         assert [h.memory_id for h in hits] == [memory.id]
+
+    def test_lexical_search_follows_another_process_writes(
+        self,
+        engine: MemoryEngine,
+        storage: Storage,
+        storage_url: str,
+        key_store_url: str,
+        request: pytest.FixtureRequest,
+    ) -> None:
+        """A store that searched a term before (and may hold its postings) answers from what
+        another process wrote since: new memories, re-written terms, deleted memories and an
+        erasure."""
+        stored = engine.store_many(
+            [
+                {"account_id": ACCOUNT, "user_id": "user-1", "key": f"k{i}", "value": f"fish {i}"}
+                for i in range(6)
+            ]
+        )
+        flt = MemoryFilter(account_id=ACCOUNT, user_id="user-1")
+
+        def found(text: str) -> set[str]:
+            tokens = list(engine.lexical.hashed_terms(ACCOUNT, text))
+            return {h.memory_id for h in storage.lexical_search(flt, tokens, 20, k1=1.2, b=0.75)}
+
+        assert found("fish") == {m.id for m in stored}
+        assert found("bicycle") == set()
+        other = other_process(storage_url, key_store_url, engine.settings, request)
+        kayak = add(other, key="boat", value="fish from the kayak")
+        assert found("fish") == {m.id for m in stored} | {kayak.id}
+        rewritten = stored[0]
+        with other.storage.transaction() as tx:
+            tx.put_tokens(
+                rewritten.id, ACCOUNT, "user-1", engine.lexical.hashed_terms(ACCOUNT, "bicycle")
+            )
+        assert found("bicycle") == {rewritten.id}
+        assert rewritten.id not in found("fish")
+        with other.storage.transaction() as tx:
+            tx.delete_memories([stored[1].id])
+        assert found("fish") == {m.id for m in stored[2:]} | {kayak.id}
+        other.erase_user(account_id=ACCOUNT, user_id="user-1")
+        assert found("fish") == found("bicycle") == set()
 
     def test_search_hits_carry_the_rows_they_matched(
         self, engine: MemoryEngine, bound: Storage
