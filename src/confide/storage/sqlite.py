@@ -352,6 +352,30 @@ class SqliteStorage(SqlStorage):
             self._connections.clear()
         self._local = threading.local()
 
+    def _document_frequencies(
+        self,
+        db: SqlExecutor,
+        account_id: str,
+        owner: str | None,
+        tokens: list[int],
+        cache: bool,
+        cap: int | None = None,
+    ) -> dict[int, int]:
+        """How many of the user's memories hold each token (at most ``cap``, when given):
+        ``token_terms`` keeps every count exact and current, one key read per token, so
+        nothing is cached. Account-wide counts are counted as the shared path counts them."""
+        if owner is None:
+            return super()._document_frequencies(db, account_id, owner, tokens, cache, cap)
+        marks = ", ".join("?" for _ in tokens)
+        counts = dict.fromkeys(tokens, 0)
+        for token, postings in db.run(
+            "SELECT token, postings FROM token_terms "
+            f"WHERE account_id = ? AND user_id = ? AND token IN ({marks})",
+            [account_id, owner, *tokens],
+        ).fetchall():
+            counts[int(token)] = int(postings) if cap is None else min(int(postings), cap)
+        return counts
+
     def _owner_postings(
         self, db: SqlExecutor, flt: MemoryFilter, scoring: Bm25, k: int
     ) -> list[ScoredId]:
