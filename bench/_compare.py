@@ -40,8 +40,9 @@ Settings (``scale.py --compare NAME=VALUE``, repeatable):
   recording of the same call, made when every question is first answered before the timed
   ones: what a query would gain were the read free (an upper bound for making it faster);
 - ``lexical-postings``: ``sql`` has SQLite add up a lexical search's postings in the database
-  (``GROUP BY`` the memory), as before posting lists were held in process
-  (:class:`confide.storage.sqlite_postings.PostingsCache`);
+  (``GROUP BY`` the memory) and count its terms' postings (with a minute's cache), as before
+  posting lists were held in process (:class:`confide.storage.sqlite_postings.PostingsCache`)
+  and term counts read from ``token_terms``;
 - ``precision``: the local MiniLM graph that embeds the question (``int8`` or ``float32``,
   :attr:`confide.embedders.local.LocalMiniLMEmbedder.precision`); both graphs are loaded
   before the timed questions.
@@ -256,14 +257,26 @@ def _lexical_postings(app: Confide, value: str) -> tuple[Switch, Callable[[], No
     if value != "sql":
         raise ValueError("lexical-postings must be sql")
 
-    def in_database(db: SqlExecutor, flt: MemoryFilter, scoring: Bm25, k: int) -> list[ScoredId]:
+    def added_up(db: SqlExecutor, flt: MemoryFilter, scoring: Bm25, k: int) -> list[ScoredId]:
         return SqlStorage._owner_postings(storage, db, flt, scoring, k)
+
+    def counted(
+        db: SqlExecutor,
+        account_id: str,
+        owner: str | None,
+        tokens: list[int],
+        cache: bool,
+        cap: int | None = None,
+    ) -> dict[int, int]:
+        return SqlStorage._document_frequencies(storage, db, account_id, owner, tokens, cache, cap)
 
     def switch(on: bool) -> None:
         if on:
-            storage._owner_postings = in_database  # type: ignore[method-assign]
+            storage._owner_postings = added_up  # type: ignore[method-assign]
+            storage._document_frequencies = counted  # type: ignore[method-assign]
         else:
             vars(storage).pop("_owner_postings", None)
+            vars(storage).pop("_document_frequencies", None)
 
     return switch, lambda: None
 
