@@ -101,7 +101,7 @@ def test_postings_added_up_in_process_rank_as_the_database_does(
     assert any(0 < len(hits) < 40 for hits in summed[1::2])
 
 
-def test_term_rows_count_postings_through_every_kind_of_write(
+def test_term_rows_count_postings_through_every_kind_of_write_and_erasure(
     engine: MemoryEngine, storage: Storage
 ) -> None:
     sqlite = _sqlite(storage)
@@ -115,7 +115,10 @@ def test_term_rows_count_postings_through_every_kind_of_write(
         tx.delete_memories([memories[3].id])
     kept, counted = _term_rows(sqlite)
     assert kept == counted and len(kept) > 40
+    assert _search(sqlite, engine, "w1 w2 w4", 10)
+    assert sqlite.postings.postings_held > 0
     engine.erase_user(account_id=ACCOUNT, user_id="user-1")
+    assert sqlite.postings.postings_held == 0  # this process forgets the erased lists
     kept, counted = _term_rows(sqlite)
     assert kept == counted
     assert {(r[0], r[1]) for r in kept} == {(ACCOUNT, "user-2")}

@@ -188,12 +188,19 @@ def _has_table(db: SqlExecutor, name: str) -> bool:
 class SqliteTransaction(SqlTransaction):
     """A ``BEGIN IMMEDIATE`` transaction on the writer connection."""
 
+    def __init__(self, conn: sqlite3.Connection, *, features: Sequence[Feature]) -> None:
+        super().__init__(conn, features=features)
+        self.erased_owners: list[tuple[str, str]] = []
+        """Users whose rows this transaction deleted."""
+
     def delete_owner(
         self, account_id: str, user_id: str, *, derived: Derived | None = None
     ) -> dict[str, int]:
-        """Delete the user's rows, including the vector index bookkeeping."""
+        """Delete the user's rows, including the bookkeeping of the vector index and of the
+        posting lists (which this process forgets once the transaction commits)."""
         counts = super().delete_owner(account_id, user_id, derived=derived)
-        for table in ("vector_owners", "vector_snapshots"):
+        self.erased_owners.append((account_id, user_id))
+        for table in ("vector_owners", "vector_snapshots", "token_terms"):
             if self.has_table(table):
                 self.run(
                     f"DELETE FROM {table} WHERE account_id = ? AND user_id = ?",
@@ -300,8 +307,9 @@ class SqliteStorage(SqlStorage):
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
                 raise StorageError(f"SQLite could not begin a write: {exc}") from exc
+            tx = SqliteTransaction(conn, features=self.features)
             try:
-                yield SqliteTransaction(conn, features=self.features)
+                yield tx
             except BaseException as exc:
                 conn.execute("ROLLBACK")
                 if isinstance(exc, sqlite3.Error):
@@ -310,6 +318,8 @@ class SqliteStorage(SqlStorage):
             else:
                 conn.execute("COMMIT")
                 self._checkpointer.committed()
+                for owner in tx.erased_owners:
+                    self.postings.forget(owner)
 
     def _has_table(self, db: SqlExecutor, name: str) -> bool:
         return _has_table(db, name)

@@ -122,6 +122,16 @@ class PostingsCache:
             self._names.clear()
             self._held = 0
 
+    def forget(self, owner: Owner) -> None:
+        """Forget one owner's lists (an erasure in this process)."""
+        with self._lock:
+            self._forget(owner)
+
+    def _forget(self, owner: Owner) -> None:
+        for key in [key for key in self._lists if key[0] == owner]:
+            self._remove(key)
+        self._names.pop(owner, None)
+
     def best(
         self, db: SqlExecutor, owner: Owner, scoring: Bm25, limit: int
     ) -> list[tuple[str, float]]:
@@ -218,8 +228,7 @@ class PostingsCache:
             while self._held > self.max_postings and self._lists:
                 self._remove(next(iter(self._lists)))
             if len(names.ids) > self.max_postings:
-                for key in [key for key in self._lists if key[0] == owner]:
-                    self._remove(key)
+                self._forget(owner)
         return loaded
 
     def _remove(self, key: tuple[Owner, int]) -> None:
