@@ -140,3 +140,27 @@ def test_an_older_store_gets_its_term_rows_counted(engine: MemoryEngine, storage
     assert _search(sqlite, engine, "w1 w2", 10) == expected
     add(engine, key="new", value="w1 w2 w1 w2")
     assert _term_rows(sqlite)[0] == _term_rows(sqlite)[1]
+
+
+def test_memory_ids_of_several_widths_rank_as_the_database_ranks_them(
+    engine: MemoryEngine, storage: Storage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sqlite = _sqlite(storage)
+    _crowd(engine, 60, seed=8)
+    conn = sqlite._connection()
+    conn.execute("PRAGMA foreign_keys = OFF")
+    try:
+        for i, (memory_id,) in enumerate(conn.execute("SELECT id FROM memories").fetchall()):
+            if i % 3 == 0:  # ids imported from elsewhere: shorter, and sorting otherwise
+                for table, column in (("memories", "id"), ("memory_tokens", "memory_id")):
+                    conn.execute(
+                        f"UPDATE {table} SET {column} = ? WHERE {column} = ?",
+                        [f"z{i}", memory_id],
+                    )
+    finally:
+        conn.execute("PRAGMA foreign_keys = ON")
+    asked = ["w1 w2", "w0", "w3 w17 w39"]
+    held = [_search(sqlite, engine, q, 40) for q in asked]
+    assert any(m.startswith("z") for hits in held for m, _ in hits)
+    _in_database(sqlite, monkeypatch)
+    assert held == [_search(sqlite, engine, q, 40) for q in asked]

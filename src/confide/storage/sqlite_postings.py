@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
 
 import numpy as np
 from numpy.typing import NDArray
@@ -34,48 +33,22 @@ from confide.storage.sql import Bm25, SqlExecutor
 Owner = tuple[str, str]
 
 
-class _OwnerNames:
-    """The owner's memory ids numbered, so postings of several terms add up by number."""
-
-    __slots__ = ("ids", "lists", "number")
-
-    def __init__(self) -> None:
-        self.ids: list[str] = []
-        self.number: dict[str, int] = {}
-        self.lists = 0
-        """The owner's lists held (numbered by this)."""
-
-    def numbers(self, memory_ids: Sequence[str]) -> NDArray[np.int64]:
-        get = self.number.get
-        found = [get(memory_id) for memory_id in memory_ids]
-        if None in found:
-            for i, memory_id in enumerate(memory_ids):
-                if found[i] is None:
-                    n = get(memory_id)  # an id repeated within the list got its number
-                    if n is None:
-                        n = self.number[memory_id] = len(self.ids)
-                        self.ids.append(memory_id)
-                    found[i] = n
-        return np.array(found, np.int64)
-
-
 class _Postings:
-    """One term's postings of one owner: the memories (numbered by ``names``), each one's
-    term frequency and length."""
+    """One term's postings of one owner: the memories (their ids as UTF-8 bytes, in one
+    fixed-width array, so postings of several terms add up without an object per posting),
+    each one's term frequency and length."""
 
-    __slots__ = ("_saturated", "doc_len", "memories", "names", "tf", "version")
+    __slots__ = ("_saturated", "doc_len", "ids", "tf", "version")
 
     def __init__(
         self,
         version: int,
-        names: _OwnerNames,
-        memories: NDArray[np.int64],
+        ids: NDArray[np.bytes_],
         tf: NDArray[np.float64],
         doc_len: NDArray[np.float64],
     ) -> None:
         self.version = version
-        self.names = names
-        self.memories = memories
+        self.ids = ids
         self.tf = tf
         self.doc_len = doc_len
         self._saturated: tuple[tuple[float, float, float], NDArray[np.float64]] | None = None
@@ -98,15 +71,13 @@ class _Postings:
 class PostingsCache:
     """Owners' posting lists, by term, kept while their versions hold.
 
-    At most ``max_postings`` postings are held (the least recently used lists go first), and
-    an owner's numbering is dropped with its last list or once it numbers ``max_postings``
-    memories (the ids of deleted memories stay in it until then).
+    At most ``max_postings`` postings are held (about 50 bytes each with 36-character ids);
+    the least recently used lists go first.
     """
 
-    def __init__(self, max_postings: int = 2_000_000) -> None:
+    def __init__(self, max_postings: int = 1_000_000) -> None:
         self.max_postings = max_postings
         self._lists: OrderedDict[tuple[Owner, int], _Postings] = OrderedDict()
-        self._names: dict[Owner, _OwnerNames] = {}
         self._held = 0
         self._lock = threading.Lock()
 
@@ -119,18 +90,13 @@ class PostingsCache:
         """Forget every owner's lists."""
         with self._lock:
             self._lists.clear()
-            self._names.clear()
             self._held = 0
 
     def forget(self, owner: Owner) -> None:
         """Forget one owner's lists (an erasure in this process)."""
         with self._lock:
-            self._forget(owner)
-
-    def _forget(self, owner: Owner) -> None:
-        for key in [key for key in self._lists if key[0] == owner]:
-            self._remove(key)
-        self._names.pop(owner, None)
+            for key in [key for key in self._lists if key[0] == owner]:
+                self._remove(key)
 
     def best(
         self, db: SqlExecutor, owner: Owner, scoring: Bm25, limit: int
@@ -149,20 +115,8 @@ class PostingsCache:
         }
         with self._lock:
             held, stale = self._held_lists(owner, terms, versions)
-            # Lists add up only under one numbering of the owner's memories. Those held
-            # usually share the owner's; a list numbered before its owner's numbering was
-            # dropped (its lists evicted) is loaded again under the current one.
-            numberings = {id(p.names): p.names for p in held.values()}
-            if len(numberings) == 1:
-                names = next(iter(numberings.values()))
-            else:
-                names = self._names.setdefault(owner, _OwnerNames())
-                renumber = [t for t, p in held.items() if p.names is not names]
-                stale += renumber
-                for token in renumber:
-                    del held[token]
         if stale:
-            held.update(self._load(db, owner, stale, versions, names))
+            held.update(self._load(db, owner, stale, versions))
         return _ranked([(scoring.weights[t], p) for t, p in held.items()], scoring, limit)
 
     def _held_lists(
@@ -187,56 +141,65 @@ class PostingsCache:
         return held, stale
 
     def _load(
-        self,
-        db: SqlExecutor,
-        owner: Owner,
-        terms: list[int],
-        versions: dict[int, int],
-        names: _OwnerNames,
+        self, db: SqlExecutor, owner: Owner, terms: list[int], versions: dict[int, int]
     ) -> dict[int, _Postings]:
-        """The postings of ``terms`` numbered by ``names``, kept for later questions too."""
+        """The postings of ``terms``, kept for later questions too."""
         marks = ", ".join("?" for _ in terms)
-        # One row per term, its postings packed as JSON arrays: a row per posting would
-        # take the interpreter lock once per row, while the question is being embedded.
+        # One row per term, its postings packed: the ids run together (split by width when
+        # they all have one) and each frequency and length as eight hex digits. A row per
+        # posting, or a Python object per posting, would hold the interpreter lock for
+        # longer than the database takes to add the postings up itself.
         rows = db.run(
-            "SELECT token, json_group_array(memory_id), json_group_array(tf), "
-            "json_group_array(doc_len) FROM memory_tokens "
+            "SELECT token, group_concat(memory_id, ''), "
+            "min(length(CAST(memory_id AS BLOB))), max(length(CAST(memory_id AS BLOB))), "
+            "group_concat(printf('%08x%08x', tf, doc_len), '') FROM memory_tokens "
             f"WHERE account_id = ? AND user_id = ? AND token IN ({marks}) GROUP BY token",
             [*owner, *terms],
         ).fetchall()
-        parsed = [
-            (
-                int(token),
-                json.loads(memory_ids),
-                np.asarray(json.loads(tf), np.float64),
-                np.asarray(json.loads(doc_len), np.float64),
-            )
-            for token, memory_ids, tf, doc_len in rows
-        ]
         loaded: dict[int, _Postings] = {}
+        for token, joined, narrowest, widest, numbers in rows:
+            if narrowest != widest:  # ids of several widths (not the engine's own)
+                loaded[int(token)] = self._one_by_one(db, owner, int(token), versions)
+                continue
+            pairs = np.frombuffer(bytes.fromhex(numbers), dtype=">u4").reshape(-1, 2)
+            loaded[int(token)] = _Postings(
+                versions[int(token)],
+                np.frombuffer(joined.encode(), dtype=f"S{widest}"),
+                pairs[:, 0].astype(np.float64),
+                pairs[:, 1].astype(np.float64),
+            )
         with self._lock:
-            self._names.setdefault(owner, names)
-            for token, memory_ids, tf, doc_len in parsed:
-                postings = _Postings(versions[token], names, names.numbers(memory_ids), tf, doc_len)
-                loaded[token] = postings
+            for token, postings in loaded.items():
                 key = (owner, token)
                 if key in self._lists:
                     self._remove(key)
                 self._lists[key] = postings
-                self._held += len(postings.memories)
-                names.lists += 1
+                self._held += len(postings.ids)
             while self._held > self.max_postings and self._lists:
                 self._remove(next(iter(self._lists)))
-            if len(names.ids) > self.max_postings:
-                self._forget(owner)
         return loaded
+
+    @staticmethod
+    def _one_by_one(
+        db: SqlExecutor, owner: Owner, token: int, versions: dict[int, int]
+    ) -> _Postings:
+        """A term's postings read as JSON arrays, each id an object of its own."""
+        ids, tf, doc_len = db.run(
+            "SELECT json_group_array(memory_id), json_group_array(tf), "
+            "json_group_array(doc_len) FROM memory_tokens "
+            "WHERE account_id = ? AND user_id = ? AND token = ?",
+            [*owner, token],
+        ).fetchone()
+        return _Postings(
+            versions[token],
+            np.array([i.encode() for i in json.loads(ids)], dtype=np.bytes_),
+            np.asarray(json.loads(tf), np.float64),
+            np.asarray(json.loads(doc_len), np.float64),
+        )
 
     def _remove(self, key: tuple[Owner, int]) -> None:
         postings = self._lists.pop(key)
-        self._held -= len(postings.memories)
-        postings.names.lists -= 1
-        if postings.names.lists == 0 and self._names.get(key[0]) is postings.names:
-            del self._names[key[0]]
+        self._held -= len(postings.ids)
 
 
 def _ranked(
@@ -246,22 +209,22 @@ def _ranked(
 ) -> list[tuple[str, float]]:
     """BM25 sums per memory over ``lists`` (each with its term's weight); the ``limit``
     best, ties by id."""
-    lists = [(w, p) for w, p in lists if len(p.memories)]
+    lists = [(w, p) for w, p in lists if len(p.ids)]
     if not lists or limit <= 0:
         return []
-    ids = lists[0][1].names.ids
     k1, b, avg_len = scoring.k1, scoring.b, max(scoring.avg_len, 1.0)
-    memories = np.concatenate([p.memories for _, p in lists])
+    ids = np.concatenate([p.ids for _, p in lists])
     contributions = np.concatenate([w * p.saturated(k1, b, avg_len) for w, p in lists])
-    # Each memory's postings in term order, so its sum is added up in one fixed order.
-    order = np.argsort(memories, kind="stable")
-    grouped = memories[order]
-    starts = np.flatnonzero(np.concatenate(([True], grouped[1:] != grouped[:-1])))
-    sums = np.add.reduceat(contributions[order], starts)
-    numbers = grouped[starts]
+    # Ids in byte order, as SQLite orders text, so a stable sort by score keeps ties by id.
+    unique, memory = np.unique(ids, return_inverse=True)
+    sums = np.bincount(memory.ravel(), weights=contributions)
     if len(sums) > limit:
         cut = np.partition(sums, len(sums) - limit)[len(sums) - limit]
-        kept = sums >= cut  # the cut's ties too, for the order by id to choose among
-        sums, numbers = sums[kept], numbers[kept]
-    best = sorted(zip((-sums).tolist(), [ids[n] for n in numbers.tolist()], strict=True))
-    return [(memory_id, -negated) for negated, memory_id in best[:limit]]
+        kept = np.flatnonzero(sums >= cut)  # with the cut's ties, for the order by id
+    else:
+        kept = np.arange(len(sums))
+    best = kept[np.argsort(-sums[kept], kind="stable")][:limit]
+    return [
+        (memory_id.decode(), score)
+        for memory_id, score in zip(unique[best].tolist(), sums[best].tolist(), strict=True)
+    ]
