@@ -39,10 +39,6 @@ Settings (``scale.py --compare NAME=VALUE``, repeatable):
 - ``free-read``: ``lexical-search`` or ``neighbourhood`` answers that storage read from a
   recording of the same call, made when every question is first answered before the timed
   ones: what a query would gain were the read free (an upper bound for making it faster);
-- ``lexical-postings``: ``sql`` has SQLite add up a lexical search's postings in the database
-  (``GROUP BY`` the memory) and count its terms' postings (with a minute's cache), as before
-  posting lists were held in process (:class:`confide.storage.sqlite_postings.PostingsCache`)
-  and term counts read from ``token_terms``;
 - ``precision``: the local MiniLM graph that embeds the question (``int8`` or ``float32``,
   :attr:`confide.embedders.local.LocalMiniLMEmbedder.precision`); both graphs are loaded
   before the timed questions.
@@ -66,10 +62,8 @@ from confide.client import Confide
 from confide.embedders.local import PRECISIONS, LocalMiniLMEmbedder, Precision
 from confide.retrieval import query as query_path
 from confide.retrieval.ports import DeltaFeed
-from confide.storage.base import ScoredId
-from confide.storage.sql import Bm25, SqlExecutor, SqlStorage
+from confide.storage.sql import SqlStorage
 from confide.storage.sqlite import SqliteStorage
-from confide.types import MemoryFilter
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -250,37 +244,6 @@ def _precision(app: Confide, value: str) -> tuple[Switch, Callable[[], None]]:
     return switch, lambda: None
 
 
-def _lexical_postings(app: Confide, value: str) -> tuple[Switch, Callable[[], None]]:
-    storage = app.engine.storage
-    if not isinstance(storage, SqliteStorage):
-        raise ValueError("lexical-postings needs a SQLite store")
-    if value != "sql":
-        raise ValueError("lexical-postings must be sql")
-
-    def added_up(db: SqlExecutor, flt: MemoryFilter, scoring: Bm25, k: int) -> list[ScoredId]:
-        return SqlStorage._owner_postings(storage, db, flt, scoring, k)
-
-    def counted(
-        db: SqlExecutor,
-        account_id: str,
-        owner: str | None,
-        tokens: list[int],
-        cache: bool,
-        cap: int | None = None,
-    ) -> dict[int, int]:
-        return SqlStorage._document_frequencies(storage, db, account_id, owner, tokens, cache, cap)
-
-    def switch(on: bool) -> None:
-        if on:
-            storage._owner_postings = added_up  # type: ignore[method-assign]
-            storage._document_frequencies = counted  # type: ignore[method-assign]
-        else:
-            vars(storage).pop("_owner_postings", None)
-            vars(storage).pop("_document_frequencies", None)
-
-    return switch, lambda: None
-
-
 _FREE_READS = ("lexical_search", "neighbourhood")
 
 
@@ -341,7 +304,6 @@ SETTINGS: dict[str, Callable[[Confide, str], tuple[Switch, Callable[[], None]]]]
     "common-names": _common_names,
     "side-reads": _side_reads,
     "free-read": _free_read,
-    "lexical-postings": _lexical_postings,
 }
 
 

@@ -277,32 +277,6 @@ _ACCESS_COUNT = (
 )
 
 
-_TERM_VERSIONS = (
-    """CREATE TABLE IF NOT EXISTS token_terms (
-        account_id TEXT NOT NULL, user_id TEXT NOT NULL, token INTEGER NOT NULL,
-        postings INTEGER NOT NULL, version INTEGER NOT NULL,
-        PRIMARY KEY (account_id, user_id, token)) WITHOUT ROWID""",
-    # Counted from the postings (again, should the migration run twice: ``WHERE true`` lets
-    # SQLite parse the upsert after a SELECT).
-    "INSERT INTO token_terms (account_id, user_id, token, postings, version) "
-    "SELECT account_id, user_id, token, COUNT(*), random() FROM memory_tokens WHERE true "
-    "GROUP BY account_id, user_id, token ON CONFLICT (account_id, user_id, token) "
-    "DO UPDATE SET postings = excluded.postings, version = excluded.version",
-    """CREATE TRIGGER IF NOT EXISTS token_posted AFTER INSERT ON memory_tokens BEGIN
-        INSERT INTO token_terms (account_id, user_id, token, postings, version)
-        VALUES (NEW.account_id, NEW.user_id, NEW.token, 1, random())
-        ON CONFLICT (account_id, user_id, token)
-        DO UPDATE SET postings = postings + 1, version = excluded.version;
-    END""",
-    """CREATE TRIGGER IF NOT EXISTS token_unposted AFTER DELETE ON memory_tokens BEGIN
-        UPDATE token_terms SET postings = postings - 1, version = random()
-        WHERE account_id = OLD.account_id AND user_id = OLD.user_id AND token = OLD.token;
-        DELETE FROM token_terms WHERE account_id = OLD.account_id AND user_id = OLD.user_id
-        AND token = OLD.token AND postings <= 0;
-    END""",
-)
-
-
 def _thread_reads() -> tuple[str, ...]:
     # How far each reader (an agent) has seen a change-log thread: the delta header shows a
     # change once. ops_events gains an index for the per-account counts over a time window.
@@ -436,17 +410,6 @@ MEMORY_STORE = Feature(
             postgres=(
                 "ALTER TABLE key_generations ADD COLUMN IF NOT EXISTS erased_at DOUBLE PRECISION",
             ),
-        ),
-        Migration(
-            version=16,
-            name="term-versions",
-            # SQLite: one row per term of an owner, its postings counted and a fresh random
-            # version set by every posting written or deleted (triggers, so other processes'
-            # writes and cascading deletes are seen), so an in-process copy of a posting list
-            # knows whether it still holds (see sqlite_postings). A row goes with its last
-            # posting. PostgreSQL scores postings in the database and needs none of it.
-            sqlite=_TERM_VERSIONS,
-            postgres=(),
         ),
     ),
 )

@@ -685,33 +685,6 @@ def _chunks(items: Sequence[str], size: int = 500) -> Iterator[list[str]]:
 
 
 @dataclass(frozen=True, slots=True)
-class Bm25:
-    """How one lexical search scores a posting: each term's weight (its IDF), BM25's ``k1``
-    and ``b``, and the owner's average memory length."""
-
-    weights: dict[int, float]
-    k1: float
-    b: float
-    avg_len: float
-
-    def expression(self) -> tuple[str, list[Any]]:
-        """The SQL sum of a memory's postings' scores (over ``t``), and its values."""
-        cases = " ".join("WHEN ? THEN ?" for _ in self.weights)
-        params: list[Any] = [v for tok, w in self.weights.items() for v in (tok, w)]
-        sql = (
-            f"SUM((CASE t.token {cases} ELSE 0 END) * t.tf * ? "
-            "/ (t.tf + ? * (1 - ? + ? * t.doc_len / ?)))"
-        )
-        return sql, [*params, self.k1 + 1.0, self.k1, self.b, self.b, max(self.avg_len, 1.0)]
-
-
-def owner_postings_limit(k: int) -> int:
-    """How many of an owner's best-scored memories are checked against the filter for ``k``
-    hits before the filter is joined to the postings instead."""
-    return 4 * k + 16
-
-
-@dataclass(frozen=True, slots=True)
 class LexicalTuning:
     """Thresholds of lexical search's caches and cuts (see :meth:`SqlStorage.lexical_search`).
 
@@ -1386,14 +1359,17 @@ class SqlStorage:
             if not shared_idf:
                 return []
             if owner is None:
-                scoring = Bm25(idf, k1=k1, b=b, avg_len=avg_len)
-                return self._joined(db, compile_filter(flt), flt.account_id, scoring, k)
+                score = self._bm25_expression(idf, k1=k1, b=b, avg_len=avg_len)
+                return self._joined(db, compile_filter(flt), flt.account_id, score, idf, k)
             hits: list[ScoredId] = []
             if idf:
-                hits = self._owner_postings(db, flt, Bm25(idf, k1=k1, b=b, avg_len=avg_len), k)
+                score = self._bm25_expression(idf, k1=k1, b=b, avg_len=avg_len)
+                hits = self._owner_postings(db, flt, score, idf, k)
             if flt.include_shared:
-                shared = Bm25(shared_idf, k1=k1, b=b, avg_len=avg_len)
-                hits += self._joined(db, compile_others_shared(flt), flt.account_id, shared, k)
+                shared_score = self._bm25_expression(shared_idf, k1=k1, b=b, avg_len=avg_len)
+                hits += self._joined(
+                    db, compile_others_shared(flt), flt.account_id, shared_score, shared_idf, k
+                )
                 hits.sort(key=lambda h: (-h.score, h.memory_id))
         return hits[:k]
 
@@ -1581,20 +1557,36 @@ class SqlStorage:
         df.update(counted)
         return df
 
+    @staticmethod
+    def _bm25_expression(
+        idf: dict[int, float], *, k1: float, b: float, avg_len: float
+    ) -> tuple[str, list[Any]]:
+        weights = " ".join("WHEN ? THEN ?" for _ in idf)
+        params: list[Any] = [v for tok, w in idf.items() for v in (tok, w)]
+        sql = (
+            f"SUM((CASE t.token {weights} ELSE 0 END) * t.tf * ? "
+            "/ (t.tf + ? * (1 - ? + ? * t.doc_len / ?)))"
+        )
+        return sql, [*params, k1 + 1.0, k1, b, b, max(avg_len, 1.0)]
+
     def _owner_postings(
-        self, db: SqlExecutor, flt: MemoryFilter, scoring: Bm25, k: int
+        self,
+        db: SqlExecutor,
+        flt: MemoryFilter,
+        score: tuple[str, list[Any]],
+        idf: dict[int, float],
+        k: int,
     ) -> list[ScoredId]:
-        """The ``k`` best of one user's own memories matching ``flt``, with their rows."""
-        score, score_params = scoring.expression()
-        marks = ", ".join("?" for _ in scoring.weights)
-        where, params = compile_filter(flt.model_copy(update={"include_shared": False}))
-        limit = owner_postings_limit(k)
+        marks = ", ".join("?" for _ in idf)
+        own = compile_filter(flt.model_copy(update={"include_shared": False}))
+        where, params = own
+        limit = 4 * k + 16
         postings = (
-            f"SELECT t.memory_id, {score} AS score FROM memory_tokens t "
+            f"SELECT t.memory_id, {score[0]} AS score FROM memory_tokens t "
             f"WHERE t.account_id = ? AND t.user_id = ? AND t.token IN ({marks}) "
             "GROUP BY t.memory_id ORDER BY score DESC, t.memory_id LIMIT ?"
         )
-        postings_params = [*score_params, flt.account_id, flt.user_id, *scoring.weights, limit]
+        postings_params = [*score[1], flt.account_id, flt.user_id, *idf, limit]
         # The owner's best postings (an index-only read) and the filter on their rows in one
         # statement; the rows come back for the caller to decrypt.
         rows = db.run(
@@ -1608,35 +1600,28 @@ class SqlStorage:
             return hits
         if len(db.run(postings, postings_params).fetchall()) < limit:
             return hits  # every posting was considered
-        return self._filter_first(db, flt, scoring, k)
-
-    def _filter_first(
-        self, db: SqlExecutor, flt: MemoryFilter, scoring: Bm25, k: int
-    ) -> list[ScoredId]:
-        """Most of the owner's best postings fail the filter (a selective one): the filter
-        joins the postings instead."""
-        own = compile_filter(flt.model_copy(update={"include_shared": False}))
-        return self._joined(db, own, flt.account_id, scoring, k)
+        # Most of the best postings fail the filter (a selective one): join it instead.
+        return self._joined(db, own, flt.account_id, score, idf, k)
 
     @staticmethod
     def _joined(
         db: SqlExecutor,
         compiled: tuple[str, list[Any]],
         account_id: str,
-        scoring: Bm25,
+        score: tuple[str, list[Any]],
+        idf: dict[int, float],
         k: int,
     ) -> list[ScoredId]:
         where, params = compiled
-        score, score_params = scoring.expression()
-        marks = ", ".join("?" for _ in scoring.weights)
+        marks = ", ".join("?" for _ in idf)
         rows = db.run(
             # Memories first (CROSS JOIN fixes SQLite's join order): this path serves
             # selective filters and other users' shared memories, both narrow on that side.
-            f"SELECT t.memory_id, {score} AS score FROM memories m "
+            f"SELECT t.memory_id, {score[0]} AS score FROM memories m "
             f"CROSS JOIN memory_tokens t WHERE t.memory_id = m.id "
             f"AND t.account_id = ? AND t.token IN ({marks}) AND {where} "
             "GROUP BY t.memory_id ORDER BY score DESC, t.memory_id LIMIT ?",
-            [*score_params, account_id, *scoring.weights, *params, k],
+            [*score[1], account_id, *idf, *params, k],
         ).fetchall()
         return [ScoredId(str(r[0]), float(r[1])) for r in rows]
 

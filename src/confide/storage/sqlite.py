@@ -27,17 +27,12 @@ from confide.storage.database import ScrubOutcome
 from confide.storage.filters import compile_filter, compile_others_shared
 from confide.storage.schema import Derived, Feature
 from confide.storage.sql import (
-    MEMORY_SELECT,
-    Bm25,
     LexicalTuning,
     SqlExecutor,
     SqlStorage,
     SqlTransaction,
-    memory_row,
-    owner_postings_limit,
     select_ids_where,
 )
-from confide.storage.sqlite_postings import PostingsCache
 from confide.storage.sqlite_vectors import SqliteVectorIndex
 from confide.types import MemoryFilter
 
@@ -188,19 +183,12 @@ def _has_table(db: SqlExecutor, name: str) -> bool:
 class SqliteTransaction(SqlTransaction):
     """A ``BEGIN IMMEDIATE`` transaction on the writer connection."""
 
-    def __init__(self, conn: sqlite3.Connection, *, features: Sequence[Feature]) -> None:
-        super().__init__(conn, features=features)
-        self.erased_owners: list[tuple[str, str]] = []
-        """Users whose rows this transaction deleted."""
-
     def delete_owner(
         self, account_id: str, user_id: str, *, derived: Derived | None = None
     ) -> dict[str, int]:
-        """Delete the user's rows, including the bookkeeping of the vector index and of the
-        posting lists (which this process forgets once the transaction commits)."""
+        """Delete the user's rows, including the vector index bookkeeping."""
         counts = super().delete_owner(account_id, user_id, derived=derived)
-        self.erased_owners.append((account_id, user_id))
-        for table in ("vector_owners", "vector_snapshots", "token_terms"):
+        for table in ("vector_owners", "vector_snapshots"):
             if self.has_table(table):
                 self.run(
                     f"DELETE FROM {table} WHERE account_id = ? AND user_id = ?",
@@ -272,8 +260,6 @@ class SqliteStorage(SqlStorage):
         self._connections_lock = threading.Lock()
         self._closed = False
         self.vector_index = SqliteVectorIndex(snapshots=self)
-        self.postings = PostingsCache()
-        """Posting lists held in process for lexical search (see :mod:`sqlite_postings`)."""
         self._checkpointer = Checkpointer(self.path)
 
     def _connection(self) -> sqlite3.Connection:
@@ -307,9 +293,8 @@ class SqliteStorage(SqlStorage):
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
                 raise StorageError(f"SQLite could not begin a write: {exc}") from exc
-            tx = SqliteTransaction(conn, features=self.features)
             try:
-                yield tx
+                yield SqliteTransaction(conn, features=self.features)
             except BaseException as exc:
                 conn.execute("ROLLBACK")
                 if isinstance(exc, sqlite3.Error):
@@ -318,8 +303,6 @@ class SqliteStorage(SqlStorage):
             else:
                 conn.execute("COMMIT")
                 self._checkpointer.committed()
-                for owner in tx.erased_owners:
-                    self.postings.forget(owner)
 
     def _has_table(self, db: SqlExecutor, name: str) -> bool:
         return _has_table(db, name)
@@ -361,70 +344,6 @@ class SqliteStorage(SqlStorage):
                 conn.close()
             self._connections.clear()
         self._local = threading.local()
-
-    def _document_frequencies(
-        self,
-        db: SqlExecutor,
-        account_id: str,
-        owner: str | None,
-        tokens: list[int],
-        cache: bool,
-        cap: int | None = None,
-    ) -> dict[int, int]:
-        """How many of the user's memories hold each token (at most ``cap``, when given):
-        ``token_terms`` keeps every count exact and current, one key read per token, so
-        nothing is cached. Account-wide counts are counted as the shared path counts them."""
-        if owner is None:
-            return super()._document_frequencies(db, account_id, owner, tokens, cache, cap)
-        marks = ", ".join("?" for _ in tokens)
-        counts = dict.fromkeys(tokens, 0)
-        for token, postings in db.run(
-            "SELECT token, postings FROM token_terms "
-            f"WHERE account_id = ? AND user_id = ? AND token IN ({marks})",
-            [account_id, owner, *tokens],
-        ).fetchall():
-            counts[int(token)] = int(postings) if cap is None else min(int(postings), cap)
-        return counts
-
-    def _owner_postings(
-        self, db: SqlExecutor, flt: MemoryFilter, scoring: Bm25, k: int
-    ) -> list[ScoredId]:
-        """The ``k`` best of one user's own memories matching ``flt``, with their rows: the
-        postings added up in process (:class:`PostingsCache`), the filter checked on the
-        best of them in the database."""
-        if flt.user_id is None:
-            return super()._owner_postings(db, flt, scoring, k)
-        limit = owner_postings_limit(k)
-        best = self.postings.best(db, (flt.account_id, flt.user_id), scoring, limit)
-        if not best:
-            return []
-        where, params = compile_filter(flt.model_copy(update={"include_shared": False}))
-        hits: list[ScoredId] = []
-        # Each memory checked costs two index probes; most of the best pass the filter, so
-        # the first of them are asked first and the rest only when too few passed.
-        first = 2 * k + 8
-        for start, chunk in ((0, best[:first]), (first, best[first:])):
-            if not chunk or len(hits) >= k:
-                break
-            ranks = ", ".join("(?, ?)" for _ in chunk)
-            rows = db.run(
-                f"WITH best (rank, id) AS (VALUES {ranks}) SELECT best.rank, {MEMORY_SELECT} "
-                f"FROM best CROSS JOIN memories m ON m.id = best.id WHERE {where} "
-                "ORDER BY best.rank LIMIT ?",
-                [
-                    *(
-                        v
-                        for rank, (memory_id, _) in enumerate(chunk, start)
-                        for v in (rank, memory_id)
-                    ),
-                    *params,
-                    k - len(hits),
-                ],
-            ).fetchall()
-            hits += [ScoredId(str(r[1]), best[int(r[0])][1], memory_row(r[1:])) for r in rows]
-        if len(hits) >= k or len(best) < limit:
-            return hits  # enough, or every posting was considered
-        return self._filter_first(db, flt, scoring, k)
 
     def vector_search(self, flt: MemoryFilter, vector: Vector, k: int) -> list[ScoredId]:
         """Top-``k`` by cosine among memories matching ``flt`` (see :mod:`sqlite_vectors`)."""
