@@ -235,9 +235,9 @@ class SearchPrimitivesConformance(StorageHarness):
         key_store_url: str,
         request: pytest.FixtureRequest,
     ) -> None:
-        """A store that searched a term before (and may hold its postings) answers from what
-        another process wrote since: new memories, re-written terms, deleted memories and an
-        erasure."""
+        """A store that searched a term before (whatever it kept from that search) answers
+        from what another process wrote since: new memories, re-written terms, deleted
+        memories and an erasure."""
         stored = engine.store_many(
             [
                 {"account_id": ACCOUNT, "user_id": "user-1", "key": f"k{i}", "value": f"fish {i}"}
