@@ -7,7 +7,7 @@ float16 behind a ``Cast`` and check their output by embedding texts one at a tim
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +17,82 @@ from onnx import helper, numpy_helper
 from tokenizers import Tokenizer
 
 MIN_ELEMENTS = 1024  # smaller tensors (biases, layer norms) stay float32
+HEADS = 12
+_MASK = "attention_mask_int32"
+
+
+def _layer(index: int) -> str:
+    return f"/inner/encoder/layer.{index}/attention/self/"
+
+
+def fuse_attention(model: onnx.ModelProto) -> int:
+    """Rewrite each layer's attention in ``model`` as one ``MultiHeadAttention``; return how
+    many layers were rewritten (0: the graph does not have the export's pattern)."""
+    graph = model.graph
+    produced = {out: node for node in graph.node for out in node.output}
+    fused: list[onnx.NodeProto] = []
+    replaced: set[int] = set()
+    while True:
+        prefix = _layer(len(fused))
+        joined = produced.get(prefix + "Reshape_3_output_0")  # the heads joined again
+        projections = [prefix + f"{name}/Add_output_0" for name in ("query", "key", "value")]
+        if joined is None or joined.op_type != "Reshape":
+            break
+        if not all(p in produced for p in projections):
+            break
+        replaced.add(id(joined))
+        fused.append(
+            helper.make_node(
+                "MultiHeadAttention",
+                [*projections, "", _MASK],
+                list(joined.output),
+                domain="com.microsoft",
+                num_heads=HEADS,
+                name=prefix + "MultiHeadAttention",
+            )
+        )
+    if not fused:
+        return 0
+    mask = helper.make_node(
+        "Cast", ["attention_mask"], [_MASK], to=onnx.TensorProto.INT32, name=_MASK
+    )
+    nodes = [n for n in graph.node if id(n) not in replaced] + [mask, *fused]
+    del graph.node[:]
+    graph.node.extend(_needed_in_order(nodes, graph))
+    used = {name for node in graph.node for name in node.input}
+    kept = [init for init in graph.initializer if init.name in used]
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
+    if not any(op.domain == "com.microsoft" for op in model.opset_import):
+        model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    return len(fused)
+
+
+def _needed_in_order(
+    nodes: list[onnx.NodeProto], graph: onnx.GraphProto
+) -> Iterable[onnx.NodeProto]:
+    """The nodes the graph's outputs depend on, each after the nodes it reads from."""
+    producer = {out: node for node in nodes for out in node.output}
+    needed: dict[int, onnx.NodeProto] = {}
+    pending = [out.name for out in graph.output]
+    while pending:
+        node = producer.get(pending.pop())
+        if node is not None and id(node) not in needed:
+            needed[id(node)] = node
+            pending.extend(name for name in node.input if name)
+    ready = {i.name for i in graph.input} | {i.name for i in graph.initializer} | {""}
+    waiting = [node for node in nodes if id(node) in needed]
+    while waiting:
+        blocked = []
+        for node in waiting:
+            if all(name in ready for name in node.input):
+                ready.update(node.output)
+                yield node
+            else:
+                blocked.append(node)
+        if len(blocked) == len(waiting):
+            raise ValueError("the rewritten graph has a cycle or an unknown input")
+        waiting = blocked
 
 
 def halve_weights(source: Path, target: Path, *, producer: str) -> int:

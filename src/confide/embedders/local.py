@@ -10,7 +10,9 @@ the arithmetic stays float32 (cosine >= 0.9999 against sentence-transformers, pr
 Beside it ships ``model.int8.onnx``, made from that graph by ``bench/minilm_int8.py``: every
 matrix product but one quantised to int8 by ONNX Runtime (weights per channel, after smoothing
 their inputs' outlier channels); the one feed-forward output product whose quantisation cost
-the most accuracy stays float. It embeds a lone question two to three times as fast on a
+the most accuracy stays float, and each layer's attention runs as one ``MultiHeadAttention``
+node of ONNX Runtime instead of the export's plain operators (the same vectors, a tenth
+faster: ``bench/minilm_attention.py``). It embeds a lone question two to three times as fast on a
 two-core CPU and stays within cosine 0.99 of the float graph on the golden fixture, so
 :meth:`embed_one` (the query path) runs it by default (``precision="int8"``,
 ``CONFIDE_EMBEDDER_PRECISION``; ``"float32"`` runs the float graph there too). Batches
