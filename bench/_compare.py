@@ -39,6 +39,9 @@ Settings (``scale.py --compare NAME=VALUE``, repeatable):
 - ``free-read``: ``lexical-search`` or ``neighbourhood`` answers that storage read from a
   recording of the same call, made when every question is first answered before the timed
   ones: what a query would gain were the read free (an upper bound for making it faster);
+- ``waiting``: ``idle`` has a thread that needs a task it handed the workers wait for a
+  worker to run it, as before; configured, it runs the task itself when no worker has
+  started it yet (:data:`confide.retrieval.query.RUN_UNSTARTED_WHEN_WAITING`);
 - ``precision``: the local MiniLM graph that embeds the question (``int8`` or ``float32``,
   :attr:`confide.embedders.local.LocalMiniLMEmbedder.precision`); both graphs are loaded
   before the timed questions.
@@ -286,6 +289,18 @@ def _free_read(app: Confide, value: str) -> tuple[Switch, Callable[[], None]]:
     return switch, close
 
 
+def _waiting(app: Confide, value: str) -> tuple[Switch, Callable[[], None]]:
+    runs = {"idle": False, "runs-unstarted": True}
+    if value not in runs:
+        raise ValueError("waiting must be idle or runs-unstarted")
+    configured, changed = query_path.RUN_UNSTARTED_WHEN_WAITING, runs[value]
+
+    def switch(on: bool) -> None:
+        query_path.RUN_UNSTARTED_WHEN_WAITING = changed if on else configured
+
+    return switch, lambda: None
+
+
 RECORDED_FIRST = frozenset({"free-read"})
 """Settings whose changed arm answers from a recording: every question is answered once,
 untimed, before the comparison."""
@@ -304,6 +319,7 @@ SETTINGS: dict[str, Callable[[Confide, str], tuple[Switch, Callable[[], None]]]]
     "common-names": _common_names,
     "side-reads": _side_reads,
     "free-read": _free_read,
+    "waiting": _waiting,
 }
 
 

@@ -268,3 +268,24 @@ def test_a_free_read_is_answered_from_its_recording_only_in_the_changed_arm(
     assert "lexical_search" not in vars(storage)
     with pytest.raises(ValueError, match="lexical-search or neighbourhood"):
         compare(app, "free-read=vector-search", QUESTIONS[:1], _request, warm=0)
+
+
+def test_waiting_idle_leaves_unstarted_tasks_to_the_workers_in_its_arm_only(
+    app: Confide,
+) -> None:
+    real = SqlStorage.lexical_search
+    runs_unstarted: list[bool] = []
+
+    def seen(self: SqlStorage, *args: Any, **kwargs: Any) -> Any:
+        runs_unstarted.append(query_path.RUN_UNSTARTED_WHEN_WAITING)
+        return real(self, *args, **kwargs)
+
+    SqlStorage.lexical_search = seen  # type: ignore[method-assign]
+    try:
+        compare(app, "waiting=idle", QUESTIONS[:1], _request, warm=0)
+    finally:
+        SqlStorage.lexical_search = real  # type: ignore[method-assign]
+    assert sorted(runs_unstarted) == [False, True]
+    assert query_path.RUN_UNSTARTED_WHEN_WAITING is True
+    with pytest.raises(ValueError, match="idle"):
+        compare(app, "waiting=never", QUESTIONS[:1], _request, warm=0)

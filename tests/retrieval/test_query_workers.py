@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from confide.engine import MemoryEngine
 from confide.retrieval import query
 from confide.wiring import build
@@ -59,3 +61,68 @@ def test_a_resized_pool_still_runs_the_tasks_it_holds() -> None:
     finally:
         release.set()
         query.use_workers(size)
+
+
+class _Occupied:
+    """Every thread of the query path's pool held on a task until released."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        size = query.workers()._max_workers
+        started = [threading.Event() for _ in range(size)]
+        for event in started:
+            query.workers().submit(self._hold, event)
+        assert all(event.wait(timeout=30) for event in started)
+
+    def _hold(self, started: threading.Event) -> None:
+        started.set()
+        self.release.wait(timeout=30)
+
+
+def test_a_thread_runs_a_handed_task_itself_when_no_worker_has_started_it() -> None:
+    ran_on: list[int] = []
+
+    def task(value: str) -> str:
+        ran_on.append(threading.get_ident())
+        return value
+
+    occupied = _Occupied()
+    try:
+        handed = query.hand(task, "answer")
+        assert handed.result() == "answer"
+        assert ran_on == [threading.get_ident()]
+    finally:
+        occupied.release.set()
+    # The queued copy was withdrawn: once the workers are free, nothing runs it again.
+    query.workers().submit(lambda: None).result(timeout=30)
+    assert ran_on == [threading.get_ident()]
+
+
+def test_a_handed_task_that_fails_on_the_waiting_thread_raises_there() -> None:
+    def task() -> None:
+        raise ValueError("the task's own error")
+
+    occupied = _Occupied()
+    try:
+        handed = query.hand(task)
+        with pytest.raises(ValueError, match="the task's own error"):
+            handed.result()
+    finally:
+        occupied.release.set()
+
+
+def test_a_handed_task_a_worker_has_started_is_waited_for_not_run_again() -> None:
+    started, release = threading.Event(), threading.Event()
+    ran_on: list[int] = []
+
+    def task() -> int:
+        ran_on.append(threading.get_ident())
+        started.set()
+        release.wait(timeout=30)
+        return len(ran_on)
+
+    handed = query.hand(task)
+    assert started.wait(timeout=30)
+    release.set()
+    assert handed.result() == 1
+    assert len(ran_on) == 1 and ran_on[0] != threading.get_ident()

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future
 from dataclasses import replace
 from datetime import datetime
 from functools import partial
@@ -46,7 +45,7 @@ from confide.retrieval.access import AccessTracker
 from confide.retrieval.budget import count_tokens
 from confide.retrieval.categories import CategoriesConfig, ContextMode
 from confide.retrieval.ports import DeltaFeed, MemoryReader
-from confide.retrieval.query import QueryPlan, retrieve, workers
+from confide.retrieval.query import Handed, QueryPlan, hand, retrieve
 from confide.retrieval.ranking import RankingWeights, ScoredCandidate
 from confide.retrieval.source import SharedScope, StorageCandidateSource
 from confide.types import (
@@ -235,15 +234,15 @@ class _SideReads:
     ) -> None:
         self._read_listing = listing
         self._read_due = due
-        self._listing: Future[list[tuple[Memory, dict[str, Any]]]] | None = None
-        self._due: Future[bool] | None = None
+        self._listing: Handed[list[tuple[Memory, dict[str, Any]]]] | None = None
+        self._due: Handed[bool] | None = None
 
     def start(self) -> None:
         """Submit the reads (call once)."""
         if self._read_due is not None:
-            self._due = workers().submit(self._read_due)
+            self._due = hand(self._read_due)
         if self._read_listing is not None:
-            self._listing = workers().submit(self._read_listing)
+            self._listing = hand(self._read_listing)
 
     def listing(self) -> list[tuple[Memory, dict[str, Any]]]:
         """The ``context: all`` memories (none when no such category may be read)."""

@@ -10,7 +10,8 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Protocol
+from functools import partial
+from typing import Generic, ParamSpec, Protocol, TypeVar
 
 from confide.embedders.base import Embedder, Vector
 from confide.index.tokenize import terms
@@ -29,8 +30,10 @@ __all__ = [
     "COMMON_NAME_MIN",
     "QUERY_WORKERS",
     "CandidateSource",
+    "Handed",
     "QueryPlan",
     "embedded_question",
+    "hand",
     "retrieve",
     "use_workers",
     "workers",
@@ -183,6 +186,39 @@ def use_workers(count: int) -> None:
         replaced.shutdown(wait=False)
 
 
+P = ParamSpec("P")
+T = TypeVar("T")
+
+RUN_UNSTARTED_WHEN_WAITING = True
+"""Whether the thread that needs a handed task's result runs the task itself when no worker
+has started it yet (``bench/scale.py --compare waiting=idle`` turns it off)."""
+
+
+class Handed(Generic[T]):
+    """A task handed to the query path's workers (:func:`hand`).
+
+    A query hands its workers more tasks than they have threads (the lexical search, the
+    edges of its best hits, the ``context: all`` listing, the delta header's check), so one
+    may still sit in the queue when the thread that needs it is ready for it. That thread
+    then runs the task itself instead of waiting for a worker to start it.
+    """
+
+    def __init__(self, task: Callable[[], T]) -> None:
+        self._task = task
+        self._future: Future[T] = workers().submit(task)
+
+    def result(self) -> T:
+        """The task's result (or its exception), run here if no worker has started it."""
+        if RUN_UNSTARTED_WHEN_WAITING and self._future.cancel():
+            return self._task()
+        return self._future.result()
+
+
+def hand(fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Handed[T]:
+    """Start ``fn(*args, **kwargs)`` on the query path's workers (see :class:`Handed`)."""
+    return Handed(partial(fn, *args, **kwargs))
+
+
 def _hydrated(
     source: CandidateSource, pool: list[Candidate], ids: Sequence[str]
 ) -> list[Candidate]:
@@ -203,7 +239,7 @@ Expansion = tuple[list[Candidate], list[Edge]]
 class _LexicalSide:
     found: list[Candidate]
     seeds: list[str]
-    expansion: Future[Expansion] | None
+    expansion: Handed[Expansion] | None
 
 
 def _lexical_side(
@@ -218,7 +254,7 @@ def _lexical_side(
     """
     found = source.lexical_candidates(query_terms, limit=plan.lexical_limit, params=plan.bm25)
     seeds = [c.id for c in found[:expand]]
-    expansion = workers().submit(source.neighbours, seeds, None) if seeds else None
+    expansion = hand(source.neighbours, seeds, None) if seeds else None
     hydrated = source.hydrate(found[: plan.hydrate_top]) + found[plan.hydrate_top :]
     return _LexicalSide(hydrated, seeds, expansion)
 
@@ -253,9 +289,9 @@ def retrieve(
     # The lexical search needs no embedding: it runs (and decrypts its best hits, and reads
     # their edges) on workers while this thread embeds the query (ONNX and the database
     # drivers release the GIL).
-    pending: Future[_LexicalSide] | None = None
+    pending: Handed[_LexicalSide] | None = None
     if query_terms:
-        pending = workers().submit(_lexical_side, source, query_terms, p, expand)
+        pending = hand(_lexical_side, source, query_terms, p, expand)
     vector = None
     if embedder is not None:
         vector = embedder.embed_one(embedded_question(source, query, w))
@@ -278,7 +314,7 @@ def retrieve(
     seeds = by_fused[:expand]
     expanded = set(lexical.seeds) if lexical is not None else set()
     missing = [i for i in seeds if i not in expanded]
-    late = workers().submit(source.neighbours, missing, vector) if missing else None
+    late = hand(source.neighbours, missing, vector) if missing else None
     pool = _hydrated(source, pool, by_fused[: max(p.hydrate_top, limit)])
     early = lexical.expansion if lexical is not None else None
     parts = [f.result() for f in (early, late) if f is not None]
