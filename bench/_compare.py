@@ -41,7 +41,7 @@ Settings (``scale.py --compare NAME=VALUE``, repeatable):
   ones: what a query would gain were the read free (an upper bound for making it faster);
 - ``waiting``: ``idle`` has a thread that needs a task it handed the workers wait for a
   worker to run it, as before; configured, it runs the task itself when no worker has
-  started it yet (:data:`confide.retrieval.query.RUN_UNSTARTED_WHEN_WAITING`);
+  started it yet (:class:`confide.retrieval.query.Handed`);
 - ``precision``: the local MiniLM graph that embeds the question (``int8`` or ``float32``,
   :attr:`confide.embedders.local.LocalMiniLMEmbedder.precision`); both graphs are loaded
   before the timed questions.
@@ -290,13 +290,12 @@ def _free_read(app: Confide, value: str) -> tuple[Switch, Callable[[], None]]:
 
 
 def _waiting(app: Confide, value: str) -> tuple[Switch, Callable[[], None]]:
-    runs = {"idle": False, "runs-unstarted": True}
-    if value not in runs:
-        raise ValueError("waiting must be idle or runs-unstarted")
-    configured, changed = query_path.RUN_UNSTARTED_WHEN_WAITING, runs[value]
+    if value != "idle":
+        raise ValueError("waiting must be idle")
+    configured = query_path._run_unstarted
 
     def switch(on: bool) -> None:
-        query_path.RUN_UNSTARTED_WHEN_WAITING = changed if on else configured
+        query_path._run_unstarted = False if on else configured
 
     return switch, lambda: None
 

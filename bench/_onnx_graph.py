@@ -18,7 +18,11 @@ from tokenizers import Tokenizer
 
 MIN_ELEMENTS = 1024  # smaller tensors (biases, layer norms) stay float32
 HEADS = 12
+"""MiniLM-L6's attention heads (384 dimensions, 32 a head)."""
 _MASK = "attention_mask_int32"
+_MASK_FILTER = -10000.0
+"""What ``MultiHeadAttention`` adds to a padded key's score (its default, written out). The
+export adds the float minimum instead; either makes the padded keys' weights exactly 0."""
 
 
 def _layer(index: int) -> str:
@@ -40,6 +44,8 @@ def fuse_attention(model: onnx.ModelProto) -> int:
             break
         if not all(p in produced for p in projections):
             break
+        if prefix + "Softmax_output_0" not in produced:
+            raise ValueError(f"{prefix}: no Softmax between the projections and the join")
         replaced.add(id(joined))
         fused.append(
             helper.make_node(
@@ -48,6 +54,7 @@ def fuse_attention(model: onnx.ModelProto) -> int:
                 list(joined.output),
                 domain="com.microsoft",
                 num_heads=HEADS,
+                mask_filter_value=_MASK_FILTER,
                 name=prefix + "MultiHeadAttention",
             )
         )
@@ -63,6 +70,10 @@ def fuse_attention(model: onnx.ModelProto) -> int:
     kept = [init for init in graph.initializer if init.name in used]
     del graph.initializer[:]
     graph.initializer.extend(kept)
+    made = used | {name for node in graph.node for name in node.output}
+    shapes = [info for info in graph.value_info if info.name in made]
+    del graph.value_info[:]
+    graph.value_info.extend(shapes)
     if not any(op.domain == "com.microsoft" for op in model.opset_import):
         model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
     return len(fused)

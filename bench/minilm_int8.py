@@ -230,6 +230,8 @@ def main() -> None:
         count = halve_weights(graph, args.target, producer="confide bench/minilm_int8.py")
         written = onnx.load(str(args.target))
         fused = fuse_attention(written)
+        if not fused:
+            raise SystemExit("no attention of the export's pattern to fuse in the written graph")
         onnx.save(written, str(args.target))
         final = (embed(args.target, tokenizer_file, check) * reference).sum(axis=1)
         if final.min() < SMALLEST_COSINE:  # the float weights' float16 storage moved it

@@ -270,14 +270,14 @@ def test_a_free_read_is_answered_from_its_recording_only_in_the_changed_arm(
         compare(app, "free-read=vector-search", QUESTIONS[:1], _request, warm=0)
 
 
-def test_waiting_idle_leaves_unstarted_tasks_to_the_workers_in_its_arm_only(
+def test_waiting_idle_turns_off_running_unstarted_tasks_in_its_arm_only(
     app: Confide,
 ) -> None:
     real = SqlStorage.lexical_search
     runs_unstarted: list[bool] = []
 
     def seen(self: SqlStorage, *args: Any, **kwargs: Any) -> Any:
-        runs_unstarted.append(query_path.RUN_UNSTARTED_WHEN_WAITING)
+        runs_unstarted.append(query_path._run_unstarted)
         return real(self, *args, **kwargs)
 
     SqlStorage.lexical_search = seen  # type: ignore[method-assign]
@@ -286,6 +286,6 @@ def test_waiting_idle_leaves_unstarted_tasks_to_the_workers_in_its_arm_only(
     finally:
         SqlStorage.lexical_search = real  # type: ignore[method-assign]
     assert sorted(runs_unstarted) == [False, True]
-    assert query_path.RUN_UNSTARTED_WHEN_WAITING is True
+    assert query_path._run_unstarted is True
     with pytest.raises(ValueError, match="idle"):
         compare(app, "waiting=never", QUESTIONS[:1], _request, warm=0)

@@ -222,7 +222,8 @@ def related_bullet(memory: Memory, *, related_to: str) -> dict[str, Any]:
 
 
 class _SideReads:
-    """A request's reads beside retrieval, each started on a worker by :meth:`start`: the
+    """A request's reads beside retrieval, each handed to the workers by :meth:`start` (or run
+    by the request's thread if none has started it when it is needed): the
     ``context: all`` listing and whether a delta header is due (usually not; delivering it
     marks the changes seen, so that waits for the answer, and a query that fails does not
     swallow them)."""

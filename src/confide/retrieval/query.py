@@ -189,28 +189,40 @@ def use_workers(count: int) -> None:
 P = ParamSpec("P")
 T = TypeVar("T")
 
-RUN_UNSTARTED_WHEN_WAITING = True
+_run_unstarted = True
 """Whether the thread that needs a handed task's result runs the task itself when no worker
-has started it yet (``bench/scale.py --compare waiting=idle`` turns it off)."""
+has started it yet (``bench/scale.py --compare waiting=idle`` turns it off in one arm)."""
 
 
 class Handed(Generic[T]):
     """A task handed to the query path's workers (:func:`hand`).
 
     A query hands its workers more tasks than they have threads (the lexical search, the
-    edges of its best hits, the ``context: all`` listing, the delta header's check), so one
-    may still sit in the queue when the thread that needs it is ready for it. That thread
-    then runs the task itself instead of waiting for a worker to start it.
+    edges of seeds, the ``context: all`` listing, the delta header's check), so one may still
+    sit in the queue when the thread that needs it is ready for it. That thread then takes
+    it back and runs it itself instead of waiting for a worker to start it.
     """
 
     def __init__(self, task: Callable[[], T]) -> None:
         self._task = task
         self._future: Future[T] = workers().submit(task)
+        self._taken_back: Future[T] | None = None
+        self._lock = threading.Lock()
 
     def result(self) -> T:
-        """The task's result (or its exception), run here if no worker has started it."""
-        if RUN_UNSTARTED_WHEN_WAITING and self._future.cancel():
-            return self._task()
+        """The task's result (or its exception), run here if no worker has started it.
+
+        The task runs once however often and from however many threads this is asked.
+        """
+        with self._lock:
+            if self._taken_back is None and _run_unstarted and self._future.cancel():
+                self._taken_back = Future()
+                try:
+                    self._taken_back.set_result(self._task())
+                except BaseException as exc:  # to each caller, as the worker's future does
+                    self._taken_back.set_exception(exc)
+        if self._taken_back is not None:
+            return self._taken_back.result()
         return self._future.result()
 
 
