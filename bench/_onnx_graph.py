@@ -7,13 +7,14 @@ float16 behind a ``Cast`` and check their output by embedding texts one at a tim
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import helper, numpy_helper
+from onnxruntime.transformers.onnx_model import OnnxModel
 from tokenizers import Tokenizer
 
 MIN_ELEMENTS = 1024  # smaller tensors (biases, layer norms) stay float32
@@ -65,45 +66,20 @@ def fuse_attention(model: onnx.ModelProto) -> int:
     )
     nodes = [n for n in graph.node if id(n) not in replaced] + [mask, *fused]
     del graph.node[:]
-    graph.node.extend(_needed_in_order(nodes, graph))
-    used = {name for node in graph.node for name in node.input}
-    kept = [init for init in graph.initializer if init.name in used]
-    del graph.initializer[:]
-    graph.initializer.extend(kept)
-    made = used | {name for node in graph.node for name in node.output}
+    graph.node.extend(nodes)
+    if not any(op.domain == "com.microsoft" for op in model.opset_import):
+        model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    # What computed only the old attention (the heads' shapes, the per-layer mask) goes, with
+    # its weights; the fused nodes go where their inputs exist.
+    pruned = OnnxModel(model)
+    pruned.prune_graph(allow_remove_graph_inputs=False)
+    pruned.topological_sort(is_deterministic=True)
+    # The shapes recorded for tensors no node makes any more would only mislead a reader.
+    made = {name for node in graph.node for name in (*node.input, *node.output)}
     shapes = [info for info in graph.value_info if info.name in made]
     del graph.value_info[:]
     graph.value_info.extend(shapes)
-    if not any(op.domain == "com.microsoft" for op in model.opset_import):
-        model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
     return len(fused)
-
-
-def _needed_in_order(
-    nodes: list[onnx.NodeProto], graph: onnx.GraphProto
-) -> Iterable[onnx.NodeProto]:
-    """The nodes the graph's outputs depend on, each after the nodes it reads from."""
-    producer = {out: node for node in nodes for out in node.output}
-    needed: dict[int, onnx.NodeProto] = {}
-    pending = [out.name for out in graph.output]
-    while pending:
-        node = producer.get(pending.pop())
-        if node is not None and id(node) not in needed:
-            needed[id(node)] = node
-            pending.extend(name for name in node.input if name)
-    ready = {i.name for i in graph.input} | {i.name for i in graph.initializer} | {""}
-    waiting = [node for node in nodes if id(node) in needed]
-    while waiting:
-        blocked = []
-        for node in waiting:
-            if all(name in ready for name in node.input):
-                ready.update(node.output)
-                yield node
-            else:
-                blocked.append(node)
-        if len(blocked) == len(waiting):
-            raise ValueError("the rewritten graph has a cycle or an unknown input")
-        waiting = blocked
 
 
 def halve_weights(source: Path, target: Path, *, producer: str) -> int:

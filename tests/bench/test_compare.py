@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -51,22 +52,29 @@ def app(tmp_path: Path) -> Iterator[Confide]:
         confide.close()
 
 
+@contextmanager
+def _on_each_lexical_search(note: Callable[[SqlStorage], None]) -> Iterator[None]:
+    """Within the block, every lexical search calls ``note`` with its store, then searches."""
+    real = SqlStorage.lexical_search
+
+    def watched(self: SqlStorage, *args: Any, **kwargs: Any) -> Any:
+        note(self)
+        return real(self, *args, **kwargs)
+
+    SqlStorage.lexical_search = watched  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        SqlStorage.lexical_search = real  # type: ignore[method-assign]
+
+
 def test_each_question_is_answered_both_ways_and_the_budget_is_restored(app: Confide) -> None:
     storage = app.engine.storage
     assert isinstance(storage, SqlStorage)
     configured = storage.lexical
     budgets: list[int] = []
-    real = SqlStorage.lexical_search
-
-    def watched(self: SqlStorage, *args: Any, **kwargs: Any) -> Any:
-        budgets.append(self.lexical.postings_budget)
-        return real(self, *args, **kwargs)
-
-    SqlStorage.lexical_search = watched  # type: ignore[method-assign]
-    try:
+    with _on_each_lexical_search(lambda store: budgets.append(store.lexical.postings_budget)):
         found = compare(app, "postings-budget=7", QUESTIONS, _request, warm=0)
-    finally:
-        SqlStorage.lexical_search = real  # type: ignore[method-assign]
     assert storage.lexical is configured
     assert found["setting"] == "postings-budget=7"
     assert found["questions"] == len(QUESTIONS)
@@ -79,17 +87,8 @@ def test_each_question_is_answered_both_ways_and_the_budget_is_restored(app: Con
 def test_no_query_workers_answers_on_the_callers_thread(app: Confide) -> None:
     shared = query_path.workers()
     threads: set[str] = set()
-    real = SqlStorage.lexical_search
-
-    def watched(self: SqlStorage, *args: Any, **kwargs: Any) -> Any:
-        threads.add(threading.current_thread().name)
-        return real(self, *args, **kwargs)
-
-    SqlStorage.lexical_search = watched  # type: ignore[method-assign]
-    try:
+    with _on_each_lexical_search(lambda _: threads.add(threading.current_thread().name)):
         compare(app, "query-workers=0", QUESTIONS[:1], _request, warm=0)
-    finally:
-        SqlStorage.lexical_search = real  # type: ignore[method-assign]
     assert query_path.workers() is shared
     # As configured the lexical search runs on a worker; with no workers, on this thread.
     assert threading.current_thread().name in threads
@@ -249,18 +248,9 @@ def test_a_free_read_is_answered_from_its_recording_only_in_the_changed_arm(
 ) -> None:
     storage = app.engine.storage
     assert isinstance(storage, SqlStorage)
-    real = SqlStorage.lexical_search
     reached: list[str] = []
-
-    def counted(self: SqlStorage, *args: Any, **kwargs: Any) -> Any:
-        reached.append("database")
-        return real(self, *args, **kwargs)
-
-    SqlStorage.lexical_search = counted  # type: ignore[method-assign]
-    try:
+    with _on_each_lexical_search(lambda _: reached.append("database")):
         found = compare(app, "free-read=lexical-search", QUESTIONS[:2], _request, warm=0)
-    finally:
-        SqlStorage.lexical_search = real  # type: ignore[method-assign]
     # Two questions recorded first, then each answered as configured (the database) and from
     # the recording.
     assert reached == ["database"] * 4
@@ -273,18 +263,9 @@ def test_a_free_read_is_answered_from_its_recording_only_in_the_changed_arm(
 def test_waiting_idle_turns_off_running_unstarted_tasks_in_its_arm_only(
     app: Confide,
 ) -> None:
-    real = SqlStorage.lexical_search
     runs_unstarted: list[bool] = []
-
-    def seen(self: SqlStorage, *args: Any, **kwargs: Any) -> Any:
-        runs_unstarted.append(query_path._run_unstarted)
-        return real(self, *args, **kwargs)
-
-    SqlStorage.lexical_search = seen  # type: ignore[method-assign]
-    try:
+    with _on_each_lexical_search(lambda _: runs_unstarted.append(query_path._run_unstarted)):
         compare(app, "waiting=idle", QUESTIONS[:1], _request, warm=0)
-    finally:
-        SqlStorage.lexical_search = real  # type: ignore[method-assign]
     assert sorted(runs_unstarted) == [False, True]
     assert query_path._run_unstarted is True
     with pytest.raises(ValueError, match="idle"):
