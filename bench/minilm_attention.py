@@ -11,12 +11,13 @@ padding mask as ``key_padding_mask``; what then computes nothing the output need
 (about half of each graph's nodes).
 
 It writes the rewritten graphs to a temporary folder, checks that they embed as the shipped
-ones do (single questions and one padded batch: the largest difference of a vector component
-is printed), then times both one question at a time, one intra-op thread as ``embed_one``
-runs them, alternating question by question:
+ones do (each LoCoMo dev question of ``--data`` alone, 50 generated ones and one padded batch:
+the largest difference of a vector component is printed), then times both one question at a
+time, one intra-op thread as ``embed_one`` runs them, alternating question by question:
 
     pip install onnx   # besides the `local` extra
     python bench/minilm_attention.py [--precision int8,float32] [--rounds 3] [--queries 300]
+                                     [--data FILE]
 
 The int8 graph, which embeds the question, ships fused: ``minilm_int8.py`` fuses it as its
 last step, and ``--precision int8 --write`` rewrote the graph that script had written before,
@@ -38,6 +39,7 @@ import onnx
 import onnxruntime as ort
 from tokenizers import Tokenizer
 
+from _locomo_data import DEFAULT_DATA, load_conversations
 from _onnx_graph import fuse_attention
 from confide.embedders.local import PRECISIONS, Precision, minilm_model_dir
 from embed_latency import queries
@@ -70,7 +72,13 @@ def _vectors(session: ort.InferenceSession, feeds: dict[str, np.ndarray]) -> np.
 
 
 def compare(
-    precision: Precision, folder: Path, *, rounds: int, count: int, write: bool = False
+    precision: Precision,
+    folder: Path,
+    *,
+    rounds: int,
+    count: int,
+    checked: list[str],
+    write: bool = False,
 ) -> None:
     """Rewrite the shipped graph of ``precision``, check it, time both; print the figures.
 
@@ -93,13 +101,17 @@ def compare(
     tokenizer.no_padding()
     shipped, fused = _session(shipped_path), _session(fused_path)
     asked = queries(count, seed=0)
+    alone = [*checked, *asked[:50]]
     single = max(
         float(np.abs(_vectors(shipped, f) - _vectors(fused, f)).max())
-        for f in (_feeds(tokenizer, [text]) for text in asked[:50])
+        for f in (_feeds(tokenizer, [text]) for text in alone)
     )
     batch = _feeds(tokenizer, [text[: 10 + 7 * i] for i, text in enumerate(asked[:16])])
     padded = float(np.abs(_vectors(shipped, batch) - _vectors(fused, batch)).max())
-    print(f"  largest difference of a component: single questions {single:.2e}, batch {padded:.2e}")
+    print(
+        f"  largest difference of a component: {len(alone)} questions alone {single:.2e}, "
+        f"a padded batch of 16 {padded:.2e}"
+    )
     if write:
         if single or padded:
             fused_path.unlink()
@@ -125,6 +137,7 @@ def main() -> None:
     parser.add_argument("--precision", default="int8,float32", help="comma-separated")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="LoCoMo-format file")
     parser.add_argument(
         "--write",
         action="store_true",
@@ -137,6 +150,7 @@ def main() -> None:
     if unknown := set(asked_for) - set(PRECISIONS):
         parser.error(f"--precision: {sorted(unknown)} not among {sorted(PRECISIONS)}")
     ort.set_default_logger_severity(3)
+    checked = [q.text for q in load_conversations(args.data).questions]
     with tempfile.TemporaryDirectory() as folder:
         for precision in PRECISIONS:
             if precision in asked_for:
@@ -145,6 +159,7 @@ def main() -> None:
                     Path(folder),
                     rounds=args.rounds,
                     count=args.queries,
+                    checked=checked,
                     write=args.write,
                 )
 
