@@ -17,7 +17,7 @@ def test_the_wiring_sizes_the_pool_for_its_store(engine: MemoryEngine) -> None:
     components = build(engine=engine)
     try:
         # PostgreSQL's reads wait on the server, so more threads overlap them.
-        expected = 4 if engine.storage.name == "postgres" else 2
+        expected = 4 if engine.storage.name == "postgres" else 1
         assert query.workers()._max_workers == expected
     finally:
         components.close()

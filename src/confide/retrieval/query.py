@@ -145,12 +145,13 @@ def _merge(lists: Sequence[Sequence[Candidate]]) -> list[Candidate]:
     return list(merged.values())
 
 
-QUERY_WORKERS = 2
+QUERY_WORKERS = 1
 """Threads of the query path's shared pool unless the wiring sizes it for its store
 (:func:`use_workers`). On SQLite the tasks are Python under the GIL and reads in this
-process, so on two cores a third and fourth thread only contend: two answered a question
-faster than four (``bench/scale.py --compare query-workers=4``) and served more queries at 8
-and 32 clients (``bench/throughput.py``; docs/retrieval.md "Settings measured")."""
+process, and a query runs the tasks no worker has started itself (:class:`Handed`), so on two
+cores a second thread only contends: one answered a question faster than two, and two faster
+than four (``bench/scale.py --compare query-workers=2``; docs/retrieval.md "Settings
+measured")."""
 
 _executor: ThreadPoolExecutor | None = None
 _worker_count = QUERY_WORKERS
