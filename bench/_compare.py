@@ -42,6 +42,9 @@ Settings (``scale.py --compare NAME=VALUE``, repeatable):
 - ``waiting``: ``idle`` has a thread that needs a task it handed the workers wait for a
   worker to run it, as before; configured, it runs the task itself when no worker has
   started it yet (:class:`confide.retrieval.query.Handed`);
+- ``index-loops``: ``before`` has the SQLite vector index re-score its shortlist one row at
+  a time and pick the shortlist with NumPy (histogram, running sum, non-zero positions), as
+  before the compiled loops read four rows at a time and pick it themselves (needs numba);
 - ``precision``: the local MiniLM graph that embeds the question (``int8`` or ``float32``,
   :attr:`confide.embedders.local.LocalMiniLMEmbedder.precision`); both graphs are loaded
   before the timed questions.
@@ -65,6 +68,7 @@ from confide.client import Confide
 from confide.embedders.local import PRECISIONS, LocalMiniLMEmbedder, Precision
 from confide.retrieval import query as query_path
 from confide.retrieval.ports import DeltaFeed
+from confide.storage import vector_kernels
 from confide.storage.sql import SqlStorage
 from confide.storage.sqlite import SqliteStorage
 
@@ -247,6 +251,41 @@ def _precision(app: Confide, value: str) -> tuple[Switch, Callable[[], None]]:
     return switch, lambda: None
 
 
+def _one_row_at_a_time(codes: Any, scales: Any, rows: Any, query: Any, out: Any) -> None:
+    # The re-scoring loop as it was: one shortlisted row at a time.
+    dims = codes.shape[1]
+    for i in range(rows.shape[0]):
+        r = rows[i]
+        acc = np.float32(0.0)
+        for j in range(dims):
+            acc += np.float32(codes[r, j]) * query[j]
+        out[i] = acc * scales[r]
+
+
+def _index_loops(app: Confide, value: str) -> tuple[Switch, Callable[[], None]]:
+    if value != "before":
+        raise ValueError("index-loops must be before")
+    if not isinstance(app.engine.storage, SqliteStorage):
+        raise ValueError("index-loops needs a SQLite store")
+    if not vector_kernels.numba_available():
+        raise ValueError("index-loops needs numba (the `fast` extra)")
+    import numba
+
+    configured = vector_kernels._chosen()
+    if configured is vector_kernels._NUMPY:
+        raise ValueError("index-loops compares compiled loops: run without --kernels numpy")
+    before = (
+        configured[0],
+        numba.njit(nogil=True, fastmath=True)(_one_row_at_a_time),
+        vector_kernels._within_numpy,
+    )
+
+    def switch(on: bool) -> None:
+        vector_kernels._kernels = before if on else configured
+
+    return switch, lambda: switch(False)
+
+
 _FREE_READS = ("lexical_search", "neighbourhood")
 
 
@@ -313,6 +352,7 @@ SETTINGS: dict[str, Callable[[Confide, str], tuple[Switch, Callable[[], None]]]]
     "lexical-limit": lambda app, v: _plan(app, "lexical_limit", v),
     "hydrate-top": lambda app, v: _plan(app, "hydrate_top", v),
     "precision": _precision,
+    "index-loops": _index_loops,
     "head-chunks": _head_chunks,
     "delta-header": _delta_header,
     "common-names": _common_names,

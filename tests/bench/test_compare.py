@@ -21,7 +21,7 @@ from confide.crypto.keyring import KeyRing
 from confide.embedders.local import LocalMiniLMEmbedder
 from confide.engine import MemoryEngine
 from confide.retrieval import query as query_path
-from confide.storage import FEATURES
+from confide.storage import FEATURES, vector_kernels
 from confide.storage.sql import SqlStorage
 from confide.storage.sqlite import SqliteStorage
 
@@ -149,6 +149,29 @@ def test_head_chunks_sorts_the_whole_shortlist_in_the_changed_arm_only(app: Conf
     assert index.head_chunks == configured
     with pytest.raises(ValueError, match="0 or more"):
         compare(app, "head-chunks=-1", QUESTIONS[:1], _request, warm=0)
+
+
+def test_index_loops_before_are_in_force_in_the_changed_arm_only(app: Confide) -> None:
+    pytest.importorskip("numba")
+    storage = app.engine.storage
+    assert isinstance(storage, SqliteStorage)
+    configured = vector_kernels._chosen()
+    seen: list[bool] = []
+    real = type(storage.vector_index).search
+
+    def watched(self: Any, *args: Any, **kwargs: Any) -> Any:
+        seen.append(vector_kernels._chosen()[2] is vector_kernels._within_numpy)
+        return real(self, *args, **kwargs)
+
+    type(storage.vector_index).search = watched  # type: ignore[method-assign]
+    try:
+        compare(app, "index-loops=before", QUESTIONS[:2], _request, warm=0)
+    finally:
+        type(storage.vector_index).search = real  # type: ignore[method-assign]
+    assert seen == [False, True, True, False]
+    assert vector_kernels._chosen() is configured
+    with pytest.raises(ValueError, match="must be before"):
+        compare(app, "index-loops=after", QUESTIONS[:1], _request, warm=0)
 
 
 def test_delta_header_on_the_caller_asks_after_the_answer_in_its_arm_only(app: Confide) -> None:

@@ -37,6 +37,7 @@ def _assert_nearest_prefix(found: np.ndarray, distance: np.ndarray, count: int) 
     assert set(np.flatnonzero(distance < worst)) <= set(found.tolist())
 
 
+@pytest.mark.usefixtures("kernels")
 def test_shortlist_is_a_prefix_of_rows_by_hamming_distance() -> None:
     rng = np.random.default_rng(3)
     vectors, q = _unit(rng, 20_000), _unit(rng, 1)[0]
@@ -45,6 +46,7 @@ def test_shortlist_is_a_prefix_of_rows_by_hamming_distance() -> None:
     _assert_nearest_prefix(found, _distances(vectors, q), 200)
 
 
+@pytest.mark.usefixtures("kernels")
 def test_shortlist_is_complete_when_the_sample_guesses_too_low() -> None:
     rng = np.random.default_rng(4)
     q = _unit(rng, 1)[0]

@@ -11,7 +11,7 @@ import pytest
 
 from confide.storage import vector_kernels
 from confide.storage.sqlite_vectors import pack_signs, quantize
-from confide.storage.vector_kernels import hamming_distances, int8_scores
+from confide.storage.vector_kernels import hamming_distances, int8_scores, rows_within
 
 
 @pytest.mark.usefixtures("kernels")
@@ -56,6 +56,43 @@ def test_int8_scores_match_the_dequantised_dot_product() -> None:
     assert int8_scores(codes, scales, np.array([], dtype=np.intp), query).shape == (0,)
 
 
+@pytest.mark.usefixtures("kernels")
+def test_int8_scores_hold_for_every_count_of_rows() -> None:
+    # The compiled loop reads rows four at a time; the rest go one by one.
+    rng = np.random.default_rng(8)
+    vectors = rng.standard_normal((64, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    codes, scales = quantize(vectors)
+    query = vectors[3]
+    for count in range(10):
+        rows = rng.choice(len(vectors), count).astype(np.intp)
+        expected = (codes[rows].astype(np.float64) @ query.astype(np.float64)) * scales[rows]
+        assert np.allclose(int8_scores(codes, scales, rows, query), expected, atol=1e-5)
+
+
+@pytest.mark.usefixtures("kernels")
+def test_rows_within_keeps_every_row_up_to_the_count_th_distance() -> None:
+    rng = np.random.default_rng(9)
+    distance = rng.integers(0, 65, 5000).astype(np.uint16)
+    for count in (1, 7, 100, 4999, 5000):
+        cutoff = np.sort(distance)[count - 1]
+        got = rows_within(distance, count, bins=65)
+        assert np.array_equal(got, np.flatnonzero(distance <= cutoff))
+    assert np.array_equal(rows_within(distance, 6000, bins=65), np.arange(5000))
+    assert rows_within(distance[:0], 3, bins=65).shape == (0,)
+
+
+@pytest.mark.usefixtures("kernels")
+def test_rows_within_counts_every_row_when_the_sample_guesses_too_low() -> None:
+    distance = np.full(3200, 9, dtype=np.uint16)
+    distance[::16] = 0  # every sampled row is at distance 0: 200 rows, where 300 are asked
+    distance[5] = 1
+    got = rows_within(distance, 300, bins=65, step=16)
+    assert np.array_equal(got, np.arange(3200))  # the 300th smallest is 9: every row
+    got = rows_within(distance, 201, bins=65, step=16)
+    assert np.array_equal(got, np.sort(np.append(np.arange(0, 3200, 16), 5)))
+
+
 def test_numpy_and_numba_loops_agree_on_random_data() -> None:
     pytest.importorskip("numba")
     rng = np.random.default_rng(6)
@@ -67,23 +104,26 @@ def test_numpy_and_numba_loops_agree_on_random_data() -> None:
     queries = rng.standard_normal((5, 384)).astype(np.float32)
     queries /= np.linalg.norm(queries, axis=1, keepdims=True)
 
-    def run(numba: bool) -> list[tuple[np.ndarray, np.ndarray]]:
+    def run(numba: bool) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         vector_kernels.use_numba(numba)
-        return [
-            (
-                hamming_distances(bits, pack_signs(q[None, :])[0]),
-                int8_scores(codes, scales, rows, q),
-            )
-            for q in queries
-        ]
+        out = []
+        for q in queries:
+            distance = hamming_distances(bits, pack_signs(q[None, :])[0])
+            nearest = rows_within(distance, 40, bins=385, step=16)
+            out.append((distance, int8_scores(codes, scales, rows, q), nearest))
+        return out
 
     try:
         plain, compiled = run(False), run(True)
     finally:
         vector_kernels.use_numba(True)
-    for (ham_np, scores_np), (ham_nb, scores_nb) in zip(plain, compiled, strict=True):
+    for (ham_np, scores_np, near_np), (ham_nb, scores_nb, near_nb) in zip(
+        plain, compiled, strict=True
+    ):
         assert np.array_equal(ham_np, ham_nb)
         assert np.allclose(scores_np, scores_nb, atol=1e-5)
+        assert len(near_np) >= 40
+        assert np.array_equal(near_np, near_nb)
 
 
 def test_numpy_loops_serve_when_numba_cannot_be_imported() -> None:

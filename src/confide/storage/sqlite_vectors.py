@@ -51,7 +51,7 @@ from numpy.typing import NDArray
 
 from confide.storage.base import ScoredId, StoredVector, Vector
 from confide.storage.sql import SqlExecutor
-from confide.storage.vector_kernels import hamming_distances, int8_scores
+from confide.storage.vector_kernels import hamming_distances, int8_scores, rows_within
 
 log = logging.getLogger(__name__)
 
@@ -291,23 +291,16 @@ def nearest_by_bits(
 ) -> NDArray[np.intp]:
     """Rows of (at least) the ``count`` smallest Hamming distances to ``query``, in row order.
 
-    ``bits`` is word-major: ``bits[w]`` holds word ``w`` of every row. Distances are small
-    integers with many ties, so the cut-off distance comes from a histogram (a partial sort
-    of every row costs several times more); the histogram of every 16th row usually gives
-    it, the full one when that sample guessed too low.
+    ``bits`` is word-major: ``bits[w]`` holds word ``w`` of every row. The cut-off distance
+    comes from a histogram of every 16th row when there are many rows for ``count``
+    (:func:`~confide.storage.vector_kernels.rows_within`).
     """
     words, rows = bits.shape
     distance = hamming_distances(bits, query)
     if count >= rows:
         return np.arange(rows)
-    bins = words * 64 + 1
     step = 16 if rows >= 64 * count else 1
-    sampled = np.cumsum(np.bincount(distance[::step], minlength=bins))
-    found = np.flatnonzero(distance <= int(np.searchsorted(sampled, -(-count // step))))
-    if len(found) >= count:
-        return found
-    cutoff = int(np.searchsorted(np.cumsum(np.bincount(distance, minlength=bins)), count))
-    return np.flatnonzero(distance <= cutoff)
+    return rows_within(distance, count, bins=words * 64 + 1, step=step)
 
 
 class SqliteVectorIndex:

@@ -1,5 +1,5 @@
-"""The SQLite vector index's two inner loops: compiled with numba when it is installed, NumPy
-otherwise.
+"""The SQLite vector index's inner loops (the Hamming pass, the int8 re-scoring, the
+shortlist's selection): compiled with numba when it is installed, NumPy otherwise.
 
 numba (with llvmlite, about 200 MB) is the optional extra ``fast``; a plain install gets the
 NumPy versions, which give the same distances and the same scores (a test compares them).
@@ -19,6 +19,15 @@ Vector libraries with SIMD kernels (simsimd, numkong) were no faster than NumPy 
 48-byte codes a call's fixed cost dominates. The loops compile on first use and are cached
 on disk.
 
+Re-scoring reads four shortlisted rows a pass: at a million rows they lie far apart in memory
+(not in cache), and four reads in flight wait for memory once where one row at a time waits
+four times. The shortlist's selection (a histogram of the distances, then the rows within the
+cut-off) is a compiled loop as well. On random unit vectors, alternating per query with the
+loops before (one row at a time, NumPy's selection), at a million rows: re-scoring the
+shortlist (10,801 rows with ties) 1.40 ms against 1.84, the Hamming pass with the selection
+5.92 ms against 6.35; at 100k rows 0.13 against 0.18 ms and 0.30 against 0.35 ms (medians of
+300 queries). ``bench/scale.py --compare index-loops=before`` times whole queries both ways.
+
 ``use_numba(False)`` selects the NumPy versions where numba is installed
 (``bench/scale.py --kernels numpy``), to compare the two in one environment.
 """
@@ -33,7 +42,14 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["hamming_distances", "int8_scores", "kernels_ready", "numba_available", "use_numba"]
+__all__ = [
+    "hamming_distances",
+    "int8_scores",
+    "kernels_ready",
+    "numba_available",
+    "rows_within",
+    "use_numba",
+]
 
 _M1 = np.uint64(0x5555555555555555)
 _M2 = np.uint64(0x3333333333333333)
@@ -58,13 +74,59 @@ def _hamming_loop(bits: Any, query: Any, out: Any) -> None:
 
 
 def _int8_loop(codes: Any, scales: Any, rows: Any, query: Any, out: Any) -> None:
+    # Four rows a pass: the shortlist's rows lie far apart in ``codes`` (at a million rows,
+    # memory rather than cache), and four independent reads in flight wait for memory once
+    # where one row at a time waits four times.
     dims = codes.shape[1]
-    for i in range(rows.shape[0]):
+    count = rows.shape[0]
+    i = 0
+    while i + 4 <= count:
+        r0, r1, r2, r3 = rows[i], rows[i + 1], rows[i + 2], rows[i + 3]
+        a0 = a1 = a2 = a3 = np.float32(0.0)
+        for j in range(dims):
+            qj = query[j]
+            a0 += np.float32(codes[r0, j]) * qj
+            a1 += np.float32(codes[r1, j]) * qj
+            a2 += np.float32(codes[r2, j]) * qj
+            a3 += np.float32(codes[r3, j]) * qj
+        out[i] = a0 * scales[r0]
+        out[i + 1] = a1 * scales[r1]
+        out[i + 2] = a2 * scales[r2]
+        out[i + 3] = a3 * scales[r3]
+        i += 4
+    while i < count:
         r = rows[i]
         acc = np.float32(0.0)
         for j in range(dims):
             acc += np.float32(codes[r, j]) * query[j]
         out[i] = acc * scales[r]
+        i += 1
+
+
+def _within_loop(distance: Any, count: Any, step: Any, bins: Any, out: Any) -> int:
+    # Plain loops where NumPy makes a histogram, its running sum, a Boolean array the length
+    # of the index and that array's non-zero positions. The cut-off comes from every
+    # ``step``-th row, or from all of them when the sample guessed too low.
+    histogram = np.zeros(bins, np.int64)
+    for sample in (step, 1):
+        histogram[:] = 0
+        for r in range(0, distance.shape[0], sample):
+            histogram[distance[r]] += 1
+        need = -(-count // sample)
+        cutoff = total = 0
+        while cutoff < bins - 1:
+            total += histogram[cutoff]
+            if total >= need:
+                break
+            cutoff += 1
+        found = 0
+        for r in range(distance.shape[0]):
+            if distance[r] <= cutoff:
+                out[found] = r
+                found += 1
+        if found >= count:
+            break
+    return found
 
 
 def _hamming_numpy(bits: Any, query: Any, out: Any) -> None:
@@ -78,11 +140,24 @@ def _int8_numpy(codes: Any, scales: Any, rows: Any, query: Any, out: Any) -> Non
     np.multiply(np.einsum("ij,j->i", codes[rows].astype(np.float32), query), scales[rows], out=out)
 
 
+def _within_numpy(distance: Any, count: Any, step: Any, bins: Any, out: Any) -> int:
+    sampled = np.cumsum(np.bincount(distance[::step], minlength=bins))
+    found = np.flatnonzero(distance <= int(np.searchsorted(sampled, -(-count // step))))
+    if len(found) < count:
+        cutoff = int(np.searchsorted(np.cumsum(np.bincount(distance, minlength=bins)), count))
+        found = np.flatnonzero(distance <= cutoff)
+    out[: len(found)] = found
+    return len(found)
+
+
 Kernel = Callable[..., None]
-_NUMPY: tuple[Kernel, Kernel] = (_hamming_numpy, _int8_numpy)
+Kernels = tuple[Kernel, Kernel, Callable[..., int]]
+"""The Hamming pass, the int8 re-scoring and the shortlist's selection (which returns how
+many rows it wrote)."""
+_NUMPY: Kernels = (_hamming_numpy, _int8_numpy, _within_numpy)
 _lock = threading.Lock()
-_compiled: tuple[Kernel, Kernel] | None = None
-_kernels: tuple[Kernel, Kernel] | None = None  # the pair in use, once chosen
+_compiled: Kernels | None = None
+_kernels: Kernels | None = None  # the loops in use, once chosen
 _want_numba = True
 
 
@@ -103,7 +178,7 @@ def use_numba(enabled: bool) -> None:
         _want_numba, _kernels = enabled, None
 
 
-def _compile() -> tuple[Kernel, Kernel] | None:
+def _compile() -> Kernels | None:
     try:
         import numba
     except ImportError:  # installed but unusable, e.g. built for another NumPy
@@ -111,10 +186,11 @@ def _compile() -> tuple[Kernel, Kernel] | None:
     return (
         numba.njit(nogil=True, cache=True)(_hamming_loop),
         numba.njit(nogil=True, cache=True, fastmath=True)(_int8_loop),
+        numba.njit(nogil=True, cache=True)(_within_loop),
     )
 
 
-def _chosen() -> tuple[Kernel, Kernel]:
+def _chosen() -> Kernels:
     global _compiled, _kernels
     kernels = _kernels
     if kernels is not None:
@@ -133,6 +209,24 @@ def hamming_distances(bits: NDArray[np.uint64], query: NDArray[np.uint64]) -> ND
     out = np.empty(bits.shape[1], dtype=np.uint16)
     _chosen()[0](np.ascontiguousarray(bits), np.ascontiguousarray(query), out)
     return out
+
+
+def rows_within(
+    distance: NDArray[np.uint16], count: int, *, bins: int, step: int = 1
+) -> NDArray[np.intp]:
+    """Rows, in order, whose distance is at most the smallest cut-off that at least ``count``
+    rows reach (all of them when there are fewer), every row tied at the cut-off included.
+
+    Distances are small integers (below ``bins``) with many ties, so the cut-off comes from
+    a histogram, which costs less than a partial sort of every row. With ``step`` the
+    histogram counts every ``step``-th row, and counts all of them when that sample guessed
+    a cut-off too low for ``count``.
+    """
+    out = np.empty(len(distance), dtype=np.intp)
+    if len(distance) == 0:
+        return out
+    found = _chosen()[2](np.ascontiguousarray(distance), count, max(step, 1), bins, out)
+    return out[:found]
 
 
 def int8_scores(
