@@ -214,13 +214,14 @@ def hamming_distances(bits: NDArray[np.uint64], query: NDArray[np.uint64]) -> ND
 def rows_within(
     distance: NDArray[np.uint16], count: int, *, bins: int, step: int = 1
 ) -> NDArray[np.intp]:
-    """Rows, in order, whose distance is at most the smallest cut-off that at least ``count``
-    rows reach (all of them when there are fewer), every row tied at the cut-off included.
+    """Rows, in order, whose distance is at most a cut-off that at least ``count`` rows reach
+    (every row when there are fewer), every row tied at the cut-off included.
 
     Distances are small integers (below ``bins``) with many ties, so the cut-off comes from
-    a histogram, which costs less than a partial sort of every row. With ``step`` the
-    histogram counts every ``step``-th row, and counts all of them when that sample guessed
-    a cut-off too low for ``count``.
+    a histogram, which costs less than a partial sort of every row. With ``step`` 1 it is
+    the smallest such cut-off. With a larger ``step`` the histogram counts every
+    ``step``-th row, and its cut-off stands when it keeps at least ``count`` rows (it may keep
+    more); otherwise all rows are counted and the smallest cut-off is used.
     """
     out = np.empty(len(distance), dtype=np.intp)
     if len(distance) == 0:
