@@ -39,15 +39,26 @@ def test_hamming_distances_hold_for_any_number_of_words(dims: int) -> None:
     assert hamming_distances(bits, bits[:, 5].copy())[5] == 0
 
 
+def _unit_rows(rng: np.random.Generator, count: int) -> np.ndarray:
+    vectors = rng.standard_normal((count, 384)).astype(np.float32)
+    unit: np.ndarray = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    return unit
+
+
+def _dequantised_dot(
+    codes: np.ndarray, scales: np.ndarray, rows: np.ndarray, query: np.ndarray
+) -> np.ndarray:
+    dot: np.ndarray = (codes[rows].astype(np.float64) @ query.astype(np.float64)) * scales[rows]
+    return dot
+
+
 @pytest.mark.usefixtures("kernels")
 def test_int8_scores_match_the_dequantised_dot_product() -> None:
-    rng = np.random.default_rng(4)
-    vectors = rng.standard_normal((500, 384)).astype(np.float32)
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    vectors = _unit_rows(np.random.default_rng(4), 500)
     codes, scales = quantize(vectors)
     query = vectors[42]
     rows = np.array([42, 0, 499, 7, 42], dtype=np.intp)
-    expected = (codes[rows].astype(np.float64) @ query.astype(np.float64)) * scales[rows]
+    expected = _dequantised_dot(codes, scales, rows, query)
     got = int8_scores(codes, scales, rows, query)
     assert got.dtype == np.float32
     assert got.shape == (5,)
@@ -60,13 +71,12 @@ def test_int8_scores_match_the_dequantised_dot_product() -> None:
 def test_int8_scores_hold_for_every_count_of_rows() -> None:
     # The compiled loop reads rows four at a time; the rest go one by one.
     rng = np.random.default_rng(8)
-    vectors = rng.standard_normal((64, 384)).astype(np.float32)
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    vectors = _unit_rows(rng, 64)
     codes, scales = quantize(vectors)
     query = vectors[3]
     for count in range(10):
         rows = rng.choice(len(vectors), count).astype(np.intp)
-        expected = (codes[rows].astype(np.float64) @ query.astype(np.float64)) * scales[rows]
+        expected = _dequantised_dot(codes, scales, rows, query)
         assert np.allclose(int8_scores(codes, scales, rows, query), expected, atol=1e-5)
 
 
