@@ -45,6 +45,11 @@ Settings (``scale.py --compare NAME=VALUE``, repeatable):
 - ``index-loops``: ``before`` has the SQLite vector index re-score its shortlist one row at
   a time and pick the shortlist with NumPy (histogram, running sum, non-zero positions), as
   before the compiled loops read four rows at a time and pick it themselves (needs numba);
+- ``plans``: ``per-run`` has PostgreSQL plan afresh on each run the statements that
+  otherwise reuse one plan per connection
+  (:meth:`confide.storage.sql.SqlExecutor.run_reusing_plan`: the lexical search's, the
+  neighbourhood read, the edges, the shared and thread checks), as every other statement
+  is planned;
 - ``precision``: the local MiniLM graph that embeds the question (``int8`` or ``float32``,
   :attr:`confide.embedders.local.LocalMiniLMEmbedder.precision`); both graphs are loaded
   before the timed questions.
@@ -69,7 +74,7 @@ from confide.embedders.local import PRECISIONS, LocalMiniLMEmbedder, Precision
 from confide.retrieval import query as query_path
 from confide.retrieval.ports import DeltaFeed
 from confide.storage import vector_kernels
-from confide.storage.sql import SqlStorage
+from confide.storage.sql import SqlExecutor, SqlStorage
 from confide.storage.sqlite import SqliteStorage
 
 P = ParamSpec("P")
@@ -286,6 +291,21 @@ def _index_loops(app: Confide, value: str) -> tuple[Switch, Callable[[], None]]:
     return switch, lambda: switch(False)
 
 
+def _plans(app: Confide, value: str) -> tuple[Switch, Callable[[], None]]:
+    if value != "per-run":
+        raise ValueError("plans must be per-run")
+    from confide.storage import postgres
+
+    if not isinstance(app.engine.storage, postgres.PostgresStorage):
+        raise ValueError("plans needs a PostgreSQL store")
+    reusing = postgres._BinaryRows.run_reusing_plan
+
+    def switch(on: bool) -> None:
+        postgres._BinaryRows.run_reusing_plan = SqlExecutor.run if on else reusing  # type: ignore[method-assign,assignment]
+
+    return switch, lambda: switch(False)
+
+
 _FREE_READS = ("lexical_search", "neighbourhood")
 
 
@@ -353,6 +373,7 @@ SETTINGS: dict[str, Callable[[Confide, str], tuple[Switch, Callable[[], None]]]]
     "hydrate-top": lambda app, v: _plan(app, "hydrate_top", v),
     "precision": _precision,
     "index-loops": _index_loops,
+    "plans": _plans,
     "head-chunks": _head_chunks,
     "delta-header": _delta_header,
     "common-names": _common_names,

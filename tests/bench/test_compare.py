@@ -21,9 +21,12 @@ from confide.crypto.keyring import KeyRing
 from confide.embedders.local import LocalMiniLMEmbedder
 from confide.engine import MemoryEngine
 from confide.retrieval import query as query_path
-from confide.storage import FEATURES, vector_kernels
+from confide.storage import FEATURES, postgres, vector_kernels
+from confide.storage.keystore import open_key_store
+from confide.storage.postgres import PostgresStorage
 from confide.storage.sql import SqlStorage
 from confide.storage.sqlite import SqliteStorage
+from confide.testing.postgres import EmbeddedPostgres, create_schema
 
 KEK = bytes(range(32))
 QUESTIONS = ["Who adopted Coco?", "Where did Liam run?", "What did Maya adopt?"]
@@ -299,3 +302,50 @@ def test_waiting_idle_turns_off_running_unstarted_tasks_in_its_arm_only(
     assert query_path._run_unstarted is True
     with pytest.raises(ValueError, match="idle"):
         compare(app, "waiting=never", QUESTIONS[:1], _request, warm=0)
+
+
+@pytest.fixture
+def postgres_app(
+    postgres_server: EmbeddedPostgres,
+    keys_database: str,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+) -> Iterator[Confide]:
+    storage = PostgresStorage(
+        postgres_server.temporary_database(request, template="confide_template"),
+        max_size=2,
+        features=FEATURES,
+    )
+    settings = Settings(home=tmp_path / "pg-home", encryption_key=KEK.hex())
+    engine = MemoryEngine(
+        storage,
+        KeyRing(primary=KEK),
+        settings=settings,
+        key_store=open_key_store(create_schema(keys_database)),
+    )
+    confide = Confide(engine, embedder=LocalMiniLMEmbedder(), settings=settings)
+    confide.engine.store_many(
+        [{"account_id": "a", "user_id": "u", "key": "note", "value": "Maya adopted Coco"}]
+    )
+    try:
+        yield confide
+    finally:
+        confide.close()
+
+
+def test_plans_per_run_are_in_force_in_the_changed_arm_only(
+    postgres_app: Confide, app: Confide
+) -> None:
+    reusing = postgres._BinaryRows.run_reusing_plan
+    seen: list[str] = []
+    with _on_each_lexical_search(
+        lambda _: seen.append(postgres._BinaryRows.run_reusing_plan.__qualname__)
+    ):
+        compare(postgres_app, "plans=per-run", QUESTIONS[:2], _request, warm=0)
+    configured, per_run = "_BinaryRows.run_reusing_plan", "SqlExecutor.run"
+    assert seen == [configured, per_run, per_run, configured]
+    assert postgres._BinaryRows.run_reusing_plan is reusing
+    with pytest.raises(ValueError, match="needs a PostgreSQL store"):
+        compare(app, "plans=per-run", QUESTIONS[:1], _request, warm=0)
+    with pytest.raises(ValueError, match="must be per-run"):
+        compare(postgres_app, "plans=reused", QUESTIONS[:1], _request, warm=0)

@@ -11,7 +11,7 @@ import threading
 import time
 import weakref
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -110,6 +110,37 @@ class _BinaryRows:
     def _execute(self, sql: str, params: tuple[Any, ...]) -> Any:
         return self.conn.execute(sql, params, binary=True)
 
+    def run_reusing_plan(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        """Run a statement as a prepared statement that PostgreSQL may plan once.
+
+        Every other statement gets a fresh plan each run (``_configure``); this one runs with
+        ``plan_cache_mode = force_generic_plan`` set around it, in one round trip, so each
+        connection plans it once, without its values, and runs that plan from then on. See
+        :meth:`confide.storage.sql.SqlExecutor.run_reusing_plan` for which statements
+        qualify (left to choose, PostgreSQL kept planning some of them afresh: a generic
+        plan is priced for ten ids in ``= ANY(?)``, a custom one for the few it is given).
+        """
+        sql = sql.replace("?", "%s")
+        try:
+            with self.conn.pipeline():
+                self.conn.execute(_PLANS_REUSED, prepare=False)
+                cursor = self.conn.execute(sql, tuple(params), binary=True, prepare=True)
+                self.conn.execute(_PLANS_PER_RUN, prepare=False)
+        except psycopg.Error:
+            # The statement failed, so the pipeline skipped the reset behind it. Where the
+            # reset fails too, the connection is broken (it leaves the pool) or its
+            # transaction failed (whose rollback undoes the first SET as well).
+            with suppress(psycopg.Error):
+                self.conn.execute(_PLANS_PER_RUN, prepare=False)
+            raise
+        return cursor
+
+
+_PLANS_PER_RUN = "SET plan_cache_mode = force_custom_plan"
+"""Every pooled connection's default: plan each run with its values in view."""
+_PLANS_REUSED = "SET plan_cache_mode = force_generic_plan"
+"""Around :meth:`_BinaryRows.run_reusing_plan`'s statement only."""
+
 
 ACCOUNT_SETTING = "confide.account_id"
 """The setting row-level security compares each row's ``account_id`` with (the
@@ -179,6 +210,11 @@ class PostgresTransaction(_BinaryRows, SqlTransaction):
         self._ensure_scope()
         return super()._execute(sql, params)
 
+    def run_reusing_plan(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        """:meth:`_BinaryRows.run_reusing_plan`, in this transaction's account scope."""
+        self._ensure_scope()
+        return super().run_reusing_plan(sql, params)
+
     def across_accounts(self) -> None:
         """Lift the account policies for the rest of this transaction (work that spans
         accounts: see docs/security.md).
@@ -245,6 +281,12 @@ class PostgresStorage(SqlStorage):
 
     name: ClassVar[str] = "postgres"
     dialect: ClassVar[str] = "postgres"
+    # OFFSET 0 keeps the subquery apart, so the filter on the row cannot become a way in:
+    # a plan reused across owners would otherwise read a large owner's rows by the owner
+    # index, priced for an average one.
+    memory_by_id: ClassVar[str] = (
+        "CROSS JOIN LATERAL (SELECT * FROM memories WHERE id = {} OFFSET 0) m"
+    )
 
     def __init__(
         self,
@@ -291,8 +333,9 @@ class PostgresStorage(SqlStorage):
         conn.execute("SET hnsw.iterative_scan = relaxed_order")
         # psycopg prepares a statement after a few runs, and PostgreSQL may then switch to a
         # generic plan that cannot see how selective ``id IN (...)`` is (a scan of the
-        # owner's rows instead of a few key lookups). Planning each run costs far less.
-        conn.execute("SET plan_cache_mode = force_custom_plan")
+        # owner's rows instead of a few key lookups). Planning each run costs far less,
+        # except for statements whose plan cannot depend on the values (run_reusing_plan).
+        conn.execute(_PLANS_PER_RUN)
         conn.execute(f"SET hnsw.ef_search = {self._ef_search}")
 
     @contextmanager
@@ -420,14 +463,14 @@ class PostgresStorage(SqlStorage):
         with self._reader(flt.account_id) as db:
             column = self._neighbour_column(db, vector, with_vectors=with_vectors)
             where, params = compile_filter(flt)
-            found = db.run(
+            found = db.run_reusing_plan(
                 "SELECT r.from_id, r.to_id, r.relation_type, r.strength, "
                 f"{column.select}, {MEMORY_SELECT} FROM relations r "
                 # The far end of each edge is a neighbour; an edge between two given
                 # memories makes each a neighbour of the other.
                 "CROSS JOIN LATERAL (VALUES (CASE WHEN r.from_id = ANY(?) THEN r.to_id END), "
                 "(CASE WHEN r.to_id = ANY(?) THEN r.from_id END)) AS o (other) "
-                f"JOIN memories m ON m.id = o.other {column.join} "
+                f"{self.memory_by_id.format('o.other')} {column.join} "
                 f"WHERE r.account_id = ? AND (r.from_id = ANY(?) OR r.to_id = ANY(?)) AND {where}",
                 [*column.params, seeds, seeds, flt.account_id, seeds, seeds, *params],
             ).fetchall()

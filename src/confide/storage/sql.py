@@ -131,6 +131,18 @@ class SqlExecutor:
             sql = sql.replace("?", self.placeholder)
         return self._execute(sql, tuple(params))
 
+    def run_reusing_plan(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
+        """:meth:`run` for a statement whose best plan is the same whatever its values: the
+        database may plan it once per connection and reuse that plan.
+
+        Only for statements that reach each table through a key they are given (a memory's
+        id, an owner's term), never through a choice between indexes that the values
+        decide: a reused plan is priced for an average owner, and one owner may hold most
+        of the rows. Where the database keeps no plans across runs (SQLite plans each
+        prepared statement once anyway), this is :meth:`run`.
+        """
+        return self.run(sql, params)
+
     def _execute(self, sql: str, params: tuple[Any, ...]) -> Cursor:
         cursor: Cursor = self.conn.execute(sql, params)
         return cursor
@@ -731,6 +743,10 @@ class SqlStorage:
 
     name: ClassVar[str] = "sql"
     dialect: ClassVar[str] = "sqlite"
+    memory_by_id: ClassVar[str] = "JOIN memories m ON m.id = {}"
+    """How a statement joins the memory row ``m`` of an id it already holds (``{}``: the id's
+    expression). A backend that reuses plans (:meth:`SqlExecutor.run_reusing_plan`) makes
+    it a primary-key lookup whatever its planner guesses of the owner's size."""
 
     @property
     def database(self) -> Database:
@@ -947,7 +963,10 @@ class SqlStorage:
             return False
         where, params = compile_others_shared(flt)
         with self._reader(flt.account_id) as db:
-            row = db.run(f"SELECT 1 FROM memories m WHERE {where} LIMIT 1", params).fetchone()
+            # The shared rows' partial index is the way in whatever the values.
+            row = db.run_reusing_plan(
+                f"SELECT 1 FROM memories m WHERE {where} LIMIT 1", params
+            ).fetchone()
         return row is not None
 
     def touch(self, account_id: str, memory_ids: Sequence[str], when: float) -> None:
@@ -1095,7 +1114,7 @@ class SqlStorage:
         """Whether the account's thread has a revision ``reader`` has not seen (one read, no
         lock)."""
         with self._reader(account_id) as db:
-            row = db.run(
+            row = db.run_reusing_plan(
                 "SELECT t.rev > COALESCE((SELECT r.seen_rev FROM thread_reads r "
                 "WHERE r.thread_id = t.thread_id AND r.reader = ?), 0) "
                 "FROM threads t WHERE t.thread_id = ? AND t.account_id = ?",
@@ -1543,7 +1562,9 @@ class SqlStorage:
         if not missing:
             return df
         parts, params = _frequency_counts(*_owner_clause(account_id, owner), missing, cap)
-        counted = {missing[int(i)]: int(n) for i, n in db.run(parts, params).fetchall()}
+        counted = {
+            missing[int(i)]: int(n) for i, n in db.run_reusing_plan(parts, params).fetchall()
+        }
         if cache:
             with self._stats_lock:
                 for token, n in counted.items():
@@ -1589,16 +1610,16 @@ class SqlStorage:
         postings_params = [*score[1], flt.account_id, flt.user_id, *idf, limit]
         # The owner's best postings (an index-only read) and the filter on their rows in one
         # statement; the rows come back for the caller to decrypt.
-        rows = db.run(
+        rows = db.run_reusing_plan(
             f"SELECT s.score, {MEMORY_SELECT} FROM ({postings}) s "
-            f"JOIN memories m ON m.id = s.memory_id WHERE {where} "
+            f"{self.memory_by_id.format('s.memory_id')} WHERE {where} "
             "ORDER BY s.score DESC, s.memory_id LIMIT ?",
             [*postings_params, *params, k],
         ).fetchall()
         hits = [ScoredId(str(r[1]), float(r[0]), memory_row(r[1:])) for r in rows]
         if len(hits) >= k:
             return hits
-        if len(db.run(postings, postings_params).fetchall()) < limit:
+        if len(db.run_reusing_plan(postings, postings_params).fetchall()) < limit:
             return hits  # every posting was considered
         # Most of the best postings fail the filter (a selective one): join it instead.
         return self._joined(db, own, flt.account_id, score, idf, k)
@@ -1631,7 +1652,7 @@ class SqlStorage:
         with self._reader(account_id) as db:
             for chunk in _chunks(memory_ids):
                 marks = ", ".join("?" for _ in chunk)
-                for r in db.run(
+                for r in db.run_reusing_plan(
                     "SELECT from_id, to_id, relation_type, strength FROM relations "
                     f"WHERE account_id = ? AND (from_id IN ({marks}) OR to_id IN ({marks}))",
                     [account_id, *chunk, *chunk],

@@ -1,0 +1,163 @@
+"""PostgreSQL: statements that reuse one plan read a large owner's rows by the ids in hand.
+
+``run_reusing_plan`` statements get one generic plan per connection, priced without their
+values, so for an average owner. In a store of many one-memory owners and one large owner,
+the plans must still reach the large owner's rows by key (never the owner index, never a
+scan of the table), and every other statement must keep a fresh plan per run.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from confide.crypto.keyring import KeyRing
+from confide.engine import MemoryEngine
+from confide.errors import StorageError
+from confide.index.vectors import VectorIndexer
+from confide.storage import FEATURES
+from confide.storage.base import EdgeRow
+from confide.storage.keystore import open_key_store
+from confide.storage.postgres import PostgresStorage
+from confide.storage.sql import SqlExecutor
+from confide.testing.builders import ACCOUNT
+from confide.testing.embedders import RandomEmbedder, unit_vector
+from confide.testing.postgres import EmbeddedPostgres, create_schema
+from confide.types import MemoryFilter
+
+DIMS = 16
+BIG = "big"
+SMALL_OWNERS = 3000
+
+_INDEX_READ = re.compile(r"(?:using|Bitmap Index Scan on) (\w+)")
+
+
+@pytest.fixture
+def storage(
+    postgres_server: EmbeddedPostgres, request: pytest.FixtureRequest
+) -> Iterator[PostgresStorage]:
+    """A store on one pooled connection: every statement's prepared plan is in its session."""
+    store = PostgresStorage(
+        postgres_server.temporary_database(request, template="confide_template"),
+        max_size=1,
+        features=FEATURES,
+    )
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+@pytest.fixture
+def engine(storage: PostgresStorage, keys_database: str) -> MemoryEngine:
+    engine = MemoryEngine(
+        storage,
+        KeyRing(primary=bytes(range(32))),
+        key_store=open_key_store(create_schema(keys_database)),
+    )
+    engine.add_indexer(
+        VectorIndexer(storage, RandomEmbedder("fake", DIMS), link_top_k=0, link_adjacent=False)
+    )
+    return engine
+
+
+def _many_small_owners(storage: PostgresStorage, template_id: str) -> None:
+    """``SMALL_OWNERS`` owners of one memory each (copies of one row), then statistics."""
+    with storage.transaction() as tx:
+        tx.across_accounts()
+        columns = [
+            str(r[0])
+            for r in tx.run(
+                "SELECT column_name FROM information_schema.columns "
+                "WHERE table_name = 'memories' ORDER BY ordinal_position"
+            ).fetchall()
+        ]
+        copied = {"id": "m.id || '-' || g", "user_id": "'small-' || g"}
+        select = ", ".join(copied.get(c, f"m.{c}") for c in columns)
+        tx.run(
+            f"INSERT INTO memories ({', '.join(columns)}) SELECT {select} FROM memories m "
+            "CROSS JOIN generate_series(1, ?) AS g WHERE m.id = ?",
+            [SMALL_OWNERS, template_id],
+        )
+    with storage.reader_across_accounts() as db:
+        db.run("ANALYZE")
+
+
+def _generic_plan(db: SqlExecutor, statement: str) -> str:
+    """The plan PostgreSQL makes for ``statement`` (``$n`` placeholders) without values."""
+    # Without parameters psycopg sends the text as it is, placeholders and all.
+    plan = db.conn.execute("EXPLAIN (GENERIC_PLAN) " + statement)
+    return "\n".join(str(row[0]) for row in plan.fetchall())
+
+
+def test_reused_plans_read_a_large_owners_rows_by_key(
+    storage: PostgresStorage, engine: MemoryEngine
+) -> None:
+    rng = np.random.default_rng(7)
+    stored = engine.store_many(
+        [
+            {"account_id": ACCOUNT, "user_id": BIG, "key": f"k{i}", "value": f"walked dog {i}"}
+            for i in range(40)
+        ]
+    )
+    vectors = {m.id: unit_vector(rng, DIMS) for m in stored}
+    with storage.transaction() as tx:
+        tx.put_edges(
+            ACCOUNT,
+            BIG,
+            [EdgeRow(a.id, b.id, "related_to", 0.8) for a, b in itertools.pairwise(stored)],
+        )
+    _many_small_owners(storage, stored[-1].id)
+
+    flt = MemoryFilter(account_id=ACCOUNT, user_id=BIG)
+    tokens = list(engine.lexical.hashed_terms(ACCOUNT, "walked dog"))
+    seeds = [stored[0].id, stored[5].id]
+    for _ in range(6):  # past psycopg's threshold, so plain statements are prepared too
+        assert storage.lexical_search(flt, tokens, 3, k1=1.2, b=0.75)
+        assert storage.neighbourhood(flt, seeds, vectors[seeds[0]]).rows
+        assert storage.neighbourhood(flt, seeds, None, with_vectors=True).rows
+        assert storage.edges(ACCOUNT, seeds)
+        assert not storage.has_others_shared(flt.model_copy(update={"include_shared": True}))
+        assert storage.vector_search(flt, vectors[seeds[0]], 3)
+
+    with storage.reader_across_accounts() as db:
+        prepared = db.run(
+            "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements"
+        ).fetchall()
+        reused = [str(s) for s, generic, custom in prepared if generic and not custom]
+        fresh = [str(s) for s, generic, custom in prepared if custom]
+        # The lexical statements (postings with rows, term counts), both neighbourhood
+        # reads, the edges and the shared check; the vector search plans each run.
+        assert len(reused) >= 6, prepared
+        assert any("WITH nearest" in s for s in fresh), prepared
+        assert all(generic == 0 for _, generic, custom in prepared if custom), prepared
+        assert db.run("SHOW plan_cache_mode").fetchone()[0] == "force_custom_plan"
+        for statement in reused:
+            plan = _generic_plan(db, statement)
+            indexes = set(_INDEX_READ.findall(plan))
+            assert "Seq Scan on memories" not in plan, plan
+            # The shared check's way in is the partial index of shared rows.
+            assert {i for i in indexes if i.startswith("memories_")} <= {
+                "memories_pkey",
+                "memories_shared",
+            }, plan
+        # The neighbourhood read as written before it reused plans: its generic plan read
+        # the owner's rows by the owner index, which is what the checks above catch.
+        joined = next(s for s in reused if "vector_send" in s).replace(
+            "CROSS JOIN LATERAL (SELECT * FROM memories WHERE id = o.other OFFSET 0) m",
+            "JOIN memories m ON m.id = o.other",
+        )
+        assert "memories_owner" in _generic_plan(db, joined)
+
+
+def test_a_failed_statement_leaves_plans_fresh(storage: PostgresStorage) -> None:
+    with pytest.raises(StorageError), storage.reader_across_accounts() as db:
+        db.run_reusing_plan("SELECT 1 / (SELECT count(*) FROM memories)::int")
+    with storage.reader_across_accounts() as db:
+        assert db.run("SHOW plan_cache_mode").fetchone()[0] == "force_custom_plan"
+        assert db.run_reusing_plan("SELECT count(*) FROM memories").fetchone()[0] == 0
+        assert db.run("SHOW plan_cache_mode").fetchone()[0] == "force_custom_plan"
