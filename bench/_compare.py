@@ -45,11 +45,11 @@ Settings (``scale.py --compare NAME=VALUE``, repeatable):
 - ``index-loops``: ``before`` has the SQLite vector index re-score its shortlist one row at
   a time and pick the shortlist with NumPy (histogram, running sum, non-zero positions), as
   before the compiled loops read four rows at a time and pick it themselves (needs numba);
-- ``plans``: ``per-run`` has PostgreSQL plan afresh on each run the statements that
-  otherwise reuse one plan per connection
-  (:meth:`confide.storage.sql.SqlExecutor.run_reusing_plan`: the lexical search's, the
-  neighbourhood read, the edges, the shared and thread checks), as every other statement
-  is planned;
+- ``plans``: ``before`` has PostgreSQL connections as before some statements reused one
+  plan: psycopg prepares every statement after five runs and PostgreSQL plans each run
+  afresh (``plan_cache_mode = force_custom_plan``), the statements of
+  :meth:`confide.storage.sql.SqlExecutor.run_reusing_plan` included (each connection is
+  switched when a read takes it);
 - ``precision``: the local MiniLM graph that embeds the question (``int8`` or ``float32``,
   :attr:`confide.embedders.local.LocalMiniLMEmbedder.precision`); both graphs are loaded
   before the timed questions.
@@ -62,6 +62,7 @@ from __future__ import annotations
 import statistics
 import sys
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
@@ -292,18 +293,38 @@ def _index_loops(app: Confide, value: str) -> tuple[Switch, Callable[[], None]]:
 
 
 def _plans(app: Confide, value: str) -> tuple[Switch, Callable[[], None]]:
-    if value != "per-run":
-        raise ValueError("plans must be per-run")
+    if value != "before":
+        raise ValueError("plans must be before")
     from confide.storage import postgres
 
-    if not isinstance(app.engine.storage, postgres.PostgresStorage):
+    storage = app.engine.storage
+    if not isinstance(storage, postgres.PostgresStorage):
         raise ValueError("plans needs a PostgreSQL store")
     reusing = postgres._BinaryRows.run_reusing_plan
+    scope = storage._scope_session
+    state = {"before": False}
+    applied: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
+
+    def scope_and_plans(conn: Any, account_id: str | None) -> None:
+        scope(conn, account_id)
+        before = state["before"]
+        if applied.get(conn, False) != before:
+            conn.prepare_threshold = 5 if before else sys.maxsize
+            mode = "force_custom_plan" if before else "auto"
+            conn.execute(f"SET plan_cache_mode = {mode}")
+            applied[conn] = before
+
+    storage._scope_session = scope_and_plans  # type: ignore[method-assign]
 
     def switch(on: bool) -> None:
+        state["before"] = on
         postgres._BinaryRows.run_reusing_plan = SqlExecutor.run if on else reusing  # type: ignore[method-assign,assignment]
 
-    return switch, lambda: switch(False)
+    def close() -> None:
+        switch(False)
+        vars(storage).pop("_scope_session", None)
+
+    return switch, close
 
 
 _FREE_READS = ("lexical_search", "neighbourhood")

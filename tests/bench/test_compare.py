@@ -333,19 +333,27 @@ def postgres_app(
         confide.close()
 
 
-def test_plans_per_run_are_in_force_in_the_changed_arm_only(
+def test_plans_before_are_in_force_in_the_changed_arm_only(
     postgres_app: Confide, app: Confide
 ) -> None:
+    storage = postgres_app.engine.storage
+    assert isinstance(storage, PostgresStorage)
     reusing = postgres._BinaryRows.run_reusing_plan
-    seen: list[str] = []
-    with _on_each_lexical_search(
-        lambda _: seen.append(postgres._BinaryRows.run_reusing_plan.__qualname__)
-    ):
-        compare(postgres_app, "plans=per-run", QUESTIONS[:2], _request, warm=0)
-    configured, per_run = "_BinaryRows.run_reusing_plan", "SqlExecutor.run"
-    assert seen == [configured, per_run, per_run, configured]
+    seen: list[tuple[str, str]] = []
+
+    def note(_: SqlStorage) -> None:
+        with storage.reader("a") as db:
+            mode = str(db.run("SHOW plan_cache_mode").fetchone()[0])
+        seen.append((postgres._BinaryRows.run_reusing_plan.__qualname__, mode))
+
+    with _on_each_lexical_search(note):
+        compare(postgres_app, "plans=before", QUESTIONS[:2], _request, warm=0)
+    configured = ("_BinaryRows.run_reusing_plan", "auto")
+    before = ("SqlExecutor.run", "force_custom_plan")
+    assert seen == [configured, before, before, configured]
     assert postgres._BinaryRows.run_reusing_plan is reusing
+    assert "_scope_session" not in vars(storage)
     with pytest.raises(ValueError, match="needs a PostgreSQL store"):
-        compare(app, "plans=per-run", QUESTIONS[:1], _request, warm=0)
-    with pytest.raises(ValueError, match="must be per-run"):
-        compare(postgres_app, "plans=reused", QUESTIONS[:1], _request, warm=0)
+        compare(app, "plans=before", QUESTIONS[:1], _request, warm=0)
+    with pytest.raises(ValueError, match="must be before"):
+        compare(postgres_app, "plans=after", QUESTIONS[:1], _request, warm=0)

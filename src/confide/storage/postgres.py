@@ -7,11 +7,12 @@ import logging
 import os
 import re
 import struct
+import sys
 import threading
 import time
 import weakref
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -111,35 +112,15 @@ class _BinaryRows:
         return self.conn.execute(sql, params, binary=True)
 
     def run_reusing_plan(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        """Run a statement as a prepared statement that PostgreSQL may plan once.
+        """Run a statement as a prepared statement, which PostgreSQL may plan once.
 
-        Every other statement gets a fresh plan each run (``_configure``); this one runs with
-        ``plan_cache_mode = force_generic_plan`` set around it, in one round trip, so each
-        connection plans it once, without its values, and runs that plan from then on. See
-        :meth:`confide.storage.sql.SqlExecutor.run_reusing_plan` for which statements
-        qualify (left to choose, PostgreSQL kept planning some of them afresh: a generic
-        plan is priced for ten ids in ``= ANY(?)``, a custom one for the few it is given).
+        Only these statements are prepared (``_configure``): every other one is sent
+        unnamed and planned for its values on each run. After five runs of a prepared one
+        on a connection, PostgreSQL keeps a generic plan when it costs no more than the
+        custom ones did. See :meth:`confide.storage.sql.SqlExecutor.run_reusing_plan` for
+        which statements qualify.
         """
-        sql = sql.replace("?", "%s")
-        try:
-            with self.conn.pipeline():
-                self.conn.execute(_PLANS_REUSED, prepare=False)
-                cursor = self.conn.execute(sql, tuple(params), binary=True, prepare=True)
-                self.conn.execute(_PLANS_PER_RUN, prepare=False)
-        except psycopg.Error:
-            # The statement failed, so the pipeline skipped the reset behind it. Where the
-            # reset fails too, the connection is broken (it leaves the pool) or its
-            # transaction failed (whose rollback undoes the first SET as well).
-            with suppress(psycopg.Error):
-                self.conn.execute(_PLANS_PER_RUN, prepare=False)
-            raise
-        return cursor
-
-
-_PLANS_PER_RUN = "SET plan_cache_mode = force_custom_plan"
-"""Every pooled connection's default: plan each run with its values in view."""
-_PLANS_REUSED = "SET plan_cache_mode = force_generic_plan"
-"""Around :meth:`_BinaryRows.run_reusing_plan`'s statement only."""
+        return self.conn.execute(sql.replace("?", "%s"), tuple(params), binary=True, prepare=True)
 
 
 ACCOUNT_SETTING = "confide.account_id"
@@ -287,6 +268,7 @@ class PostgresStorage(SqlStorage):
     memory_by_id: ClassVar[str] = (
         "CROSS JOIN LATERAL (SELECT * FROM memories WHERE id = {} OFFSET 0) m"
     )
+    fences_ids: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -331,11 +313,15 @@ class PostgresStorage(SqlStorage):
         # pgvector's iterative scan keeps walking the HNSW graph until a filtered query has
         # its k rows (without it, a selective filter silently returns fewer).
         conn.execute("SET hnsw.iterative_scan = relaxed_order")
-        # psycopg prepares a statement after a few runs, and PostgreSQL may then switch to a
-        # generic plan that cannot see how selective ``id IN (...)`` is (a scan of the
-        # owner's rows instead of a few key lookups). Planning each run costs far less,
-        # except for statements whose plan cannot depend on the values (run_reusing_plan).
-        conn.execute(_PLANS_PER_RUN)
+        # A prepared statement may switch to a generic plan after five runs, and a generic
+        # plan cannot see how selective ``id IN (...)`` is, nor how large the owner is (a
+        # scan of the owner's rows instead of a few key lookups). So psycopg prepares no
+        # statement of its own accord: unnamed ones get a plan for their values each run.
+        # Only statements whose plan cannot depend on their values are prepared
+        # (run_reusing_plan), under PostgreSQL's default choice between the two.
+        # (None would turn preparing off altogether, ``prepare=True`` included.)
+        conn.prepare_threshold = sys.maxsize
+        conn.execute("SET plan_cache_mode = auto")
         conn.execute(f"SET hnsw.ef_search = {self._ef_search}")
 
     @contextmanager

@@ -643,17 +643,30 @@ def select_ids_where(
     params: Sequence[Any],
     *,
     join: str = "",
+    fenced: bool = False,
 ) -> list[Any]:
-    """``SELECT columns FROM memories m [join] WHERE m.id IN (ids) AND where``, in chunks."""
+    """``SELECT columns FROM memories m [join] WHERE m.id IN (ids) AND where``, in chunks.
+
+    ``fenced`` (PostgreSQL) reads the rows of ``ids`` behind an ``OFFSET 0`` fence, by key,
+    with ``where`` checked on them, in a statement that reuses its plan
+    (:meth:`SqlExecutor.run_reusing_plan`): without the fence a plan made without values
+    could walk an owner's rows by the owner index instead.
+    """
     rows: list[Any] = []
     for chunk in _chunks(ids):
         marks = ", ".join("?" for _ in chunk)
-        rows.extend(
-            db.run(
+        if fenced:
+            found = db.run_reusing_plan(
+                f"SELECT {columns} FROM (SELECT * FROM memories WHERE id IN ({marks}) "
+                f"OFFSET 0) m {join} WHERE {where}",
+                [*chunk, *params],
+            )
+        else:
+            found = db.run(
                 f"SELECT {columns} FROM memories m {join} WHERE m.id IN ({marks}) AND {where}",
                 [*chunk, *params],
-            ).fetchall()
-        )
+            )
+        rows.extend(found.fetchall())
     return rows
 
 
@@ -747,6 +760,9 @@ class SqlStorage:
     """How a statement joins the memory row ``m`` of an id it already holds (``{}``: the id's
     expression). A backend that reuses plans (:meth:`SqlExecutor.run_reusing_plan`) makes
     it a primary-key lookup whatever its planner guesses of the owner's size."""
+    fences_ids: ClassVar[bool] = False
+    """Whether reads of the rows of given ids are fenced and reuse their plan
+    (:func:`select_ids_where`'s ``fenced``)."""
 
     @property
     def database(self) -> Database:
@@ -943,14 +959,23 @@ class SqlStorage:
     def get_memories(self, account_id: str, memory_ids: Sequence[str]) -> list[MemoryRow]:
         """Several versions by id, within an account (order not guaranteed)."""
         with self._reader(account_id) as db:
-            rows = select_ids_where(db, MEMORY_SELECT, memory_ids, "m.account_id = ?", [account_id])
+            rows = select_ids_where(
+                db,
+                MEMORY_SELECT,
+                memory_ids,
+                "m.account_id = ?",
+                [account_id],
+                fenced=self.fences_ids,
+            )
         return [memory_row(r) for r in rows]
 
     def filter_memories(self, flt: MemoryFilter, memory_ids: Sequence[str]) -> list[MemoryRow]:
         """Those of ``memory_ids`` that match ``flt`` (the filter runs in the database)."""
         where, params = compile_filter(flt)
         with self._reader(flt.account_id) as db:
-            rows = select_ids_where(db, MEMORY_SELECT, memory_ids, where, params)
+            rows = select_ids_where(
+                db, MEMORY_SELECT, memory_ids, where, params, fenced=self.fences_ids
+            )
         return [memory_row(r) for r in rows]
 
     def has_others_shared(self, flt: MemoryFilter) -> bool:
