@@ -53,7 +53,8 @@ def storage(
 
 
 @pytest.fixture
-def engine(storage: PostgresStorage, keys_database: str) -> MemoryEngine:
+def engine(storage: PostgresStorage, keys_database: str) -> Iterator[MemoryEngine]:
+    """An engine writing vectors (no edges) to ``storage``; closed, events flushed, at the end."""
     engine = MemoryEngine(
         storage,
         KeyRing(primary=bytes(range(32))),
@@ -62,7 +63,8 @@ def engine(storage: PostgresStorage, keys_database: str) -> MemoryEngine:
     engine.add_indexer(
         VectorIndexer(storage, RandomEmbedder("fake", DIMS), link_top_k=0, link_adjacent=False)
     )
-    return engine
+    with engine:
+        yield engine
 
 
 def _many_small_owners(storage: PostgresStorage, template_id: str) -> None:
