@@ -22,11 +22,9 @@ from confide.embedders.local import LocalMiniLMEmbedder
 from confide.engine import MemoryEngine
 from confide.retrieval import query as query_path
 from confide.storage import FEATURES, postgres, vector_kernels
-from confide.storage.keystore import open_key_store
 from confide.storage.postgres import PostgresStorage
 from confide.storage.sql import SqlStorage
 from confide.storage.sqlite import SqliteStorage
-from confide.testing.postgres import EmbeddedPostgres, create_schema
 
 KEK = bytes(range(32))
 QUESTIONS = ["Who adopted Coco?", "Where did Liam run?", "What did Maya adopt?"]
@@ -305,24 +303,8 @@ def test_waiting_idle_turns_off_running_unstarted_tasks_in_its_arm_only(
 
 
 @pytest.fixture
-def postgres_app(
-    postgres_server: EmbeddedPostgres,
-    keys_database: str,
-    request: pytest.FixtureRequest,
-    tmp_path: Path,
-) -> Iterator[Confide]:
-    storage = PostgresStorage(
-        postgres_server.temporary_database(request, template="confide_template"),
-        max_size=2,
-        features=FEATURES,
-    )
-    settings = Settings(home=tmp_path / "pg-home", encryption_key=KEK.hex())
-    engine = MemoryEngine(
-        storage,
-        KeyRing(primary=KEK),
-        settings=settings,
-        key_store=open_key_store(create_schema(keys_database)),
-    )
+def postgres_app(engine: MemoryEngine, settings: Settings) -> Iterator[Confide]:
+    """:func:`app` on the suite's ``engine`` (PostgreSQL where the test asks for it)."""
     confide = Confide(engine, embedder=LocalMiniLMEmbedder(), settings=settings)
     confide.engine.store_many(
         [{"account_id": "a", "user_id": "u", "key": "note", "value": "Maya adopted Coco"}]
@@ -333,6 +315,7 @@ def postgres_app(
         confide.close()
 
 
+@pytest.mark.parametrize("storage_url", ["postgres"], indirect=True)
 def test_plans_before_are_in_force_in_the_changed_arm_only(
     postgres_app: Confide, app: Confide
 ) -> None:

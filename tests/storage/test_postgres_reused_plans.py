@@ -16,17 +16,14 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from confide.crypto.keyring import KeyRing
 from confide.engine import MemoryEngine
 from confide.index.vectors import VectorIndexer
 from confide.storage import FEATURES
 from confide.storage.base import EdgeRow
-from confide.storage.keystore import open_key_store
 from confide.storage.postgres import PostgresStorage
 from confide.storage.sql import SqlExecutor
 from confide.testing.builders import ACCOUNT
 from confide.testing.embedders import RandomEmbedder, unit_vector
-from confide.testing.postgres import EmbeddedPostgres, create_schema
 from confide.types import MemoryFilter
 
 DIMS = 16
@@ -36,16 +33,14 @@ SMALL_OWNERS = 3000
 _INDEX_READ = re.compile(r"(?:using|Bitmap Index Scan on) (\w+)")
 
 
+pytestmark = pytest.mark.parametrize("storage_url", ["postgres"], indirect=True)
+
+
 @pytest.fixture
-def storage(
-    postgres_server: EmbeddedPostgres, request: pytest.FixtureRequest
-) -> Iterator[PostgresStorage]:
-    """A store on one pooled connection: every statement's prepared plan is in its session."""
-    store = PostgresStorage(
-        postgres_server.temporary_database(request, template="confide_template"),
-        max_size=1,
-        features=FEATURES,
-    )
+def storage(storage_url: str) -> Iterator[PostgresStorage]:
+    """The test's database on one pooled connection: every prepared statement is in its
+    session."""
+    store = PostgresStorage(storage_url, max_size=1, features=FEATURES)
     try:
         yield store
     finally:
@@ -53,18 +48,13 @@ def storage(
 
 
 @pytest.fixture
-def engine(storage: PostgresStorage, keys_database: str) -> Iterator[MemoryEngine]:
-    """An engine writing vectors (no edges) to ``storage``; closed, events flushed, at the end."""
-    engine = MemoryEngine(
-        storage,
-        KeyRing(primary=bytes(range(32))),
-        key_store=open_key_store(create_schema(keys_database)),
-    )
+def indexed(engine: MemoryEngine, storage: PostgresStorage) -> Iterator[MemoryEngine]:
+    """``engine`` writing vectors (no edges); its events flushed before the store closes."""
     engine.add_indexer(
         VectorIndexer(storage, RandomEmbedder("fake", DIMS), link_top_k=0, link_adjacent=False)
     )
-    with engine:
-        yield engine
+    yield engine
+    engine.ops.close()
 
 
 def _many_small_owners(storage: PostgresStorage, template_id: str) -> None:
@@ -97,10 +87,10 @@ def _generic_plan(db: SqlExecutor, statement: str) -> str:
 
 
 def test_reused_plans_read_a_large_owners_rows_by_key(
-    storage: PostgresStorage, engine: MemoryEngine
+    storage: PostgresStorage, indexed: MemoryEngine
 ) -> None:
     rng = np.random.default_rng(7)
-    stored = engine.store_many(
+    stored = indexed.store_many(
         [
             {"account_id": ACCOUNT, "user_id": BIG, "key": f"k{i}", "value": f"walked dog {i}"}
             for i in range(40)
@@ -116,7 +106,7 @@ def test_reused_plans_read_a_large_owners_rows_by_key(
     _many_small_owners(storage, stored[-1].id)
 
     flt = MemoryFilter(account_id=ACCOUNT, user_id=BIG)
-    tokens = list(engine.lexical.hashed_terms(ACCOUNT, "walked dog"))
+    tokens = list(indexed.lexical.hashed_terms(ACCOUNT, "walked dog"))
     seeds = [stored[0].id, stored[5].id]
     for _ in range(6):  # past psycopg's threshold, so plain statements are prepared too
         assert storage.lexical_search(flt, tokens, 3, k1=1.2, b=0.75)

@@ -40,6 +40,7 @@ from confide.storage.sql import (
     SqlExecutor,
     SqlStorage,
     SqlTransaction,
+    memory_by_id,
     memory_row,
 )
 from confide.types import MemoryFilter
@@ -262,13 +263,7 @@ class PostgresStorage(SqlStorage):
 
     name: ClassVar[str] = "postgres"
     dialect: ClassVar[str] = "postgres"
-    # OFFSET 0 keeps the subquery apart, so the filter on the row cannot become a way in:
-    # a plan reused across owners would otherwise read a large owner's rows by the owner
-    # index, priced for an average one.
-    memory_by_id: ClassVar[str] = (
-        "CROSS JOIN LATERAL (SELECT * FROM memories WHERE id = {} OFFSET 0) m"
-    )
-    fences_ids: ClassVar[bool] = True
+    reuses_plans: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -456,7 +451,7 @@ class PostgresStorage(SqlStorage):
                 # memories makes each a neighbour of the other.
                 "CROSS JOIN LATERAL (VALUES (CASE WHEN r.from_id = ANY(?) THEN r.to_id END), "
                 "(CASE WHEN r.to_id = ANY(?) THEN r.from_id END)) AS o (other) "
-                f"{self.memory_by_id.format('o.other')} {column.join} "
+                f"{memory_by_id('o.other', fenced=self.reuses_plans)} {column.join} "
                 f"WHERE r.account_id = ? AND (r.from_id = ANY(?) OR r.to_id = ANY(?)) AND {where}",
                 [*column.params, seeds, seeds, flt.account_id, seeds, seeds, *params],
             ).fetchall()

@@ -670,6 +670,18 @@ def select_ids_where(
     return rows
 
 
+def memory_by_id(id_expression: str, *, fenced: bool) -> str:
+    """The join of the memory row ``m`` of an id a statement already holds.
+
+    ``fenced`` (PostgreSQL) puts the row behind ``OFFSET 0``, so the filter on it cannot
+    become a way in: a plan reused across owners would otherwise read a large owner's rows
+    by the owner index, priced for an average one.
+    """
+    if fenced:
+        return f"CROSS JOIN LATERAL (SELECT * FROM memories WHERE id = {id_expression} OFFSET 0) m"
+    return f"JOIN memories m ON m.id = {id_expression}"
+
+
 def _real(value: Any) -> float | None:
     return None if value is None else float(value)
 
@@ -756,13 +768,11 @@ class SqlStorage:
 
     name: ClassVar[str] = "sql"
     dialect: ClassVar[str] = "sqlite"
-    memory_by_id: ClassVar[str] = "JOIN memories m ON m.id = {}"
-    """How a statement joins the memory row ``m`` of an id it already holds (``{}``: the id's
-    expression). A backend that reuses plans (:meth:`SqlExecutor.run_reusing_plan`) makes
-    it a primary-key lookup whatever its planner guesses of the owner's size."""
-    fences_ids: ClassVar[bool] = False
-    """Whether reads of the rows of given ids are fenced and reuse their plan
-    (:func:`select_ids_where`'s ``fenced``)."""
+    reuses_plans: ClassVar[bool] = False
+    """Whether the database may keep one plan for a statement of
+    :meth:`SqlExecutor.run_reusing_plan` (PostgreSQL). Such statements then read the memory
+    rows of the ids they hold behind a fence (:func:`memory_by_id`, :func:`select_ids_where`),
+    so that a plan priced for an average owner still reads a large owner's rows by key."""
 
     @property
     def database(self) -> Database:
@@ -965,7 +975,7 @@ class SqlStorage:
                 memory_ids,
                 "m.account_id = ?",
                 [account_id],
-                fenced=self.fences_ids,
+                fenced=self.reuses_plans,
             )
         return [memory_row(r) for r in rows]
 
@@ -974,7 +984,7 @@ class SqlStorage:
         where, params = compile_filter(flt)
         with self._reader(flt.account_id) as db:
             rows = select_ids_where(
-                db, MEMORY_SELECT, memory_ids, where, params, fenced=self.fences_ids
+                db, MEMORY_SELECT, memory_ids, where, params, fenced=self.reuses_plans
             )
         return [memory_row(r) for r in rows]
 
@@ -1637,7 +1647,7 @@ class SqlStorage:
         # statement; the rows come back for the caller to decrypt.
         rows = db.run_reusing_plan(
             f"SELECT s.score, {MEMORY_SELECT} FROM ({postings}) s "
-            f"{self.memory_by_id.format('s.memory_id')} WHERE {where} "
+            f"{memory_by_id('s.memory_id', fenced=self.reuses_plans)} WHERE {where} "
             "ORDER BY s.score DESC, s.memory_id LIMIT ?",
             [*postings_params, *params, k],
         ).fetchall()
