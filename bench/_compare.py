@@ -12,6 +12,9 @@ Settings (``scale.py --compare NAME=VALUE``, repeatable):
 
 - ``postings-budget``: postings one lexical search scores at most
   (:attr:`confide.storage.sql.LexicalTuning.postings_budget`);
+- ``sample-over-budget``: ``off`` scores every posting of a term that alone exceeds the
+  budget, as before such a term was scored on a fixed sample of the budget's size
+  (:attr:`~confide.storage.sql.LexicalTuning.sample_over_budget`);
 - ``common-min``: postings above which a term is left out of a lexical search when rarer
   ones exist (:attr:`~confide.storage.sql.LexicalTuning.common_min`);
 - ``query-workers``: threads of the query path's pool; ``0`` runs its tasks on the caller's
@@ -107,7 +110,14 @@ def _lexical(app: Confide, field: str, value: str) -> tuple[Switch, Callable[[],
     if not isinstance(storage, SqlStorage):
         raise ValueError(f"{field} needs a SQL store")
     configured = storage.lexical
-    changed = replace(configured, **{field: int(value)})
+    typed: dict[str, Any] = {}  # (replace cannot type-check one field named at run time)
+    if not isinstance(getattr(configured, field), bool):
+        typed[field] = int(value)
+    elif value in ("on", "off"):
+        typed[field] = value == "on"
+    else:
+        raise ValueError(f"{field} is on or off")
+    changed = replace(configured, **typed)
 
     def switch(on: bool) -> None:
         storage.lexical = changed if on else configured
@@ -387,6 +397,7 @@ untimed, before the comparison."""
 SETTINGS: dict[str, Callable[[Confide, str], tuple[Switch, Callable[[], None]]]] = {
     "postings-budget": lambda app, v: _lexical(app, "postings_budget", v),
     "common-min": lambda app, v: _lexical(app, "common_min", v),
+    "sample-over-budget": lambda app, v: _lexical(app, "sample_over_budget", v),
     "query-workers": _workers,
     "switch-interval": _switch_interval,
     "dense-limit": lambda app, v: _plan(app, "dense_limit", v),

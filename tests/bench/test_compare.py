@@ -85,6 +85,20 @@ def test_each_question_is_answered_both_ways_and_the_budget_is_restored(app: Con
     assert budgets == [default, 7, 7, default, default, 7]
 
 
+def test_sampling_over_the_budget_is_switched_off_in_the_changed_arm_only(app: Confide) -> None:
+    storage = app.engine.storage
+    assert isinstance(storage, SqlStorage)
+    configured = storage.lexical
+    assert configured.sample_over_budget
+    sampled: list[bool] = []
+    with _on_each_lexical_search(lambda store: sampled.append(store.lexical.sample_over_budget)):
+        compare(app, "sample-over-budget=off", QUESTIONS[:2], _request, warm=0)
+    assert storage.lexical is configured
+    assert sampled == [True, False, False, True]
+    with pytest.raises(ValueError, match="on or off"):
+        compare(app, "sample-over-budget=7", QUESTIONS[:1], _request, warm=0)
+
+
 def test_no_query_workers_answers_on_the_callers_thread(
     app: Confide, monkeypatch: pytest.MonkeyPatch
 ) -> None:

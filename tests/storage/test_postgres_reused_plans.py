@@ -12,6 +12,8 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -21,7 +23,7 @@ from confide.index.vectors import VectorIndexer
 from confide.storage import FEATURES
 from confide.storage.base import EdgeRow
 from confide.storage.postgres import PostgresStorage
-from confide.storage.sql import SqlExecutor
+from confide.storage.sql import LexicalTuning, SqlExecutor
 from confide.testing.builders import ACCOUNT
 from confide.testing.embedders import RandomEmbedder, unit_vector
 from confide.types import MemoryFilter
@@ -79,6 +81,16 @@ def _many_small_owners(storage: PostgresStorage, template_id: str) -> None:
         db.run("ANALYZE")
 
 
+@contextmanager
+def _tuned(storage: PostgresStorage, tuning: LexicalTuning) -> Iterator[None]:
+    configured = storage.lexical
+    storage.lexical = tuning
+    try:
+        yield
+    finally:
+        storage.lexical = configured
+
+
 def _generic_plan(db: SqlExecutor, statement: str) -> str:
     """The plan PostgreSQL makes for ``statement`` (``$n`` placeholders) without values."""
     # Without parameters psycopg sends the text as it is, placeholders and all.
@@ -108,8 +120,12 @@ def test_reused_plans_read_a_large_owners_rows_by_key(
     flt = MemoryFilter(account_id=ACCOUNT, user_id=BIG)
     tokens = list(indexed.lexical.hashed_terms(ACCOUNT, "walked dog"))
     seeds = [stored[0].id, stored[5].id]
+    # Each term alone is over this budget: the search scores a sample of one term's postings.
+    sampling = replace(storage.lexical, postings_budget=10)
     for _ in range(6):  # past psycopg's threshold, so plain statements are prepared too
         assert storage.lexical_search(flt, tokens, 3, k1=1.2, b=0.75)
+        with _tuned(storage, sampling):
+            assert storage.lexical_search(flt, tokens, 3, k1=1.2, b=0.75)
         assert storage.neighbourhood(flt, seeds, vectors[seeds[0]]).rows
         assert storage.neighbourhood(flt, seeds, None, with_vectors=True).rows
         assert storage.edges(ACCOUNT, seeds)
@@ -123,10 +139,11 @@ def test_reused_plans_read_a_large_owners_rows_by_key(
         ).fetchall()
         assert db.run("SHOW plan_cache_mode").fetchone()[0] == "auto"
         statements = [str(row[0]) for row in prepared]
-        # Only run_reusing_plan prepares: the lexical statements (postings with rows, term
-        # counts), both neighbourhood reads, the edges, the shared check and both reads by
-        # id. The vector search, run as often, is planned for its values each time.
-        assert len(statements) >= 8, prepared
+        # Only run_reusing_plan prepares: the lexical statements (postings with rows, the
+        # same on a sample, term counts), both neighbourhood reads, the edges, the shared
+        # check and both reads by id. The vector search, run as often, is planned for its
+        # values each time.
+        assert len(statements) >= 9, prepared
         assert not any("WITH nearest" in s for s in statements), prepared
         assert sum(1 for _, generic, _ in prepared if generic) >= 4, prepared
         for statement in statements:
@@ -138,6 +155,10 @@ def test_reused_plans_read_a_large_owners_rows_by_key(
                 "memories_pkey",
                 "memories_shared",
             }, plan
+            # Postings are read by owner and term, never by walking the memory ids.
+            assert "memory_tokens_pkey" not in indexes, plan
+        sampled = [s for s in statements if "ORDER BY token, memory_id LIMIT" in s]
+        assert sampled and all("tokens_owner" in _generic_plan(db, s) for s in sampled)
         # The neighbourhood read as written before it reused plans: its generic plan read
         # the owner's rows by the owner index, which is what the checks above catch.
         joined = next(s for s in statements if "vector_send" in s).replace(

@@ -734,10 +734,17 @@ class LexicalTuning:
     stats_min_cached: int = 1000
     """An owner's counts are cached once the owner has this many memories."""
     postings_budget: int = 3_000
-    """Postings one query scores at most (the rarest terms are kept). Chosen by
+    """Postings one query scores at most (the rarest terms are kept; a term that alone has
+    more is scored on this many of its postings, see :attr:`sample_over_budget`). Chosen by
     leave-one-conversation-out on LoCoMo questions among 100k other memories of the same user
     (``bench/lexical_scale.py``; docs/retrieval.md): it bounds the slowest lexical searches,
     those of questions made of common words, for a held-out recall within 0.005 of 10,000's."""
+    sample_over_budget: bool = True
+    """When the rarest term of a question alone has more postings than the budget, score
+    only ``postings_budget`` of them, those of the smallest memory ids: memory ids are
+    random, so that is a fixed uniform sample, read in index order on SQLite. Off, such a
+    term's postings are all scored (tens of thousands for a word in a tenth of a large
+    owner's memories)."""
     common_min: int = 1000
     """A term is common (left out when rarer ones exist) above this many postings, or a
     fiftieth of the owner's memories when that is more."""
@@ -1403,7 +1410,7 @@ class SqlStorage:
             docs, avg_len = self._owner_stats(db, flt.account_id, owner)
             if docs == 0 and not flt.include_shared:
                 return []
-            idf = self._idf(db, flt.account_id, owner, unique, docs)
+            idf, sample = self._idf(db, flt.account_id, owner, unique, docs)
             shared_idf = idf
             if owner is not None and flt.include_shared and len(idf) < len(unique):
                 # Words the asker never used (or uses everywhere) still find other users'
@@ -1418,7 +1425,7 @@ class SqlStorage:
             hits: list[ScoredId] = []
             if idf:
                 score = self._bm25_expression(idf, k1=k1, b=b, avg_len=avg_len)
-                hits = self._owner_postings(db, flt, score, idf, k)
+                hits = self._owner_postings(db, flt, score, idf, k, sample=sample)
             if flt.include_shared:
                 shared_score = self._bm25_expression(shared_idf, k1=k1, b=b, avg_len=avg_len)
                 hits += self._joined(
@@ -1538,7 +1545,9 @@ class SqlStorage:
         owner: str | None,
         tokens: list[int],
         docs: int,
-    ) -> dict[int, float]:
+    ) -> tuple[dict[int, float], int | None]:
+        """BM25 weights of the terms a search scores, and how many postings of the one term
+        it scores when that term alone has more than the budget (``None``: all of them)."""
         cache = docs >= self.lexical.stats_min_cached
         docs = max(docs, 1)
         # Terms in more than a fiftieth of the owner's memories add little to BM25 but
@@ -1555,14 +1564,19 @@ class SqlStorage:
         # A question made only of common words ("where has Maria made friends") would still
         # score tens of thousands of postings; the rarest terms up to a budget rank nearly the
         # same. (An owner of fewer than a few thousand memories never reaches the budget.)
-        if sum(kept.values()) > self.lexical.postings_budget:
+        budget = self.lexical.postings_budget
+        if sum(kept.values()) > budget:
             chosen: dict[int, int] = {}
             for tok, n in sorted(kept.items(), key=lambda item: item[1]):
-                if chosen and sum(chosen.values()) + n > self.lexical.postings_budget:
+                if chosen and sum(chosen.values()) + n > budget:
                     break
                 chosen[tok] = n
             kept = chosen
-        return {tok: float(np.log(1.0 + (docs - n + 0.5) / (n + 0.5))) for tok, n in kept.items()}
+        # Only the first term chosen can exceed the budget, and then it is chosen alone. Its
+        # weight still comes from its full count; only which memories are scored shrinks.
+        over = self.lexical.sample_over_budget and sum(kept.values()) > budget
+        idf = {tok: float(np.log(1.0 + (docs - n + 0.5) / (n + 0.5))) for tok, n in kept.items()}
+        return idf, budget if over else None
 
     def _document_frequencies(
         self,
@@ -1632,17 +1646,34 @@ class SqlStorage:
         score: tuple[str, list[Any]],
         idf: dict[int, float],
         k: int,
+        *,
+        sample: int | None = None,
     ) -> list[ScoredId]:
+        """The owner's best ``k`` memories by BM25 that pass ``flt``, with their rows; with
+        ``sample``, only that many postings are scored, those of the smallest memory ids."""
         marks = ", ".join("?" for _ in idf)
         own = compile_filter(flt.model_copy(update={"include_shared": False}))
         where, params = own
         limit = 4 * k + 16
+        owner_params = [flt.account_id, flt.user_id, *idf]
+        scored = "memory_tokens t WHERE t.account_id = ? AND t.user_id = ? "
+        if sample is None:
+            scored += f"AND t.token IN ({marks})"
+        else:
+            # The same postings on both stores. SQLite reads them in its primary key's order
+            # (no sort); PostgreSQL reads the term's range of its owner index and keeps the
+            # smallest ids (``token`` first, so that no index orders by id alone and a plan
+            # cannot walk the memory_id key instead, filtering as it goes).
+            scored = (
+                "(SELECT memory_id, tf, doc_len, token FROM memory_tokens WHERE account_id = ? "
+                f"AND user_id = ? AND token IN ({marks}) ORDER BY token, memory_id LIMIT ?) t"
+            )
+            owner_params.append(sample)
         postings = (
-            f"SELECT t.memory_id, {score[0]} AS score FROM memory_tokens t "
-            f"WHERE t.account_id = ? AND t.user_id = ? AND t.token IN ({marks}) "
+            f"SELECT t.memory_id, {score[0]} AS score FROM {scored} "
             "GROUP BY t.memory_id ORDER BY score DESC, t.memory_id LIMIT ?"
         )
-        postings_params = [*score[1], flt.account_id, flt.user_id, *idf, limit]
+        postings_params = [*score[1], *owner_params, limit]
         # The owner's best postings (an index-only read) and the filter on their rows in one
         # statement; the rows come back for the caller to decrypt.
         rows = db.run_reusing_plan(

@@ -451,6 +451,39 @@ class SearchPrimitivesConformance(StorageHarness):
         ]
         assert len(alone) == 33
 
+    def test_a_term_over_the_postings_budget_is_scored_on_a_fixed_sample(
+        self, engine: MemoryEngine, storage: Storage, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        values = [f"fish {' '.join(['blue'] * (i % 5))} number {i}" for i in range(30)]
+        values += [f"kayak fish {i}" for i in range(3)]
+        stored = engine.store_many(
+            [
+                {"account_id": ACCOUNT, "user_id": "user-1", "key": f"k{i}", "value": v}
+                for i, v in enumerate(values)
+            ]
+        )
+        flt = MemoryFilter(account_id=ACCOUNT, user_id="user-1")
+        fish = list(engine.lexical.hashed_terms(ACCOUNT, "fish"))
+        both = list(engine.lexical.hashed_terms(ACCOUNT, "fish kayak"))
+        whole = LexicalTuning(postings_budget=10, sample_over_budget=False)
+        monkeypatch.setattr(storage, "lexical", whole)
+        every = {
+            h.memory_id: h.score for h in storage.lexical_search(flt, fish, 40, k1=1.2, b=0.75)
+        }
+        assert len(every) == 33
+        monkeypatch.setattr(storage, "lexical", LexicalTuning(postings_budget=10))
+        # "fish" alone (33 postings) is over the budget: the 10 smallest ids are scored, as
+        # they were with every posting (the same weight: the term's full count).
+        sampled = storage.lexical_search(flt, fish, 40, k1=1.2, b=0.75)
+        assert [h.memory_id for h in sampled] == sorted(
+            sorted(every)[:10], key=lambda i: (-round(every[i], 9), i)
+        )
+        assert all(abs(h.score - every[h.memory_id]) < 1e-9 for h in sampled)
+        assert storage.lexical_search(flt, fish, 40, k1=1.2, b=0.75) == sampled
+        # "kayak" (3) is within the budget, so "fish" gives way and nothing is sampled.
+        kayak = {m.id for m in stored[30:]}
+        assert {h.memory_id for h in storage.lexical_search(flt, both, 40, k1=1.2, b=0.75)} == kayak
+
     def test_common_tokens_count_the_owner_against_a_share_and_a_floor(
         self, engine: MemoryEngine, storage: Storage, monkeypatch: pytest.MonkeyPatch
     ) -> None:
