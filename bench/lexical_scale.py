@@ -17,6 +17,11 @@ the search's milliseconds. The candidates the lexical side hands to fusion are w
 changes, so their recall bounds what it can cost the ranked answer.
 
     python bench/lexical_scale.py [--others 100000] [--budgets 10000,5000,3000,2000]
+                                  [--whole-terms]
+
+A term that alone has more postings than the budget is scored on a fixed sample of the
+budget's size (:attr:`~confide.storage.sql.LexicalTuning.sample_over_budget`);
+``--whole-terms`` scores all of its postings instead, as before that rule.
 
 Memories are stored without vectors (the lexical index is written with the memory); one
 SQLite store per conversation, removed afterwards.

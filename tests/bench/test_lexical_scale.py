@@ -12,6 +12,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 from _locomo_data import load_conversations
+from confide.storage.sql import SqlStorage
 from lexical_scale import main, other_memories
 
 TURNS = {
@@ -75,3 +76,19 @@ def test_a_run_reports_each_budgets_recall_per_conversation(
         assert row["10000"]["recall@40"] == 1.0
         assert set(row) == {"10000", "2"}
     assert {"ms_10000", "ms_2"} <= found.keys()
+
+
+@pytest.mark.parametrize(("flags", "sampled"), [([], True), (["--whole-terms"], False)])
+def test_whole_terms_scores_every_posting_of_a_term_over_the_budget(
+    data_file: Path, monkeypatch: pytest.MonkeyPatch, flags: list[str], sampled: bool
+) -> None:
+    seen: set[bool] = set()
+    real = SqlStorage.lexical_search
+
+    def watched(self: SqlStorage, *args: Any, **kwargs: Any) -> Any:
+        seen.add(self.lexical.sample_over_budget)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(SqlStorage, "lexical_search", watched)
+    main(["--data", str(data_file), "--others", "2", "--budgets", "2", *flags])
+    assert seen == {sampled}
