@@ -24,6 +24,9 @@ Settings (``scale.py --compare NAME=VALUE``, repeatable):
 - ``dense-limit``, ``lexical-limit``, ``hydrate-top``: the query plan's ceilings
   (:class:`confide.retrieval.query.QueryPlan`; ``memory_query`` sizes each to the answer
   under its ceiling);
+- ``early-expand``: the best lexical hits whose edges are read while the question is
+  embedded (:attr:`confide.retrieval.query.QueryPlan.early_expand_top`; all the seeds the
+  query follows by default), the other seeds' edges read after the embedding;
 - ``head-chunks``: chunks of the SQLite vector index's re-scored shortlist put in order
   before the filter is asked (:attr:`confide.storage.sqlite_vectors.SqliteVectorIndex.head_chunks`;
   ``0`` sorts all of it);
@@ -173,6 +176,7 @@ def _plan(app: Confide, field: str, value: str) -> tuple[Switch, Callable[[], No
         "dense_limit": replace(configured, dense_limit=n),
         "lexical_limit": replace(configured, lexical_limit=n),
         "hydrate_top": replace(configured, hydrate_top=n),
+        "early_expand_top": replace(configured, early_expand_top=n),
     }[field]
 
     def switch(on: bool) -> None:
@@ -403,6 +407,7 @@ SETTINGS: dict[str, Callable[[Confide, str], tuple[Switch, Callable[[], None]]]]
     "dense-limit": lambda app, v: _plan(app, "dense_limit", v),
     "lexical-limit": lambda app, v: _plan(app, "lexical_limit", v),
     "hydrate-top": lambda app, v: _plan(app, "hydrate_top", v),
+    "early-expand": lambda app, v: _plan(app, "early_expand_top", v),
     "precision": _precision,
     "index-loops": _index_loops,
     "plans": _plans,

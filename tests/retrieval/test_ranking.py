@@ -7,6 +7,7 @@ from dataclasses import replace
 from datetime import datetime
 
 import numpy as np
+import pytest
 
 from confide.index.tokenize import terms
 from confide.retrieval.bm25 import BM25Params, bm25_idf, bm25_term_weight
@@ -17,7 +18,7 @@ from confide.retrieval.features import (
     query_features,
     question_name_terms,
 )
-from confide.retrieval.query import retrieve
+from confide.retrieval.query import QueryPlan, retrieve
 from confide.retrieval.ranking import Candidate, Edge, EdgeKind, RankingWeights, rank
 from confide.testing.embedders import HashingEmbedder
 
@@ -282,6 +283,40 @@ def test_retrieve_expands_to_the_answer_next_to_the_question() -> None:
         source, "What breed is Ann's puppy?", embedder=embedder, limit=3, weights=no_edges
     )
     assert "11" not in [s.candidate.id for s in plain]
+
+
+@pytest.mark.parametrize("early", [0, 1, 5, 40])
+def test_more_or_fewer_edges_read_early_give_the_same_answer(early: int) -> None:
+    embedder = HashingEmbedder()
+    turns = [("Ann", f"filler remark number {i} about the weather") for i in range(60)]
+    turns[10] = ("Bob", "What breed is your new puppy?")
+    turns[11] = ("Ann", "A beagle, we named him Max.")
+    source = ListSource(turns, embedder)
+    asked: list[tuple[list[str], bool]] = []
+    real = source.neighbours
+
+    def neighbours(
+        ids: Sequence[str], vector: np.ndarray | None
+    ) -> tuple[list[Candidate], list[Edge]]:
+        asked.append((list(ids), vector is None))
+        return real(ids, vector)
+
+    source.neighbours = neighbours  # type: ignore[method-assign]
+    weights = RankingWeights(w_dense=0.5, w_speaker=0.1, w_brief=0, w_named=0)
+    question = "What breed is Ann's puppy?"
+    configured = retrieve(source, question, embedder=embedder, limit=3, weights=weights)
+    (seeds,) = [len(ids) for ids, no_vector in asked if no_vector]
+    asked.clear()
+    plan = QueryPlan(early_expand_top=early)
+    other = retrieve(source, question, embedder=embedder, limit=3, weights=weights, plan=plan)
+    assert [(s.candidate.id, s.score) for s in other] == [
+        (s.candidate.id, s.score) for s in configured
+    ]
+    read_early = [len(ids) for ids, no_vector in asked if no_vector]
+    if early < seeds:
+        assert read_early == ([early] if early else [])
+    else:  # as many of the lexical hits as there are, up to ``early``
+        assert read_early[0] > seeds
 
 
 def test_retrieve_without_embedder_uses_bm25_only() -> None:

@@ -125,6 +125,11 @@ class QueryPlan:
     """Candidates read in full (for text features) before the edges are followed."""
     expand_top: int | None = None
     """At most this many seeds have their edges followed (``None``: ``weights.expand_top``)."""
+    early_expand_top: int | None = None
+    """This many of the best lexical hits have their edges read while the question is
+    embedded (``None``: as many as seeds are followed; none when no edges are followed); the
+    seeds chosen after fusion whose edges were not read then are read after the embedding.
+    The answer is the same."""
 
 
 def _merge(lists: Sequence[Sequence[Candidate]]) -> list[Candidate]:
@@ -256,9 +261,9 @@ class _LexicalSide:
 
 
 def _lexical_side(
-    source: CandidateSource, query_terms: Sequence[str], plan: QueryPlan, expand: int
+    source: CandidateSource, query_terms: Sequence[str], plan: QueryPlan, early: int
 ) -> _LexicalSide:
-    """BM25 candidates, the best of them hydrated, and the edges of the best ``expand``.
+    """BM25 candidates, the best of them hydrated, and the edges of the best ``early``.
 
     This runs while the query is embedded. The best lexical hits are likely seeds, so their
     edges are read now, on another worker while this one decrypts, and their neighbours
@@ -266,7 +271,7 @@ def _lexical_side(
     they cannot deadlock.)
     """
     found = source.lexical_candidates(query_terms, limit=plan.lexical_limit, params=plan.bm25)
-    seeds = [c.id for c in found[:expand]]
+    seeds = [c.id for c in found[:early]]
     expansion = hand(source.neighbours, seeds, None) if seeds else None
     hydrated = source.hydrate(found[: plan.hydrate_top]) + found[plan.hydrate_top :]
     return _LexicalSide(hydrated, seeds, expansion)
@@ -304,7 +309,8 @@ def retrieve(
     # drivers release the GIL).
     pending: Handed[_LexicalSide] | None = None
     if query_terms:
-        pending = hand(_lexical_side, source, query_terms, p, expand)
+        read_now = expand if p.early_expand_top is None or not expand else p.early_expand_top
+        pending = hand(_lexical_side, source, query_terms, p, read_now)
     vector = None
     if embedder is not None:
         vector = embedder.embed_one(embedded_question(source, query, w))
