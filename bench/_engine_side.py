@@ -81,7 +81,8 @@ BENCH_KEK = bytes(range(32))
 def bench_engine(backend: str, *, prefix: str, pool_max: int = 8) -> Iterator[MemoryEngine]:
     """An engine over a fresh store of ``backend`` in a temporary folder named ``prefix...``,
     with its owner keys in a SQLite key store beside it and :data:`BENCH_KEK`; on exit the
-    key store is closed, the store closed (its server stopped) and the folder removed.
+    engine's queued events are written, the key store closed, the store closed (its server
+    stopped) and the folder removed.
 
     The engine's settings have the folder's ``home`` and the KEK as encryption key.
     """
@@ -91,12 +92,14 @@ def bench_engine(backend: str, *, prefix: str, pool_max: int = 8) -> Iterator[Me
     ):
         folder = Path(tmp)
         keys = open_key_store(f"sqlite:///{folder / 'keys.db'}")
+        settings = Settings(home=folder / "home", encryption_key=BENCH_KEK.hex())
+        engine = MemoryEngine(
+            storage, KeyRing(primary=BENCH_KEK), settings=settings, key_store=keys
+        )
         try:
-            settings = Settings(home=folder / "home", encryption_key=BENCH_KEK.hex())
-            yield MemoryEngine(
-                storage, KeyRing(primary=BENCH_KEK), settings=settings, key_store=keys
-            )
+            yield engine
         finally:
+            engine.ops.close()  # its queued events written while the store is still open
             keys.close()
 
 

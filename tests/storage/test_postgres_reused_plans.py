@@ -12,7 +12,6 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 
 import numpy as np
@@ -23,7 +22,7 @@ from confide.index.vectors import VectorIndexer
 from confide.storage import FEATURES
 from confide.storage.base import EdgeRow
 from confide.storage.postgres import PostgresStorage
-from confide.storage.sql import LexicalTuning, SqlExecutor
+from confide.storage.sql import SqlExecutor
 from confide.testing.builders import ACCOUNT
 from confide.testing.embedders import RandomEmbedder, unit_vector
 from confide.types import MemoryFilter
@@ -81,16 +80,6 @@ def _many_small_owners(storage: PostgresStorage, template_id: str) -> None:
         db.run("ANALYZE")
 
 
-@contextmanager
-def _tuned(storage: PostgresStorage, tuning: LexicalTuning) -> Iterator[None]:
-    configured = storage.lexical
-    storage.lexical = tuning
-    try:
-        yield
-    finally:
-        storage.lexical = configured
-
-
 def _generic_plan(db: SqlExecutor, statement: str) -> str:
     """The plan PostgreSQL makes for ``statement`` (``$n`` placeholders) without values."""
     # Without parameters psycopg sends the text as it is, placeholders and all.
@@ -124,7 +113,8 @@ def test_reused_plans_read_a_large_owners_rows_by_key(
     sampling = replace(storage.lexical, postings_budget=10)
     for _ in range(6):  # past psycopg's threshold, so plain statements are prepared too
         assert storage.lexical_search(flt, tokens, 3, k1=1.2, b=0.75)
-        with _tuned(storage, sampling):
+        with pytest.MonkeyPatch.context() as tuned:
+            tuned.setattr(storage, "lexical", sampling)
             assert storage.lexical_search(flt, tokens, 3, k1=1.2, b=0.75)
         assert storage.neighbourhood(flt, seeds, vectors[seeds[0]]).rows
         assert storage.neighbourhood(flt, seeds, None, with_vectors=True).rows

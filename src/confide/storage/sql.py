@@ -1656,9 +1656,10 @@ class SqlStorage:
         where, params = own
         limit = 4 * k + 16
         owner_params = [flt.account_id, flt.user_id, *idf]
-        scored = "memory_tokens t WHERE t.account_id = ? AND t.user_id = ? "
         if sample is None:
-            scored += f"AND t.token IN ({marks})"
+            scored = (
+                f"memory_tokens t WHERE t.account_id = ? AND t.user_id = ? AND t.token IN ({marks})"
+            )
         else:
             # The same postings on both stores. SQLite reads them in its primary key's order
             # (no sort); PostgreSQL reads the term's range of its owner index and keeps the
