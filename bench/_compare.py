@@ -15,6 +15,9 @@ Settings (``scale.py --compare NAME=VALUE``, repeatable):
 - ``sample-over-budget``: ``off`` scores every posting of a term that alone exceeds the
   budget, as before such a term was scored on a fixed sample of the budget's size
   (:attr:`~confide.storage.sql.LexicalTuning.sample_over_budget`);
+- ``one-term``: ``grouped`` adds up a one-term search's postings by memory as a search of
+  more terms does, as before such a search scored each posting on its own
+  (:class:`confide.storage.sql.Bm25Score`);
 - ``common-min``: postings above which a term is left out of a lexical search when rarer
   ones exist (:attr:`~confide.storage.sql.LexicalTuning.common_min`);
 - ``query-workers``: threads of the query path's pool; ``0`` runs its tasks on the caller's
@@ -81,7 +84,7 @@ from confide.embedders.local import PRECISIONS, LocalMiniLMEmbedder, Precision
 from confide.retrieval import query as query_path
 from confide.retrieval.ports import DeltaFeed
 from confide.storage import vector_kernels
-from confide.storage.sql import SqlExecutor, SqlStorage
+from confide.storage.sql import Bm25Score, SqlExecutor, SqlStorage
 from confide.storage.sqlite import SqliteStorage
 
 P = ParamSpec("P")
@@ -126,6 +129,30 @@ def _lexical(app: Confide, field: str, value: str) -> tuple[Switch, Callable[[],
         storage.lexical = changed if on else configured
 
     return switch, lambda: None
+
+
+def _one_term(app: Confide, value: str) -> tuple[Switch, Callable[[], None]]:
+    if value != "grouped":
+        raise ValueError("one-term must be grouped")
+    storage = app.engine.storage
+    if not isinstance(storage, SqlStorage):
+        raise ValueError("one-term needs a SQL store")
+    configured = SqlStorage._bm25_expression
+
+    def grouped(idf: dict[int, float], *, k1: float, b: float, avg_len: float) -> Bm25Score:
+        score = configured(idf, k1=k1, b=b, avg_len=avg_len)
+        if score.group_by:
+            return score
+        return Bm25Score(f"SUM({score.sql})", score.params, "GROUP BY t.memory_id")
+
+    def switch(on: bool) -> None:
+        # An instance attribute shadows the static method for this store only.
+        if on:
+            vars(storage)["_bm25_expression"] = grouped
+        else:
+            vars(storage).pop("_bm25_expression", None)
+
+    return switch, lambda: switch(False)
 
 
 def _workers(app: Confide, value: str) -> tuple[Switch, Callable[[], None]]:
@@ -402,6 +429,7 @@ SETTINGS: dict[str, Callable[[Confide, str], tuple[Switch, Callable[[], None]]]]
     "postings-budget": lambda app, v: _lexical(app, "postings_budget", v),
     "common-min": lambda app, v: _lexical(app, "common_min", v),
     "sample-over-budget": lambda app, v: _lexical(app, "sample_over_budget", v),
+    "one-term": _one_term,
     "query-workers": _workers,
     "switch-interval": _switch_interval,
     "dense-limit": lambda app, v: _plan(app, "dense_limit", v),

@@ -13,6 +13,11 @@ step whose CPU time is close to its wall time was slowed, if at all, by running 
 other core busy with the workers and the database), one whose CPU time is far below it
 waited (for a core, the interpreter lock or a worker).
 
+The interpreter's garbage collections during the pass are timed too (``gc.callbacks``), as
+``gc (generation N)`` on the thread that ran them: a collection holds the interpreter lock, so
+while it runs no other Python thread of the process moves either. Its time also counts in
+the step it interrupted.
+
 The steps are wrapped by replacing the attributes for the pass and restoring them after; the
 wrappers cost about a microsecond a call, so the phases add up to a little less than the
 total. Bench code only: the product has no timing hooks.
@@ -21,6 +26,7 @@ total. Bench code only: the product has no timing hooks.
 from __future__ import annotations
 
 import functools
+import gc
 import statistics
 import threading
 import time
@@ -32,7 +38,7 @@ from typing import Any
 
 from confide.client import Confide
 from confide.engine.delta import EngineDeltas
-from confide.retrieval import memory_query, query, source
+from confide.retrieval import access, memory_query, query, source
 
 Phase = tuple[object, str, str]
 """(owner of the attribute, attribute name, phase name)."""
@@ -51,7 +57,17 @@ PHASES: tuple[Phase, ...] = (
     (EngineDeltas, "has_unseen_delta", "delta header due?"),
     (memory_query.MemoryQueryService, "_header", "delta header"),
     (Future, "result", "wait"),
+    (memory_query, "validated", "request checked"),
+    (memory_query.MemoryQueryService, "_scope", "scope"),
+    (query, "hand", "tasks handed"),
+    (query, "query_features", "question features"),
+    (query, "base_scores", "fused scores"),
+    (memory_query.MemoryQueryService, "_searched", "search event"),
+    (access.AccessTracker, "record", "access noted"),
+    (memory_query, "MemoryQueryResult", "answer built"),
 )
+OUTSIDE = "caller: outside the steps"
+"""A query's total less its caller steps: what no step above timed on the caller's thread."""
 
 
 class _Clock:
@@ -93,6 +109,31 @@ class _TimedEmbedder:
 
 
 @contextmanager
+def _collections_timed(clock: _Clock) -> Iterator[None]:
+    """Each garbage collection in the block added to ``clock`` as ``gc (generation N)``."""
+    started: dict[int, tuple[float, float]] = {}
+
+    def timed(phase: str, info: dict[str, int]) -> None:
+        thread = threading.get_ident()
+        if phase == "start":
+            started[thread] = (time.perf_counter(), time.thread_time())
+            return
+        begun = started.pop(thread, None)
+        if begun is not None:
+            clock.add(
+                f"gc (generation {info['generation']})",
+                time.perf_counter() - begun[0],
+                time.thread_time() - begun[1],
+            )
+
+    gc.callbacks.append(timed)
+    try:
+        yield
+    finally:
+        gc.callbacks.remove(timed)
+
+
+@contextmanager
 def _wrapped(clock: _Clock) -> Iterator[None]:
     saved = [(owner, attr, getattr(owner, attr)) for owner, attr, _ in PHASES]
     try:
@@ -126,7 +167,7 @@ def query_phases(
     if real is not None:
         service.embedder = _TimedEmbedder(real, clock)
     try:
-        with _wrapped(clock):
+        with _wrapped(clock), _collections_timed(clock):
             for i, question in enumerate(asked):
                 clock.query = i
                 t0 = time.perf_counter()
@@ -135,6 +176,14 @@ def query_phases(
                 clock.query = -1
     finally:
         service.embedder = real
+    for i, total in enumerate(totals):
+        # Collections happen within steps: their time is in the step's already.
+        timed = sum(
+            v
+            for n, v in clock.spent[i].items()
+            if n.startswith("caller: ") and not n.startswith("caller: gc ")
+        )
+        clock.spent[i][OUTSIDE] = max(0.0, total - timed)
     names = sorted({name for spent in clock.spent.values() for name in spent})
     per = {n: [clock.spent[i].get(n, 0.0) for i in range(len(totals))] for n in names}
     cpu = {n: [clock.cpu[i].get(n, 0.0) for i in range(len(totals))] for n in names}

@@ -23,7 +23,7 @@ from confide.engine import MemoryEngine
 from confide.retrieval import query as query_path
 from confide.storage import FEATURES, postgres, vector_kernels
 from confide.storage.postgres import PostgresStorage
-from confide.storage.sql import SqlStorage
+from confide.storage.sql import Bm25Score, SqlStorage
 from confide.storage.sqlite import SqliteStorage
 
 KEK = bytes(range(32))
@@ -97,6 +97,26 @@ def test_sampling_over_the_budget_is_switched_off_in_the_changed_arm_only(app: C
     assert sampled == [True, False, False, True]
     with pytest.raises(ValueError, match="on or off"):
         compare(app, "sample-over-budget=7", QUESTIONS[:1], _request, warm=0)
+
+
+def test_one_term_searches_add_up_their_postings_in_the_changed_arm_only(
+    app: Confide, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    storage = app.engine.storage
+    assert isinstance(storage, SqlStorage)
+    real = SqlStorage._owner_postings
+    grouped: list[bool] = []
+
+    def watched(self: SqlStorage, db: Any, flt: Any, score: Bm25Score, *a: Any, **k: Any) -> Any:
+        grouped.append(bool(score.group_by))
+        return real(self, db, flt, score, *a, **k)
+
+    monkeypatch.setattr(SqlStorage, "_owner_postings", watched)
+    compare(app, "one-term=grouped", ["Coco?", "Liam?"], _request, warm=0)
+    assert grouped == [False, True, True, False]
+    assert "_bm25_expression" not in vars(storage)
+    with pytest.raises(ValueError, match="grouped"):
+        compare(app, "one-term=summed", QUESTIONS[:1], _request, warm=0)
 
 
 def test_no_query_workers_answers_on_the_callers_thread(

@@ -3,6 +3,7 @@ steps restored afterwards."""
 
 from __future__ import annotations
 
+import gc
 import sys
 from pathlib import Path
 from typing import Any
@@ -58,3 +59,24 @@ def test_phases_split_a_query_by_thread_and_leave_the_query_path_as_it_was(
     assert "caller: embedding" in found["slowest_twentieth"]
     assert [getattr(owner, attr) for owner, attr, _ in PHASES] == originals
     assert isinstance(embedder, LocalMiniLMEmbedder)
+
+
+def test_phases_count_the_garbage_collections_a_query_ran(tmp_path: Path) -> None:
+    storage = SqliteStorage(tmp_path / "confide.db", features=FEATURES)
+    storage.migrate()
+    settings = Settings(home=tmp_path / "home", encryption_key=KEK.hex())
+    engine = MemoryEngine(storage, KeyRing(primary=KEK), settings=settings)
+    app = Confide(engine, embedder=None, settings=settings)
+    callbacks = list(gc.callbacks)
+
+    def collecting(question: str) -> dict[str, Any]:
+        gc.collect()  # within the query's clock: its request is built after the clock starts
+        return _request(question)
+
+    try:
+        app.engine.store_many([{"account_id": "a", "user_id": "u", "key": "k", "value": "Coco"}])
+        found = query_phases(app, ["Who is Coco?"], collecting)
+    finally:
+        app.close()
+    assert found["phases"]["caller: gc (generation 2)"]["p50_ms"] > 0
+    assert gc.callbacks == callbacks

@@ -66,6 +66,21 @@ class NeighbourColumn(NamedTuple):
 NO_NEIGHBOUR_COLUMN = NeighbourColumn("NULL", "", [], "none")
 
 
+class Bm25Score(NamedTuple):
+    """A memory's BM25 over its postings ``t`` as SQL, with its parameters, and the clause
+    that gathers each memory's postings.
+
+    With one term a memory has one posting of it (``token`` and ``memory_id`` are a key), so
+    there is nothing to add up: ``group_by`` is empty and ``sql`` scores the posting itself.
+    That spares SQLite a sort of every posting by memory, most of a search's time when a
+    term is scored on thousands of postings.
+    """
+
+    sql: str
+    params: list[Any]
+    group_by: str
+
+
 @dataclass
 class NeighbourRows:
     """Neighbours as a neighbourhood read returns them: each row and, per the column's
@@ -1630,20 +1645,23 @@ class SqlStorage:
     @staticmethod
     def _bm25_expression(
         idf: dict[int, float], *, k1: float, b: float, avg_len: float
-    ) -> tuple[str, list[Any]]:
+    ) -> Bm25Score:
         weights = " ".join("WHEN ? THEN ?" for _ in idf)
         params: list[Any] = [v for tok, w in idf.items() for v in (tok, w)]
-        sql = (
-            f"SUM((CASE t.token {weights} ELSE 0 END) * t.tf * ? "
-            "/ (t.tf + ? * (1 - ? + ? * t.doc_len / ?)))"
+        posting = (
+            f"(CASE t.token {weights} ELSE 0 END) * t.tf * ? "
+            "/ (t.tf + ? * (1 - ? + ? * t.doc_len / ?))"
         )
-        return sql, [*params, k1 + 1.0, k1, b, b, max(avg_len, 1.0)]
+        params += [k1 + 1.0, k1, b, b, max(avg_len, 1.0)]
+        if len(idf) == 1:
+            return Bm25Score(posting, params, "")
+        return Bm25Score(f"SUM({posting})", params, "GROUP BY t.memory_id")
 
     def _owner_postings(
         self,
         db: SqlExecutor,
         flt: MemoryFilter,
-        score: tuple[str, list[Any]],
+        score: Bm25Score,
         idf: dict[int, float],
         k: int,
         *,
@@ -1671,10 +1689,10 @@ class SqlStorage:
             )
             owner_params.append(sample)
         postings = (
-            f"SELECT t.memory_id, {score[0]} AS score FROM {scored} "
-            "GROUP BY t.memory_id ORDER BY score DESC, t.memory_id LIMIT ?"
+            f"SELECT t.memory_id, {score.sql} AS score FROM {scored} "
+            f"{score.group_by} ORDER BY score DESC, t.memory_id LIMIT ?"
         )
-        postings_params = [*score[1], *owner_params, limit]
+        postings_params = [*score.params, *owner_params, limit]
         # The owner's best postings (an index-only read) and the filter on their rows in one
         # statement; the rows come back for the caller to decrypt.
         rows = db.run_reusing_plan(
@@ -1696,7 +1714,7 @@ class SqlStorage:
         db: SqlExecutor,
         compiled: tuple[str, list[Any]],
         account_id: str,
-        score: tuple[str, list[Any]],
+        score: Bm25Score,
         idf: dict[int, float],
         k: int,
     ) -> list[ScoredId]:
@@ -1705,11 +1723,11 @@ class SqlStorage:
         rows = db.run(
             # Memories first (CROSS JOIN fixes SQLite's join order): this path serves
             # selective filters and other users' shared memories, both narrow on that side.
-            f"SELECT t.memory_id, {score[0]} AS score FROM memories m "
+            f"SELECT t.memory_id, {score.sql} AS score FROM memories m "
             f"CROSS JOIN memory_tokens t WHERE t.memory_id = m.id "
             f"AND t.account_id = ? AND t.token IN ({marks}) AND {where} "
-            "GROUP BY t.memory_id ORDER BY score DESC, t.memory_id LIMIT ?",
-            [*score[1], account_id, *idf, *params, k],
+            f"{score.group_by} ORDER BY score DESC, t.memory_id LIMIT ?",
+            [*score.params, account_id, *idf, *params, k],
         ).fetchall()
         return [ScoredId(str(r[0]), float(r[1])) for r in rows]
 

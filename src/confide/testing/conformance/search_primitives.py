@@ -484,6 +484,47 @@ class SearchPrimitivesConformance(StorageHarness):
         kayak = {m.id for m in stored[30:]}
         assert {h.memory_id for h in storage.lexical_search(flt, both, 40, k1=1.2, b=0.75)} == kayak
 
+    def test_a_one_term_search_scores_each_memory_as_a_search_of_more_terms_does(
+        self, engine: MemoryEngine, storage: Storage
+    ) -> None:
+        # One term is scored posting by posting (nothing to add up); a second term that only
+        # one memory holds must leave every other memory's score as it was.
+        values = [f"fish {' '.join(['blue'] * (i % 4))} number {i}" for i in range(12)]
+        values.append("fish and a kayak")
+        stored = engine.store_many(
+            [
+                {"account_id": ACCOUNT, "user_id": "user-1", "key": f"k{i}", "value": v}
+                for i, v in enumerate(values)
+            ]
+        )
+        shared = add(
+            engine, key="s", value="fish fish for all", user_id="user-2", visibility="shared"
+        )
+        kayak = stored[-1].id
+        fish = list(engine.lexical.hashed_terms(ACCOUNT, "fish"))
+        both = list(engine.lexical.hashed_terms(ACCOUNT, "fish kayak"))
+        for flt in (
+            MemoryFilter(account_id=ACCOUNT, user_id="user-1"),
+            MemoryFilter(account_id=ACCOUNT, user_id="user-1", include_shared=True),
+            MemoryFilter(account_id=ACCOUNT),
+        ):
+            one = storage.lexical_search(flt, fish, 40, k1=1.2, b=0.75)
+            two = {
+                h.memory_id: h.score for h in storage.lexical_search(flt, both, 40, k1=1.2, b=0.75)
+            }
+            expected = {m.id for m in stored} | (
+                {shared.id} if flt.user_id != "user-1" or flt.include_shared else set()
+            )
+            assert {h.memory_id for h in one} == expected
+            assert len({h.memory_id for h in one}) == len(one)
+            assert two[kayak] > next(h.score for h in one if h.memory_id == kayak)
+            assert all(
+                abs(h.score - two[h.memory_id]) < 1e-9
+                for h in one
+                if h.memory_id not in (kayak, shared.id)
+            )
+            assert [h.score for h in one] == sorted((h.score for h in one), reverse=True)
+
     def test_common_tokens_count_the_owner_against_a_share_and_a_floor(
         self, engine: MemoryEngine, storage: Storage, monkeypatch: pytest.MonkeyPatch
     ) -> None:
