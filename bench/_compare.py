@@ -30,6 +30,9 @@ Settings (``scale.py --compare NAME=VALUE``, repeatable):
 - ``early-expand``: the best lexical hits whose edges are read while the question is
   embedded (:attr:`confide.retrieval.query.QueryPlan.early_expand_top`; all the seeds the
   query follows by default), the other seeds' edges read after the embedding;
+- ``lexical-hydrate``: the best lexical hits read in full on the worker while the question
+  is embedded (:attr:`confide.retrieval.query.QueryPlan.lexical_hydrate_top`; as many as the
+  plan reads in full by default), the others the fused order needs read by the caller;
 - ``head-chunks``: chunks of the SQLite vector index's re-scored shortlist put in order
   before the filter is asked (:attr:`confide.storage.sqlite_vectors.SqliteVectorIndex.head_chunks`;
   ``0`` sorts all of it);
@@ -204,6 +207,7 @@ def _plan(app: Confide, field: str, value: str) -> tuple[Switch, Callable[[], No
         "lexical_limit": replace(configured, lexical_limit=n),
         "hydrate_top": replace(configured, hydrate_top=n),
         "early_expand_top": replace(configured, early_expand_top=n),
+        "lexical_hydrate_top": replace(configured, lexical_hydrate_top=n),
     }[field]
 
     def switch(on: bool) -> None:
@@ -436,6 +440,7 @@ SETTINGS: dict[str, Callable[[Confide, str], tuple[Switch, Callable[[], None]]]]
     "lexical-limit": lambda app, v: _plan(app, "lexical_limit", v),
     "hydrate-top": lambda app, v: _plan(app, "hydrate_top", v),
     "early-expand": lambda app, v: _plan(app, "early_expand_top", v),
+    "lexical-hydrate": lambda app, v: _plan(app, "lexical_hydrate_top", v),
     "precision": _precision,
     "index-loops": _index_loops,
     "plans": _plans,

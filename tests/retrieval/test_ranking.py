@@ -285,13 +285,18 @@ def test_retrieve_expands_to_the_answer_next_to_the_question() -> None:
     assert "11" not in [s.candidate.id for s in plain]
 
 
-@pytest.mark.parametrize("early", [0, 1, 5, 40])
-def test_more_or_fewer_edges_read_early_give_the_same_answer(early: int) -> None:
+def _puppy_among_fillers() -> tuple[HashingEmbedder, ListSource]:
+    """Sixty filler turns, two of them a question about a puppy and its answer."""
     embedder = HashingEmbedder()
     turns = [("Ann", f"filler remark number {i} about the weather") for i in range(60)]
     turns[10] = ("Bob", "What breed is your new puppy?")
     turns[11] = ("Ann", "A beagle, we named him Max.")
-    source = ListSource(turns, embedder)
+    return embedder, ListSource(turns, embedder)
+
+
+@pytest.mark.parametrize("early", [0, 1, 5, 40])
+def test_more_or_fewer_edges_read_early_give_the_same_answer(early: int) -> None:
+    embedder, source = _puppy_among_fillers()
     asked: list[tuple[list[str], bool]] = []
     real = source.neighbours
 
@@ -317,6 +322,34 @@ def test_more_or_fewer_edges_read_early_give_the_same_answer(early: int) -> None
         assert read_early == ([early] if early else [])
     else:  # as many of the lexical hits as there are, up to ``early``
         assert read_early[0] > seeds
+
+
+@pytest.mark.parametrize("read", [0, 1, 5])
+def test_fewer_lexical_hits_read_on_the_worker_give_the_same_answer(read: int) -> None:
+    embedder, source = _puppy_among_fillers()
+    hydrated: list[list[str]] = []
+    real = source.hydrate
+
+    def hydrate(candidates: Sequence[Candidate]) -> list[Candidate]:
+        hydrated.append([c.id for c in candidates])
+        return real(candidates)
+
+    source.hydrate = hydrate  # type: ignore[method-assign]
+    weights = RankingWeights(w_dense=0.5, w_speaker=0.1, w_brief=0, w_named=0)
+    question = "What breed is Ann's puppy about the weather?"
+    configured = retrieve(source, question, embedder=embedder, limit=3, weights=weights)
+    first = hydrated[0]
+    hydrated.clear()
+    plan = QueryPlan(lexical_hydrate_top=read)
+    other = retrieve(source, question, embedder=embedder, limit=3, weights=weights, plan=plan)
+    assert [(s.candidate.id, s.score) for s in other] == [
+        (s.candidate.id, s.score) for s in configured
+    ]
+    # The lexical side read its best ``read`` hits where it read more as configured (with
+    # none it reads nothing); the caller read the rest it needed.
+    assert len(first) > 5
+    if read:
+        assert hydrated[0] == first[:read]
 
 
 def test_retrieve_without_embedder_uses_bm25_only() -> None:

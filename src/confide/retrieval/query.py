@@ -130,6 +130,10 @@ class QueryPlan:
     embedded (``None``: as many as seeds are followed; none when no edges are followed); the
     seeds chosen after fusion whose edges were not read then are read after the embedding.
     The answer is the same."""
+    lexical_hydrate_top: int | None = None
+    """This many of the best lexical hits are read in full on the worker while the question
+    is embedded (``None``: ``hydrate_top``); those the fused order needs that were not are
+    read by the caller after the embedding. The answer is the same."""
 
 
 def _merge(lists: Sequence[Sequence[Candidate]]) -> list[Candidate]:
@@ -273,7 +277,10 @@ def _lexical_side(
     found = source.lexical_candidates(query_terms, limit=plan.lexical_limit, params=plan.bm25)
     seeds = [c.id for c in found[:early]]
     expansion = hand(source.neighbours, seeds, None) if seeds else None
-    hydrated = source.hydrate(found[: plan.hydrate_top]) + found[plan.hydrate_top :]
+    read = plan.hydrate_top
+    if plan.lexical_hydrate_top is not None:
+        read = min(read, plan.lexical_hydrate_top)
+    hydrated = source.hydrate(found[:read]) + found[read:] if read else found
     return _LexicalSide(hydrated, seeds, expansion)
 
 
