@@ -60,6 +60,7 @@ PHASES: tuple[Phase, ...] = (
     (memory_query, "validated", "request checked"),
     (memory_query.MemoryQueryService, "_scope", "scope"),
     (query, "hand", "tasks handed"),
+    (memory_query, "hand", "tasks handed"),
     (query, "query_features", "question features"),
     (query, "base_scores", "fused scores"),
     (memory_query.MemoryQueryService, "_searched", "search event"),

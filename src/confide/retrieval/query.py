@@ -280,7 +280,7 @@ def _lexical_side(
     read = plan.hydrate_top
     if plan.lexical_hydrate_top is not None:
         read = min(read, plan.lexical_hydrate_top)
-    hydrated = source.hydrate(found[:read]) + found[read:] if read else found
+    hydrated = source.hydrate(found[:read]) + found[read:]
     return _LexicalSide(hydrated, seeds, expansion)
 
 
