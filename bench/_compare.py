@@ -15,10 +15,6 @@ Settings (``scale.py --compare NAME=VALUE``, repeatable):
 - ``sample-over-budget``: ``off`` scores every posting of a term that alone exceeds the
   budget, as before such a term was scored on a fixed sample of the budget's size
   (:attr:`~confide.storage.sql.LexicalTuning.sample_over_budget`);
-- ``one-term-by-length``: ``off`` scores a one-term search's postings as a search of more
-  terms does (every posting, or the sample over budget), as before such a search read the
-  shortest memories of each count of the term first
-  (:attr:`~confide.storage.sql.LexicalTuning.one_term_by_length`);
 - ``one-term``: ``grouped`` adds up a one-term search's postings by memory as a search of
   more terms does, as before such a search scored each posting on its own
   (:class:`confide.storage.sql.Bm25Score`);
@@ -437,7 +433,6 @@ SETTINGS: dict[str, Callable[[Confide, str], tuple[Switch, Callable[[], None]]]]
     "postings-budget": lambda app, v: _lexical(app, "postings_budget", v),
     "common-min": lambda app, v: _lexical(app, "common_min", v),
     "sample-over-budget": lambda app, v: _lexical(app, "sample_over_budget", v),
-    "one-term-by-length": lambda app, v: _lexical(app, "one_term_by_length", v),
     "one-term": _one_term,
     "query-workers": _workers,
     "switch-interval": _switch_interval,

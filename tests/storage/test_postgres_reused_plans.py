@@ -22,7 +22,7 @@ from confide.index.vectors import VectorIndexer
 from confide.storage import FEATURES
 from confide.storage.base import EdgeRow
 from confide.storage.postgres import PostgresStorage
-from confide.storage.sql import EXACT_COUNTS, SqlExecutor
+from confide.storage.sql import SqlExecutor
 from confide.testing.builders import ACCOUNT
 from confide.testing.embedders import RandomEmbedder, unit_vector
 from confide.types import MemoryFilter
@@ -109,12 +109,10 @@ def test_reused_plans_read_a_large_owners_rows_by_key(
     flt = MemoryFilter(account_id=ACCOUNT, user_id=BIG)
     tokens = list(indexed.lexical.hashed_terms(ACCOUNT, "walked dog"))
     seeds = [stored[0].id, stored[5].id]
-    # Each term alone is over this budget: the search scores a sample of one term's postings
-    # (when a one-term search is not read best first).
-    sampling = replace(storage.lexical, postings_budget=10, one_term_by_length=False)
+    # Each term alone is over this budget: the search scores a sample of one term's postings.
+    sampling = replace(storage.lexical, postings_budget=10)
     for _ in range(6):  # past psycopg's threshold, so plain statements are prepared too
         assert storage.lexical_search(flt, tokens, 3, k1=1.2, b=0.75)
-        assert storage.lexical_search(flt, tokens[:1], 3, k1=1.2, b=0.75)  # best first
         with pytest.MonkeyPatch.context() as tuned:
             tuned.setattr(storage, "lexical", sampling)
             assert storage.lexical_search(flt, tokens, 3, k1=1.2, b=0.75)
@@ -132,7 +130,7 @@ def test_reused_plans_read_a_large_owners_rows_by_key(
         assert db.run("SHOW plan_cache_mode").fetchone()[0] == "auto"
         statements = [str(row[0]) for row in prepared]
         # Only run_reusing_plan prepares: the lexical statements (postings with rows, the
-        # same on a sample and read best first, term counts), both neighbourhood reads, the edges, the shared
+        # same on a sample, term counts), both neighbourhood reads, the edges, the shared
         # check and both reads by id. The vector search, run as often, is planned for its
         # values each time.
         assert len(statements) >= 9, prepared
@@ -150,15 +148,7 @@ def test_reused_plans_read_a_large_owners_rows_by_key(
             # Postings are read by owner and term, never by walking the memory ids.
             assert "memory_tokens_pkey" not in indexes, plan
         sampled = [s for s in statements if "ORDER BY token, memory_id LIMIT" in s]
-        assert sampled and all("tokens_length" in _generic_plan(db, s) for s in sampled)
-        # A one-term search reads each count it takes apart in the index's length order, and
-        # the higher counts backwards (highest first): no sort of the term's postings.
-        best_first = [s for s in statements if "ORDER BY doc_len, memory_id LIMIT" in s]
-        assert best_first
-        for statement in best_first:
-            plan = _generic_plan(db, statement)
-            assert plan.count("Index Only Scan using tokens_length") == EXACT_COUNTS, plan
-            assert plan.count("Index Only Scan Backward using tokens_length") == 1, plan
+        assert sampled and all("tokens_owner" in _generic_plan(db, s) for s in sampled)
         # The neighbourhood read as written before it reused plans: its generic plan read
         # the owner's rows by the owner index, which is what the checks above catch.
         joined = next(s for s in statements if "vector_send" in s).replace(

@@ -277,14 +277,6 @@ _ACCESS_COUNT = (
 )
 
 
-# An owner's postings of a term by count, then length, then memory: both stores read the same
-# entries in the same order (PostgreSQL's INCLUDE columns would carry no order).
-_POSTINGS_BY_LENGTH = (
-    "CREATE INDEX IF NOT EXISTS tokens_length "
-    "ON memory_tokens (account_id, user_id, token, tf, doc_len, memory_id)"
-)
-
-
 def _thread_reads() -> tuple[str, ...]:
     # How far each reader (an agent) has seen a change-log thread: the delta header shows a
     # change once. ops_events gains an index for the per-account counts over a time window.
@@ -418,18 +410,6 @@ MEMORY_STORE = Feature(
             postgres=(
                 "ALTER TABLE key_generations ADD COLUMN IF NOT EXISTS erased_at DOUBLE PRECISION",
             ),
-        ),
-        Migration(
-            version=16,
-            name="postings-by-length",
-            # A one-term search reads each term count's shortest memories first (their BM25 is
-            # the highest for that count), a few hundred entries however common the term
-            # (``SqlStorage._owner_postings``). Building it holds writes to the postings while
-            # it runs, as every index of these migrations does. On PostgreSQL it holds every
-            # column of ``tokens_owner`` in the same leading order, which it replaces; SQLite's
-            # postings are their primary key.
-            sqlite=(_POSTINGS_BY_LENGTH,),
-            postgres=(_POSTINGS_BY_LENGTH, "DROP INDEX IF EXISTS tokens_owner"),
         ),
     ),
 )

@@ -750,18 +750,10 @@ class LexicalTuning:
     """An owner's counts are cached once the owner has this many memories."""
     postings_budget: int = 3_000
     """Postings one query scores at most (the rarest terms are kept; a term that alone has
-    more is read best first, :attr:`one_term_by_length`, or else scored on this many of its
-    postings, :attr:`sample_over_budget`). Chosen by
+    more is scored on this many of its postings, see :attr:`sample_over_budget`). Chosen by
     leave-one-conversation-out on LoCoMo questions among 100k other memories of the same user
     (``bench/lexical_scale.py``; docs/retrieval.md): it bounds the slowest lexical searches,
     those of questions made of common words, for a held-out recall within 0.005 of 10,000's."""
-    one_term_by_length: bool = True
-    """Whether a one-term search reads, for each count of the term in a memory, the shortest
-    memories first (the ``tokens_length`` index), enough of them to hold the best it keeps:
-    BM25 rises with the count and falls with the length, so those are the term's best
-    postings over all of them, a few hundred entries read however common the term
-    (see :func:`_best_postings_of_one_term`). Off, the term's postings are scored as a search
-    of more terms scores them, every one (or a sample, :attr:`sample_over_budget`)."""
     sample_over_budget: bool = True
     """When the rarest term of a question alone has more postings than the budget, score
     only ``postings_budget`` of them, those of the smallest memory ids: memory ids are
@@ -775,40 +767,6 @@ class LexicalTuning:
     """Term counts kept at most (the oldest go first)."""
     document_frequency_min_cached: int = 100
     """A term count is cached only from this many postings (rarer terms count fast)."""
-
-
-EXACT_COUNTS = 3
-"""A one-term search reads the shortest memories of each count of the term from 1 to this
-apart; memories holding it more often are read together, highest count first."""
-
-
-def _best_postings_of_one_term(
-    account_id: str, user_id: str | None, token: int, limit: int, budget: int
-) -> tuple[str, list[Any]]:
-    """The postings ``t`` among which the owner's ``limit`` best of ``token`` are, with
-    their parameters: for each count of the term up to :data:`EXACT_COUNTS`, its ``limit``
-    shortest memories (length, then id, breaks ties); memories holding it more often, up to
-    ``budget`` of them, the highest count first.
-
-    A term's BM25 in a memory rises with the count and falls with the length, whatever the
-    average length and parameters, so the best ``limit`` of all the postings are among
-    these: the same as scoring every posting, unless more than ``budget`` memories hold the
-    term more than :data:`EXACT_COUNTS` times.
-    """
-    columns = "SELECT memory_id, tf, doc_len, token FROM memory_tokens"
-    owner = "account_id = ? AND user_id = ? AND token = ?"
-    parts: list[str] = []
-    params: list[Any] = []
-    for count in range(1, EXACT_COUNTS + 1):
-        # Each branch is its own subquery: SQLite takes no ORDER BY inside a compound member.
-        parts.append(
-            f"SELECT * FROM ({columns} WHERE {owner} AND tf = ? ORDER BY doc_len, memory_id "
-            "LIMIT ?) c"
-        )
-        params += [account_id, user_id, token, count, limit]
-    parts.append(f"SELECT * FROM ({columns} WHERE {owner} AND tf > ? ORDER BY tf DESC LIMIT ?) c")
-    params += [account_id, user_id, token, EXACT_COUNTS, budget]
-    return f"({' UNION ALL '.join(parts)}) t", params
 
 
 class SqlStorage:
@@ -1482,11 +1440,7 @@ class SqlStorage:
             hits: list[ScoredId] = []
             if idf:
                 score = self._bm25_expression(idf, k1=k1, b=b, avg_len=avg_len)
-                # Length and count order a term's postings only when BM25 weighs both.
-                best_first = len(idf) == 1 and self.lexical.one_term_by_length and k1 > 0 and b > 0
-                hits = self._owner_postings(
-                    db, flt, score, idf, k, sample=sample, best_first=best_first
-                )
+                hits = self._owner_postings(db, flt, score, idf, k, sample=sample)
             if flt.include_shared:
                 shared_score = self._bm25_expression(shared_idf, k1=k1, b=b, avg_len=avg_len)
                 hits += self._joined(
@@ -1712,28 +1666,15 @@ class SqlStorage:
         k: int,
         *,
         sample: int | None = None,
-        best_first: bool = False,
     ) -> list[ScoredId]:
-        """The owner's best ``k`` memories by BM25 that pass ``flt``, with their rows.
-
-        ``best_first`` (one term): its best postings are read as
-        :func:`_best_postings_of_one_term` finds them; otherwise, with ``sample``, only that
-        many postings are scored, those of the smallest memory ids.
-        """
+        """The owner's best ``k`` memories by BM25 that pass ``flt``, with their rows; with
+        ``sample``, only that many postings are scored, those of the smallest memory ids."""
         marks = ", ".join("?" for _ in idf)
         own = compile_filter(flt.model_copy(update={"include_shared": False}))
         where, params = own
         limit = 4 * k + 16
         owner_params = [flt.account_id, flt.user_id, *idf]
-        if best_first:
-            scored, owner_params = _best_postings_of_one_term(
-                flt.account_id,
-                flt.user_id,
-                next(iter(idf)),
-                limit,
-                max(limit, self.lexical.postings_budget),
-            )
-        elif sample is None:
+        if sample is None:
             scored = (
                 f"memory_tokens t WHERE t.account_id = ? AND t.user_id = ? AND t.token IN ({marks})"
             )

@@ -471,10 +471,7 @@ class SearchPrimitivesConformance(StorageHarness):
             h.memory_id: h.score for h in storage.lexical_search(flt, fish, 40, k1=1.2, b=0.75)
         }
         assert len(every) == 33
-        # Read as a search of more terms reads (a one-term search is otherwise read best
-        # first, below).
-        sampling = LexicalTuning(postings_budget=10, one_term_by_length=False)
-        monkeypatch.setattr(storage, "lexical", sampling)
+        monkeypatch.setattr(storage, "lexical", LexicalTuning(postings_budget=10))
         # "fish" alone (33 postings) is over the budget: the 10 smallest ids are scored, as
         # they were with every posting (the same weight: the term's full count).
         sampled = storage.lexical_search(flt, fish, 40, k1=1.2, b=0.75)
@@ -486,56 +483,6 @@ class SearchPrimitivesConformance(StorageHarness):
         # "kayak" (3) is within the budget, so "fish" gives way and nothing is sampled.
         kayak = {m.id for m in stored[30:]}
         assert {h.memory_id for h in storage.lexical_search(flt, both, 40, k1=1.2, b=0.75)} == kayak
-
-    def test_a_one_term_search_read_best_first_finds_what_scoring_every_posting_finds(
-        self, engine: MemoryEngine, storage: Storage, monkeypatch: pytest.MonkeyPatch
-    ) -> None:
-        # 150 memories hold "fish" 1 to 5 times (past EXACT_COUNTS, 3) among 0 to 6 other words
-        # (20 more where it is 4 or 5 times, so the best are among the counts read shortest
-        # first), each count in 30, more than a search of k < 4 reads of it (4k + 16); a
-        # third are in a category the selective filter below keeps.
-        values = [
-            " ".join(["fish"] * (1 + i % 5) + ["word"] * (i % 7 + 20 * (i % 5 > 2)) + [f"n{i}"])
-            for i in range(150)
-        ]
-        stored = engine.store_many(
-            [
-                {
-                    "account_id": ACCOUNT,
-                    "user_id": "user-1",
-                    "key": f"k{i}",
-                    "value": v,
-                    "category": "rare" if i % 3 == 0 else "plain",
-                }
-                for i, v in enumerate(values)
-            ]
-        )
-        fish = list(engine.lexical.hashed_terms(ACCOUNT, "fish"))
-        every = LexicalTuning(one_term_by_length=False, sample_over_budget=False)
-        for flt in (
-            MemoryFilter(account_id=ACCOUNT, user_id="user-1"),
-            MemoryFilter(account_id=ACCOUNT, user_id="user-1", categories=("rare",)),
-        ):
-            for k, k1, b in ((1, 1.2, 0.75), (3, 1.2, 0.75), (10, 0.9, 0.4), (3, 1.2, 0.0)):
-                monkeypatch.setattr(storage, "lexical", every)
-                scored = storage.lexical_search(flt, fish, k, k1=k1, b=b)
-                # The budget caps only the memories holding the term more than EXACT_COUNTS
-                # times (here 60: 4 or 5 times), which are then read highest count first.
-                for budget in (3_000, 60):
-                    best = LexicalTuning(postings_budget=budget)
-                    monkeypatch.setattr(storage, "lexical", best)
-                    found = storage.lexical_search(flt, fish, k, k1=k1, b=b)
-                    assert [h.memory_id for h in found] == [h.memory_id for h in scored]
-                    assert all(
-                        abs(f.score - s.score) < 1e-9 for f, s in zip(found, scored, strict=True)
-                    )
-                assert len(scored) == k
-        # The best of all holds the term three times in the fewest words (no "word").
-        (top,) = storage.lexical_search(
-            MemoryFilter(account_id=ACCOUNT, user_id="user-1"), fish, 1, k1=1.2, b=0.75
-        )
-        best = next(i for i, m in enumerate(stored) if m.id == top.memory_id)
-        assert best % 5 == 2 and best % 7 == 0
 
     def test_a_one_term_search_scores_each_memory_as_a_search_of_more_terms_does(
         self, engine: MemoryEngine, storage: Storage
