@@ -124,11 +124,16 @@ class StorageHarness:
         return Settings(home=tmp_path / "home", encryption_key=TEST_KEK.hex())
 
     @pytest.fixture
-    def engine(self, storage: Storage, key_store: KeyStore, settings: Settings) -> MemoryEngine:
-        """A memory engine over ``storage``, its keys in ``key_store``."""
-        return MemoryEngine(
+    def engine(
+        self, storage: Storage, key_store: KeyStore, settings: Settings
+    ) -> Iterator[MemoryEngine]:
+        """A memory engine over ``storage``, its keys in ``key_store``; its operational
+        events are written (and its writer thread stopped) before ``storage`` closes."""
+        engine = MemoryEngine(
             storage, KeyRing(primary=TEST_KEK), settings=settings, key_store=key_store
         )
+        yield engine
+        engine.ops.close()
 
     @pytest.fixture(autouse=True)
     def _required_capabilities(self, request: pytest.FixtureRequest) -> None:
