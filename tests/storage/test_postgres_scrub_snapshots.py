@@ -39,6 +39,7 @@ def test_rows_deleted_under_an_older_transaction_leave_the_files_once_it_ends(
     engine = MemoryEngine(
         storage, KeyRing(primary=TEST_KEK), key_store=open_key_store(create_schema(url))
     )
+    request.addfinalizer(engine.ops.close)  # before the store closes (finalizers run last first)
     add(engine, key="k", value="ultramarine-okapi-9", user_id="user-1")
     [row] = list(storage.iter_owner(ACCOUNT, "user-1"))
     # Another process's transaction, begun before the erasure and still open (it touches

@@ -126,8 +126,10 @@ class ConfinedRoleHarness(StorageHarness):
     @pytest.fixture
     def confined_engine(
         self, confined: PostgresStorage, engine: MemoryEngine, key_store: KeyStore
-    ) -> MemoryEngine:
-        """An engine over the ``confined`` store."""
-        return MemoryEngine(
+    ) -> Iterator[MemoryEngine]:
+        """An engine over the ``confined`` store (its events written before it closes)."""
+        confined_engine = MemoryEngine(
             confined, KeyRing(primary=TEST_KEK), settings=engine.settings, key_store=key_store
         )
+        yield confined_engine
+        confined_engine.ops.close()

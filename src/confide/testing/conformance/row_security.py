@@ -113,24 +113,29 @@ class RowSecurityConformance(ConfinedRoleHarness):
             app = MemoryEngine(
                 confined, KeyRing(primary=TEST_KEK), settings=engine.settings, key_store=key_store
             )
-            embedder = HashingEmbedder()
-            app.add_indexer(VectorIndexer(confined, embedder, link_top_k=2, link_min=0.0))
-            mine = add(app, value="tea with lemon")
-            theirs = add(app, value="coffee, black", account_id=OTHER)
-            near = confined.vector_search(
-                MemoryFilter(account_id=OTHER, user_id="user-1"), embedder.embed_one("coffee"), 5
-            )
-            assert [h.memory_id for h in near] == [theirs.id]
-            updated = app.update(mine.id, {"value": "tea with honey"}, account_id="acct-1")
-            assert app.get(updated.id, account_id="acct-1").value == "tea with honey"
-            listed = app.list_memories(MemoryFilter(account_id=OTHER, user_id="user-1"))
-            assert [m.id for m in listed] == [theirs.id]
-            with pytest.raises(NotFoundError):
-                app.get(theirs.id, account_id="acct-1")
-            assert len(app.history(updated.id, account_id="acct-1")) >= 2
-            app.erase_user(account_id="acct-1", user_id="user-1")
-            assert app.list_memories(MemoryFilter(account_id="acct-1", user_id="user-1")) == []
-            assert app.get(theirs.id, account_id=OTHER).value == "coffee, black"
+            try:
+                embedder = HashingEmbedder()
+                app.add_indexer(VectorIndexer(confined, embedder, link_top_k=2, link_min=0.0))
+                mine = add(app, value="tea with lemon")
+                theirs = add(app, value="coffee, black", account_id=OTHER)
+                near = confined.vector_search(
+                    MemoryFilter(account_id=OTHER, user_id="user-1"),
+                    embedder.embed_one("coffee"),
+                    5,
+                )
+                assert [h.memory_id for h in near] == [theirs.id]
+                updated = app.update(mine.id, {"value": "tea with honey"}, account_id="acct-1")
+                assert app.get(updated.id, account_id="acct-1").value == "tea with honey"
+                listed = app.list_memories(MemoryFilter(account_id=OTHER, user_id="user-1"))
+                assert [m.id for m in listed] == [theirs.id]
+                with pytest.raises(NotFoundError):
+                    app.get(theirs.id, account_id="acct-1")
+                assert len(app.history(updated.id, account_id="acct-1")) >= 2
+                app.erase_user(account_id="acct-1", user_id="user-1")
+                assert app.list_memories(MemoryFilter(account_id="acct-1", user_id="user-1")) == []
+                assert app.get(theirs.id, account_id=OTHER).value == "coffee, black"
+            finally:
+                app.ops.close()  # its events written before the store closes
         finally:
             confined.close()
 
