@@ -7,6 +7,13 @@ Compare two trees by running this file with each on ``PYTHONPATH``:
 
 ``--precision`` times each graph of the local model in turn within every round (the int8 one
 is what ``embed_one`` runs by default), so the two are compared in the same run.
+
+``--beside`` times the same questions again while another process keeps the other core busy
+(``python``: a loop of plain Python; ``embedder``: the same graph embedding questions), each
+load in turn within every round, and prints each one's p50 as a ratio of the idle p50 of the
+same round. On a machine whose cores share a physical one (or its caches and memory), a lone
+embedding slows beside a busy neighbour although nothing in this process competes with it:
+the same happens to every step of a query beside its own worker thread.
 """
 
 from __future__ import annotations
@@ -14,7 +21,11 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
+import subprocess
+import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from _progress import counted
 from confide.embedders.local import PRECISIONS, LocalMiniLMEmbedder
@@ -32,33 +43,86 @@ def queries(count: int, seed: int) -> list[str]:
     return [" ".join(rng.choice(WORDS) for _ in range(10)) + "?" for _ in range(count)]
 
 
+_LOADS = {
+    "python": "print('busy', flush=True)\nx = 0\nwhile True:\n    x += 1\n",
+    "embedder": (
+        "from confide.embedders.local import LocalMiniLMEmbedder\n"
+        "e = LocalMiniLMEmbedder()\n"
+        "e.embed_one('warm up')\n"
+        "print('busy', flush=True)\n"
+        "while True:\n"
+        "    e.embed_one('what did caroline research about adoption agencies last year?')\n"
+    ),
+}
+"""What ``--beside`` runs in a second process: each prints ``busy`` once it loops."""
+
+
+@contextmanager
+def beside(load: str) -> Iterator[None]:
+    """Run ``load`` (a key of :data:`_LOADS`, or ``idle`` for nothing) in another process
+    for the duration, timed only once it has said it is looping."""
+    if load == "idle":
+        yield
+        return
+    busy = subprocess.Popen(
+        [sys.executable, "-c", _LOADS[load]], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        if busy.stdout is None or busy.stdout.readline().strip() != "busy":
+            raise RuntimeError(f"the {load} load did not start")
+        yield
+    finally:
+        busy.kill()
+        busy.wait()
+
+
+def timed(embedder: LocalMiniLMEmbedder, asked: list[str], label: str) -> list[float]:
+    """Milliseconds of ``embed_one`` for each of ``asked``, sorted."""
+    times = []
+    for text in counted(asked, label, "queries"):
+        start = time.perf_counter()
+        embedder.embed_one(text)
+        times.append((time.perf_counter() - start) * 1000)
+    return sorted(times)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--precision", default="int8", help="comma-separated: int8,float32")
+    parser.add_argument(
+        "--beside",
+        default="",
+        help=f"comma-separated loads of the other core, timed after an idle pass: {sorted(_LOADS)}",
+    )
     args = parser.parse_args()
     asked_for = args.precision.split(",")
     if unknown := set(asked_for) - set(PRECISIONS):
         parser.error(f"--precision: {sorted(unknown)} not among {sorted(PRECISIONS)}")
+    loads = [load for load in args.beside.split(",") if load]
+    if unknown := set(loads) - set(_LOADS):
+        parser.error(f"--beside: {sorted(unknown)} not among {sorted(_LOADS)}")
     embedders = {p: LocalMiniLMEmbedder(precision=p) for p in PRECISIONS if p in asked_for}
     for embedder in embedders.values():
         for text in queries(20, seed=0):  # load and warm up
             embedder.embed_one(text)
     for round_ in range(args.rounds):
         for name, embedder in embedders.items():
-            times = []
             asked = queries(args.queries, seed=round_ + 1)
-            for text in counted(asked, f"round {round_} {name}", "queries"):
-                start = time.perf_counter()
-                embedder.embed_one(text)
-                times.append((time.perf_counter() - start) * 1000)
-            times.sort()
-            p90 = times[int(len(times) * 0.9)]
-            print(
-                f"round {round_} {name}: p50 {statistics.median(times):.2f} ms, p90 "
-                f"{p90:.2f} ms, mean {statistics.fmean(times):.2f} ms over {len(times)} queries"
-            )
+            idle = 0.0
+            for load in ["idle", *loads]:
+                with beside(load):
+                    times = timed(embedder, asked, f"round {round_} {name} {load}")
+                p50 = statistics.median(times)
+                idle = idle or p50
+                where = f" beside {load}" if load != "idle" else ""
+                ratio = f" ({p50 / idle:.2f} of idle)" if load != "idle" else ""
+                print(
+                    f"round {round_} {name}{where}: p50 {p50:.2f} ms{ratio}, p90 "
+                    f"{times[int(len(times) * 0.9)]:.2f} ms, mean {statistics.fmean(times):.2f} "
+                    f"ms over {len(times)} queries"
+                )
 
 
 if __name__ == "__main__":
