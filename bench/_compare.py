@@ -51,6 +51,8 @@ Settings (``scale.py --compare NAME=VALUE``, repeatable):
 - ``free-read``: ``lexical-search`` or ``neighbourhood`` answers that storage read from a
   recording of the same call, made when every question is first answered before the timed
   ones: what a query would gain were the read free (an upper bound for making it faster);
+  ``embedding`` does so for the question's vector, and several joined by ``+``
+  (``lexical-search+neighbourhood``) are all free in the changed arm;
 - ``waiting``: ``idle`` has a thread that needs a task it handed the workers wait for a
   worker to run it, as before; configured, it runs the task itself when no worker has
   started it yet (:class:`confide.retrieval.query.Handed`);
@@ -373,6 +375,7 @@ def _plans(app: Confide, value: str) -> tuple[Switch, Callable[[], None]]:
 
 
 _FREE_READS = ("lexical_search", "neighbourhood")
+_UNSET = object()
 
 
 class _Recorded:
@@ -399,17 +402,32 @@ def _free_read(app: Confide, value: str) -> tuple[Switch, Callable[[], None]]:
     storage = app.engine.storage
     if not isinstance(storage, SqlStorage):
         raise ValueError("free-read needs a SQL store")
-    method = value.replace("-", "_")
-    if method not in _FREE_READS:
-        raise ValueError("free-read must be lexical-search or neighbourhood")
-    recorded = _Recorded(getattr(storage, method))
-    setattr(storage, method, recorded)
+    methods = [part.replace("-", "_") for part in value.split("+")]
+    if not methods or any(m not in (*_FREE_READS, "embedding") for m in methods):
+        raise ValueError(
+            "free-read must be lexical-search, neighbourhood or embedding, or several joined by +"
+        )
+    patched: list[tuple[Any, str, _Recorded, Any]] = []
+    for method in dict.fromkeys(methods):
+        # The question's vector comes from the bench's embedder (stored rows' from its pool).
+        owner: Any = storage
+        if method == "embedding":
+            owner = app.memory_query.embedder
+            method = "embed_one"
+        recorded = _Recorded(getattr(owner, method))
+        patched.append((owner, method, recorded, vars(owner).get(method, _UNSET)))
+        setattr(owner, method, recorded)
 
     def switch(on: bool) -> None:
-        recorded.serving = on
+        for _, _, recorded, _ in patched:
+            recorded.serving = on
 
     def close() -> None:
-        vars(storage).pop(method, None)
+        for owner, method, _, before in patched:
+            if before is _UNSET:
+                vars(owner).pop(method, None)
+            else:
+                setattr(owner, method, before)
 
     return switch, close
 

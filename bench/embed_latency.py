@@ -64,9 +64,7 @@ def beside(load: str) -> Iterator[None]:
     if load == "idle":
         yield
         return
-    busy = subprocess.Popen(
-        [sys.executable, "-c", _LOADS[load]], stdout=subprocess.PIPE, text=True
-    )
+    busy = subprocess.Popen([sys.executable, "-c", _LOADS[load]], stdout=subprocess.PIPE, text=True)
     try:
         if busy.stdout is None or busy.stdout.readline().strip() != "busy":
             raise RuntimeError(f"the {load} load did not start")

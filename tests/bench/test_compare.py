@@ -18,6 +18,7 @@ from _compare import InlinePool, compare, parse_setting
 from confide.client import Confide
 from confide.config import Settings
 from confide.crypto.keyring import KeyRing
+from confide.embedders.base import Vector
 from confide.embedders.local import LocalMiniLMEmbedder
 from confide.engine import MemoryEngine
 from confide.retrieval import query as query_path
@@ -320,8 +321,35 @@ def test_a_free_read_is_answered_from_its_recording_only_in_the_changed_arm(
     assert reached == ["database"] * 4
     assert found["questions"] == 2
     assert "lexical_search" not in vars(storage)
-    with pytest.raises(ValueError, match="lexical-search or neighbourhood"):
+    with pytest.raises(ValueError, match="lexical-search, neighbourhood or embedding"):
         compare(app, "free-read=vector-search", QUESTIONS[:1], _request, warm=0)
+
+
+def test_reads_joined_by_plus_are_all_free_in_the_changed_arm_and_restored_after(
+    app: Confide,
+) -> None:
+    storage = app.engine.storage
+    embedder = app.memory_query.embedder
+    assert isinstance(storage, SqlStorage)
+    assert embedder is not None
+    reached: list[str] = []
+    real_embed = embedder.embed_one
+
+    def embed_one(text: str) -> Vector:
+        reached.append("embedder")
+        return real_embed(text)
+
+    embedder.embed_one = embed_one  # type: ignore[method-assign]
+    try:
+        with _on_each_lexical_search(lambda _: reached.append("database")):
+            compare(app, "free-read=lexical-search+embedding", QUESTIONS[:2], _request, warm=0)
+        # Two questions recorded first, then each answered as configured and from the
+        # recordings: the database and the embedder are reached by the first three passes only.
+        assert sorted(reached) == ["database"] * 4 + ["embedder"] * 4
+        assert "lexical_search" not in vars(storage)
+        assert embedder.embed_one is embed_one
+    finally:
+        vars(embedder).pop("embed_one", None)
 
 
 def test_waiting_idle_turns_off_running_unstarted_tasks_in_its_arm_only(
