@@ -58,20 +58,23 @@ _LOADS = {
 
 
 @contextmanager
-def beside(load: str) -> Iterator[None]:
+def beside(load: str) -> Iterator[subprocess.Popen[str] | None]:
     """Run ``load`` (a key of :data:`_LOADS`, or ``idle`` for nothing) in another process
-    for the duration, timed only once it has said it is looping."""
+    for the duration, entered only once it has said it is looping; the process is yielded
+    (``None`` for ``idle``) and is ended on exit."""
     if load == "idle":
-        yield
+        yield None
         return
-    busy = subprocess.Popen([sys.executable, "-c", _LOADS[load]], stdout=subprocess.PIPE, text=True)
-    try:
-        if busy.stdout is None or busy.stdout.readline().strip() != "busy":
-            raise RuntimeError(f"the {load} load did not start")
-        yield
-    finally:
-        busy.kill()
-        busy.wait()
+    # Leaving the ``with`` closes the pipe and waits for the killed process.
+    with subprocess.Popen(
+        [sys.executable, "-c", _LOADS[load]], stdout=subprocess.PIPE, text=True
+    ) as busy:
+        try:
+            if busy.stdout is None or busy.stdout.readline().strip() != "busy":
+                raise RuntimeError(f"the {load} load did not start")
+            yield busy
+        finally:
+            busy.kill()
 
 
 def timed(embedder: LocalMiniLMEmbedder, asked: list[str], label: str) -> list[float]:
