@@ -403,7 +403,7 @@ def _free_read(app: Confide, value: str) -> tuple[Switch, Callable[[], None]]:
     if not isinstance(storage, SqlStorage):
         raise ValueError("free-read needs a SQL store")
     methods = [part.replace("-", "_") for part in value.split("+")]
-    if not methods or any(m not in (*_FREE_READS, "embedding") for m in methods):
+    if any(m not in (*_FREE_READS, "embedding") for m in methods):
         raise ValueError(
             "free-read must be lexical-search, neighbourhood or embedding, or several joined by +"
         )

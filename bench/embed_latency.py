@@ -111,14 +111,15 @@ def main() -> None:
     for round_ in range(args.rounds):
         for name, embedder in embedders.items():
             asked = queries(args.queries, seed=round_ + 1)
-            idle = 0.0
+            idle = 0.0  # this round's idle p50, timed first
             for load in ["idle", *loads]:
                 with beside(load):
                     times = timed(embedder, asked, f"round {round_} {name} {load}")
                 p50 = statistics.median(times)
-                idle = idle or p50
-                where = f" beside {load}" if load != "idle" else ""
-                ratio = f" ({p50 / idle:.2f} of idle)" if load != "idle" else ""
+                if load == "idle":
+                    idle, where, ratio = p50, "", ""
+                else:
+                    where, ratio = f" beside {load}", f" ({p50 / idle:.2f} of idle)"
                 print(
                     f"round {round_} {name}{where}: p50 {p50:.2f} ms{ratio}, p90 "
                     f"{times[int(len(times) * 0.9)]:.2f} ms, mean {statistics.fmean(times):.2f} "
