@@ -36,6 +36,9 @@ Settings (``scale.py --compare NAME=VALUE``, repeatable):
 - ``head-chunks``: chunks of the SQLite vector index's re-scored shortlist put in order
   before the filter is asked (:attr:`confide.storage.sqlite_vectors.SqliteVectorIndex.head_chunks`;
   ``0`` sorts all of it);
+- ``partitions``: ``off`` has the SQLite vector index read every row's sign bits, as before
+  a large owner's rows were partitioned into lists
+  (:attr:`confide.storage.sqlite_vectors.SqliteVectorIndex.partitions`);
 - ``delta-header``: ``caller`` asks whether a delta header is due on the caller's thread,
   after the answer, instead of on a worker while the question is embedded;
 - ``common-names``: ``two-reads`` has the check for the owner's common names (before the
@@ -201,6 +204,21 @@ def _head_chunks(app: Confide, value: str) -> tuple[Switch, Callable[[], None]]:
     return switch, lambda: None
 
 
+def _partitions(app: Confide, value: str) -> tuple[Switch, Callable[[], None]]:
+    if value != "off":
+        raise ValueError("partitions must be off")
+    storage = app.engine.storage
+    if not isinstance(storage, SqliteStorage):
+        raise ValueError("partitions needs a SQLite store")
+    index = storage.vector_index
+    configured = index.partitions
+
+    def switch(on: bool) -> None:
+        index.partitions = False if on else configured
+
+    return switch, lambda: switch(False)
+
+
 def _plan(app: Confide, field: str, value: str) -> tuple[Switch, Callable[[], None]]:
     service = app.memory_query
     configured, n = service.plan, int(value)
@@ -331,6 +349,7 @@ def _index_loops(app: Confide, value: str) -> tuple[Switch, Callable[[], None]]:
         configured[0],
         numba.njit(nogil=True, fastmath=True)(_one_row_at_a_time),
         vector_kernels._within_numpy,
+        configured[3],
     )
 
     def switch(on: bool) -> None:
@@ -463,6 +482,7 @@ SETTINGS: dict[str, Callable[[Confide, str], tuple[Switch, Callable[[], None]]]]
     "index-loops": _index_loops,
     "plans": _plans,
     "head-chunks": _head_chunks,
+    "partitions": _partitions,
     "delta-header": _delta_header,
     "common-names": _common_names,
     "side-reads": _side_reads,

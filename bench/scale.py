@@ -543,7 +543,7 @@ def settle_index(storage: Storage) -> None:
     after an import, like the load's own WAL, so it is settled before the timed queries."""
     index = getattr(storage, "vector_index", None)
     if index is not None:
-        index.flush_snapshots()
+        index.flush()
         settle(storage)
 
 
@@ -583,7 +583,7 @@ def cold_first_query(app: Confide, question: str, top_k: int) -> dict[str, Any]:
     storage = app.engine.storage
     index = getattr(storage, "vector_index", None)
     if index is not None:
-        index.flush_snapshots()
+        index.flush()
         index.clear()
     app.engine.keys.clear()
     cold = round(_time_queries(app, [question], top_k)[0], 2)

@@ -164,6 +164,28 @@ def test_a_setting_must_be_a_known_name_and_a_value(text: str) -> None:
         parse_setting(text)
 
 
+def test_partitions_off_reads_every_row_in_the_changed_arm_only(app: Confide) -> None:
+    storage = app.engine.storage
+    assert isinstance(storage, SqliteStorage)
+    index = storage.vector_index
+    seen: list[bool] = []
+    real = type(index).search
+
+    def watched(self: Any, *args: Any, **kwargs: Any) -> Any:
+        seen.append(self.partitions)
+        return real(self, *args, **kwargs)
+
+    type(index).search = watched  # type: ignore[method-assign]
+    try:
+        compare(app, "partitions=off", QUESTIONS[:2], _request, warm=0)
+    finally:
+        type(index).search = real  # type: ignore[method-assign]
+    assert seen == [True, False, False, True]
+    assert index.partitions
+    with pytest.raises(ValueError, match="must be off"):
+        compare(app, "partitions=on", QUESTIONS[:1], _request, warm=0)
+
+
 def test_head_chunks_sorts_the_whole_shortlist_in_the_changed_arm_only(app: Confide) -> None:
     storage = app.engine.storage
     assert isinstance(storage, SqliteStorage)

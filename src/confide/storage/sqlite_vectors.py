@@ -52,6 +52,7 @@ from numpy.typing import NDArray
 from confide.storage.base import ScoredId, StoredVector, Vector
 from confide.storage.sql import SqlExecutor
 from confide.storage.vector_kernels import hamming_distances, int8_scores, rows_within
+from confide.storage.vector_partition import Partition, build_partition, list_count
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +76,10 @@ class _OwnerIndex:
     unsaved: int = 0
     """Rows loaded since the snapshot this index was loaded from (or last handed to be
     written); ``seq`` is shared by every owner, so it cannot tell."""
+    partition: Partition | None = None
+    """Lists over the first rows, once a large index has them (built in the background)."""
+    partitioning: bool = False
+    """A partition is being built for this index."""
 
     def append(self, ids: list[str], vectors: NDArray[np.float32]) -> None:
         # Bits are stored word-major (one contiguous row per 64-bit word), which is how the
@@ -197,28 +202,31 @@ class SnapshotStore(Protocol):
         ...
 
 
-class _SnapshotWriter:
-    """One background thread that writes snapshots, the latest per owner, off the query path."""
+class _Background:
+    """One background thread that runs the index's jobs (snapshots to write, partitions to
+    build) off the query path: the latest job per key, one at a time."""
 
-    def __init__(self, store: SnapshotStore) -> None:
-        self._store = store
-        self._pending: dict[Owner, Callable[[], tuple[int, int, bytes] | None]] = {}
+    def __init__(self) -> None:
+        self._pending: dict[tuple[str, Owner], Callable[[], None]] = {}
         self._changed = threading.Condition()
         self._busy = False
         self._stopped = False
         self._thread: threading.Thread | None = None
 
-    def submit(self, owner: Owner, make: Callable[[], tuple[int, int, bytes] | None]) -> None:
+    def submit(self, key: tuple[str, Owner], job: Callable[[], None]) -> bool:
+        """Run ``job`` in the background (replacing a pending one of the same ``key``);
+        ``False`` once stopped."""
         with self._changed:
             if self._stopped:
-                return
-            self._pending[owner] = make
+                return False
+            self._pending[key] = job
             if self._thread is None:
                 self._thread = threading.Thread(
-                    target=self._run, name="confide-vector-snapshots", daemon=True
+                    target=self._run, name="confide-vector-index", daemon=True
                 )
                 self._thread.start()
             self._changed.notify_all()
+            return True
 
     def _run(self) -> None:
         while True:
@@ -227,21 +235,19 @@ class _SnapshotWriter:
                     self._changed.wait()
                 if self._stopped:
                     return
-                owner, make = self._pending.popitem()
+                (kind, _), job = self._pending.popitem()
                 self._busy = True
             try:
-                made = make()
-                if made is not None:
-                    self._store.save_index_snapshot(owner, *made)
-            except Exception as exc:  # a cache write: the rows stay the source of truth
-                log.warning("a vector index snapshot was not written: %s", type(exc).__name__)
+                job()
+            except Exception as exc:  # a cache or an accelerator: the rows stay the truth
+                log.warning("a vector index %s failed: %s", kind, type(exc).__name__)
             finally:
                 with self._changed:
                     self._busy = False
                     self._changed.notify_all()
 
     def flush(self) -> None:
-        """Wait until every submitted snapshot is written (or failed)."""
+        """Wait until every submitted job has run (or failed)."""
         with self._changed:
             while (self._pending or self._busy) and not self._stopped:
                 self._changed.wait()
@@ -258,15 +264,20 @@ class _SnapshotWriter:
 
 
 def warm_up(dims: int) -> None:
-    """Search a two-row index once, so the vector loops are compiled (or loaded from numba's
-    on-disk cache) now rather than during the first real search."""
-    vectors = np.random.default_rng(0).standard_normal((2, dims)).astype(np.float32)
+    """Search a small index once, in full and through a partition with rows past it, so the
+    vector loops are compiled (or loaded from numba's on-disk cache) now rather than during
+    the first real search."""
+    vectors = np.random.default_rng(0).standard_normal((4, dims)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     index = _OwnerIndex()
-    index.append(["a", "b"], vectors)
+    index.append(["a", "b", "c"], vectors[:3])
+    partition = build_partition(index.codes, index.scales, index.bits, lists=2, iterations=1)
+    index.append(["d"], vectors[3:])
     q = vectors[0]
-    rows = nearest_by_bits(index.bits, pack_signs(q[None, :])[0], 1)
+    q_bits = pack_signs(q[None, :])[0]
+    rows = nearest_by_bits(index.bits, q_bits, 1)
     index.scores(rows, q)
+    partition.candidates(index.bits, q, q_bits, 1)
 
 
 def quantize(vectors: NDArray[np.float32]) -> tuple[NDArray[np.int8], NDArray[np.float32]]:
@@ -316,6 +327,9 @@ class SqliteVectorIndex:
         snapshot_rows: int = 1000,
         snapshot_share: float = 0.05,
         head_chunks: int = 4,
+        partition_rows: int = 250_000,
+        partition_share: float = 0.05,
+        probe_share: float = 0.15,
     ) -> None:
         self._owners: OrderedDict[Owner, _OwnerIndex] = OrderedDict()
         self._lock = threading.Lock()
@@ -331,7 +345,7 @@ class SqliteVectorIndex:
         the first (``0``: all of it). The first chunk usually holds the answer; at a million
         rows the shortlist holds thousands (``bench/scale.py --compare head-chunks=0``)."""
         self._snapshots = snapshots
-        self._writer = _SnapshotWriter(snapshots) if snapshots is not None else None
+        self._background = _Background()
         self.snapshot_rows = snapshot_rows
         """The fewest rows an owner's index grows by before its snapshot is written again: a
         rewrite costs the whole index, loading rows past the snapshot costs each row."""
@@ -339,20 +353,34 @@ class SqliteVectorIndex:
         """The share of its size an owner's index grows by before its snapshot is written
         again, when that is more than ``snapshot_rows``: a rewrite's cost per new row stays
         the same at any size."""
+        self.partition_rows = partition_rows
+        """The fewest rows an owner's index holds before it is partitioned into lists
+        (:mod:`confide.storage.vector_partition`): below it one pass over every row's sign
+        bits costs less than a millisecond."""
+        self.partition_share = partition_share
+        """The share of a partition's rows that may be appended past it before it is built
+        again (those rows are read in full on every search meanwhile)."""
+        self.probe_share = probe_share
+        """The share of a partition's lists a search reads (at least one). Chosen on
+        distinct LoCoMo texts leaving one conversation out (``bench/partition_recall.py``):
+        the smallest share whose ``ann_recall@10`` over the other conversations' questions
+        reaches 0.97, which four folds of five put at 0.15."""
+        self.partitions = True
+        """Search through an owner's partition once built (``False``: read every row's
+        bits, as before partitions; ``bench/scale.py --compare partitions=off``)."""
 
     def snapshot_threshold(self, rows: int) -> int:
         """How many new rows an index of ``rows`` rows takes before its next snapshot."""
         return max(self.snapshot_rows, int(rows * self.snapshot_share))
 
-    def flush_snapshots(self) -> None:
-        """Wait until the snapshots written in the background are stored."""
-        if self._writer is not None:
-            self._writer.flush()
+    def flush(self) -> None:
+        """Wait until the background work handed on so far is done: snapshots stored and
+        partitions built."""
+        self._background.flush()
 
     def close(self) -> None:
-        """Stop writing snapshots (what is pending is dropped: the rows stay the truth)."""
-        if self._writer is not None:
-            self._writer.stop()
+        """Stop the background work (what is pending is dropped: the rows stay the truth)."""
+        self._background.stop()
 
     def clear(self) -> None:
         """Forget every cached owner."""
@@ -391,6 +419,7 @@ class SqliteVectorIndex:
                 self._owners[owner] = index
             self._owners.move_to_end(owner)
             if index.max_seq >= max_seq:
+                self._partition_later(owner, index)
                 return index
             rows = db.run(
                 "SELECT seq, memory_id, model_id, key_id, vector FROM embeddings "
@@ -411,6 +440,7 @@ class SqliteVectorIndex:
             self._evict()
             if index.unsaved >= self.snapshot_threshold(len(index.ids)):
                 self._snapshot_later(owner, index)
+            self._partition_later(owner, index)
             return index
 
     def _from_snapshot(
@@ -437,7 +467,8 @@ class SqliteVectorIndex:
 
     def _snapshot_later(self, owner: Owner, index: _OwnerIndex) -> None:
         """Hand a copy of the index's state to the writer thread (under ``self._lock``)."""
-        if self._writer is None or not index.ids:
+        snapshots = self._snapshots
+        if snapshots is None or not index.ids:
             return
         index.unsaved = 0
         # ``append`` replaces these arrays rather than changing them, but for ``live``.
@@ -449,13 +480,38 @@ class SqliteVectorIndex:
             index.stale,
         )
 
-        def make() -> tuple[int, int, bytes] | None:
+        def write() -> None:
             data = to_snapshot(
                 ids, bits, codes, scales, live, max_seq=max_seq, deletions=deletions, stale=stale
             )
-            return None if data is None else (max_seq, deletions, data)
+            if data is not None:
+                snapshots.save_index_snapshot(owner, max_seq, deletions, data)
 
-        self._writer.submit(owner, make)
+        self._background.submit(("snapshot", owner), write)
+
+    def _partition_later(self, owner: Owner, index: _OwnerIndex) -> None:
+        """Have the background build a partition for a large index whose rows have outgrown
+        the one it has (under ``self._lock``); searches read every row's bits meanwhile."""
+        rows = len(index.ids)
+        if index.partitioning or rows < self.partition_rows:
+            return
+        covered = index.partition.covered if index.partition is not None else 0
+        if rows - covered <= covered * self.partition_share:
+            return
+        # ``append`` replaces these arrays rather than changing them.
+        codes, scales, bits = index.codes, index.scales, index.bits
+
+        def build() -> None:
+            try:
+                built = build_partition(codes, scales, bits, lists=list_count(rows))
+            finally:
+                with self._lock:
+                    index.partitioning = False
+            with self._lock:
+                if self._owners.get(owner) is index:  # not reloaded or evicted meanwhile
+                    index.partition = built
+
+        index.partitioning = self._background.submit(("partition", owner), build)
 
     def _evict(self) -> None:
         total = sum(len(i.ids) for i in self._owners.values())
@@ -470,7 +526,12 @@ class SqliteVectorIndex:
             owners = list(self._owners.values())
         rows = sum(len(i.ids) for i in owners)
         arrays = sum(
-            i.bits.nbytes + i.codes.nbytes + i.scales.nbytes + i.live.nbytes for i in owners
+            i.bits.nbytes
+            + i.codes.nbytes
+            + i.scales.nbytes
+            + i.live.nbytes
+            + (i.partition.nbytes() if i.partition is not None else 0)
+            for i in owners
         )
         objects = sum(
             sys.getsizeof(i.ids) + sys.getsizeof(i.row_of) + sum(map(sys.getsizeof, i.ids))
@@ -481,6 +542,24 @@ class SqliteVectorIndex:
     def shortlist_for(self, rows: int, k: int) -> int:
         """How many rows the sign bits pass on to be re-scored, for ``rows`` rows and top-``k``."""
         return min(rows, max(self.shortlist, 4 * k, math.ceil(self.shortlist_share * rows)))
+
+    def probes_for(self, partition: Partition) -> int:
+        """How many of the partition's lists a search reads."""
+        return max(1, math.ceil(self.probe_share * partition.lists))
+
+    def _nearest_in_partition(
+        self, index: _OwnerIndex, partition: Partition, q: NDArray[np.float32], count: int
+    ) -> NDArray[np.intp]:
+        """Rows of at least the ``count`` smallest Hamming distances among the nearest lists
+        and the rows past the partition (all of them when they are fewer), in row order as
+        the full pass gives them, so that rows tied in score are taken in the same order."""
+        rows, distance = partition.candidates(
+            index.bits, q, pack_signs(q[None, :])[0], self.probes_for(partition)
+        )
+        if count < len(rows):
+            step = 16 if len(rows) >= 64 * count else 1
+            rows = rows[rows_within(distance, count, bins=partition.words * 64 + 1, step=step)]
+        return np.sort(rows)
 
     def search(
         self,
@@ -505,6 +584,8 @@ class SqliteVectorIndex:
         exhaustive = shortlist >= len(index.ids)
         if exhaustive:
             rows = np.arange(len(index.ids))
+        elif index.partition is not None and self.partitions:
+            rows = self._nearest_in_partition(index, index.partition, q, shortlist)
         else:
             rows = nearest_by_bits(index.bits, pack_signs(q[None, :])[0], shortlist)
         # Ask the database about the best-scored ids first, a chunk at a time: with an

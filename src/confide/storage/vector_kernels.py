@@ -43,6 +43,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 __all__ = [
+    "hamming_blocks",
     "hamming_distances",
     "int8_scores",
     "kernels_ready",
@@ -71,6 +72,32 @@ def _hamming_loop(bits: Any, query: Any, out: Any) -> None:
             x = (x & _M2) + ((x >> _TWO) & _M2)
             x = (x + (x >> _FOUR)) & _M4
             out[r] += np.uint16((x * _H01) >> _TOP)
+
+
+def _blocks_loop(
+    flat: Any, words: Any, starts: Any, chosen: Any, query: Any, rows: Any, out: Any, found: Any
+) -> None:
+    # A partition's lists, one after another: list ``c``'s block holds ``words`` runs of its
+    # rows' words, so each run streams as the word-major Hamming pass does. The block as a
+    # 2-D view and the distances as a slice let the compiler vectorise the loop.
+    at = 0
+    for c in chosen:
+        first = starts[c]
+        count = starts[c + 1] - first
+        block = flat[first * words : (first + count) * words].reshape((words, count))
+        distance = out[at : at + count]
+        distance[:] = 0
+        for w in range(words):
+            qw = query[w]
+            run = block[w]
+            for r in range(count):
+                x = run[r] ^ qw
+                x = x - ((x >> _ONE) & _M1)
+                x = (x & _M2) + ((x >> _TWO) & _M2)
+                x = (x + (x >> _FOUR)) & _M4
+                distance[r] += np.uint16((x * _H01) >> _TOP)
+        found[at : at + count] = rows[first : first + count]
+        at += count
 
 
 def _int8_loop(codes: Any, scales: Any, rows: Any, query: Any, out: Any) -> None:
@@ -134,6 +161,18 @@ def _hamming_numpy(bits: Any, query: Any, out: Any) -> None:
     np.sum(np.bitwise_count(bits ^ query[:, None]), axis=0, dtype=np.uint16, out=out)
 
 
+def _blocks_numpy(
+    flat: Any, words: Any, starts: Any, chosen: Any, query: Any, rows: Any, out: Any, found: Any
+) -> None:
+    at = 0
+    for c in chosen:
+        first, count = int(starts[c]), int(starts[c + 1] - starts[c])
+        block = flat[first * words : (first + count) * words].reshape(words, count)
+        _hamming_numpy(block, query, out[at : at + count])
+        found[at : at + count] = rows[first : first + count]
+        at += count
+
+
 def _int8_numpy(codes: Any, scales: Any, rows: Any, query: Any, out: Any) -> None:
     # ``einsum``, not ``@``: it stays on this thread, where BLAS may split a product this size
     # across threads that then spin on the cores the embedder and the database need.
@@ -151,10 +190,10 @@ def _within_numpy(distance: Any, count: Any, step: Any, bins: Any, out: Any) -> 
 
 
 Kernel = Callable[..., None]
-Kernels = tuple[Kernel, Kernel, Callable[..., int]]
-"""The Hamming pass, the int8 re-scoring and the shortlist's selection (which returns how
-many rows it wrote)."""
-_NUMPY: Kernels = (_hamming_numpy, _int8_numpy, _within_numpy)
+Kernels = tuple[Kernel, Kernel, Callable[..., int], Kernel]
+"""The Hamming pass, the int8 re-scoring, the shortlist's selection (which returns how
+many rows it wrote) and the Hamming pass over a partition's lists."""
+_NUMPY: Kernels = (_hamming_numpy, _int8_numpy, _within_numpy, _blocks_numpy)
 _lock = threading.Lock()
 _compiled: Kernels | None = None
 _kernels: Kernels | None = None  # the loops in use, once chosen
@@ -187,6 +226,7 @@ def _compile() -> Kernels | None:
         numba.njit(nogil=True, cache=True)(_hamming_loop),
         numba.njit(nogil=True, cache=True, fastmath=True)(_int8_loop),
         numba.njit(nogil=True, cache=True)(_within_loop),
+        numba.njit(nogil=True, cache=True)(_blocks_loop),
     )
 
 
@@ -205,10 +245,42 @@ def _chosen() -> Kernels:
 
 def hamming_distances(bits: NDArray[np.uint64], query: NDArray[np.uint64]) -> NDArray[np.uint16]:
     """Hamming distance of ``query`` (one row of packed words) to every row of the word-major
-    ``bits`` (``bits[w]`` holds word ``w`` of every row)."""
+    ``bits`` (``bits[w]`` holds word ``w`` of every row). A view of some of the columns is
+    read in place, not copied."""
     out = np.empty(bits.shape[1], dtype=np.uint16)
-    _chosen()[0](np.ascontiguousarray(bits), np.ascontiguousarray(query), out)
+    if bits.strides[1] != bits.itemsize:
+        bits = np.ascontiguousarray(bits)
+    _chosen()[0](bits, np.ascontiguousarray(query), out)
     return out
+
+
+def hamming_blocks(
+    flat: NDArray[np.uint64],
+    words: int,
+    starts: NDArray[np.intp],
+    rows: NDArray[np.intp],
+    chosen: NDArray[np.intp],
+    query: NDArray[np.uint64],
+) -> tuple[NDArray[np.intp], NDArray[np.uint16]]:
+    """The rows of the ``chosen`` lists of a partition and their Hamming distances to
+    ``query``, list after list: list ``c`` holds ``rows[starts[c]:starts[c + 1]]``, whose
+    bits lie in ``flat`` as ``words`` runs of those rows' words (see
+    :class:`~confide.storage.vector_partition.Partition`)."""
+    size = int(np.sum(starts[chosen + 1] - starts[chosen])) if len(chosen) else 0
+    out = np.empty(size, dtype=np.uint16)
+    found = np.empty(size, dtype=np.intp)
+    contiguous = np.ascontiguousarray
+    _chosen()[3](
+        contiguous(flat),
+        words,
+        contiguous(starts, dtype=np.intp),
+        contiguous(chosen, dtype=np.intp),
+        contiguous(query),
+        contiguous(rows, dtype=np.intp),
+        out,
+        found,
+    )
+    return found, out
 
 
 def rows_within(

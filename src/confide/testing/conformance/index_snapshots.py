@@ -38,7 +38,7 @@ class _SnapshottingIndex(Protocol):
     snapshot_rows: int
     snapshot_share: float
 
-    def flush_snapshots(self) -> None:
+    def flush(self) -> None:
         """Wait for the snapshots being written in the background."""
         ...
 
@@ -88,7 +88,7 @@ def _fill(engine: MemoryEngine, user_id: str, count: int, start: int = 0) -> lis
 def _snapshot(engine: MemoryEngine, flt: MemoryFilter) -> int:
     """Load the owner's index (a search) and wait for its snapshot; returns its ``max_seq``."""
     engine.storage.vector_search(flt, HashingEmbedder().embed_one("kite"), 1)
-    _index(engine).flush_snapshots()
+    _index(engine).flush()
     with engine.storage.database.reader_across_accounts() as db:
         row = db.run(
             "SELECT max_seq FROM vector_snapshots WHERE account_id = ? AND user_id = ?",
