@@ -17,7 +17,7 @@ An owner of many rows (``partition_rows``, 250k) is also partitioned into lists 
 learnt centroids (:mod:`confide.storage.vector_partition`), so that a search reads the sign
 bits of the nearest ``probe_share`` of the lists, and of the rows appended since, rather than
 all of them: at a million rows the full pass reads 48 MB a query. The partition is built in
-the background (about 9 s of both cores at a million rows, BLAS doing the products) when the
+the background (seconds of both cores at a million rows, BLAS doing the products) when the
 owner first grows past the threshold, after a cold load, and again once ``partition_share``
 of its rows have been appended past it; searches read every row's bits until it is there. It
 is not snapshotted: it is an accelerator, rebuilt from the codes the index holds.
