@@ -26,6 +26,7 @@ from confide.storage import FEATURES, postgres, vector_kernels
 from confide.storage.postgres import PostgresStorage
 from confide.storage.sql import Bm25Score, SqlStorage
 from confide.storage.sqlite import SqliteStorage
+from confide.storage.sqlite_vectors import SqliteVectorIndex
 
 KEK = bytes(range(32))
 QUESTIONS = ["Who adopted Coco?", "Where did Liam run?", "What did Maya adopt?"]
@@ -164,47 +165,44 @@ def test_a_setting_must_be_a_known_name_and_a_value(text: str) -> None:
         parse_setting(text)
 
 
-def test_partitions_off_reads_every_row_in_the_changed_arm_only(app: Confide) -> None:
+def _index_setting_per_search(app: Confide, setting: str, attribute: str) -> list[Any]:
+    """The SQLite vector index's ``attribute`` as each search of ``compare(setting)`` saw it."""
     storage = app.engine.storage
     assert isinstance(storage, SqliteStorage)
-    index = storage.vector_index
-    seen: list[bool] = []
-    real = type(index).search
+    seen: list[Any] = []
+    real = type(storage.vector_index).search
 
     def watched(self: Any, *args: Any, **kwargs: Any) -> Any:
-        seen.append(self.partitions)
+        seen.append(getattr(self, attribute))
         return real(self, *args, **kwargs)
 
-    type(index).search = watched  # type: ignore[method-assign]
+    type(storage.vector_index).search = watched  # type: ignore[method-assign]
     try:
-        compare(app, "partitions=off", QUESTIONS[:2], _request, warm=0)
+        compare(app, setting, QUESTIONS[:2], _request, warm=0)
     finally:
-        type(index).search = real  # type: ignore[method-assign]
+        type(storage.vector_index).search = real  # type: ignore[method-assign]
+    return seen
+
+
+def _vector_index(app: Confide) -> SqliteVectorIndex:
+    storage = app.engine.storage
+    assert isinstance(storage, SqliteStorage)
+    return storage.vector_index
+
+
+def test_partitions_off_reads_every_row_in_the_changed_arm_only(app: Confide) -> None:
+    seen = _index_setting_per_search(app, "partitions=off", "partitions")
     assert seen == [True, False, False, True]
-    assert index.partitions
+    assert _vector_index(app).partitions
     with pytest.raises(ValueError, match="must be off"):
         compare(app, "partitions=on", QUESTIONS[:1], _request, warm=0)
 
 
 def test_head_chunks_sorts_the_whole_shortlist_in_the_changed_arm_only(app: Confide) -> None:
-    storage = app.engine.storage
-    assert isinstance(storage, SqliteStorage)
-    index = storage.vector_index
-    configured = index.head_chunks
-    seen: list[int] = []
-    real = type(index).search
-
-    def watched(self: Any, *args: Any, **kwargs: Any) -> Any:
-        seen.append(self.head_chunks)
-        return real(self, *args, **kwargs)
-
-    type(index).search = watched  # type: ignore[method-assign]
-    try:
-        compare(app, "head-chunks=0", QUESTIONS[:2], _request, warm=0)
-    finally:
-        type(index).search = real  # type: ignore[method-assign]
+    configured = _vector_index(app).head_chunks
+    seen = _index_setting_per_search(app, "head-chunks=0", "head_chunks")
     assert seen == [configured, 0, 0, configured]
-    assert index.head_chunks == configured
+    assert _vector_index(app).head_chunks == configured
     with pytest.raises(ValueError, match="0 or more"):
         compare(app, "head-chunks=-1", QUESTIONS[:1], _request, warm=0)
 
