@@ -165,22 +165,23 @@ def test_a_setting_must_be_a_known_name_and_a_value(text: str) -> None:
         parse_setting(text)
 
 
-def _index_setting_per_search(app: Confide, setting: str, attribute: str) -> list[Any]:
-    """The SQLite vector index's ``attribute`` as each search of ``compare(setting)`` saw it."""
-    storage = app.engine.storage
-    assert isinstance(storage, SqliteStorage)
+def _seen_per_search(
+    app: Confide, setting: str, observe: Callable[[SqliteVectorIndex], Any]
+) -> list[Any]:
+    """What ``observe`` saw of the SQLite vector index at each search of ``compare(setting)``."""
+    index_type = type(_vector_index(app))
     seen: list[Any] = []
-    real = type(storage.vector_index).search
+    real = index_type.search
 
-    def watched(self: Any, *args: Any, **kwargs: Any) -> Any:
-        seen.append(getattr(self, attribute))
+    def watched(self: SqliteVectorIndex, *args: Any, **kwargs: Any) -> Any:
+        seen.append(observe(self))
         return real(self, *args, **kwargs)
 
-    type(storage.vector_index).search = watched  # type: ignore[method-assign]
+    index_type.search = watched  # type: ignore[method-assign]
     try:
         compare(app, setting, QUESTIONS[:2], _request, warm=0)
     finally:
-        type(storage.vector_index).search = real  # type: ignore[method-assign]
+        index_type.search = real  # type: ignore[method-assign]
     return seen
 
 
@@ -191,7 +192,7 @@ def _vector_index(app: Confide) -> SqliteVectorIndex:
 
 
 def test_partitions_off_reads_every_row_in_the_changed_arm_only(app: Confide) -> None:
-    seen = _index_setting_per_search(app, "partitions=off", "partitions")
+    seen = _seen_per_search(app, "partitions=off", lambda index: index.partitions)
     assert seen == [True, False, False, True]
     assert _vector_index(app).partitions
     with pytest.raises(ValueError, match="must be off"):
@@ -200,7 +201,7 @@ def test_partitions_off_reads_every_row_in_the_changed_arm_only(app: Confide) ->
 
 def test_head_chunks_sorts_the_whole_shortlist_in_the_changed_arm_only(app: Confide) -> None:
     configured = _vector_index(app).head_chunks
-    seen = _index_setting_per_search(app, "head-chunks=0", "head_chunks")
+    seen = _seen_per_search(app, "head-chunks=0", lambda index: index.head_chunks)
     assert seen == [configured, 0, 0, configured]
     assert _vector_index(app).head_chunks == configured
     with pytest.raises(ValueError, match="0 or more"):
@@ -209,21 +210,12 @@ def test_head_chunks_sorts_the_whole_shortlist_in_the_changed_arm_only(app: Conf
 
 def test_index_loops_before_are_in_force_in_the_changed_arm_only(app: Confide) -> None:
     pytest.importorskip("numba")
-    storage = app.engine.storage
-    assert isinstance(storage, SqliteStorage)
     configured = vector_kernels._chosen()
-    seen: list[bool] = []
-    real = type(storage.vector_index).search
-
-    def watched(self: Any, *args: Any, **kwargs: Any) -> Any:
-        seen.append(vector_kernels._chosen()[2] is vector_kernels._within_numpy)
-        return real(self, *args, **kwargs)
-
-    type(storage.vector_index).search = watched  # type: ignore[method-assign]
-    try:
-        compare(app, "index-loops=before", QUESTIONS[:2], _request, warm=0)
-    finally:
-        type(storage.vector_index).search = real  # type: ignore[method-assign]
+    seen = _seen_per_search(
+        app,
+        "index-loops=before",
+        lambda _: vector_kernels._chosen()[2] is vector_kernels._within_numpy,
+    )
     assert seen == [False, True, True, False]
     assert vector_kernels._chosen() is configured
     with pytest.raises(ValueError, match="must be before"):
